@@ -15,6 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from simulator.config import SimulatorSettings
+
 ENV_PREFIX = "PERDIX_"
 ENV_NESTED_DELIMITER = "__"
 
@@ -120,51 +122,6 @@ class TelemetrySettings(_Section):
     not_ready_after_failed_loops: int = Field(
         3, ge=1, description="/readyz turns not-ready after this many consecutive loops without data."
     )
-
-
-class SimulatorSettings(_Section):
-    """The embedded simulated Flink job (reactive mode, Kafka-like source)."""
-
-    partitions: int = Field(36, description="Source partitions.")
-    partition_skew: float = Field(
-        0.5, ge=0, description="Zipf exponent of partition weights (0: uniform; 1: classic Zipf)."
-    )
-    worker_capacity_rps: float = Field(
-        9000.0, gt=0, description="Records/s one worker of speed 1.0 processes at 100 % CPU."
-    )
-    worker_speed_spread: float = Field(
-        0.08, ge=0, lt=1, description="Standard deviation of the per-worker speed factor (heterogeneous workers)."
-    )
-    cpu_idle: float = Field(0.05, ge=0, lt=1, description="CPU load of an idle worker (JVM overhead), 0..1.")
-    cpu_noise: float = Field(0.02, ge=0, description="Standard deviation of per-second CPU noise, 0..1.")
-    metric_window_s: int = Field(
-        30, ge=1, description="Moving-average window of reported CPU and per-worker rates, seconds."
-    )
-    checkpoint_interval_s: int = Field(10, ge=1, description="Checkpoint interval, seconds.")
-    rescale_downtime_base_s: float = Field(10.0, ge=0, description="Downtime of a rescale at parallelism 0, seconds.")
-    rescale_downtime_per_worker_s: float = Field(
-        1.5, ge=0, description="Extra rescale downtime per worker of the larger scale-out, seconds."
-    )
-    failure_downtime_base_s: float = Field(8.0, ge=0, description="Downtime of a failure at parallelism 0, seconds.")
-    failure_downtime_per_worker_s: float = Field(
-        0.5, ge=0, description="Extra failure downtime per worker, seconds."
-    )
-    downtime_jitter: float = Field(
-        0.15, ge=0, description="Log-normal sigma of downtime around its mean (0: deterministic)."
-    )
-    initial_parallelism: int = Field(8, ge=1, description="Scale-out the simulated job starts with.")
-    seed: int = Field(7, description="Seed of every random draw in the simulator.")
-
-    @model_validator(mode="after")
-    def _can_run(self) -> SimulatorSettings:
-        if self.partitions < 1:
-            raise ValueError(f"simulator.partitions ({self.partitions}) must be at least 1")
-        if self.initial_parallelism > self.partitions:
-            raise ValueError(
-                f"simulator.initial_parallelism ({self.initial_parallelism}) > simulator.partitions "
-                f"({self.partitions}): a worker would have no partition"
-            )
-        return self
 
 
 class Settings(BaseSettings):

@@ -1,0 +1,39 @@
+"""structlog, configured once: JSON lines in production, a readable console in the demo."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import structlog
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def configure_logging(fmt: str = "json", level: str = "info", stream: Any = None) -> None:
+    """Set up structlog for the whole process (call once, at the CLI entry)."""
+    renderer: Any
+    if fmt == "console":
+        renderer = structlog.dev.ConsoleRenderer(colors=stream is None and sys.stderr.isatty())
+    else:
+        renderer = structlog.processors.JSONRenderer()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.StackInfoRenderer(),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
+        logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def get_logger(name: str | None = None, **bound: Any) -> Any:
+    """A structlog logger, optionally bound to key/values."""
+    logger = structlog.get_logger(name)
+    return logger.bind(**bound) if bound else logger

@@ -1,0 +1,75 @@
+"""Configuration of the embedded simulated Flink job.
+
+Lives with the simulator (which imports nothing from the agent); the agent's settings tree embeds it
+as its ``simulator`` section, so the YAML key and the PERDIX_SIMULATOR__* variables reach it.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class SimulatorSettings(BaseModel):
+    """The embedded simulated Flink job (reactive mode, Kafka-like source)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    partitions: int = Field(36, description="Source partitions.")
+    partition_weights: tuple[float, ...] | None = Field(
+        None, description="Explicit relative partition weights (overrides partition_skew); length = partitions."
+    )
+    worker_speeds: tuple[float, ...] | None = Field(
+        None, description="Explicit speed factor per worker index (overrides worker_speed_spread)."
+    )
+    workload_noise: float = Field(
+        0.02, ge=0, description="Relative standard deviation of the per-second arrival rate around the trace."
+    )
+    partition_skew: float = Field(
+        0.1, ge=0, description="Zipf exponent of partition weights (0: uniform; 1: classic Zipf)."
+    )
+    worker_capacity_rps: float = Field(
+        14000.0, gt=0, description="Records/s one worker of speed 1.0 processes at 100 % CPU."
+    )
+    worker_speed_spread: float = Field(
+        0.08, ge=0, lt=1, description="Standard deviation of the per-worker speed factor (heterogeneous workers)."
+    )
+    cpu_idle: float = Field(0.05, ge=0, lt=1, description="CPU load of an idle worker (JVM overhead), 0..1.")
+    cpu_noise: float = Field(0.02, ge=0, description="Standard deviation of per-second CPU noise, 0..1.")
+    metric_window_s: int = Field(
+        30, ge=1, description="Moving-average window of reported CPU and per-worker rates, seconds."
+    )
+    checkpoint_interval_s: int = Field(10, ge=1, description="Checkpoint interval, seconds.")
+    rescale_downtime_base_s: float = Field(10.0, ge=0, description="Downtime of a rescale at parallelism 0, seconds.")
+    rescale_downtime_per_worker_s: float = Field(
+        1.5, ge=0, description="Extra rescale downtime per worker of the larger scale-out, seconds."
+    )
+    failure_downtime_base_s: float = Field(8.0, ge=0, description="Downtime of a failure at parallelism 0, seconds.")
+    failure_downtime_per_worker_s: float = Field(
+        0.5, ge=0, description="Extra failure downtime per worker, seconds."
+    )
+    downtime_jitter: float = Field(
+        0.15, ge=0, description="Log-normal sigma of downtime around its mean (0: deterministic)."
+    )
+    initial_parallelism: int = Field(8, ge=1, description="Scale-out the simulated job starts with.")
+    seed: int = Field(7, description="Seed of every random draw in the simulator.")
+
+    @model_validator(mode="after")
+    def _can_run(self) -> SimulatorSettings:
+        if self.partitions < 1:
+            raise ValueError(f"partitions ({self.partitions}) must be at least 1")
+        if self.initial_parallelism > self.partitions:
+            raise ValueError(
+                f"initial_parallelism ({self.initial_parallelism}) > partitions "
+                f"({self.partitions}): a worker would have no partition"
+            )
+        if self.partition_weights is not None:
+            if len(self.partition_weights) != self.partitions:
+                raise ValueError(
+                    f"partition_weights has {len(self.partition_weights)} entries, "
+                    f"partitions is {self.partitions}"
+                )
+            if min(self.partition_weights) < 0 or sum(self.partition_weights) <= 0:
+                raise ValueError("partition_weights must be non-negative with a positive sum")
+        if self.worker_speeds is not None and min(self.worker_speeds, default=1.0) <= 0:
+            raise ValueError("worker_speeds must all be positive")
+        return self

@@ -1,0 +1,87 @@
+"""Workload traces: CSV files with header ``time_s,rate`` (seconds from start, records/s).
+
+The simulator interpolates linearly between points. Loading validates every line and reports the
+first problem as ``file:line: reason`` so the CLI can exit 2 with one line.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+HEADER = ("time_s", "rate")
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be replayed; the message names the file, the line and the reason."""
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """A workload trace: rate (records/s) at ascending times (s), linearly interpolated in between."""
+
+    name: str
+    times: np.ndarray
+    rates: np.ndarray
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the first to the last point."""
+        return float(self.times[-1] - self.times[0])
+
+    @property
+    def peak(self) -> float:
+        """The highest rate of the trace, records/s."""
+        return float(self.rates.max())
+
+    def rate_at(self, t: float | np.ndarray) -> float | np.ndarray:
+        """Interpolated rate at simulated time ``t`` (seconds from the trace start); clamped at the ends."""
+        return np.interp(t, self.times - self.times[0], self.rates)
+
+    def per_second(self, start_s: int, end_s: int) -> np.ndarray:
+        """Interpolated rates at every whole second in ``[start_s, end_s)``."""
+        return np.asarray(self.rate_at(np.arange(start_s, end_s, dtype=float)), dtype=float)
+
+
+def load_trace(path: Path | str) -> Trace:
+    """Read and validate a ``time_s,rate`` CSV; raises :class:`TraceError` naming file, line and reason."""
+    path = Path(path)
+    try:
+        handle = path.open(newline="")
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
+    times: list[float] = []
+    rates: list[float] = []
+    with handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None:
+            raise TraceError(f"{path}:1: empty file, expected header 'time_s,rate'")
+        if tuple(cell.strip() for cell in header) != HEADER:
+            raise TraceError(f"{path}:1: expected header 'time_s,rate', got {','.join(header)!r}")
+        for line_no, row in enumerate(reader, start=2):
+            if not row or all(not cell.strip() for cell in row):
+                continue
+            if len(row) != 2:
+                raise TraceError(f"{path}:{line_no}: expected 2 columns, got {len(row)}")
+            try:
+                time_s, rate = float(row[0]), float(row[1])
+            except ValueError:
+                raise TraceError(f"{path}:{line_no}: non-numeric value in {','.join(row)!r}") from None
+            if not (math.isfinite(time_s) and math.isfinite(rate)):
+                raise TraceError(f"{path}:{line_no}: value is not finite in {','.join(row)!r}")
+            if rate < 0:
+                raise TraceError(f"{path}:{line_no}: negative rate {rate:g}")
+            if times and time_s <= times[-1]:
+                raise TraceError(
+                    f"{path}:{line_no}: times must increase (time_s {time_s:g} after {times[-1]:g})"
+                )
+            times.append(time_s)
+            rates.append(rate)
+    if len(times) < 2:
+        raise TraceError(f"{path}: a trace needs at least 2 points, found {len(times)}")
+    return Trace(name=path.stem, times=np.asarray(times), rates=np.asarray(rates))
