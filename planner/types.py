@@ -1,0 +1,86 @@
+"""The planner's shared types: what it is given (PlanInput), what it returns (Decision).
+
+Frozen dataclasses, no I/O: a policy is a pure function ``decide(plan_input, config) -> Decision``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """The settings a policy reads (a projection of the agent's settings, so planner/ stays pure)."""
+
+    min_parallelism: int
+    max_parallelism: int
+    target_recovery_time_s: float
+    loop_interval_s: float = 60.0
+    grace_period_s: float = 180.0
+    recent_rescale_window_s: float = 600.0
+    scale_down_stabilization_s: float = 600.0
+    static_parallelism: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class PlanInput:
+    """A snapshot of what was observed and predicted, taken once per loop."""
+
+    now: float
+    current_parallelism: int
+    workload_avg: float | None
+    """Mean workload since the last loop, records/s; None if unknown."""
+    forecast: np.ndarray | None
+    """Forecast workload per second over the horizon, records/s; None if unknown."""
+    consumer_lag: float | None
+    """Records waiting at the source now; None if unknown."""
+    capacities: Mapping[int, float | None]
+    """Sustainable records/s per candidate scale-out; None where unknown."""
+    recovery_times: Mapping[int, float]
+    """Predicted recovery time per candidate scale-out (rescale to it, or failure at the current one), s."""
+    last_rescale_at: float | None = None
+    recovering: bool = False
+    """True while the recovery watcher says the job has not caught up after a rescale or failure."""
+    recent_recommendations: tuple[tuple[float, int], ...] = ()
+    """(time, desired scale-out) of earlier rounds, newest last, for scale-down stabilization."""
+    capacity_sources: Mapping[int, str] = field(default_factory=dict)
+    """Where each capacity came from (observed, estimated, prior), for the reasons."""
+    worker_cpu_avg: float | None = None
+    """Mean CPU load (0..1) over workers since the last loop, for CPU-driven baselines."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the planner would do and why."""
+
+    target_parallelism: int
+    """The scale-out to run at after this round (equal to the current one: no rescale)."""
+    desired_parallelism: int
+    """What the policy wanted before stabilization held it back."""
+    reasons: tuple[str, ...]
+    """Human-readable reasons: which constraint ruled out each smaller scale-out, which guard held."""
+    acted: bool = True
+    """False when a guard (grace period, missing data) stopped the policy from deciding at all."""
+
+    def rescales_from(self, current: int) -> bool:
+        """True if this decision changes the scale-out."""
+        return self.target_parallelism != current
+
+
+class Policy(Protocol):
+    """A scaling policy: a pure function of the snapshot and the config."""
+
+    name: str
+
+    def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
+        """Choose the scale-out for the next round."""
+        ...
+
+
+def keep(current: int, *reasons: str, acted: bool = False) -> Decision:
+    """A decision that keeps the current scale-out."""
+    return Decision(current, current, tuple(reasons), acted=acted)

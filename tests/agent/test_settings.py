@@ -1,0 +1,107 @@
+"""Settings: precedence file < env < flag, and one readable line for every bad value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.settings import ConfigError, Settings, load_settings
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "perdix.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_are_valid() -> None:
+    settings = load_settings()
+    assert isinstance(settings, Settings)
+    assert settings.loop_interval_s == 60
+    assert settings.forecast_horizon_s == 900
+    assert settings.wape_threshold == 0.25
+
+
+def test_precedence_file_then_env_then_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write(
+        tmp_path,
+        "target_recovery_time_s: 100\nloop_interval_s: 30\nmax_parallelism: 20\n"
+        "prometheus:\n  url: http://file:9090\n  timeout_s: 3\n",
+    )
+    monkeypatch.setenv("PERDIX_LOOP_INTERVAL_S", "45")
+    monkeypatch.setenv("PERDIX_TARGET_RECOVERY_TIME_S", "200")
+    monkeypatch.setenv("PERDIX_PROMETHEUS__URL", "http://env:9090")
+    settings = load_settings(config, {"target_recovery_time_s": 300})
+    assert settings.target_recovery_time_s == 300  # flag beats env and file
+    assert settings.loop_interval_s == 45  # env beats file
+    assert settings.max_parallelism == 20  # file beats default
+    assert settings.prometheus.url == "http://env:9090"  # nested env beats nested file value
+    assert settings.prometheus.timeout_s == 3  # sibling from the file survives
+
+
+def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
+    config = write(tmp_path, "simulator:\n  partitions: 24\n")
+    settings = load_settings(config, {"simulator.seed": 99, "scale_target.kind": "deployment"})
+    assert settings.simulator.partitions == 24
+    assert settings.simulator.seed == 99
+    assert settings.scale_target.kind == "deployment"
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        # min above max: the message names both keys and values
+        ("min_parallelism: 12\nmax_parallelism: 8\n", "min_parallelism (12) > max_parallelism (8)"),
+        # a negative target is rejected with its key
+        ("target_recovery_time_s: -5\n", "target_recovery_time_s: Input should be greater than 0 (got -5)"),
+        # unknown keys are errors, not silently ignored (a typo must not become a default)
+        ("target_recovery_time: 300\n", "target_recovery_time: unknown key"),
+        # wrong type
+        ("dry_run: maybe\n", "dry_run:"),
+        # nested unknown key
+        ("prometheus:\n  ulr: http://x\n", "prometheus.ulr: unknown key"),
+        # malformed PromQL
+        ("prometheus:\n  queries:\n    workload: 'sum(rate(x[1m])'\n", "prometheus.queries.workload: malformed PromQL"),
+        # a simulator that cannot run
+        ("simulator:\n  partitions: 0\n", "simulator: partitions (0) must be at least 1"),
+        ("simulator:\n  partitions: 4\n  initial_parallelism: 8\n", "initial_parallelism (8) > partitions (4)"),
+    ],
+)
+def test_bad_config_is_one_line_naming_the_key(tmp_path: Path, yaml_text: str, message: str) -> None:
+    config = write(tmp_path, yaml_text)
+    with pytest.raises(ConfigError) as error:
+        load_settings(config)
+    text = str(error.value)
+    assert message in text
+    assert "\n" not in text
+    assert str(config) in text
+
+
+def test_bad_env_value_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERDIX_MAX_PARALLELISM", "lots")
+    with pytest.raises(ConfigError, match="max_parallelism"):
+        load_settings()
+
+
+def test_unreadable_and_invalid_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_settings(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match=r"perdix.yaml:2: not valid YAML"):
+        load_settings(write(tmp_path, "a: 1\nb: ]\n"))
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_settings(write(tmp_path, "- 1\n- 2\n"))
+
+
+def test_every_field_has_a_description() -> None:
+    def walk(model: type, prefix: str = "") -> list[str]:
+        missing = []
+        for name, field in model.model_fields.items():  # type: ignore[attr-defined]
+            if not field.description:
+                missing.append(prefix + name)
+            annotation = field.annotation
+            if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+                missing += walk(annotation, f"{prefix}{name}.")
+        return missing
+
+    assert walk(Settings) == []
