@@ -1,0 +1,198 @@
+"""Daedalus Algorithm 1 and its guards, case by case and as properties."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from planner import DaedalusPolicy, PlanInput, PlannerConfig, StaticPolicy
+
+POLICY = DaedalusPolicy()
+CONFIG = PlannerConfig(min_parallelism=1, max_parallelism=10, target_recovery_time_s=300)
+
+
+def plan(
+    *,
+    current: int = 4,
+    workload: float | None = 30_000,
+    forecast: float | list[float] | None = 30_000,
+    per_worker: float = 10_000,
+    recovery: float = 100,
+    lag: float | None = 0,
+    now: float = 10_000,
+    last_rescale_at: float | None = None,
+    recovering: bool = False,
+    history: tuple[tuple[float, int], ...] = (),
+    capacities: dict[int, float | None] | None = None,
+) -> PlanInput:
+    if isinstance(forecast, (int, float)):
+        forecast_values: np.ndarray | None = np.full(900, float(forecast))
+    elif forecast is None:
+        forecast_values = None
+    else:
+        forecast_values = np.asarray(forecast, dtype=float)
+    if capacities is None:
+        capacities = {n: per_worker * n for n in range(1, 11)}
+    return PlanInput(
+        now=now,
+        current_parallelism=current,
+        workload_avg=workload,
+        forecast=forecast_values,
+        consumer_lag=lag,
+        capacities=capacities,
+        recovery_times={n: recovery for n in range(1, 11)},
+        last_rescale_at=last_rescale_at,
+        recovering=recovering,
+        recent_recommendations=history,
+    )
+
+
+def test_keeps_the_current_scale_out_when_it_is_the_smallest_that_qualifies() -> None:
+    decision = POLICY.decide(plan(current=4, workload=35_000, forecast=35_000), CONFIG)
+    assert decision.target_parallelism == 4
+    assert any("current scale-out qualifies" in r for r in decision.reasons)
+
+
+def test_scales_out_to_carry_the_forecast_peak() -> None:
+    # The burst arrives within the 100 s a rescale would take to recover, so waiting is not an option.
+    decision = POLICY.decide(plan(current=4, workload=38_000, forecast=[38_000] * 50 + [61_000] * 850), CONFIG)
+    assert decision.target_parallelism == 7
+    # Every smaller scale-out is ruled out with its reason.
+    assert any(r.startswith("4: capacity") and "while recovering" in r for r in decision.reasons)
+    assert any(r.startswith("3: capacity") and "average workload" in r for r in decision.reasons)
+
+
+def test_recovery_target_rules_out_slow_scale_outs() -> None:
+    inp = plan(current=4, workload=35_000, forecast=35_000)
+    recovery = {n: (1_000.0 if n < 6 else 120.0) for n in range(1, 11)}
+    inp = PlanInput(**{**inp.__dict__, "recovery_times": recovery})
+    decision = POLICY.decide(inp, CONFIG)
+    assert decision.target_parallelism == 6
+    assert any("recovery 1000 s > target 300 s" in r for r in decision.reasons)
+
+
+def test_forecast_during_recovery_must_be_carried() -> None:
+    # 5 workers carry the average and the long-run peak is low, but a burst during the 200 s recovery is not.
+    forecast = [40_000] * 100 + [55_000] * 50 + [40_000] * 750
+    steady = tuple((10_000 - 600 + 60 * i, 6) for i in range(10))
+    decision = POLICY.decide(plan(current=8, workload=40_000, forecast=forecast, recovery=200, history=steady), CONFIG)
+    assert decision.target_parallelism == 6
+    assert any("while recovering" in r for r in decision.reasons)
+
+
+def test_lag_defers_scale_in() -> None:
+    history = tuple((10_000 - 600 + 60 * i, 2) for i in range(11))
+    decision = POLICY.decide(plan(current=6, workload=15_000, forecast=15_000, lag=25_000, history=history), CONFIG)
+    # 2 workers (20k/s) cannot absorb a lag of 25k: wait at 3 instead (30k/s > lag).
+    assert decision.target_parallelism == 3
+    assert any("still catching up" in r for r in decision.reasons)
+
+
+def test_no_decision_in_grace_period_or_while_recovering() -> None:
+    grace = POLICY.decide(plan(current=2, workload=90_000, last_rescale_at=10_000 - 60), CONFIG)
+    assert grace.target_parallelism == 2 and not grace.acted
+    assert "grace period" in grace.reasons[0]
+    recovering = POLICY.decide(plan(current=2, workload=90_000, recovering=True), CONFIG)
+    assert recovering.target_parallelism == 2 and not recovering.acted
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("workload", None, "workload unknown"),
+        ("forecast", None, "no workload forecast"),
+        ("capacities", {n: None for n in range(1, 11)}, "capacity at the current scale-out 4 unknown"),
+    ],
+)
+def test_unknown_data_keeps_the_current_scale_out(field: str, value: object, reason: str) -> None:
+    arguments: dict[str, object] = {"current": 4, "workload": 90_000, field: value}
+    decision = POLICY.decide(plan(**arguments), CONFIG)  # type: ignore[arg-type]
+    assert decision.target_parallelism == 4
+    assert reason in decision.reasons[0]
+
+
+def test_recent_rescale_keeps_a_scale_out_that_still_carries_the_load() -> None:
+    # Rescaled 5 minutes ago to 8; 4 would do, but 8 still carries the average and the next loop.
+    decision = POLICY.decide(plan(current=8, workload=30_000, last_rescale_at=10_000 - 300), CONFIG)
+    assert decision.target_parallelism == 8
+    assert "rescaled recently" in decision.reasons[0]
+
+
+def test_scale_in_waits_for_the_stabilization_window() -> None:
+    short = ((10_000 - 120, 3), (10_000 - 60, 3))
+    held = POLICY.decide(plan(current=6, workload=25_000, forecast=25_000, history=short), CONFIG)
+    assert held.target_parallelism == 6 and held.desired_parallelism == 3
+    mixed = tuple((10_000 - 600 + 60 * i, 5 if i == 4 else 3) for i in range(10))
+    partial = POLICY.decide(plan(current=6, workload=25_000, forecast=25_000, history=mixed), CONFIG)
+    assert partial.target_parallelism == 5  # the highest scale-out wanted within the window
+    steady = tuple((10_000 - 600 + 60 * i, 3) for i in range(10))
+    assert POLICY.decide(plan(current=6, workload=25_000, forecast=25_000, history=steady), CONFIG).target_parallelism == 3
+
+
+def test_spike_beyond_max_takes_the_shortest_recovery_and_says_the_target_cannot_be_met() -> None:
+    inp = plan(current=4, workload=500_000, forecast=500_000)
+    recovery = {n: math.inf if n < 10 else 900.0 for n in range(1, 11)}
+    decision = POLICY.decide(PlanInput(**{**inp.__dict__, "recovery_times": recovery}), CONFIG)
+    assert decision.target_parallelism == 10
+    assert "no scale-out" in decision.reasons[-1] and "target recovery" in decision.reasons[-1]
+
+
+def test_static_policy_is_fixed() -> None:
+    config = PlannerConfig(min_parallelism=1, max_parallelism=10, target_recovery_time_s=300, static_parallelism=7)
+    assert StaticPolicy().decide(plan(current=2), config).target_parallelism == 7
+    assert StaticPolicy().decide(plan(current=2), CONFIG).target_parallelism == 10
+
+
+@st.composite
+def plan_inputs(draw: st.DrawFn) -> tuple[PlanInput, PlannerConfig]:
+    low = draw(st.integers(1, 8))
+    high = draw(st.integers(low, 20))
+    config = PlannerConfig(
+        min_parallelism=low,
+        max_parallelism=high,
+        target_recovery_time_s=draw(st.floats(10, 1000)),
+        grace_period_s=draw(st.floats(0, 600)),
+        scale_down_stabilization_s=draw(st.floats(0, 1200)),
+    )
+    now = 100_000.0
+    current = draw(st.integers(1, 25))
+    maybe_rate = st.none() | st.floats(0, 300_000)
+    capacities = {n: draw(maybe_rate) for n in range(1, 26)}
+    history = tuple(sorted((now - draw(st.floats(1, 2000)), draw(st.integers(1, 25))) for _ in range(draw(st.integers(0, 12)))))
+    inp = PlanInput(
+        now=now,
+        current_parallelism=current,
+        workload_avg=draw(maybe_rate),
+        forecast=draw(st.none() | st.lists(st.floats(0, 300_000), min_size=1, max_size=50).map(np.array)),
+        consumer_lag=draw(maybe_rate),
+        capacities=capacities,
+        recovery_times={n: draw(st.floats(0, 5000) | st.just(math.inf)) for n in range(1, 26)},
+        last_rescale_at=draw(st.none() | st.floats(now - 5000, now)),
+        recovering=draw(st.booleans()),
+        recent_recommendations=history,
+    )
+    return inp, config
+
+
+@given(plan_inputs())
+def test_properties_of_every_decision(case: tuple[PlanInput, PlannerConfig]) -> None:
+    inp, config = case
+    decision = POLICY.decide(inp, config)
+    current = inp.current_parallelism
+    assert decision.reasons  # always explains itself
+    if decision.target_parallelism != current:
+        # A change is always inside the bounds, never in the grace period or while recovering,
+        # never on unknown data.
+        assert config.min_parallelism <= decision.target_parallelism <= config.max_parallelism
+        assert not inp.recovering
+        assert inp.last_rescale_at is None or inp.now - inp.last_rescale_at >= config.grace_period_s
+        assert inp.workload_avg is not None and inp.forecast is not None
+        assert inp.capacities.get(current) is not None
+    if decision.target_parallelism < current and config.scale_down_stabilization_s > 0:
+        # Scale-in only when every recommendation in the window was at most the target.
+        window = [n for t, n in inp.recent_recommendations if t >= inp.now - config.scale_down_stabilization_s]
+        assert all(n <= decision.target_parallelism for n in window)
