@@ -63,7 +63,7 @@ def stabilize(plan_input: PlanInput, config: PlannerConfig, desired: int, reason
             f"scale-in to {desired} held: fewer than {config.scale_down_stabilization_s:.0f} s of recommendations"
         )
         return current
-    target = min(current, max([desired, *window]))
+    target = min(current, config.max_parallelism, max([desired, *window]))
     if target != desired:
         reasons.append(
             f"scale-in to {desired} stabilized at {target}: wanted within the last "
