@@ -193,6 +193,6 @@ def test_properties_of_every_decision(case: tuple[PlanInput, PlannerConfig]) -> 
         assert inp.workload_avg is not None and inp.forecast is not None
         assert inp.capacities.get(current) is not None
     if decision.target_parallelism < current and config.scale_down_stabilization_s > 0:
-        # Scale-in only when every recommendation in the window was at most the target.
+        # Scale-in only when every recommendation in the window (within the bounds) was at most the target.
         window = [n for t, n in inp.recent_recommendations if t >= inp.now - config.scale_down_stabilization_s]
-        assert all(n <= decision.target_parallelism for n in window)
+        assert all(min(n, config.max_parallelism) <= decision.target_parallelism for n in window)
