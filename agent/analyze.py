@@ -1,0 +1,259 @@
+"""The analyze step: feeds each observation to the online models and says what they now believe.
+
+Owns the model instances (capacity, forecast, recovery, anomaly) and the recovery watcher, and turns
+an Observation into an Analysis: capacities per scale-out, the forecast, predicted recovery times,
+whether the job is recovering, and whether it restarted outside Perdix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agent.logging import get_logger
+from agent.observation import Observation
+from agent.settings import Settings
+from models.anomaly import RecoveryWatch
+from models.capacity import CapacityModel
+from models.forecast import WorkloadForecaster
+from models.recovery import RecoveryPredictor
+
+UPTIME_SLACK_S = 5.0
+"""Uptime may lag the wall clock by a scrape or two; a bigger shortfall is a restart."""
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """What the models believe after one observation."""
+
+    parallelism: int | None
+    workload_avg: float | None
+    consumer_lag: float | None
+    forecast: np.ndarray | None
+    forecast_source: str
+    forecast_wape: float | None
+    capacities: Mapping[int, float | None]
+    capacity_sources: Mapping[int, str]
+    recovery_times: Mapping[int, float]
+    recovering: bool
+    worker_cpu_avg: float | None = None
+    restart_detected: str | None = None
+    """Why the job is believed to have restarted outside Perdix this round, or None."""
+    recoveries: tuple[dict[str, Any], ...] = field(default=())
+    """Recoveries measured to completion this round (kind, started_at, measured_s, predicted_s)."""
+
+    def summary(self) -> dict[str, Any]:
+        """The fields of the ``loop`` log event."""
+        current = self.parallelism
+        capacity = self.capacities.get(current) if current is not None else None
+        recovery = self.recovery_times.get(current) if current is not None else None
+        return {
+            "parallelism": current,
+            "workload_avg": _round(self.workload_avg),
+            "lag": _round(self.consumer_lag),
+            "capacity": _round(capacity),
+            "forecast_peak": _round(float(np.max(self.forecast)) if self.forecast is not None else None),
+            "forecast_source": self.forecast_source,
+            "forecast_wape": None if self.forecast_wape is None else round(self.forecast_wape, 4),
+            "predicted_recovery_s": None if recovery is None or math.isinf(recovery) else round(recovery, 1),
+            "recovering": self.recovering,
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def _finite_mean(values: np.ndarray) -> float | None:
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None
+
+
+class Analyzer:
+    """The models of one job and the bookkeeping that feeds them."""
+
+    def __init__(
+        self, settings: Settings, *, prior: Mapping[int, float] | None = None, executor: Executor | None = None
+    ) -> None:
+        self.settings = settings
+        self.log = get_logger("perdix.analyze")
+        self.capacity = CapacityModel(max_cpu=settings.max_cpu, prior=prior)
+        self.forecaster = WorkloadForecaster(
+            horizon_s=settings.forecast_horizon_s,
+            window_s=settings.forecast_window_s,
+            wape_threshold=settings.wape_threshold,
+            retrain_after=settings.retrain_after_poor_loops,
+            executor=executor,
+        )
+        self.recovery = RecoveryPredictor(
+            checkpoint_interval_s=settings.checkpoint_interval_s,
+            downtime_rescale_prior_s=settings.downtime_rescale_prior_s,
+            downtime_failure_prior_s=settings.downtime_failure_prior_s,
+        )
+        self.watch = RecoveryWatch()
+        self._watch_meta: dict[str, Any] | None = None
+        self._last_uptime: tuple[float, float] | None = None  # (time, uptime_s)
+        self._expected_parallelism: int | None = None
+        self._recent_workload = np.empty(0)
+
+    # -------------------------------------------------------------- persistence
+
+    def to_dict(self) -> dict[str, Any]:
+        """Model states for the knowledge document."""
+        return {
+            "capacity": self.capacity.to_dict(),
+            "forecaster": self.forecaster.to_dict(),
+            "recovery": self.recovery.to_dict(),
+            "watch": self.watch.to_dict(),
+            "watch_meta": self._watch_meta,
+            "last_uptime": list(self._last_uptime) if self._last_uptime else None,
+            "expected_parallelism": self._expected_parallelism,
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Load model states written by :meth:`to_dict`."""
+        if not state:
+            return
+        prior = self.capacity.prior
+        self.capacity = CapacityModel.from_dict(state["capacity"])
+        if prior and not self.capacity.prior:
+            self.capacity.prior = dict(prior)
+        self.forecaster.restore(state["forecaster"])
+        self.recovery = RecoveryPredictor.from_dict(state["recovery"])
+        self.watch = RecoveryWatch.from_dict(state["watch"])
+        self._watch_meta = state.get("watch_meta")
+        last = state.get("last_uptime")
+        self._last_uptime = (float(last[0]), float(last[1])) if last else None
+        self._expected_parallelism = state.get("expected_parallelism")
+
+    def observed_scale_outs(self) -> list[int]:
+        """Scale-outs whose capacity was observed (not estimated)."""
+        return sorted(self.capacity.observed)
+
+    # -------------------------------------------------------------- events from the loop
+
+    def on_rescale(self, *, now: float, from_parallelism: int, to_parallelism: int) -> None:
+        """A rescale was applied: expect the new parallelism and watch the recovery."""
+        self._expected_parallelism = to_parallelism
+        self._start_watch(now, "rescale", to_parallelism)
+
+    def _start_watch(self, now: float, kind: str, parallelism: int) -> None:
+        predicted = None
+        if self._last_capacities and parallelism in self._last_capacities:
+            predicted = self._last_recovery.get(parallelism)
+        self.watch.start(now)
+        self._watch_meta = {
+            "kind": kind,
+            "started_at": now,
+            "parallelism": parallelism,
+            "predicted_s": predicted if predicted is not None and math.isfinite(predicted) else None,
+        }
+
+    _last_capacities: Mapping[int, float | None] = {}
+    _last_recovery: Mapping[int, float] = {}
+
+    # -------------------------------------------------------------- the step
+
+    def analyze(self, observation: Observation, *, now: float) -> Analysis:
+        """Update every model with the observation and return what they now say."""
+        parallelism = observation.parallelism
+        restart = self._detect_restart(observation, now)
+
+        for worker, throughput in observation.worker_throughput.items():
+            cpu = observation.worker_cpu.get(worker)
+            if cpu is not None:
+                self.capacity.update(worker, cpu, throughput)
+        workers = sorted(observation.worker_throughput)
+        if parallelism is not None and len(workers) == parallelism:
+            self.capacity.set_workers(workers)
+            current_capacity = self.capacity.capacity_now()
+            if current_capacity is not None:
+                self.capacity.record_observed(parallelism, current_capacity)
+
+        workload = observation.workload
+        self._recent_workload = np.concatenate([self._recent_workload, workload])[-3600:]
+        forecast = self.forecaster.step(workload)
+
+        recoveries = self._feed_watch(observation)
+
+        capacities: dict[int, float | None] = {}
+        sources: dict[int, str] = {}
+        recovery_times: dict[int, float] = {}
+        recent_rate = _finite_mean(self._recent_workload[-int(self.settings.checkpoint_interval_s):])
+        for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):
+            value, source = self.capacity.capacity_at(n, current=parallelism)
+            capacities[n], sources[n] = value, source
+            if value is None or forecast.values is None or recent_rate is None:
+                continue
+            kind = "failure" if n == parallelism else "rescale"
+            recovery_times[n] = self.recovery.predict(
+                capacity=value, forecast=forecast.values, recent_workload_rate=recent_rate, kind=kind, parallelism=n
+            )
+        self._last_capacities, self._last_recovery = capacities, recovery_times
+
+        cpu_means = [m for m in (_finite_mean(c) for c in observation.worker_cpu.values()) if m is not None]
+        return Analysis(
+            parallelism=parallelism,
+            workload_avg=observation.workload_mean,
+            consumer_lag=observation.latest_lag,
+            forecast=forecast.values,
+            forecast_source=forecast.source,
+            forecast_wape=forecast.wape,
+            capacities=capacities,
+            capacity_sources=sources,
+            recovery_times=recovery_times,
+            recovering=self.watch.active,
+            worker_cpu_avg=float(np.mean(cpu_means)) if cpu_means else None,
+            restart_detected=restart,
+            recoveries=tuple(recoveries),
+        )
+
+    def _detect_restart(self, observation: Observation, now: float) -> str | None:
+        """A restart we did not cause: uptime reset, or a parallelism nobody here asked for."""
+        reason = None
+        uptime = observation.uptime_s
+        if uptime is not None and self._last_uptime is not None:
+            last_at, last_uptime = self._last_uptime
+            if uptime + UPTIME_SLACK_S < last_uptime + (now - last_at) - UPTIME_SLACK_S and not self.watch.active:
+                reason = f"job uptime reset ({last_uptime:.0f} s -> {uptime:.0f} s)"
+        if uptime is not None:
+            self._last_uptime = (now, uptime)
+        parallelism = observation.parallelism
+        if parallelism is not None:
+            if self._expected_parallelism is not None and parallelism != self._expected_parallelism and not self.watch.active:
+                reason = f"parallelism changed outside Perdix ({self._expected_parallelism} -> {parallelism})"
+            self._expected_parallelism = parallelism
+        if reason is not None:
+            self.log.warning("job.restart_detected", reason=reason)
+            started = now - (uptime or 0.0) if uptime is not None else now
+            self._start_watch(started, "failure", parallelism or 0)
+        return reason
+
+    def _feed_watch(self, observation: Observation) -> list[dict[str, Any]]:
+        """Learn the normal workload-throughput gap, or follow an active recovery to its end."""
+        throughput = sum(observation.worker_throughput.values()) if observation.worker_throughput else None
+        if throughput is None or not isinstance(throughput, np.ndarray):
+            return []
+        done: list[dict[str, Any]] = []
+        for t, workload, out in zip(observation.times, observation.workload, throughput):
+            if not (math.isfinite(workload) and math.isfinite(out)):
+                continue
+            if not self.watch.active:
+                self.watch.learn_one(workload - out)
+                continue
+            recovered_at = self.watch.update(float(t), workload - out)
+            if recovered_at is not None and self._watch_meta is not None:
+                meta = self._watch_meta
+                measured = recovered_at - meta["started_at"]
+                self.recovery.observe_recovery(
+                    kind=meta["kind"], parallelism=meta["parallelism"], measured_s=measured
+                )
+                done.append({**meta, "measured_s": measured})
+                self.log.info("recovery.measured", **meta, measured_s=round(measured, 1))
+                self._watch_meta = None
+        return done

@@ -1,0 +1,141 @@
+"""The ``perdix`` command line (typer). Bad input exits 2 with one line saying what and where."""
+
+from __future__ import annotations
+
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from agent.logging import configure_logging
+from agent.settings import ConfigError, Settings, load_settings
+
+app = typer.Typer(
+    name="perdix",
+    help="Perdix: a runtime autoscaler for Apache Flink jobs (Daedalus MAPE-K loop).\n\n"
+    "Settings come from a YAML file (--config), overridden by PERDIX_* environment variables "
+    "(nested keys with __, e.g. PERDIX_PROMETHEUS__URL), overridden by flags.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+EXIT_BAD_INPUT = 2
+
+
+def fail(message: str) -> NoReturn:
+    """Print one line and exit 2 (bad input or bad configuration)."""
+    console.print(f"perdix: error: {message}", markup=False, highlight=False)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def settings_from(config: Path | None, overrides: dict[str, Any]) -> Settings:
+    """Load settings or exit 2 with the one-line reason."""
+    try:
+        return load_settings(config, overrides)
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+ConfigOption = typer.Option(None, "--config", "-c", help="YAML settings file.", dir_okay=False)
+
+
+@app.command("version")
+def version_command() -> None:
+    """Print the Perdix version."""
+    try:
+        print(version("perdix"))
+    except PackageNotFoundError:
+        print("unknown (not installed)")
+
+
+@app.command("simulate")
+def simulate(
+    trace: Path = typer.Option(..., "--trace", help="Workload trace CSV (header time_s,rate).", dir_okay=False),
+    policy: str = typer.Option(None, "--policy", help="Scaling policy: daedalus, static, ... (default: settings)."),
+    out: Path = typer.Option(Path("out/simulate"), "--out", help="Directory for summary.json and the plot."),
+    hours: float = typer.Option(None, "--hours", min=0.0, help="Replay only the first H hours of the trace."),
+    dry_run: bool = typer.Option(None, "--dry-run/--no-dry-run", help="Plan and log rescales without applying them."),
+    target_recovery_time_s: float = typer.Option(
+        None, "--target-recovery-time-s", help="Target recovery time in seconds."
+    ),
+    failures_per_hour: float = typer.Option(
+        0.0, "--failures-per-hour", min=0.0, help="Inject TaskManager failures at this Poisson rate."
+    ),
+    seed: int = typer.Option(None, "--seed", help="Simulator seed (default: settings simulator.seed)."),
+    config: Path = ConfigOption,
+    log_format: str = typer.Option("console", "--log-format", help="json or console."),
+    log_level: str = typer.Option("warning", "--log-level", help="debug, info, warning or error."),
+) -> None:
+    """Replay a workload trace through the embedded simulated Flink job with the real agent loop."""
+    from agent.replay import ReplayError, replay, write_outputs
+    from simulator import TraceError, load_trace
+
+    settings = settings_from(
+        config,
+        {
+            "policy": policy,
+            "dry_run": dry_run,
+            "target_recovery_time_s": target_recovery_time_s,
+            "simulator.seed": seed,
+            "telemetry.log_format": log_format,
+            "telemetry.log_level": log_level,
+        },
+    )
+    configure_logging(settings.telemetry.log_format, settings.telemetry.log_level)
+    try:
+        workload = load_trace(trace)
+    except TraceError as exc:
+        fail(str(exc))
+    with Progress(
+        TextColumn("[bold]replay[/] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[sim]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
+        task = bar.add_task(f"{workload.name} / {settings.policy}", total=None, sim="")
+
+        def progress(done_s: int, total_s: int) -> None:
+            bar.update(task, completed=done_s, total=total_s, sim=f"{done_s / 3600:.2f}/{total_s / 3600:.2f} h")
+
+        try:
+            result = replay(workload, settings, hours=hours, failures_per_hour=failures_per_hour, progress=progress)
+        except ReplayError as exc:
+            fail(str(exc))
+    paths = write_outputs(result, out)
+    print_summary(result.summary)
+    console.print(f"summary: {paths['summary']}\nplot:    {paths['plot']}")
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """A two-column table of the replay summary."""
+    table = Table(title=f"{summary['trace']} — {summary['policy']}", show_header=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        if isinstance(value, float):
+            value = f"{value:,.3f}"
+        elif isinstance(value, int) and not isinstance(value, bool):
+            value = f"{value:,}"
+        table.add_row(key, str(value))
+    Console().print(table)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

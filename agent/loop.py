@@ -1,0 +1,271 @@
+"""The MAPE-K loop: monitor -> analyze -> plan -> execute -> knowledge, one round per loop interval.
+
+Every step is fail-soft: an exception is logged with its step and the round ends without acting, so
+a failed monitor or API call never crashes the process and never causes a rescale on missing data.
+The clock is read once per round and ``now`` is passed down.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.analyze import Analysis, Analyzer
+from agent.clock import Clock
+from agent.knowledge.document import SCHEMA_VERSION
+from agent.logging import get_logger
+from agent.observation import Observation
+from agent.ports import EventSink, KnowledgeStore, MetricSource, Scaler, ScalerError
+from agent.settings import Settings
+from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
+
+MAX_HISTORY = 500
+"""Rescale and recovery records kept in the knowledge document (oldest dropped first)."""
+
+
+def planner_config(settings: Settings) -> PlannerConfig:
+    """The planner's projection of the settings."""
+    return PlannerConfig(
+        min_parallelism=settings.min_parallelism,
+        max_parallelism=settings.max_parallelism,
+        target_recovery_time_s=settings.target_recovery_time_s,
+        loop_interval_s=settings.loop_interval_s,
+        grace_period_s=settings.grace_period_s,
+        recent_rescale_window_s=settings.recent_rescale_window_s,
+        scale_down_stabilization_s=settings.scale_down_stabilization_s,
+        static_parallelism=settings.static_parallelism,
+    )
+
+
+@dataclass
+class RoundResult:
+    """What one round did, for the summary, the telemetry and the tests."""
+
+    now: float
+    skipped: str | None = None
+    """The step that failed or the reason the round did not act; None if it completed."""
+    observation: Observation | None = None
+    analysis: Analysis | None = None
+    decision: Decision | None = None
+    rescaled_to: int | None = None
+    durations_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def latency_ms(self) -> float:
+        """Wall time of the whole round."""
+        return sum(self.durations_ms.values())
+
+
+class _NullEvents:
+    def emit(self, *, reason: str, message: str, type_: str = "Normal") -> None:
+        return None
+
+
+class Agent:
+    """One Perdix agent: the loop state plus its collaborators (the roles of the MAPE-K loop)."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        clock: Clock,
+        monitor: MetricSource,
+        scaler: Scaler,
+        knowledge: KnowledgeStore,
+        events: EventSink | None = None,
+        policy: Policy | None = None,
+        analyzer: Analyzer | None = None,
+        telemetry: Any = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.monitor = monitor
+        self.scaler = scaler
+        self.knowledge = knowledge
+        self.events = events or _NullEvents()
+        self.policy = policy or get_policy(settings.policy)
+        self.analyzer = analyzer or Analyzer(settings)
+        self.telemetry = telemetry
+        self.config = planner_config(settings)
+        self.log = get_logger("perdix.loop")
+        self.last_round_at: float | None = None
+        self.last_rescale_at: float | None = None
+        self.rescales: list[dict[str, Any]] = []
+        self.recommendations: list[tuple[float, int]] = []
+        self._restore()
+
+    # ---------------------------------------------------------------- knowledge
+
+    def _restore(self) -> None:
+        try:
+            document = self.knowledge.load()
+        except Exception as exc:  # a broken store must not stop the agent from starting fresh
+            self.log.warning("knowledge.load_failed", error=str(exc))
+            document = None
+        if not document:
+            self.log.info("knowledge.fresh_start")
+            return
+        try:
+            self.analyzer.restore(document.get("analyzer", {}))
+            loop = document.get("loop", {})
+            self.last_rescale_at = loop.get("last_rescale_at")
+            self.last_round_at = loop.get("last_round_at")
+            self.rescales = list(loop.get("rescales", []))
+            self.recommendations = [(float(t), int(n)) for t, n in loop.get("recommendations", [])]
+        except Exception as exc:
+            self.log.warning("knowledge.restore_failed", error=str(exc))
+            self.analyzer = Analyzer(self.settings)
+            self.last_rescale_at = None
+            self.rescales, self.recommendations = [], []
+            return
+        self.log.info(
+            "knowledge.restored",
+            rescales=len(self.rescales),
+            last_rescale_at=self.last_rescale_at,
+            observed_scale_outs=sorted(self.analyzer.observed_scale_outs()),
+        )
+
+    def document(self) -> dict[str, Any]:
+        """The knowledge document as it stands now."""
+        return {
+            "version": SCHEMA_VERSION,
+            "analyzer": self.analyzer.to_dict(),
+            "loop": {
+                "last_round_at": self.last_round_at,
+                "last_rescale_at": self.last_rescale_at,
+                "rescales": self.rescales[-MAX_HISTORY:],
+                "recommendations": [[t, n] for t, n in self.recommendations],
+            },
+        }
+
+    # ---------------------------------------------------------------- the round
+
+    def round(self) -> RoundResult:
+        """Run one MAPE-K round; never raises."""
+        now = self.clock.now()
+        result = RoundResult(now=now)
+        since = self.last_round_at if self.last_round_at is not None else now - self.settings.loop_interval_s
+        # Never look back further than a few intervals: a long outage is a gap, not a backlog of rounds.
+        since = max(since, now - 5 * self.settings.loop_interval_s)
+        self.last_round_at = now
+
+        observation = self._step(result, "monitor", lambda: self.monitor.observe(since=since, now=now))
+        if observation is None:
+            return self._finish(result)
+        result.observation = observation
+
+        analysis = self._step(result, "analyze", lambda: self.analyzer.analyze(observation, now=now))
+        if analysis is None:
+            return self._finish(result)
+        result.analysis = analysis
+        if analysis.restart_detected:
+            self.events.emit(reason="JobRestarted", message=analysis.restart_detected, type_="Warning")
+
+        current = analysis.parallelism
+        if current is None or not observation.usable:
+            result.skipped = "no usable data this round: " + ", ".join(
+                f"{name}: {why}" for name, why in observation.gaps.items()
+            ) if observation.gaps else "no usable data this round"
+            return self._finish(result)
+
+        plan_input = self._plan_input(analysis, now)
+        decision = self._step(result, "plan", lambda: self.policy.decide(plan_input, self.config))
+        if decision is None:
+            return self._finish(result)
+        result.decision = decision
+        if decision.acted:
+            self.recommendations.append((now, decision.desired_parallelism))
+            horizon = now - max(self.config.scale_down_stabilization_s, self.config.loop_interval_s) * 2
+            self.recommendations = [(t, n) for t, n in self.recommendations if t >= horizon]
+
+        if decision.rescales_from(current):
+            self._step(result, "execute", lambda: self._execute(result, decision, current, analysis, now))
+        return self._finish(result)
+
+    def _plan_input(self, analysis: Analysis, now: float) -> PlanInput:
+        return PlanInput(
+            now=now,
+            current_parallelism=analysis.parallelism or 0,
+            workload_avg=analysis.workload_avg,
+            forecast=analysis.forecast,
+            consumer_lag=analysis.consumer_lag,
+            capacities=analysis.capacities,
+            recovery_times=analysis.recovery_times,
+            last_rescale_at=self.last_rescale_at,
+            recovering=analysis.recovering,
+            recent_recommendations=tuple(self.recommendations),
+            capacity_sources=analysis.capacity_sources,
+            worker_cpu_avg=analysis.worker_cpu_avg,
+        )
+
+    def _execute(self, result: RoundResult, decision: Decision, current: int, analysis: Analysis, now: float) -> None:
+        target = decision.target_parallelism
+        dry_run = self.settings.dry_run
+        try:
+            outcome = self.scaler.rescale(target, reasons=decision.reasons, dry_run=dry_run)
+        except ScalerError as exc:
+            self.log.error("rescale.failed", kind=exc.kind, error=str(exc), target=target, current=current)
+            result.skipped = f"execute failed: {exc.kind}"
+            return
+        predicted = analysis.recovery_times.get(target)
+        record = {
+            "at": now,
+            "from": current,
+            "to": target,
+            "confirmed": outcome.confirmed,
+            "dry_run": dry_run,
+            "predicted_recovery_s": predicted if predicted is not None and math.isfinite(predicted) else None,
+            "reasons": list(decision.reasons[-3:]),
+        }
+        self.rescales.append(record)
+        if dry_run:
+            self.log.info("rescale.dry_run", **{k: v for k, v in record.items() if k != "at"})
+            return
+        if outcome.confirmed != target:
+            # Only what the target confirmed counts; the next round sees the real parallelism.
+            self.log.warning("rescale.unconfirmed", requested=target, confirmed=outcome.confirmed)
+        self.last_rescale_at = now
+        result.rescaled_to = outcome.confirmed
+        self.analyzer.on_rescale(now=now, from_parallelism=current, to_parallelism=target)
+        self.log.info("rescale", **{k: v for k, v in record.items() if k != "at"})
+
+    def _step(self, result: RoundResult, name: str, fn: Any) -> Any:
+        start = time.perf_counter()  # wall time of the step, for telemetry only
+        try:
+            return fn()
+        except Exception as exc:
+            self.log.error("loop.step_failed", step=name, error=f"{type(exc).__name__}: {exc}")
+            result.skipped = f"{name} failed: {type(exc).__name__}: {exc}"
+            return None
+        finally:
+            result.durations_ms[name] = (time.perf_counter() - start) * 1000.0
+
+    def _finish(self, result: RoundResult) -> RoundResult:
+        start = time.perf_counter()
+        try:
+            self.knowledge.save(self.document())
+        except Exception as exc:
+            self.log.error("knowledge.save_failed", error=f"{type(exc).__name__}: {exc}")
+        result.durations_ms["knowledge"] = (time.perf_counter() - start) * 1000.0
+        self._log_round(result)
+        if self.telemetry is not None:
+            try:
+                self.telemetry.record_round(result)
+            except Exception as exc:
+                self.log.error("telemetry.failed", error=str(exc))
+        return result
+
+    def _log_round(self, result: RoundResult) -> None:
+        analysis, decision = result.analysis, result.decision
+        fields: dict[str, Any] = {"skipped": result.skipped, "ms": {k: round(v, 2) for k, v in result.durations_ms.items()}}
+        if analysis is not None:
+            fields.update(analysis.summary())
+        if decision is not None:
+            fields.update(
+                target=decision.target_parallelism,
+                desired=decision.desired_parallelism,
+                reason=decision.reasons[-1] if decision.reasons else None,
+            )
+        self.log.info("loop", **fields)
