@@ -34,6 +34,7 @@ simulated minutes take a fraction of a second. Busyness and backpressure per tas
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -209,16 +210,16 @@ class DagMeasurement:
     backlog_end: float
     backpressure: float
     """Mean fraction of each second the source was throttled by backpressure (0..1)."""
+    lag_growth: float
+    """Records piling up per second, in source records (> 0: the job falls behind).
+
+    The least-squares slope of the source's pending records plus, per operator, the steepest slope
+    of a task's input queue scaled to source records (queue / (input ratio * task share)). Queues
+    count because input buffers absorb an overload for a while before the source notices, and the
+    hottest task is the one that fills first: on a keyed operator only its share of the overload
+    would show in the sum of the queues.
+    """
     operators: tuple[OperatorWindowMetrics, ...]
-
-    @property
-    def lag_growth(self) -> float:
-        """Backlog (pending plus queued, in source records) gained per second (> 0: falling behind).
-
-        Queued records count too: input buffers absorb an overload for a while before the source
-        notices, and records piling up anywhere between source and sink mean the rate is too high.
-        """
-        return (self.backlog_end - self.backlog_start) / max(self.seconds, 1)
 
 
 @dataclass(frozen=True)
@@ -294,6 +295,25 @@ def _allocate(total: int, shares: np.ndarray, carry: np.ndarray) -> np.ndarray:
         counts[order] -= 1
     carry[:] = expected - counts
     return counts
+
+
+def _slope(values: np.ndarray, period: int = 1) -> np.ndarray | float:
+    """Least-squares slope per second of ``values`` along axis 0, over means of ``period``-second blocks.
+
+    Averaging over whole window periods first keeps the periodic burst of a firing window from
+    biasing the slope by where in the measurement the bursts happen to fall.
+    """
+    blocks = values.shape[0] // period
+    if blocks < 2:
+        period, blocks = 1, values.shape[0]
+    if blocks < 2:
+        return np.zeros(values.shape[1:]) if values.ndim > 1 else 0.0
+    recent = values[values.shape[0] - blocks * period :]
+    means = recent.reshape(blocks, period, *values.shape[1:]).mean(axis=1)
+    t = (np.arange(blocks, dtype=float) - (blocks - 1) / 2) * period
+    centred = means - means.mean(axis=0)
+    result = np.tensordot(t, centred, axes=(0, 0)) / float(t @ t)
+    return result if values.ndim > 1 else float(result)
 
 
 class DagTestbed:
@@ -455,6 +475,9 @@ class _Series:
 class DagRun:
     """One deployment of the query on the testbed, advanced one simulated second per step."""
 
+    HISTORY_S = 900
+    """Seconds of per-task queue history kept for measurements."""
+
     def __init__(self, testbed: DagTestbed, parallelism: tuple[int, ...], memory_mb: float, *, seed: int) -> None:
         self.testbed = testbed
         self.parallelism = parallelism
@@ -488,6 +511,15 @@ class DagRun:
             )
             offset += p
         self._ratios = testbed.job.input_ratios
+        scale = []
+        for op, ratio in zip(self._ops, self._ratios):
+            with np.errstate(divide="ignore"):
+                scale.append(np.where((op.shares > 0) & (ratio > 0), 1.0 / (ratio * op.shares), 0.0))
+        self._queue_scale = np.concatenate(scale)
+        bounds = np.cumsum([0, *parallelism])
+        self._op_columns = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        self._queue_history: deque[np.ndarray] = deque(maxlen=self.HISTORY_S)
+        self._period = math.lcm(*(op.window_s for op in testbed.job.operators if op.windowed)) or 1
         self.now_s = 0
         self._rate: float | None = 0.0
         self._arrival_carry = 0.0
@@ -650,6 +682,7 @@ class DagRun:
         series.injected.append(sent)
         series.pending.append(self._pending)
         series.backlog.append(self.backlog)
+        self._queue_history.append(np.concatenate([op.queue for op in self._ops]) * self._queue_scale)
         series.backpressure.append(backpressure)
         series.processed.append(processed_now)
         series.emitted.append(np.array([op.emitted for op in self._ops], dtype=float) - emitted_before)
@@ -673,6 +706,12 @@ class DagRun:
         max_busy = np.asarray(s.max_busy[lo:])
         blocked = np.asarray(s.blocked[lo:])
         pending_start = s.pending[lo - 1] if lo > 0 else 0
+        period = self._period
+        lag_growth = _slope(np.asarray(s.pending[lo:], dtype=float), period)
+        if n >= 2:
+            history = list(self._queue_history)[-n:]
+            slopes = _slope(np.asarray(history), period)
+            lag_growth += sum(max(0.0, float(np.max(slopes[cols]))) for cols in self._op_columns)
         backlog_start = s.backlog[lo - 1] if lo > 0 else 0.0
         operators = []
         for i, op in enumerate(self._ops):
@@ -699,6 +738,7 @@ class DagRun:
             backlog_start=float(backlog_start),
             backlog_end=float(s.backlog[-1]),
             backpressure=float(np.mean(s.backpressure[lo:])),
+            lag_growth=float(lag_growth),
             operators=tuple(operators),
         )
 

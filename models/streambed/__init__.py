@@ -1,0 +1,82 @@
+"""StreamBed offline capacity planning: Capacity Estimator, Configuration Optimizer, Resource Explorer.
+
+Pure logic over a testbed protocol (``models.streambed.testbed``); the runner that drives it against
+the simulator lives in ``agent.capacity_plan``. The result is a capacity model file whose capacities
+per scale-out the agent uses as a prior (``load_capacity_prior``).
+"""
+
+from models.streambed.estimator import (
+    CapacityEstimate,
+    EstimationError,
+    EstimatorSettings,
+    Probe,
+    estimate_capacity,
+    is_sustainable,
+)
+from models.streambed.explorer import (
+    FAMILIES,
+    ExplorerSettings,
+    FamilyScore,
+    Observation,
+    ResourceExplorer,
+    Surrogate,
+    SurrogateChoice,
+    UnreachableRate,
+    expected_improvement,
+    extrapolation_rmse,
+    fit_surrogate,
+    loocv_rmse,
+    select_surrogate,
+    surrogate_cost,
+)
+from models.streambed.model_file import (
+    SCHEMA_VERSION,
+    CapacityModel,
+    CapacityModelError,
+    load_capacity_prior,
+    read_capacity_model,
+    write_capacity_model,
+)
+from models.streambed.optimizer import (
+    Configuration,
+    InfeasibleBudget,
+    OperatorRate,
+    bound_rate,
+    optimize_configuration,
+    rates_from_measurement,
+)
+
+__all__ = [
+    "FAMILIES",
+    "SCHEMA_VERSION",
+    "CapacityEstimate",
+    "CapacityModel",
+    "CapacityModelError",
+    "Configuration",
+    "EstimationError",
+    "EstimatorSettings",
+    "ExplorerSettings",
+    "FamilyScore",
+    "InfeasibleBudget",
+    "Observation",
+    "OperatorRate",
+    "Probe",
+    "ResourceExplorer",
+    "Surrogate",
+    "SurrogateChoice",
+    "UnreachableRate",
+    "bound_rate",
+    "estimate_capacity",
+    "expected_improvement",
+    "extrapolation_rmse",
+    "fit_surrogate",
+    "is_sustainable",
+    "load_capacity_prior",
+    "loocv_rmse",
+    "optimize_configuration",
+    "rates_from_measurement",
+    "read_capacity_model",
+    "select_surrogate",
+    "surrogate_cost",
+    "write_capacity_model",
+]
