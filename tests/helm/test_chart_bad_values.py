@@ -1,0 +1,82 @@
+"""Bad values make `helm template` and `helm lint` fail with a message that names the key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.helm.chart import run_helm
+
+# (id, values, --set-string flags, words the error must contain)
+BAD_VALUES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
+    # Negative and zero recovery targets are meaningless.
+    ("negative-recovery-time", {"perdix": {"targetRecoveryTimeSeconds": -5}}, [], ["perdix.targetRecoveryTimeSeconds", "greater than 0"]),
+    ("zero-recovery-time", {"perdix": {"targetRecoveryTimeSeconds": 0}}, [], ["perdix.targetRecoveryTimeSeconds"]),
+    # Wrong types, as a values file and as --set-string would deliver them.
+    ("string-max-parallelism", {}, ["perdix.maxParallelism=lots"], ["perdix.maxParallelism", "integer"]),
+    ("fractional-parallelism", {"perdix": {"minParallelism": 1.5}}, [], ["perdix.minParallelism", "integer"]),
+    ("string-dry-run", {}, ["perdix.dryRun=yes"], ["perdix.dryRun", "boolean"]),
+    ("list-for-prometheus", {"perdix": {"prometheus": ["http://x"]}}, [], ["perdix.prometheus", "object"]),
+    # Unknown keys at every level: a typo must not be silently ignored.
+    ("unknown-perdix-key", {"perdix": {"targetRecoveryTime": 300}}, [], ["targetRecoveryTime", "not allowed"]),
+    ("unknown-nested-key", {"perdix": {"prometheus": {"queries": {"lag": "sum(x)"}}}}, [], ["lag", "not allowed"]),
+    ("unknown-top-level-key", {"replicaCount": 2}, [], ["replicaCount", "not allowed"]),
+    # Ranges and enums.
+    ("max-cpu-above-one", {"perdix": {"maxCpu": 1.5}}, [], ["perdix.maxCpu"]),
+    ("short-forecast-horizon", {"perdix": {"forecastHorizonSeconds": 30}}, [], ["perdix.forecastHorizonSeconds"]),
+    ("unknown-policy", {"perdix": {"policy": "greedy"}}, [], ["perdix.policy"]),
+    ("unknown-mode", {"flink": {"mode": "yarn"}}, [], ["flink.mode"]),
+    ("simulated-target-in-chart", {"perdix": {"scaleTarget": {"kind": "simulated"}}}, [], ["perdix.scaleTarget.kind"]),
+    ("port-out-of-range", {"perdix": {"telemetry": {"metricsPort": 70000}}}, [], ["perdix.telemetry.metricsPort"]),
+    ("metrics-port-off", {"perdix": {"telemetry": {"metricsPort": 0}}}, [], ["perdix.telemetry.metricsPort"]),
+    ("empty-query", {"perdix": {"prometheus": {"queries": {"cpu": ""}}}}, [], ["perdix.prometheus.queries.cpu"]),
+    ("relative-knowledge-path", {"perdix": {"knowledge": {"path": "knowledge.json"}}}, [], ["perdix.knowledge.path"]),
+    ("missing-limits", {"resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": None}}, [], ["resources", "limits"]),
+    # Relations between keys, checked by the templates.
+    ("min-above-max", {"perdix": {"minParallelism": 9, "maxParallelism": 4}}, [], ["perdix.minParallelism", "perdix.maxParallelism"]),
+    ("static-outside-bounds", {"perdix": {"staticParallelism": 40}}, [], ["perdix.staticParallelism"]),
+    ("initial-replicas-above-max", {"flink": {"taskManager": {"replicas": 30}}}, [], ["flink.taskManager.replicas"]),
+    ("operator-without-target", {"flink": {"mode": "operator"}}, [], ["flink.operator.flinkDeployment"]),
+    ("standalone-other-target", {"perdix": {"scaleTarget": {"name": "someone-elses"}}}, [], ["perdix.scaleTarget.name"]),
+    ("standalone-other-namespace", {"perdix": {"scaleTarget": {"namespace": "other"}}}, [], ["perdix.scaleTarget.namespace"]),
+    ("standalone-flinkdeployment", {"perdix": {"scaleTarget": {"kind": "flinkdeployment"}}}, [], ["perdix.scaleTarget.kind"]),
+    ("port-clash-in-jobmanager-pod", {"perdix": {"telemetry": {"metricsPort": 9250}}}, [], ["flink.prometheusReporterPort", "perdix.telemetry.metricsPort"]),
+    ("no-job-class", {"flink": {"job": {"className": ""}}}, [], ["flink.job.className"]),
+    ("existing-sa-without-name", {"serviceAccount": {"create": False}}, [], ["serviceAccount.name"]),
+]
+
+
+@pytest.mark.parametrize(("values", "set_strings", "words"), [case[1:] for case in BAD_VALUES], ids=[case[0] for case in BAD_VALUES])
+def test_template_rejects_bad_values(values: dict[str, Any], set_strings: list[str], words: list[str]) -> None:
+    result = run_helm("template", values=values, set_strings=set_strings)
+    assert result.returncode != 0, f"helm template accepted {values or set_strings}"
+    for word in words:
+        assert word in result.stderr, f"{word!r} not in: {result.stderr}"
+    assert "panic" not in result.stderr and "goroutine" not in result.stderr
+
+
+@pytest.mark.parametrize("case_id", ["negative-recovery-time", "unknown-perdix-key", "string-max-parallelism"])
+def test_lint_rejects_values_the_schema_forbids(case_id: str) -> None:
+    _, values, set_strings, words = next(case for case in BAD_VALUES if case[0] == case_id)
+    result = run_helm("lint", values=values, set_strings=set_strings)
+    assert result.returncode != 0
+    for word in words:
+        assert word in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("case_id", ["min-above-max", "operator-without-target"])
+def test_lint_reports_relations_between_keys(case_id: str) -> None:
+    """helm lint runs templates in lint mode, where `fail` is reported as an INFO line, not an error;
+    `helm template` and `helm install` (tested above) are the gate for these."""
+    _, values, set_strings, words = next(case for case in BAD_VALUES if case[0] == case_id)
+    result = run_helm("lint", values=values, set_strings=set_strings)
+    output = result.stdout + result.stderr
+    assert "Fail: " in output
+    for word in words:
+        assert word in output
+
+
+def test_kubernetes_older_than_supported_is_rejected() -> None:
+    result = run_helm("template", extra=["--kube-version", "1.29.0"])
+    assert result.returncode != 0 and "kubeVersion" in result.stderr

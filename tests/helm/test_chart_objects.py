@@ -1,0 +1,338 @@
+"""The chart rendered by the real helm: lint, Kubernetes schema validity, both modes, RBAC, pod security."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from agent.settings import load_settings
+from tests.helm.cases import CASES, Case, case_ids
+from tests.helm.chart import (
+    ROOT,
+    all_containers,
+    find,
+    one,
+    perdix_pod,
+    pod_templates,
+    render,
+    run_helm,
+    settings_yaml,
+)
+
+# Oldest supported and newest schemas kubernetes-validate ships.
+KUBE_SCHEMA_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+AGREED_METRICS = {  # agreed with the production adapters before agent/telemetry.py existed
+    "perdix_workload_rate",
+    "perdix_forecast_peak",
+    "perdix_capacity",
+    "perdix_parallelism_current",
+    "perdix_parallelism_recommended",
+    "perdix_recovery_predicted_seconds",
+    "perdix_recovery_measured_seconds",
+    "perdix_loop_duration_seconds",
+    "perdix_rescales_total",
+}
+
+
+@pytest.fixture(scope="module", params=CASES, ids=case_ids())
+def rendered(request: pytest.FixtureRequest) -> tuple[Case, list[dict[str, Any]]]:
+    """Each case rendered once for the whole module."""
+    case: Case = request.param
+    return case, render(values=case.values, release=case.release, namespace=case.namespace)
+
+
+def load_rendered_settings(objects: list[dict[str, Any]], tmp_path: Path) -> Any:
+    """The rendered settings file, loaded by the agent's own loader."""
+    path = tmp_path / "perdix.yaml"
+    path.write_text(settings_yaml(objects))
+    return load_settings(path)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_ids())
+def test_helm_lint_strict_passes(case: Case) -> None:
+    result = run_helm("lint", values=case.values, namespace=case.namespace)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_every_object_is_valid_kubernetes(rendered: tuple[Case, list[dict[str, Any]]]) -> None:
+    _, objects = rendered
+    assert objects
+    for obj in objects:
+        for version in KUBE_SCHEMA_VERSIONS:
+            try:
+                kubernetes_validate.validate(obj, version, strict=True)
+            except kubernetes_validate.ValidationError as exc:
+                pytest.fail(f"{obj['kind']}/{obj['metadata']['name']} invalid for Kubernetes {version}: {exc.message}")
+
+
+def test_validator_rejects_a_broken_object() -> None:
+    """Control: the strict validation above does catch a misspelled field and a wrong type."""
+    deployment = copy.deepcopy(one(render(), "Deployment", "perdix-jobmanager"))
+    deployment["spec"]["template"]["spec"]["containers"][1]["securityContex"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBE_SCHEMA_VERSIONS[0], strict=True)
+    deployment = copy.deepcopy(one(render(), "Deployment", "perdix-jobmanager"))
+    deployment["spec"]["replicas"] = "one"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBE_SCHEMA_VERSIONS[0], strict=True)
+
+
+def test_objects_live_in_the_release_or_target_namespace(rendered: tuple[Case, list[dict[str, Any]]]) -> None:
+    case, objects = rendered
+    dashboard_namespace = case.values.get("grafanaDashboard", {}).get("namespace")
+    for obj in objects:
+        namespace = obj["metadata"].get("namespace")
+        if obj["kind"] in ("Role", "RoleBinding") or obj["metadata"]["name"] == case.knowledge_configmap:
+            assert namespace == case.target_namespace, obj["metadata"]["name"]
+        elif obj["metadata"]["name"].endswith("-dashboard"):
+            assert namespace == dashboard_namespace
+        else:
+            assert namespace == case.namespace, f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+# ---- RBAC ---------------------------------------------------------------------------------------
+
+
+def flatten_rules(role: dict[str, Any]) -> frozenset[tuple[str, str, str, str]]:
+    """A Role's rules as (apiGroup, resource, resourceName or '*', verb) tuples."""
+    out = set()
+    for rule in role["rules"]:
+        assert set(rule) <= {"apiGroups", "resources", "resourceNames", "verbs"}, rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for name in rule.get("resourceNames", ["*"]):
+                    for verb in rule["verbs"]:
+                        out.add((group, resource, name, verb))
+    return frozenset(out)
+
+
+def test_rbac_is_exactly_least_privilege(rendered: tuple[Case, list[dict[str, Any]]]) -> None:
+    case, objects = rendered
+    assert not find(objects, "ClusterRole") and not find(objects, "ClusterRoleBinding")
+    role = one(objects, "Role")
+    assert flatten_rules(role) == case.expected_rules
+    # No wildcards anywhere, and every rule on a named object names it.
+    for rule in role["rules"]:
+        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
+        if "events" not in rule["resources"]:
+            assert len(rule["resourceNames"]) == 1
+    binding = one(objects, "RoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": case.service_account, "namespace": case.namespace}
+    ]
+
+
+def test_rbac_and_settings_name_the_same_objects(rendered: tuple[Case, list[dict[str, Any]]], tmp_path: Path) -> None:
+    case, objects = rendered
+    settings = load_rendered_settings(objects, tmp_path)
+    assert (settings.scale_target.kind, settings.scale_target.name, settings.scale_target.namespace) == (
+        case.target_kind,
+        case.target_name,
+        case.target_namespace,
+    )
+    granted = {name for (_, resource, name, _) in flatten_rules(one(objects, "Role")) if resource != "events"}
+    expected = {settings.scale_target.name}
+    if settings.knowledge.store == "configmap":
+        expected.add(settings.knowledge.configmap)
+        knowledge = one(objects, "ConfigMap", settings.knowledge.configmap)
+        # Created empty and kept: the chart never overwrites or deletes what the agent learned.
+        assert "data" not in knowledge
+        assert knowledge["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    else:
+        assert case.knowledge_configmap is None
+    assert granted == expected
+
+
+def test_service_account(rendered: tuple[Case, list[dict[str, Any]]]) -> None:
+    case, objects = rendered
+    _, pod, _ = perdix_pod(objects)
+    assert pod["serviceAccountName"] == case.service_account
+    accounts = find(objects, "ServiceAccount")
+    if case.values.get("serviceAccount", {}).get("create", True):
+        assert [a["metadata"]["name"] for a in accounts] == [case.service_account]
+        assert accounts[0]["automountServiceAccountToken"] is False
+    else:
+        assert accounts == []
+
+
+def test_rbac_can_be_left_to_the_platform() -> None:
+    objects = render(values={"rbac": {"create": False}})
+    assert not find(objects, "Role") and not find(objects, "RoleBinding")
+
+
+# ---- pod security -------------------------------------------------------------------------------
+
+
+def test_every_pod_runs_locked_down(rendered: tuple[Case, list[dict[str, Any]]]) -> None:
+    _, objects = rendered
+    pods = list(pod_templates(objects))
+    assert pods
+    for workload, pod in pods:
+        where = workload["metadata"]["name"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, where
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, where
+        assert pod["automountServiceAccountToken"] is False, where
+        assert not any(pod.get(key) for key in ("hostNetwork", "hostPID", "hostIPC")), where
+        assert not any("hostPath" in volume for volume in pod.get("volumes", [])), where
+        for container in all_containers(pod):
+            name = f"{where}/{container['name']}"
+            security = container["securityContext"]
+            assert security["runAsNonRoot"] is True, name
+            assert security["runAsUser"] > 0, name
+            assert security["allowPrivilegeEscalation"] is False, name
+            assert security["readOnlyRootFilesystem"] is True, name
+            assert security.get("privileged", False) is False, name
+            assert security["capabilities"] == {"drop": ["ALL"]}, name
+            for bound in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(container["resources"][bound]), f"{name} {bound}"
+
+
+def test_only_the_perdix_container_holds_the_token(rendered: tuple[Case, list[dict[str, Any]]]) -> None:
+    _, objects = rendered
+    for workload, pod in pod_templates(objects):
+        for container in all_containers(pod):
+            mounts = {m["mountPath"]: m for m in container.get("volumeMounts", [])}
+            if container["name"] == "perdix":
+                assert mounts[TOKEN_PATH]["readOnly"] is True
+                volume = next(v for v in pod["volumes"] if v["name"] == mounts[TOKEN_PATH]["name"])
+                sources = volume["projected"]["sources"]
+                assert any("serviceAccountToken" in source for source in sources)
+            else:
+                assert TOKEN_PATH not in mounts, f"{workload['metadata']['name']}/{container['name']}"
+
+
+def test_perdix_probes_and_writable_paths(rendered: tuple[Case, list[dict[str, Any]]], tmp_path: Path) -> None:
+    _, objects = rendered
+    settings = load_rendered_settings(objects, tmp_path)
+    _, pod, container = perdix_pod(objects)
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert ports["perdix-metrics"] == settings.telemetry.metrics_port
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "perdix-metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "perdix-metrics"}
+    assert container["args"] == ["run", "--config", "/etc/perdix/perdix.yaml"]
+    # The root filesystem is read-only: /tmp and (file store) the knowledge directory are emptyDirs.
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+    config_volume = volumes[mounts["/etc/perdix"]]
+    assert config_volume["configMap"]["name"] in {o["metadata"]["name"] for o in find(objects, "ConfigMap")}
+    if settings.knowledge.store == "file":
+        assert "emptyDir" in volumes[mounts[str(settings.knowledge.path.parent)]]
+    if settings.capacity_prior_path is not None:
+        assert str(settings.capacity_prior_path.parent) in mounts
+
+
+def test_probe_port_follows_the_telemetry_setting() -> None:
+    objects = render(sets=["perdix.telemetry.metricsPort=9311"])
+    _, _, container = perdix_pod(objects)
+    assert container["ports"][0]["containerPort"] == 9311
+    service = one(objects, "Service", "perdix-metrics")
+    assert service["spec"]["ports"][0]["port"] == 9311
+    assert service["metadata"]["annotations"]["prometheus.io/port"] == "9311"
+
+
+# ---- the two modes ------------------------------------------------------------------------------
+
+
+def flink_config(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rendered Flink configuration (config.yaml of the flink-conf ConfigMap)."""
+    conf = one(objects, "ConfigMap", next(o["metadata"]["name"] for o in objects if o["metadata"]["name"].endswith("-flink-conf")))
+    parsed = yaml.safe_load(conf["data"]["config.yaml"])
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+STANDALONE = [case for case in CASES if case.mode == "standalone"]
+OPERATOR = [case for case in CASES if case.mode == "operator"]
+
+
+@pytest.mark.parametrize("case", STANDALONE, ids=[case.id for case in STANDALONE])
+def test_standalone_mode_is_a_reactive_cluster_with_the_sidecar(case: Case, tmp_path: Path) -> None:
+    objects = render(values=case.values, release=case.release, namespace=case.namespace)
+    settings = load_rendered_settings(objects, tmp_path)
+    conf = flink_config(objects)
+    assert conf["scheduler-mode"] == "reactive"
+    assert conf["taskmanager.numberOfTaskSlots"] == 1  # parallelism == TaskManagers
+    assert conf["execution.checkpointing.interval"] == f"{round(settings.checkpoint_interval_s * 1000)}ms"
+    assert conf["metrics.reporter.prom.factory.class"].endswith("PrometheusReporterFactory")
+    assert int(conf["metrics.reporter.prom.port"]) != settings.telemetry.metrics_port
+    for key, value in case.values.get("flink", {}).get("config", {}).items():
+        assert conf[key] == value
+    taskmanager = one(objects, "Deployment", settings.scale_target.name)
+    assert taskmanager["spec"]["replicas"] == case.values.get("flink", {}).get("taskManager", {}).get("replicas", 2)
+    assert [c["name"] for c in taskmanager["spec"]["template"]["spec"]["containers"]] == ["taskmanager"]
+    jobmanager, pod, _ = perdix_pod(objects)
+    assert jobmanager["metadata"]["name"].endswith("-jobmanager")
+    assert [c["name"] for c in pod["containers"]] == ["jobmanager", "perdix"]
+    assert jobmanager["spec"]["strategy"] == {"type": "Recreate"}  # never two agents at once
+    service = one(objects, "Service", jobmanager["metadata"]["name"])
+    # The pod's readiness is Perdix's /readyz; TaskManagers must reach the JobManager regardless.
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert conf["jobmanager.rpc.address"] == service["metadata"]["name"]
+
+
+@pytest.mark.parametrize("case", OPERATOR, ids=[case.id for case in OPERATOR])
+def test_operator_mode_runs_perdix_alone(case: Case) -> None:
+    objects = render(values=case.values, release=case.release, namespace=case.namespace)
+    workloads = list(pod_templates(objects))
+    assert len(workloads) == 1
+    deployment, pod = workloads[0]
+    assert [c["name"] for c in pod["containers"]] == ["perdix"]
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert not [o for o in objects if o["metadata"]["name"].endswith(("-flink-conf", "-jobmanager", "-taskmanager"))]
+
+
+def test_config_change_rolls_the_perdix_pod() -> None:
+    def checksum(objects: list[dict[str, Any]]) -> str:
+        workload, _, _ = perdix_pod(objects)
+        return str(workload["spec"]["template"]["metadata"]["annotations"]["checksum/perdix-config"])
+
+    assert checksum(render()) == checksum(render())
+    assert checksum(render()) != checksum(render(sets=["perdix.targetRecoveryTimeSeconds=450"]))
+
+
+# ---- Grafana dashboard --------------------------------------------------------------------------
+
+
+def agent_metric_names() -> set[str]:
+    """Metric names the agent exports: from agent/telemetry.py once it exists, else the agreed list."""
+    telemetry = ROOT / "agent" / "telemetry.py"
+    if not telemetry.exists():
+        return AGREED_METRICS
+    names = set(re.findall(r"[\"'](perdix_[a-z0-9_]+)[\"']", telemetry.read_text()))
+    assert names, "agent/telemetry.py defines no perdix_* metric names"
+    return names
+
+
+def test_dashboard_is_off_by_default() -> None:
+    assert not [o for o in render() if o["metadata"]["name"].endswith("-dashboard")]
+
+
+def test_dashboard_configmap_uses_the_agent_metrics() -> None:
+    objects = render(values={"grafanaDashboard": {"enabled": True}})
+    dashboard_map = one(objects, "ConfigMap", "perdix-dashboard")
+    assert dashboard_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(dashboard_map["data"]["perdix.json"])
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    used = {re.sub(r"_(bucket|sum|count)$", "", name) for expr in exprs for name in re.findall(r"perdix_[a-z0-9_]+", expr)}
+    exported = agent_metric_names()
+    # prometheus_client adds _total to counters; accept either spelling in the agent's source.
+    exported |= {f"{name}_total" for name in exported}
+    assert used <= exported, f"dashboard uses metrics the agent does not export: {sorted(used - exported)}"
+    for needed in ("workload", "forecast", "capacity", "parallelism_current", "parallelism_recommended",
+                   "recovery_predicted", "recovery_measured"):
+        assert any(needed in name for name in used), needed

@@ -1,0 +1,276 @@
+"""Chart values <-> agent settings, one to one: rendered by the real helm, loaded by the real loader."""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import annotated_types
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from agent.settings import Settings, load_settings
+from tests.helm.chart import CHART, render, settings_yaml
+
+# The simulator section only drives `perdix simulate`; a production chart does not expose it.
+NOT_IN_CHART = {"simulator"}
+
+# Where the chart's defaults deliberately differ from the agent's, and why (the values.yaml comments
+# say the same to operators).
+CHART_DEFAULTS_DIFFER = {
+    "dry_run": "installing never rescales a job before someone looked at the recommendations",
+    "prometheus.url": "127.0.0.1 cannot reach Prometheus from inside a pod",
+    "knowledge.store": "a file on an emptyDir would be lost with the pod",
+    "knowledge.path": "the file lives on the chart's emptyDir",
+    "knowledge.configmap": "named after the release",
+    "scale_target.kind": "derived from flink.mode",
+    "scale_target.name": "the chart's TaskManager Deployment",
+    "scale_target.namespace": "the release namespace",
+}
+
+# A valid value different from the chart's default for every settings field the chart exposes.
+# Rendered in operator mode, where the scale target may be named freely. A settings field missing
+# here fails test_table_covers_every_settings_field: add it to the chart, then here.
+DISTINCT = {
+    "policy": "static",
+    "target_recovery_time_s": 450.5,
+    "loop_interval_s": 15,
+    "min_parallelism": 2,
+    "max_parallelism": 40,
+    "static_parallelism": 12,
+    "dry_run": False,
+    "grace_period_s": 90,
+    "recent_rescale_window_s": 1200,
+    "scale_down_stabilization_s": 900,
+    "forecast_horizon_s": 1800,
+    "forecast_window_s": 3600,
+    "wape_threshold": 0.4,
+    "retrain_after_poor_loops": 30,
+    "checkpoint_interval_s": 30,
+    "downtime_rescale_prior_s": 45,
+    "downtime_failure_prior_s": 20,
+    "max_cpu": 0.85,
+    "capacity_prior_path": "/etc/perdix/prior/capacity.json",
+    "prometheus.url": "http://prometheus.observability.svc:9090",
+    "prometheus.timeout_s": 4,
+    "prometheus.step_s": 2,
+    "prometheus.stale_after_s": 60,
+    "prometheus.worker_label": "tm_id",
+    "prometheus.queries.workload": 'sum(kafka_server_brokertopicmetrics_messagesinpersec_oneminuterate{topic="orders"})',
+    "prometheus.queries.throughput": 'sum(rate(flink_taskmanager_job_task_numRecordsOut{task_name=~"Source.*"}[1m])) by ({worker_label})',
+    "prometheus.queries.cpu": "max(flink_taskmanager_Status_JVM_CPU_Load) by ({worker_label})",
+    "prometheus.queries.consumer_lag": 'sum(kafka_consumergroup_lag{group="orders"})',
+    "prometheus.queries.parallelism": "count(flink_taskmanager_Status_JVM_CPU_Load)",
+    "prometheus.queries.uptime": 'max(flink_jobmanager_job_uptime{job_name="orders"})',
+    "scale_target.kind": "statefulset",
+    "scale_target.name": "orders-taskmanager",
+    "scale_target.namespace": "orders",
+    "scale_target.kubeconfig": "/etc/kube/config",
+    "scale_target.rest_url": "http://orders-rest:8081",
+    "scale_target.job": "orders",
+    "scale_target.request_timeout_s": 3,
+    "scale_target.max_retries": 7,
+    "scale_target.recommendation_events": False,
+    "knowledge.store": "file",
+    "knowledge.path": "/var/lib/perdix/orders/knowledge.json",
+    "knowledge.configmap": "orders-knowledge",
+    "telemetry.log_format": "console",
+    "telemetry.log_level": "debug",
+    "telemetry.metrics_host": "127.0.0.1",
+    "telemetry.metrics_port": 9400,
+    "telemetry.not_ready_after_failed_loops": 5,
+}
+
+
+def values_key(settings_key: str) -> str:
+    """The chart's spelling of a settings key: camelCase, and a trailing _s spelled Seconds."""
+    words = settings_key.split("_")
+    if words[-1] == "s" and len(words) > 1:
+        words[-1] = "seconds"
+    return words[0] + "".join(word.capitalize() for word in words[1:])
+
+
+def settings_leaves(model: type[BaseModel], prefix: str = "") -> dict[str, Any]:
+    """Dotted path -> pydantic FieldInfo of every leaf field, recursively (sections excluded)."""
+    out: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        if path in NOT_IN_CHART:
+            continue
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            out.update(settings_leaves(annotation, f"{path}."))
+        else:
+            out[path] = info
+    return out
+
+
+LEAVES = settings_leaves(Settings)
+
+
+def get_path(obj: Any, dotted: str) -> Any:
+    """Attribute or key lookup along a dotted path."""
+    for part in dotted.split("."):
+        obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
+    return obj
+
+
+def values_path(settings_path: str) -> list[str]:
+    """Key path under `perdix:` in values.yaml for a settings path."""
+    return [values_key(part) for part in settings_path.split(".")]
+
+
+def nest(pairs: dict[str, Any]) -> dict[str, Any]:
+    """Build the `perdix:` values tree from settings paths."""
+    tree: dict[str, Any] = {}
+    for settings_path, value in pairs.items():
+        *parents, leaf = values_path(settings_path)
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
+
+
+def values_leaves(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """Key paths of every leaf of a values tree."""
+    out: set[tuple[str, ...]] = set()
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out |= values_leaves(value, (*prefix, key))
+        else:
+            out.add((*prefix, key))
+    return out
+
+
+def schema_leaves(schema: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], dict[str, Any]]:
+    """Key path -> schema of every leaf property."""
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    for key, sub in schema["properties"].items():
+        if sub.get("type") == "object" and "properties" in sub:
+            out.update(schema_leaves(sub, (*prefix, key)))
+        else:
+            out[(*prefix, key)] = sub
+    return out
+
+
+def load(objects: list[dict[str, Any]], tmp_path: Path) -> Settings:
+    """Load the rendered settings file with the agent's loader."""
+    path = tmp_path / "perdix.yaml"
+    path.write_text(settings_yaml(objects))
+    return load_settings(path)
+
+
+@pytest.fixture(autouse=True)
+def no_perdix_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PERDIX_* variables of the developer's shell must not mask what the chart rendered."""
+    import os
+
+    for name in list(os.environ):
+        if name.upper().startswith("PERDIX_"):
+            monkeypatch.delenv(name)
+
+
+CHART_VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
+CHART_SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+
+
+def test_table_covers_every_settings_field() -> None:
+    assert set(DISTINCT) == set(LEAVES), (
+        f"settings fields without a chart value: {sorted(set(LEAVES) - set(DISTINCT))}; "
+        f"stale entries: {sorted(set(DISTINCT) - set(LEAVES))}"
+    )
+
+
+def test_every_settings_field_is_reachable_from_values(tmp_path: Path) -> None:
+    values = {"flink": {"mode": "operator"}, "perdix": nest(DISTINCT)}
+    settings = load(render(values=values, namespace="autoscalers"), tmp_path)
+    baseline_values = {"flink": {"mode": "operator", "operator": {"flinkDeployment": "orders"}}}
+    baseline = load(render(values=baseline_values, namespace="autoscalers"), tmp_path)
+    for path, wanted in DISTINCT.items():
+        got = get_path(settings, path)
+        got = str(got) if isinstance(got, Path) else got
+        assert got == wanted, f"{path}: values gave {wanted!r}, settings hold {got!r}"
+        default = get_path(baseline, path)
+        assert got != (str(default) if isinstance(default, Path) else default), f"{path}: same as the chart default"
+
+
+def test_every_values_key_lands_in_settings(tmp_path: Path) -> None:
+    chart_keys = values_leaves(CHART_VALUES["perdix"])
+    settings_keys = {tuple(values_path(path)) for path in LEAVES}
+    assert chart_keys == settings_keys, (
+        f"values without a settings field: {sorted(chart_keys - settings_keys)}; "
+        f"settings without a value: {sorted(settings_keys - chart_keys)}"
+    )
+    # And the rendered file holds exactly the settings fields (extra="forbid" rejects the rest).
+    rendered = yaml.safe_load(settings_yaml(render()))
+    assert values_leaves(rendered) == {tuple(path.split(".")) for path in LEAVES}
+
+
+def test_schema_describes_exactly_the_values() -> None:
+    assert set(schema_leaves(CHART_SCHEMA["properties"]["perdix"])) == values_leaves(CHART_VALUES["perdix"])
+    assert set(CHART_SCHEMA["properties"]) == set(CHART_VALUES)
+
+
+def test_chart_defaults_equal_agent_defaults_except_the_documented_ones(tmp_path: Path) -> None:
+    # A release named other than "perdix", so names derived from it cannot match by chance.
+    settings = load(render(release="orders", namespace="orders"), tmp_path)
+    defaults = Settings()
+    differing = {path for path in LEAVES if get_path(settings, path) != get_path(defaults, path)}
+    assert differing == set(CHART_DEFAULTS_DIFFER)
+
+
+def test_set_target_recovery_time(tmp_path: Path) -> None:
+    objects = render(sets=["perdix.targetRecoveryTimeSeconds=300", "perdix.dryRun=false"])
+    settings = load(objects, tmp_path)
+    assert settings.target_recovery_time_s == 300 and settings.dry_run is False
+    # --set reads 75.5 as a string (helm parses only integers); --set-json keeps the number.
+    fractional = render(extra=["--set-json", "perdix.targetRecoveryTimeSeconds=75.5"])
+    assert load(fractional, tmp_path).target_recovery_time_s == 75.5
+
+
+def _bounds(info: Any) -> list[Any]:
+    return [item for item in info.metadata if isinstance(item, annotated_types.Gt | annotated_types.Ge | annotated_types.Le | annotated_types.Lt)]
+
+
+def _schema_types(annotation: Any) -> set[str]:
+    """JSON schema types a settings annotation admits."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return set().union(*(_schema_types(arg) for arg in args))
+    if typing.get_origin(annotation) is typing.Literal:
+        return {"string"}
+    return {
+        bool: {"boolean"},
+        int: {"integer"},
+        float: {"number"},
+        str: {"string"},
+        Path: {"string"},
+        type(None): {"null"},
+    }[annotation]
+
+
+@pytest.mark.parametrize("path", sorted(LEAVES))
+def test_schema_is_at_least_as_strict_as_the_settings(path: str) -> None:
+    info = LEAVES[path]
+    schema = schema_leaves(CHART_SCHEMA["properties"]["perdix"])[tuple(values_path(path))]
+    types_ = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    assert set(types_) == _schema_types(info.annotation), path
+    assert schema.get("description"), f"{path}: schema entry without a description"
+    for bound in _bounds(info):
+        if isinstance(bound, annotated_types.Gt):
+            assert schema.get("exclusiveMinimum", float("-inf")) >= bound.gt or schema.get("minimum", float("-inf")) > bound.gt, path
+        elif isinstance(bound, annotated_types.Ge):
+            assert max(schema.get("minimum", float("-inf")), schema.get("exclusiveMinimum", float("-inf"))) >= bound.ge, path
+        elif isinstance(bound, annotated_types.Le):
+            assert schema.get("maximum", float("inf")) <= bound.le, path
+        else:
+            assert schema.get("exclusiveMaximum", float("inf")) <= bound.lt, path
+    literal = [arg for arg in typing.get_args(info.annotation) if isinstance(arg, str)]
+    if typing.get_origin(info.annotation) is typing.Literal:
+        # The chart may narrow an enum (and use "" for "the chart decides"), never widen it.
+        assert set(schema["enum"]) - {""} <= set(literal), path
