@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from agent.analyze import Analysis, Analyzer
 from agent.clock import Clock
 from agent.knowledge.document import SCHEMA_VERSION
@@ -36,6 +38,7 @@ def planner_config(settings: Settings) -> PlannerConfig:
         recent_rescale_window_s=settings.recent_rescale_window_s,
         scale_down_stabilization_s=settings.scale_down_stabilization_s,
         static_parallelism=settings.static_parallelism,
+        source_partitions=settings.simulator.partitions if settings.scale_target.kind == "simulated" else None,
     )
 
 
@@ -56,6 +59,16 @@ class RoundResult:
     def latency_ms(self) -> float:
         """Wall time of the whole round."""
         return sum(self.durations_ms.values())
+
+
+def _worker_means(series: Any) -> dict[str, float]:
+    """Mean of each worker's finite samples (workers without any are left out)."""
+    means: dict[str, float] = {}
+    for worker, values in series.items():
+        finite = values[np.isfinite(values)]
+        if finite.size:
+            means[worker] = float(finite.mean())
+    return means
 
 
 class _NullEvents:
@@ -170,7 +183,7 @@ class Agent:
             ) if observation.gaps else "no usable data this round"
             return self._finish(result)
 
-        plan_input = self._plan_input(analysis, now)
+        plan_input = self._plan_input(analysis, now, observation)
         decision = self._step(result, "plan", lambda: self.policy.decide(plan_input, self.config))
         if decision is None:
             return self._finish(result)
@@ -184,7 +197,9 @@ class Agent:
             self._step(result, "execute", lambda: self._execute(result, decision, current, analysis, now))
         return self._finish(result)
 
-    def _plan_input(self, analysis: Analysis, now: float) -> PlanInput:
+    def _plan_input(self, analysis: Analysis, now: float, observation: Observation | None = None) -> PlanInput:
+        throughput = _worker_means(observation.worker_throughput) if observation is not None else {}
+        cpu = _worker_means(observation.worker_cpu) if observation is not None else {}
         return PlanInput(
             now=now,
             current_parallelism=analysis.parallelism or 0,
@@ -198,6 +213,8 @@ class Agent:
             recent_recommendations=tuple(self.recommendations),
             capacity_sources=analysis.capacity_sources,
             worker_cpu_avg=analysis.worker_cpu_avg,
+            worker_throughput=throughput,
+            worker_cpu=cpu,
         )
 
     def _execute(self, result: RoundResult, decision: Decision, current: int, analysis: Analysis, now: float) -> None:

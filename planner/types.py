@@ -24,6 +24,8 @@ class PlannerConfig:
     recent_rescale_window_s: float = 600.0
     scale_down_stabilization_s: float = 600.0
     static_parallelism: int | None = None
+    source_partitions: int | None = None
+    """Partitions of the source topic; KEDA's Kafka scaler never asks for more consumers than this."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,6 +53,10 @@ class PlanInput:
     """Where each capacity came from (observed, estimated, prior), for the reasons."""
     worker_cpu_avg: float | None = None
     """Mean CPU load (0..1) over workers since the last loop, for CPU-driven baselines."""
+    worker_throughput: Mapping[str, float] = field(default_factory=dict)
+    """Mean records/s each worker processed since the last loop (DS2's observed rate per instance)."""
+    worker_cpu: Mapping[str, float] = field(default_factory=dict)
+    """Mean CPU load (0..1) of each worker since the last loop (DS2's useful-time fraction per instance)."""
 
 
 @dataclass(frozen=True)
