@@ -117,13 +117,21 @@ class Replay:
 
     def start_agent(self) -> Agent:
         """A fresh agent process on this job, loading whatever the knowledge store holds (a restart)."""
+        analyzer: Any
+        if self.settings.policy == "oracle":
+            # The oracle is handed the simulator's truth instead of the online models' estimates.
+            from agent.oracle import OracleAnalyzer
+
+            analyzer = OracleAnalyzer(self.job, self.settings)
+        else:
+            analyzer = Analyzer(self.settings, executor=_InlineExecutor())  # type: ignore[arg-type]
         return Agent(
             settings=self.settings,
             clock=self.clock,
             monitor=self.monitor,
             scaler=self.scaler,
             knowledge=self.knowledge,
-            analyzer=Analyzer(self.settings, executor=_InlineExecutor()),  # type: ignore[arg-type]
+            analyzer=analyzer,
         )
 
     def run(self, until_s: int | None = None, progress: Callable[[int, int], None] | None = None) -> None:
