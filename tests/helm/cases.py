@@ -70,6 +70,9 @@ CASES = [
                 "config": {"restart-strategy.type": "exponential-delay", "state.backend.type": "rocksdb"},
             },
             "grafanaDashboard": {"enabled": True, "namespace": "monitoring"},
+            # Colliding keys: the chart's selector labels and scrape annotations must win.
+            "podLabels": {"team": "orders", "app.kubernetes.io/component": "mine"},
+            "podAnnotations": {"prometheus.io/port": "1234", "owner": "orders-team"},
             "extraVolumes": [{"name": "prior", "configMap": {"name": "orders-capacity-prior"}}],
             "extraVolumeMounts": [{"name": "prior", "mountPath": "/etc/perdix/prior", "readOnly": True}],
         },

@@ -99,6 +99,33 @@ def test_objects_live_in_the_release_or_target_namespace(rendered: tuple[Case, l
             assert namespace == case.namespace, f"{obj['kind']}/{obj['metadata']['name']}"
 
 
+def test_selectors_match_their_pods(rendered: tuple[Case, list[dict[str, Any]]]) -> None:
+    case, objects = rendered
+    pod_labels = []
+    for workload, _ in pod_templates(objects):
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert workload["spec"]["selector"]["matchLabels"].items() <= labels.items(), workload["metadata"]["name"]
+        for key, value in case.values.get("podLabels", {}).items():
+            if not key.startswith("app.kubernetes.io/"):
+                assert labels[key] == value
+        pod_labels.append(labels)
+    for service in find(objects, "Service"):
+        selector = service["spec"]["selector"].items()
+        assert sum(selector <= labels.items() for labels in pod_labels) == 1, service["metadata"]["name"]
+
+
+def test_flink_pods_announce_the_reporter_port(rendered: tuple[Case, list[dict[str, Any]]]) -> None:
+    case, objects = rendered
+    for workload, _ in pod_templates(objects):
+        annotations = workload["spec"]["template"]["metadata"]["annotations"]
+        for key, value in case.values.get("podAnnotations", {}).items():
+            if not key.startswith("prometheus.io/"):
+                assert annotations[key] == value
+        if workload["metadata"]["name"].endswith(("-jobmanager", "-taskmanager")):
+            assert annotations["prometheus.io/scrape"] == "true"
+            assert annotations["prometheus.io/port"] == str(case.values.get("flink", {}).get("prometheusReporterPort", 9250))
+
+
 # ---- RBAC ---------------------------------------------------------------------------------------
 
 
