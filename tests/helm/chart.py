@@ -7,6 +7,9 @@ skipped.
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import os
 import shutil
 import subprocess
@@ -82,8 +85,14 @@ def run_helm(
 
 
 def render(**kwargs: Any) -> list[dict[str, Any]]:
-    """``helm template`` that must succeed; returns the rendered objects."""
-    result = run_helm("template", **kwargs)
+    """``helm template`` that must succeed; returns the rendered objects (a fresh copy per call)."""
+    return copy.deepcopy(_render_cached(json.dumps(kwargs, sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=64)
+def _render_cached(kwargs_json: str) -> list[dict[str, Any]]:
+    # Many tests look at the same rendering; helm runs once per distinct set of arguments.
+    result = run_helm("template", **json.loads(kwargs_json))
     assert result.returncode == 0, f"helm template failed:\n{result.stderr}"
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
