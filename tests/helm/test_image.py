@@ -70,3 +70,4 @@ def test_entrypoint_runs_the_perdix_command() -> None:
     assert 'ENTRYPOINT ["perdix"]' in runtime
     _, _, container = perdix_pod(render())
     assert container["args"][:2] == ["run", "--config"]
+
