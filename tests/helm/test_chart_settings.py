@@ -219,7 +219,7 @@ def test_schema_describes_exactly_the_values() -> None:
 def test_chart_defaults_equal_agent_defaults_except_the_documented_ones(tmp_path: Path) -> None:
     # A release named other than "perdix", so names derived from it cannot match by chance.
     settings = load(render(release="orders", namespace="orders"), tmp_path)
-    defaults = Settings()
+    defaults = load_settings()
     differing = {path for path in LEAVES if get_path(settings, path) != get_path(defaults, path)}
     assert differing == set(CHART_DEFAULTS_DIFFER)
 
