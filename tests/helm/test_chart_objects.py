@@ -269,6 +269,7 @@ def test_probe_port_follows_the_telemetry_setting() -> None:
     assert container["ports"][0]["containerPort"] == 9311
     service = one(objects, "Service", "perdix-metrics")
     assert service["spec"]["ports"][0]["port"] == 9311
+    assert service["spec"]["publishNotReadyAddresses"] is True  # scrapeable while not ready
     assert service["metadata"]["annotations"]["prometheus.io/port"] == "9311"
 
 
