@@ -7,6 +7,9 @@ TOOLS  := .tools
 
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PATH := $(abspath $(TOOLS)/bin):$(PATH)
+# One BLAS thread per process: the loop's small fits lose time to thread hand-offs on 2 cores.
+export OPENBLAS_NUM_THREADS ?= 1
+export OMP_NUM_THREADS ?= 1
 
 .PHONY: demo test bench lint setup system-deps clean traces
 
