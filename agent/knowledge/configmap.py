@@ -1,0 +1,200 @@
+"""Knowledge in a Kubernetes ConfigMap: the same versioned document as the file store, one key.
+
+Writes are read-modify-write with the ConfigMap's ``resourceVersion`` (optimistic concurrency): the
+PUT carries the version last read, and the API server refuses it with 409 when anyone changed the
+ConfigMap since. Perdix then re-reads and writes again (capped backoff with jitter), keeping every
+other key, so a concurrent writer's keys and moved-aside documents survive. The Role needs only
+``get, update`` on this one ConfigMap (the chart creates it empty).
+
+A document that cannot be read (corrupt JSON, wrong shape, a newer schema version) is copied to a
+``knowledge.bad-N.json`` key of the same ConfigMap and removed from the main key in one write; it is
+never deleted, and the agent starts fresh.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from agent.execute.kubernetes import Backoff, FatalApiError, RetriesExhausted
+from agent.knowledge.document import KnowledgeError, check_document
+from agent.logging import get_logger
+
+KEY = "knowledge.json"
+"""The ConfigMap key holding the document."""
+MAX_BYTES = 1024 * 1024
+"""The API server's limit on a ConfigMap's data."""
+
+
+class KnowledgeStoreError(Exception):
+    """The ConfigMap could not be read or written; the message names the ConfigMap and the reason."""
+
+
+class ConfigMapKnowledgeStore:
+    """KnowledgeStore in one key of a ConfigMap, with resourceVersion optimistic concurrency."""
+
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        *,
+        name: str,
+        namespace: str,
+        backoff: Backoff | None = None,
+        request_timeout_s: float = 10.0,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        self.core = k8s.CoreV1Api(api)
+        self.name = name
+        self.namespace = namespace
+        self.backoff = backoff or Backoff()
+        self.request_timeout_s = request_timeout_s
+        self.on_error = on_error
+        self.log = get_logger("perdix.knowledge", configmap=f"{namespace}/{name}")
+        self._configmap: k8s.V1ConfigMap | None = None
+        self._stale = True
+        self._loaded = False
+        """True once load() saw the stored document (or its absence); until then a save keeps a copy of it."""
+
+    def _where(self) -> str:
+        return f"ConfigMap {self.namespace}/{self.name}"
+
+    def _count(self, failure: Any) -> None:
+        if self.on_error is not None:
+            self.on_error(failure.kind)
+
+    def _call(self, fn: Callable[[], Any], verb: str) -> Any:
+        try:
+            return self.backoff.call(fn, on_failure=self._count)
+        except FatalApiError as exc:
+            hint = ""
+            if exc.failure.kind == "forbidden":
+                hint = f" (the Role needs verb '{verb}' on configmaps named {self.name!r})"
+            raise KnowledgeStoreError(f"{self._where()}: {verb}: {exc.failure.message}{hint}") from None
+        except RetriesExhausted as exc:
+            raise KnowledgeStoreError(f"{self._where()}: {verb}: {exc}") from None
+
+    def _read(self) -> k8s.V1ConfigMap | None:
+        """The ConfigMap now, or None if it does not exist."""
+        def get() -> k8s.V1ConfigMap | None:
+            try:
+                return self.core.read_namespaced_config_map(self.name, self.namespace, _request_timeout=self.request_timeout_s)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+        configmap = self._call(get, "get")
+        self._configmap = configmap
+        self._stale = False
+        return configmap
+
+    def load(self) -> dict[str, Any] | None:
+        """The stored document, or None for a fresh start (absent, or unusable and moved aside)."""
+        configmap = self._read()
+        self._loaded = True
+        if configmap is None:
+            return None
+        raw = (configmap.data or {}).get(KEY)
+        if raw is None or not raw.strip():
+            return None
+        try:
+            return check_document(json.loads(raw))
+        except (json.JSONDecodeError, KnowledgeError) as exc:
+            aside = self._move_aside(raw)
+            self.log.warning("knowledge.unusable", reason=str(exc), moved_to=aside)
+            return None
+
+    def _free_key(self, data: dict[str, str], prefix: str) -> str:
+        for attempt in range(1000):
+            key = f"{prefix}-{attempt}.json"
+            if key not in data:
+                return key
+        raise KnowledgeStoreError(f"{self._where()}: too many moved-aside documents in it")
+
+    def _move_aside(self, raw: str) -> str:
+        """Copy the main key to a free bad-N key and drop the main key, in one conditional write."""
+        moved_to: list[str] = []
+
+        def write() -> None:
+            if self._stale or self._configmap is None:
+                self._read()
+            configmap = self._configmap
+            assert configmap is not None
+            data = dict(configmap.data or {})
+            current = data.pop(KEY, None)
+            key = self._free_key(data, "knowledge.bad")
+            data[key] = current if current is not None else raw
+            self._replace(configmap, data)
+            moved_to[:] = [key]
+
+        self._call(write, "update")
+        return moved_to[0]
+
+    def _replace(self, configmap: k8s.V1ConfigMap, data: dict[str, str]) -> None:
+        """PUT the ConfigMap with ``data`` at the resourceVersion last read (409 if it moved on)."""
+        body = k8s.V1ConfigMap(
+            api_version="v1",
+            kind="ConfigMap",
+            metadata=k8s.V1ObjectMeta(
+                name=self.name,
+                namespace=self.namespace,
+                resource_version=configmap.metadata.resource_version if configmap.metadata else None,
+                labels=configmap.metadata.labels if configmap.metadata else None,
+                annotations=configmap.metadata.annotations if configmap.metadata else None,
+            ),
+            data=data,
+            binary_data=configmap.binary_data,
+        )
+        try:
+            self._configmap = self.core.replace_namespaced_config_map(
+                self.name, self.namespace, body, _request_timeout=self.request_timeout_s
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                # Someone wrote since our read: re-read before the retry, keep their keys, write ours.
+                self._stale = True
+                self.log.warning("knowledge.conflict", detail="ConfigMap changed since it was read; re-reading")
+            raise
+
+    def save(self, document: dict[str, Any]) -> None:
+        """Write the document to the main key, keeping every other key; retried on conflicts."""
+        text = json.dumps(document, separators=(",", ":"), allow_nan=False)
+        if len(text) > MAX_BYTES:
+            raise KnowledgeStoreError(f"{self._where()}: document is {len(text)} bytes, over the 1 MiB ConfigMap limit")
+
+        def write() -> None:
+            if self._stale or self._configmap is None:
+                if self._read() is None:
+                    self._create(text)
+                    return
+            configmap = self._configmap
+            assert configmap is not None
+            data = dict(configmap.data or {})
+            previous = data.get(KEY)
+            if not self._loaded and previous and previous != text:
+                # load() never saw this document (it failed): keep a copy rather than overwrite it.
+                data[self._free_key(data, "knowledge.aside")] = previous
+            data[KEY] = text
+            self._replace(configmap, data)
+
+        self._call(write, "update")
+        self._loaded = True
+
+    def _create(self, text: str) -> None:
+        body = k8s.V1ConfigMap(
+            api_version="v1",
+            kind="ConfigMap",
+            metadata=k8s.V1ObjectMeta(name=self.name, namespace=self.namespace, labels={"app.kubernetes.io/component": "knowledge"}),
+            data={KEY: text},
+        )
+        try:
+            self._configmap = self.core.create_namespaced_config_map(self.namespace, body, _request_timeout=self.request_timeout_s)
+        except ApiException as exc:
+            if exc.status == 409:  # created by someone else meanwhile: read it and update instead
+                self._stale = True
+            raise
+        self._stale = False

@@ -1,0 +1,337 @@
+"""The Prometheus monitor: one range query per series over the window since the last loop, on one grid.
+
+Every query lives in ``settings.prometheus.queries`` (defaults for the Flink Prometheus reporter and
+Kafka). Answers are placed on a common grid of ``step_s`` points covering ``[since, now)``; a point
+Prometheus has no value for is NaN, never zero, because a missing sample must not look like an idle
+job. A series that is empty, stale, partial, rejected or of the wrong shape is named in
+``Observation.gaps``; the loop does not act on a round without the data it needs. When Prometheus
+itself cannot be reached (refused, timed out, every query failing) the round raises MonitorError.
+
+Problems are logged once per state change and query name, not once per round, so an outage leaves
+two lines (start and end) in the log instead of one per loop.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import requests
+from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from urllib3.util.retry import Retry
+
+from agent.logging import get_logger
+from agent.observation import Observation
+from agent.ports import MonitorError
+from agent.settings import ConfigError, PrometheusSettings
+
+SCALAR_QUERIES = ("workload", "consumer_lag", "parallelism", "uptime")
+"""Queries that must answer with exactly one series."""
+WORKER_QUERIES = ("throughput", "cpu")
+"""Queries that must answer with one series per worker, told apart by ``worker_label``."""
+LIVE_TAIL_POINTS = 3
+"""A worker counts as present if its series has a value in the last few grid points."""
+
+_STATUS = re.compile(r"HTTP Status Code (\d+)")
+
+
+class QueryFailed(Exception):
+    """One query failed in a way that leaves the others usable (rejected, 5xx)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class PrometheusDown(Exception):
+    """Prometheus itself did not answer (refused, timed out)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def connect(settings: PrometheusSettings) -> PrometheusConnect:
+    """A prometheus-api-client connection with no hidden retries (the loop retries next round)."""
+    return PrometheusConnect(
+        url=settings.url.rstrip("/"),
+        disable_ssl=not settings.url.startswith("https"),
+        retry=Retry(total=0, raise_on_status=False),
+        timeout=settings.timeout_s,
+    )
+
+
+def render(query: str, worker_label: str) -> str:
+    """The query with its ``{worker_label}`` placeholder filled (str.format would choke on PromQL braces)."""
+    return query.replace("{worker_label}", worker_label)
+
+
+def _run(fn: Callable[[], Any], settings: PrometheusSettings) -> Any:
+    """Call the client, translating its errors into PrometheusDown / QueryFailed."""
+    try:
+        return fn()
+    except requests.exceptions.Timeout:
+        raise PrometheusDown("timeout", f"Prometheus at {settings.url} timed out after {settings.timeout_s:g} s") from None
+    except requests.exceptions.RequestException as exc:
+        reason = type(exc).__name__
+        if "refused" in str(exc).lower():
+            reason = "connection refused"
+        raise PrometheusDown("unreachable", f"Prometheus at {settings.url} is not reachable ({reason})") from None
+    except PrometheusApiClientException as exc:
+        text = str(exc)
+        match = _STATUS.search(text)
+        status = int(match.group(1)) if match else 0
+        detail = _error_detail(text)
+        if status in (400, 422):
+            raise QueryFailed("rejected", f"Prometheus rejected the query: {detail}") from None
+        raise QueryFailed("server_error", f"Prometheus answered {status or 'an error'}: {detail}") from None
+    except ValueError as exc:  # a body that is not the JSON Prometheus sends
+        raise QueryFailed("bad_answer", f"unreadable answer from Prometheus: {exc}") from None
+
+
+def _error_detail(text: str) -> str:
+    match = re.search(r'"error"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
+    return match.group(1) if match else text[:200]
+
+
+def check_prometheus(settings: PrometheusSettings) -> None:
+    """At start: raise MonitorError if Prometheus does not answer, ConfigError naming a query it rejects.
+
+    Every configured query runs once as an instant query, so a malformed PromQL query fails the start
+    with its settings key instead of leaving a gap in every round.
+    """
+    prom = connect(settings)
+    try:
+        _run(lambda: prom.custom_query("1"), settings)
+    except PrometheusDown as exc:
+        raise MonitorError(f"prometheus.url: {exc}") from None
+    except QueryFailed as exc:
+        raise MonitorError(f"prometheus.url: {settings.url} does not answer like Prometheus: {exc}") from None
+    for name, query in settings.queries.model_dump().items():
+        try:
+            _run(lambda q=query: prom.custom_query(render(q, settings.worker_label)), settings)
+        except QueryFailed as exc:
+            if exc.kind == "rejected":
+                raise ConfigError(f"prometheus.queries.{name}: {exc}") from None
+        except PrometheusDown as exc:
+            raise MonitorError(f"prometheus.url: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The sample times of one window: ``start + k·step`` for every point in ``[since, now)``."""
+
+    start: float
+    step: float
+    size: int
+
+    @classmethod
+    def covering(cls, since: float, now: float, step: float) -> Grid:
+        """The grid points in ``[since, now)`` (half-open, so consecutive windows never overlap)."""
+        start = math.ceil(since / step - 1e-9) * step
+        size = max(0, math.ceil((now - start) / step - 1e-9))
+        return cls(start, step, size)
+
+    @property
+    def times(self) -> np.ndarray:
+        """The grid as an array."""
+        return self.start + self.step * np.arange(self.size, dtype=float)
+
+    def place(self, values: list[list[Any]]) -> np.ndarray:
+        """Prometheus ``[[ts, "value"], ...]`` on the grid; points without a value (or ±Inf) are NaN."""
+        out = np.full(self.size, np.nan)
+        for ts, raw in values:
+            index = int(round((float(ts) - self.start) / self.step))
+            if 0 <= index < self.size and abs(float(ts) - (self.start + index * self.step)) < self.step / 2:
+                value = float(raw)
+                out[index] = value if math.isfinite(value) else np.nan
+        return out
+
+
+class PrometheusMonitor:
+    """MetricSource reading the job's series from Prometheus with range queries (see the module doc)."""
+
+    def __init__(
+        self,
+        settings: PrometheusSettings,
+        *,
+        client: PrometheusConnect | None = None,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.client = client or connect(settings)
+        self.queries = {
+            name: render(query, settings.worker_label) for name, query in settings.queries.model_dump().items()
+        }
+        self.on_error = on_error
+        self.log = get_logger("perdix.monitor", url=settings.url)
+        self._state: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ state-change logging
+
+    def _note(self, name: str, problem: str | None, detail: str = "") -> None:
+        """Log a query's (or Prometheus') state only when it changes; count every problem."""
+        if problem is not None and self.on_error is not None:
+            self.on_error(problem)
+        before = self._state.get(name)
+        if before == problem:
+            return
+        if problem is None:
+            self._state.pop(name, None)
+            self.log.info("monitor.recovered", series=name, was=before)
+        else:
+            self._state[name] = problem
+            event = "monitor.unavailable" if name == "prometheus" else "monitor.gap"
+            self.log.warning(event, series=name, problem=problem, detail=detail,
+                             query=self.queries.get(name))
+
+    # ------------------------------------------------------------------ reading
+
+    def _range(self, name: str, grid: Grid) -> list[dict[str, Any]]:
+        start = datetime.fromtimestamp(grid.start, tz=UTC)
+        end = datetime.fromtimestamp(grid.start + grid.step * (grid.size - 1), tz=UTC)
+        return _run(
+            lambda: self.client.custom_query_range(self.queries[name], start, end, f"{self.settings.step_s:g}"),
+            self.settings,
+        )
+
+    def observe(self, *, since: float, now: float) -> Observation:
+        """The window ``[since, now)`` on the step grid; gaps are NaN and named; MonitorError if Prometheus is down."""
+        grid = Grid.covering(since, now, self.settings.step_s)
+        if grid.size == 0:
+            raise MonitorError(f"empty window: since={since} now={now} step={self.settings.step_s}")
+        answers: dict[str, list[dict[str, Any]]] = {}
+        gaps: dict[str, str] = {}
+        failures = 0
+        for name in self.queries:
+            try:
+                answers[name] = self._range(name, grid)
+            except PrometheusDown as exc:
+                self._note("prometheus", exc.kind, str(exc))
+                raise MonitorError(str(exc)) from None
+            except QueryFailed as exc:
+                failures += 1
+                gaps[name] = f"{exc.kind}: {exc}"
+                self._note(name, exc.kind, str(exc))
+        if failures == len(self.queries):
+            self._note("prometheus", "every_query_failed", "; ".join(gaps.values()))
+            raise MonitorError("every Prometheus query failed: " + "; ".join(f"{k}: {v}" for k, v in gaps.items()))
+        self._note("prometheus", None)
+
+        scalars: dict[str, np.ndarray] = {}
+        for name in SCALAR_QUERIES:
+            if name in answers:
+                scalars[name] = self._scalar(name, answers[name], grid, now, gaps)
+        workers: dict[str, dict[str, np.ndarray]] = {}
+        for name in WORKER_QUERIES:
+            if name in answers:
+                workers[name] = self._per_worker(name, answers[name], grid, now, gaps)
+
+        nan = np.full(grid.size, np.nan)
+        throughput = workers.get("throughput", {})
+        cpu = workers.get("cpu", {})
+        return Observation(
+            now=now,
+            times=grid.times,
+            workload=scalars.get("workload", nan.copy()),
+            worker_throughput=throughput,
+            worker_cpu={w: s for w, s in cpu.items() if w in throughput} if throughput else cpu,
+            consumer_lag=scalars.get("consumer_lag", nan.copy()),
+            parallelism=_last_int(scalars.get("parallelism")),
+            uptime_s=_last_seconds(scalars.get("uptime")),
+            gaps=gaps,
+        )
+
+    def _stale(self, series: np.ndarray, grid: Grid, now: float) -> float | None:
+        """Age of the newest sample if it is older than stale_after_s, else None."""
+        finite = np.flatnonzero(np.isfinite(series))
+        newest = grid.start + grid.step * finite[-1] if finite.size else None
+        if newest is None:
+            return None
+        age = now - newest
+        return age if age > self.settings.stale_after_s else None
+
+    def _scalar(self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]) -> np.ndarray:
+        empty = np.full(grid.size, np.nan)
+        if not answer:
+            gaps[name] = "empty: the query returned no series"
+            self._note(name, "empty", gaps[name])
+            return empty
+        if len(answer) > 1:
+            labels = [series.get("metric", {}) for series in answer[:3]]
+            gaps[name] = f"wrong shape: expected one series, got {len(answer)} (e.g. {labels})"
+            self._note(name, "wrong_shape", gaps[name])
+            return empty
+        series = grid.place(answer[0].get("values", []))
+        return self._checked(name, series, grid, now, gaps)
+
+    def _checked(self, name: str, series: np.ndarray, grid: Grid, now: float, gaps: dict[str, str]) -> np.ndarray:
+        missing = int(np.isnan(series).sum())
+        if missing == grid.size:
+            gaps[name] = "empty: no value in the window (NaN or no samples)"
+            self._note(name, "empty", gaps[name])
+            return series
+        age = self._stale(series, grid, now)
+        if age is not None:
+            gaps[name] = f"stale: newest sample is {age:.0f} s old (stale_after_s={self.settings.stale_after_s:g})"
+            self._note(name, "stale", gaps[name])
+            return np.full(grid.size, np.nan)
+        if missing:
+            gaps[name] = f"partial: {missing} of {grid.size} samples missing"
+            self._note(name, "partial", gaps[name])
+            return series
+        self._note(name, None)
+        return series
+
+    def _per_worker(
+        self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]
+    ) -> dict[str, np.ndarray]:
+        label = self.settings.worker_label
+        if not answer:
+            gaps[name] = "empty: the query returned no series"
+            self._note(name, "empty", gaps[name])
+            return {}
+        out: dict[str, np.ndarray] = {}
+        for series in answer:
+            metric: Mapping[str, str] = series.get("metric", {})
+            worker = metric.get(label)
+            if not worker or worker in out:
+                problem = f"missing the {label!r} label" if not worker else f"two series for {label}={worker!r}"
+                gaps[name] = f"wrong shape: a series is {problem} (labels {dict(metric)})"
+                self._note(name, "wrong_shape", gaps[name])
+                return {}
+            out[worker] = grid.place(series.get("values", []))
+        # Workers with a value at the end of the window are the ones running now; a worker removed by a
+        # scale-in keeps a series that ends early and must not count as a current worker.
+        tail = min(LIVE_TAIL_POINTS, grid.size)
+        live = {w: s for w, s in out.items() if np.isfinite(s[-tail:]).any()}
+        fresh = {w: s for w, s in live.items() if self._stale(s, grid, now) is None}
+        if not fresh:
+            gaps[name] = "stale: no worker has a recent sample" if out else "empty: no worker series"
+            self._note(name, "stale" if out else "empty", gaps[name])
+            return {}
+        self._note(name, None)
+        return fresh
+
+
+def _last_finite(series: np.ndarray | None) -> float | None:
+    if series is None:
+        return None
+    finite = series[np.isfinite(series)]
+    return float(finite[-1]) if finite.size else None
+
+
+def _last_int(series: np.ndarray | None) -> int | None:
+    value = _last_finite(series)
+    return int(round(value)) if value is not None else None
+
+
+def _last_seconds(series: np.ndarray | None) -> float | None:
+    """Flink reports uptime in milliseconds."""
+    value = _last_finite(series)
+    return value / 1000.0 if value is not None else None
