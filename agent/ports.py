@@ -42,6 +42,8 @@ class RescaleResult:
     confirmed: int | None
     """Parallelism read back from the target after the write; None if it could not be confirmed."""
     dry_run: bool
+    downtime_s: float | None = None
+    """Measured time the job did not process (stop to all tasks running), seconds; None if not measured."""
 
 
 @runtime_checkable
