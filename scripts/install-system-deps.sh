@@ -20,3 +20,4 @@ if command -v systemctl >/dev/null && systemctl is-active --quiet prometheus 2>/
     $SUDO systemctl stop prometheus || true
 fi
 if [ -x scripts/install-helm.sh ]; then bash scripts/install-helm.sh; fi
+if [ -x scripts/install-flink.sh ]; then bash scripts/install-flink.sh; fi
