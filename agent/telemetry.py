@@ -1,0 +1,228 @@
+"""The agent's own telemetry: Prometheus metrics of every round, and /metrics, /healthz, /readyz.
+
+Metrics live on an injectable ``CollectorRegistry`` (tests build a fresh one and read samples back).
+The loop hands each finished round to :meth:`Telemetry.record_round`; the adapters report their
+failed requests through :meth:`Telemetry.monitor_error` / :meth:`Telemetry.executor_error`.
+
+Readiness: not ready until a round has completed with usable data; then not ready again after
+``not_ready_after_failed_loops`` consecutive rounds without data (Prometheus down, empty series),
+ready again with the next round that has data. /healthz only says the process serves requests.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from agent.logging import get_logger
+
+LOOP_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Telemetry:
+    """The agent's metrics and readiness state."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, not_ready_after_failed_loops: int = 3) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.not_ready_after = not_ready_after_failed_loops
+        r = self.registry
+        self.loop_duration = Histogram(
+            "perdix_loop_duration_seconds", "Wall time of one MAPE-K round.", buckets=LOOP_BUCKETS_S, registry=r
+        )
+        self.rounds = Counter("perdix_rounds", "Rounds run, by outcome (acted on data or skipped).", ["outcome"], registry=r)
+        self.round_failures = Counter(
+            "perdix_round_failures", "Rounds ended early by a failing step.", ["step"], registry=r
+        )
+        self.parallelism_current = Gauge("perdix_parallelism_current", "Scale-out the job runs at.", registry=r)
+        self.parallelism_recommended = Gauge(
+            "perdix_parallelism_recommended", "Scale-out the planner chose this round (also in dry-run).", registry=r
+        )
+        self.capacity = Gauge("perdix_capacity", "Estimated capacity at the current scale-out, records/s.", registry=r)
+        self.workload_rate = Gauge("perdix_workload_rate", "Mean workload of the last round, records/s.", registry=r)
+        self.consumer_lag = Gauge("perdix_consumer_lag", "Newest consumer lag, records.", registry=r)
+        self.forecast_peak = Gauge("perdix_forecast_peak", "Peak of the workload forecast, records/s.", registry=r)
+        self.recovery_predicted = Gauge(
+            "perdix_recovery_predicted_seconds", "Predicted recovery time after a failure at the current scale-out.", registry=r
+        )
+        self.recovery_measured = Gauge(
+            "perdix_recovery_measured_seconds", "Most recent measured recovery time (rescale or failure).", registry=r
+        )
+        self.rescales = Counter("perdix_rescales", "Rescales applied and confirmed by read-back.", registry=r)
+        self.recommendations = Counter(
+            "perdix_rescale_recommendations", "Rounds whose decision changes the scale-out (applied or dry-run).", registry=r
+        )
+        self.monitor_errors = Counter("perdix_monitor_errors", "Monitor problems by kind.", ["kind"], registry=r)
+        self.executor_errors = Counter("perdix_executor_errors", "Failed scale-target API requests by kind.", ["kind"], registry=r)
+        self.ready_gauge = Gauge("perdix_ready", "1 when /readyz answers ready.", registry=r)
+        self._lock = threading.Lock()
+        self._had_data = False
+        self._rounds_without_data = 0
+        self._reason = "no round has completed with data yet"
+        self.log = get_logger("perdix.telemetry")
+        for gauge in (
+            self.parallelism_current, self.parallelism_recommended, self.capacity, self.workload_rate,
+            self.consumer_lag, self.forecast_peak, self.recovery_predicted, self.recovery_measured,
+        ):
+            gauge.set(math.nan)
+        self.ready_gauge.set(0)
+
+    # ------------------------------------------------------------------ adapters
+
+    def monitor_error(self, kind: str) -> None:
+        """Count one monitor problem (unreachable, timeout, empty, stale, wrong_shape, ...)."""
+        self.monitor_errors.labels(kind=kind).inc()
+
+    def executor_error(self, kind: str) -> None:
+        """Count one failed scale-target request (conflict, throttled, forbidden, ...)."""
+        self.executor_errors.labels(kind=kind).inc()
+
+    # ------------------------------------------------------------------ the loop
+
+    def record_round(self, result: Any) -> None:
+        """Update every metric and the readiness from one finished round (a loop.RoundResult)."""
+        self.loop_duration.observe(result.latency_ms / 1000.0)
+        skipped: str | None = result.skipped
+        if skipped and " failed" in skipped:
+            self.round_failures.labels(step=skipped.split(" failed", 1)[0]).inc()
+        observation, analysis, decision = result.observation, result.analysis, result.decision
+        has_data = observation is not None and observation.usable and analysis is not None
+        self.rounds.labels(outcome="data" if has_data else "no_data").inc()
+
+        current = analysis.parallelism if analysis is not None else None
+        self.parallelism_current.set(_num(current))
+        if analysis is not None:
+            self.workload_rate.set(_num(analysis.workload_avg))
+            self.consumer_lag.set(_num(analysis.consumer_lag))
+            self.capacity.set(_num(analysis.capacities.get(current) if current is not None else None))
+            peak = float(max(analysis.forecast)) if analysis.forecast is not None and len(analysis.forecast) else None
+            self.forecast_peak.set(_num(peak))
+            self.recovery_predicted.set(_num(analysis.recovery_times.get(current) if current is not None else None))
+            for recovery in analysis.recoveries:
+                self.recovery_measured.set(_num(recovery.get("measured_s")))
+        else:
+            for gauge in (self.workload_rate, self.consumer_lag, self.capacity, self.forecast_peak, self.recovery_predicted):
+                gauge.set(math.nan)
+        if decision is not None:
+            self.parallelism_recommended.set(decision.target_parallelism)
+            if current is not None and decision.rescales_from(current):
+                self.recommendations.inc()
+        else:
+            self.parallelism_recommended.set(math.nan)
+        if result.rescaled_to is not None:
+            self.rescales.inc()
+        self._update_readiness(has_data, skipped)
+
+    def _update_readiness(self, has_data: bool, skipped: str | None) -> None:
+        with self._lock:
+            was_ready = self._ready_locked()
+            if has_data:
+                self._had_data = True
+                self._rounds_without_data = 0
+                self._reason = ""
+            else:
+                self._rounds_without_data += 1
+                self._reason = f"{self._rounds_without_data} round(s) without data; last: {skipped or 'no usable data'}"
+            ready = self._ready_locked()
+        self.ready_gauge.set(1 if ready else 0)
+        if ready != was_ready:  # one line per state change, not per round
+            if ready:
+                self.log.info("readiness.ready")
+            else:
+                self.log.warning("readiness.not_ready", reason=self._reason)
+
+    def _ready_locked(self) -> bool:
+        return self._had_data and self._rounds_without_data < self.not_ready_after
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, reason) for /readyz."""
+        with self._lock:
+            ready = self._ready_locked()
+            if ready:
+                return True, "ready"
+            if not self._had_data:
+                return False, "not ready: " + (self._reason if self._rounds_without_data else "no round has completed with data yet")
+            return False, "not ready: " + self._reason
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return generate_latest(self.registry)
+
+
+def _num(value: float | int | None) -> float:
+    """A gauge value; unknown is NaN (never zero: zero would read as a real measurement)."""
+    if value is None:
+        return math.nan
+    value = float(value)
+    return value if math.isfinite(value) else math.nan
+
+
+class TelemetryServer:
+    """/metrics, /healthz and /readyz on a background thread; ``port=0`` picks a free port."""
+
+    def __init__(self, telemetry: Telemetry, host: str = "0.0.0.0", port: int = 9249) -> None:
+        self.telemetry = telemetry
+        self.host = host
+        self.port = port
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> TelemetryServer:
+        """Bind and serve; raises OSError if the address is taken."""
+        telemetry = self.telemetry
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # probes every few seconds: not worth a log line
+                return None
+
+            def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._send(200, telemetry.exposition(), CONTENT_TYPE_LATEST)
+                elif path == "/healthz":
+                    self._send(200, b"ok\n")
+                elif path == "/readyz":
+                    ready, reason = telemetry.readiness()
+                    self._send(200 if ready else 503, (reason + "\n").encode())
+                else:
+                    self._send(404, b"not found: try /metrics, /healthz or /readyz\n")
+
+            do_HEAD = do_GET
+
+        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
+        self._server.daemon_threads = True
+        self.port = int(self._server.server_address[1])
+        server = self._server
+        self._thread = threading.Thread(
+            target=lambda: server.serve_forever(poll_interval=0.1), name="perdix-telemetry", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    @property
+    def url(self) -> str:
+        """Base URL (loopback when bound to all interfaces)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}"
