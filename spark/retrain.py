@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from spark.fs import StorageError, open_location
 from spark.history import HISTORY_SCHEMA, HistoryError, read_history
 from spark.registry import ModelRegistry, RegistryError, check_version, version_at
 from spark.training import RESULT_COLUMNS, RetrainConfig, train_job
@@ -84,6 +85,16 @@ def build_session(master: str | None = None, *, app_name: str = APP_NAME) -> Any
     return builder.getOrCreate()
 
 
+def check_history(history: str) -> None:
+    """Raise :class:`HistoryError` unless ``history`` is an existing directory."""
+    try:
+        location = open_location(history)
+    except StorageError as exc:
+        raise HistoryError(str(exc)) from None
+    if not location.is_dir(location.root):
+        raise HistoryError(f"{history}: no history directory")
+
+
 def _row_for_pandas(row: dict[str, Any]) -> dict[str, Any]:
     return {name: row.get(name) for name, _ in RESULT_COLUMNS}
 
@@ -104,6 +115,7 @@ def run_spark(
     version = check_version(version or version_at(now))
     created_at = now.isoformat()
     ModelRegistry(registry_uri, keep=keep)  # fail on the driver, once, if the registry is unusable
+    check_history(history)
     frame = spark.read.schema(spark_history_schema()).option("basePath", history).parquet(history)
     if jobs:
         frame = frame.where(frame.job.isin(list(jobs)))

@@ -1,0 +1,107 @@
+"""The model registry: commit marker, checksums, newest-K retention, local paths and URIs alike."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from spark.registry import MARKER, METADATA, MODEL, CorruptArtifact, ModelRegistry, RegistryError, version_at
+
+T0 = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
+
+
+def versions(count: int) -> list[str]:
+    """``count`` increasing version strings a minute apart."""
+    return [version_at(T0 + timedelta(minutes=i)) for i in range(count)]
+
+
+def publish(registry: ModelRegistry, job: str, version: str, wape: float = 0.1) -> None:
+    registry.publish(job, version, metadata={"backtest": {"wape": wape}}, model={"kind": "test", "wape": wape})
+
+
+def test_versions_sort_in_time_order() -> None:
+    stamps = [T0 + timedelta(milliseconds=ms) for ms in (0, 1, 999, 1000, 60_000, 86_400_000)]
+    assert [version_at(s) for s in stamps] == sorted(version_at(s) for s in stamps)
+    assert version_at(T0) == "v20261123T030000000Z"
+
+
+def test_publish_then_load_round_trips(tmp_path: Path) -> None:
+    registry = ModelRegistry(str(tmp_path))
+    (version,) = versions(1)
+    publish(registry, "orders", version, wape=0.12)
+    artifact = registry.load("orders")
+    assert artifact.version == version
+    assert artifact.metadata["backtest"]["wape"] == 0.12
+    assert artifact.metadata["job"] == "orders" and artifact.metadata["version"] == version
+    assert artifact.model == {"kind": "test", "wape": 0.12}
+    assert registry.jobs() == ["orders"]
+
+
+def test_a_version_without_marker_is_invisible(tmp_path: Path) -> None:
+    registry = ModelRegistry(str(tmp_path))
+    old, new = versions(2)
+    publish(registry, "orders", old)
+    publish(registry, "orders", new)
+    (tmp_path / "orders" / new / MARKER).unlink()  # as if the publisher died before committing
+    assert registry.versions("orders") == [old]
+    assert registry.load("orders").version == old
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: (d / MODEL).write_text('{"kind": "tampered"}'),
+        lambda d: (d / METADATA).unlink(),
+        lambda d: (d / MARKER).write_text("not json"),
+        lambda d: (d / MODEL).write_bytes((d / MODEL).read_bytes()[:-3]),
+    ],
+    ids=["changed model", "missing metadata", "garbled marker", "truncated model"],
+)
+def test_damaged_artifacts_raise_corrupt(tmp_path: Path, damage) -> None:
+    registry = ModelRegistry(str(tmp_path))
+    (version,) = versions(1)
+    publish(registry, "orders", version)
+    damage(tmp_path / "orders" / version)
+    with pytest.raises(CorruptArtifact):
+        registry.load("orders", version)
+
+
+def test_only_the_newest_k_versions_survive(tmp_path: Path) -> None:
+    registry = ModelRegistry(str(tmp_path), keep=3)
+    all_versions = versions(6)
+    leftover = tmp_path / "orders" / all_versions[0]
+    for version in all_versions[1:]:
+        publish(registry, "orders", version)
+        if version == all_versions[1]:
+            leftover.mkdir()  # an uncommitted directory older than everything kept
+    assert registry.versions("orders") == all_versions[-3:]
+    assert sorted(p.name for p in (tmp_path / "orders").iterdir()) == all_versions[-3:]
+
+
+def test_republishing_a_version_replaces_it(tmp_path: Path) -> None:
+    registry = ModelRegistry(str(tmp_path))
+    (version,) = versions(1)
+    publish(registry, "orders", version, wape=0.3)
+    publish(registry, "orders", version, wape=0.2)  # a retried Spark task
+    assert registry.versions("orders") == [version]
+    assert registry.load("orders").metadata["backtest"]["wape"] == 0.2
+
+
+def test_a_uri_registry_behaves_like_a_path() -> None:
+    registry = ModelRegistry("memory://perdix-tests/registry", keep=2)
+    for version in versions(3):
+        publish(registry, "orders", version)
+    assert registry.versions("orders") == versions(3)[-2:]
+    assert json.loads(json.dumps(registry.load("orders").model))["kind"] == "test"
+
+
+def test_bad_arguments_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(RegistryError, match="keep"):
+        ModelRegistry(str(tmp_path), keep=0)
+    with pytest.raises(RegistryError, match="malformed model version"):
+        publish(ModelRegistry(str(tmp_path)), "orders", "latest")
+    with pytest.raises(RegistryError, match="no committed model"):
+        ModelRegistry(str(tmp_path)).load("nobody")
