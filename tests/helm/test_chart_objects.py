@@ -11,11 +11,12 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from agent.settings import load_settings
+from agent.telemetry import Telemetry
 from tests.helm.cases import CASES, Case, case_ids
 from tests.helm.chart import (
-    ROOT,
     all_containers,
     find,
     one,
@@ -29,17 +30,6 @@ from tests.helm.chart import (
 # Oldest supported and newest schemas kubernetes-validate ships.
 KUBE_SCHEMA_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
-AGREED_METRICS = {  # agreed with the production adapters before agent/telemetry.py existed
-    "perdix_workload_rate",
-    "perdix_forecast_peak",
-    "perdix_capacity",
-    "perdix_parallelism_current",
-    "perdix_parallelism_recommended",
-    "perdix_recovery_predicted_seconds",
-    "perdix_recovery_measured_seconds",
-    "perdix_loop_duration_seconds",
-    "perdix_rescales_total",
-}
 
 
 @pytest.fixture(scope="module", params=CASES, ids=case_ids())
@@ -337,12 +327,13 @@ def test_config_change_rolls_the_perdix_pod() -> None:
 
 
 def agent_metric_names() -> set[str]:
-    """Metric names the agent exports: from agent/telemetry.py once it exists, else the agreed list."""
-    telemetry = ROOT / "agent" / "telemetry.py"
-    if not telemetry.exists():
-        return AGREED_METRICS
-    names = set(re.findall(r"[\"'](perdix_[a-z0-9_]+)[\"']", telemetry.read_text()))
-    assert names, "agent/telemetry.py defines no perdix_* metric names"
+    """Every series name the agent's /metrics can expose, read from the real Telemetry's registry."""
+    telemetry = Telemetry(CollectorRegistry())
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
+    names = set()
+    for family in telemetry.registry.collect():
+        names.add(family.name)
+        names.update(family.name + suffix for suffix in suffixes.get(family.type, ()))
     return names
 
 
@@ -356,11 +347,10 @@ def test_dashboard_configmap_uses_the_agent_metrics() -> None:
     assert dashboard_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     dashboard = json.loads(dashboard_map["data"]["perdix.json"])
     exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
-    used = {re.sub(r"_(bucket|sum|count)$", "", name) for expr in exprs for name in re.findall(r"perdix_[a-z0-9_]+", expr)}
+    used = {name for expr in exprs for name in re.findall(r"perdix_[a-z0-9_]+", expr)}
     exported = agent_metric_names()
-    # prometheus_client adds _total to counters; accept either spelling in the agent's source.
-    exported |= {f"{name}_total" for name in exported}
     assert used <= exported, f"dashboard uses metrics the agent does not export: {sorted(used - exported)}"
-    for needed in ("workload", "forecast", "capacity", "parallelism_current", "parallelism_recommended",
-                   "recovery_predicted", "recovery_measured"):
-        assert any(needed in name for name in used), needed
+    for needed in ("perdix_workload_rate", "perdix_forecast_peak", "perdix_capacity", "perdix_parallelism_current",
+                   "perdix_parallelism_recommended", "perdix_recovery_predicted_seconds",
+                   "perdix_recovery_measured_seconds"):
+        assert needed in used, needed
