@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from agent.settings import load_settings
-from agent.telemetry import Telemetry
+from agent.telemetry import Telemetry, TelemetryServer
 from tests.helm.cases import CASES, Case, case_ids
 from tests.helm.chart import (
     all_containers,
@@ -251,6 +253,28 @@ def test_perdix_probes_and_writable_paths(rendered: tuple[Case, list[dict[str, A
         assert "emptyDir" in volumes[mounts[str(settings.knowledge.path.parent)]]
     if settings.capacity_prior_path is not None:
         assert str(settings.capacity_prior_path.parent) in mounts
+
+
+def test_probes_are_served_by_the_real_agent_server(tmp_path: Path) -> None:
+    """The probe paths the chart renders exist on the agent's TelemetryServer (liveness up, readiness
+    honestly not ready before a round has completed with data)."""
+    objects = render()
+    settings = load_rendered_settings(objects, tmp_path)
+    _, _, container = perdix_pod(objects)
+    telemetry = Telemetry(CollectorRegistry(), not_ready_after_failed_loops=settings.telemetry.not_ready_after_failed_loops)
+    server = TelemetryServer(telemetry, host="127.0.0.1", port=0).start()  # any free port: 9249 may be taken here
+    try:
+        expected = {"startupProbe": 200, "livenessProbe": 200, "readinessProbe": 503}
+        for probe, status in expected.items():
+            path = container[probe]["httpGet"]["path"]
+            try:
+                with urllib.request.urlopen(server.url + path, timeout=5) as response:
+                    code = response.status
+            except urllib.error.HTTPError as exc:
+                code = exc.code
+            assert code == status, f"{probe} {path}: HTTP {code}"
+    finally:
+        server.stop()
 
 
 def test_probe_port_follows_the_telemetry_setting() -> None:
