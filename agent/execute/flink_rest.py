@@ -1,0 +1,529 @@
+"""The ``flink-rest`` scaler: rescales a running Flink job in place through the JobManager's REST API.
+
+For clusters outside Kubernetes (standalone, YARN, VMs) and for the per-operator policies: the
+adaptive scheduler (``jobmanager.scheduler: adaptive``, Flink 1.18+) takes per-vertex parallelism
+bounds at ``PUT /jobs/{jobId}/resource-requirements`` and restarts the job at the new parallelism
+without a new submission, the mechanism the Flink Kubernetes operator uses for in-place scaling.
+
+A rescale here:
+1. finds the job by id or name in ``/jobs/overview`` (the only running job when none is configured);
+2. refuses clearly, without writing, when the job is not on the adaptive scheduler, when a vertex's
+   max parallelism is below the target, or when the cluster has too few free slots for the target;
+3. ``PUT``s the new upper bound of every vertex (or of the named ones, for per-operator policies);
+   the lower bound is 1, so a shortage of slots never stops the job: it runs at what it can get;
+4. reads ``/jobs/{jobId}`` until every vertex runs all its subtasks at the new parallelism (deadline,
+   injectable clock and sleep); only what is read back counts as confirmed;
+5. measures the downtime from the job's own timestamps: from the creation of the new execution graph
+   (the old one has just been cancelled) to the last subtask entering RUNNING
+   (``/jobs/{jobId}/vertices/{vertexId}/subtasktimes``), and returns it in the RescaleResult.
+
+Dry-run never writes: it reads the current parallelism and returns. Every request is kept in
+``requests`` (method, path, status) so tests and logs can prove what was sent. Transient failures
+(connection refused, timeouts, 5xx) are retried with capped backoff; 4xx are not.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agent.clock import Clock, WallClock
+from agent.logging import get_logger
+from agent.ports import RescaleResult, ScalerError
+from agent.settings import ScaleTargetSettings
+
+TERMINAL_STATES = frozenset({"FINISHED", "CANCELED", "FAILED", "SUSPENDED"})
+"""Job states from which a job never runs again (a job in them is not the job to scale)."""
+
+DEFAULT_CONFIRM_TIMEOUT_S = 120.0
+"""Longest wait for a rescale to show up at the new parallelism (a restart of a big state takes time)."""
+
+
+# ---------------------------------------------------------------------------------------------- HTTP
+
+
+@dataclass(frozen=True)
+class RestRequest:
+    """One request sent to the Flink REST API (for the request log)."""
+
+    method: str
+    path: str
+    status: int | None
+    """HTTP status, or None when nothing answered."""
+
+
+class FlinkRestClient:
+    """A small JSON client for the JobManager's REST API with capped retries and a request log."""
+
+    def __init__(
+        self,
+        rest_url: str,
+        *,
+        timeout_s: float = 10.0,
+        max_retries: int = 4,
+        sleep: Callable[[float], None] = time.sleep,
+        backoff_base_s: float = 0.5,
+        backoff_cap_s: float = 8.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.rest_url = rest_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.sleep = sleep
+        self.backoff_base_s = backoff_base_s
+        self.backoff_cap_s = backoff_cap_s
+        self.rng = rng or random.Random()
+        self.requests: list[RestRequest] = []
+
+    def get(self, path: str) -> Any:
+        """GET ``path`` and return its JSON body."""
+        return self._call("GET", path, None)
+
+    def put(self, path: str, body: Any) -> Any:
+        """PUT ``body`` as JSON to ``path`` and return the JSON answer (None if empty)."""
+        return self._call("PUT", path, body)
+
+    def _once(self, method: str, path: str, body: Any) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.rest_url + path, data=data, method=method,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                self.requests.append(RestRequest(method, path, response.status))
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            self.requests.append(RestRequest(method, path, exc.code))
+            detail = _error_detail(exc)
+            kind = "not_found" if exc.code == 404 else "server_error" if exc.code >= 500 else "rejected"
+            raise ScalerError(
+                f"{method} {self.rest_url}{path}: HTTP {exc.code}{': ' + detail if detail else ''}",
+                kind=kind, retryable=exc.code >= 500 or exc.code == 429,
+            ) from None
+        except (urllib.error.URLError, OSError) as exc:
+            self.requests.append(RestRequest(method, path, None))
+            reason = getattr(exc, "reason", exc)
+            kind = "timeout" if isinstance(reason, TimeoutError) or "timed out" in str(reason) else "unreachable"
+            raise ScalerError(
+                f"{method} {self.rest_url}{path}: {kind}: {reason}", kind=kind, retryable=True
+            ) from None
+        if not raw.strip():
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ScalerError(f"{method} {self.rest_url}{path}: answer is not JSON", kind="rejected") from None
+
+    def _call(self, method: str, path: str, body: Any) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return self._once(method, path, body)
+            except ScalerError as exc:
+                if not exc.retryable or attempt >= self.max_retries:
+                    raise
+                # Jittered, capped exponential backoff: the write sets a value, so repeating it is safe.
+                ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2**attempt)
+                self.sleep(self.rng.uniform(ceiling / 2, ceiling))
+                attempt += 1
+
+
+def _error_detail(exc: urllib.error.HTTPError) -> str:
+    """The first line of Flink's ``{"errors": [...]}`` answer, if there is one."""
+    try:
+        body = json.loads(exc.read().decode(errors="replace") or "{}")
+    except (ValueError, OSError):
+        return ""
+    errors = body.get("errors") if isinstance(body, dict) else None
+    if not errors:
+        return ""
+    first = str(errors[0]).strip().splitlines()
+    return first[0][:300] if first else ""
+
+
+def unreachable_reason(target: ScaleTargetSettings) -> str | None:
+    """Why the Flink REST URL cannot be used right now (one line), or None when it answers.
+
+    The CLI calls this at start and exits 2 with the line; later outages are only gaps.
+    """
+    client = FlinkRestClient(target.rest_url, timeout_s=target.request_timeout_s, max_retries=0)
+    try:
+        config = client.get("/config")
+    except ScalerError as exc:
+        return f"scale_target.rest_url ({target.rest_url}): Flink REST API does not answer: {exc}"
+    if not isinstance(config, dict) or "flink-version" not in config:
+        return f"scale_target.rest_url ({target.rest_url}): answers, but not as a Flink JobManager (no flink-version in /config)"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- the job
+
+
+@dataclass(frozen=True)
+class Vertex:
+    """One job vertex as /jobs/{jobId} reports it."""
+
+    id: str
+    name: str
+    parallelism: int
+    max_parallelism: int
+    running_subtasks: int
+    slot_sharing_group: str | None
+
+    @property
+    def fully_running(self) -> bool:
+        """True when every subtask of the vertex is RUNNING."""
+        return self.running_subtasks == self.parallelism
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What /jobs/{jobId} says about the job at one moment."""
+
+    job_id: str
+    name: str
+    state: str
+    scheduler: str | None
+    """``Adaptive`` or ``Default`` (Flink 2.x reports it; None where the REST API does not say)."""
+    vertices: tuple[Vertex, ...]
+    created_at_ms: int
+    """When the current execution graph was created: it changes with every in-place restart."""
+
+    @property
+    def parallelism(self) -> int | None:
+        """The job's scale-out: the largest vertex parallelism (the sources', in a uniform job)."""
+        return max((v.parallelism for v in self.vertices), default=None)
+
+    @property
+    def slots_needed(self) -> int:
+        """Slots the job occupies: per slot-sharing group, its largest vertex parallelism."""
+        groups: dict[str, int] = {}
+        for v in self.vertices:
+            key = v.slot_sharing_group or v.id
+            groups[key] = max(groups.get(key, 0), v.parallelism)
+        return sum(groups.values())
+
+    def running_at(self, targets: Mapping[str, int]) -> bool:
+        """True when the job runs and every vertex runs all subtasks at its target (others: all running)."""
+        if self.state != "RUNNING":
+            return False
+        return all(
+            v.fully_running and (v.id not in targets or v.parallelism == targets[v.id]) for v in self.vertices
+        )
+
+    @classmethod
+    def from_rest(cls, body: Mapping[str, Any]) -> JobState:
+        """Parse a /jobs/{jobId} answer."""
+        vertices = tuple(
+            Vertex(
+                id=str(v["id"]),
+                name=str(v.get("name", "")),
+                parallelism=int(v["parallelism"]),
+                max_parallelism=int(v.get("maxParallelism") or v.get("max-parallelism") or 0),
+                running_subtasks=int((v.get("tasks") or {}).get("RUNNING", 0)),
+                slot_sharing_group=v.get("slotSharingGroupId"),
+            )
+            for v in body.get("vertices") or []
+        )
+        timestamps = body.get("timestamps") or {}
+        return cls(
+            job_id=str(body["jid"]),
+            name=str(body.get("name", "")),
+            state=str(body.get("state", "")),
+            scheduler=body.get("schedulerType"),
+            vertices=vertices,
+            created_at_ms=int(timestamps.get("CREATED") or 0),
+        )
+
+
+# ---------------------------------------------------------------------------------------------- scaler
+
+
+class FlinkRestScaler:
+    """Scaler over the adaptive scheduler's resource requirements (see the module doc)."""
+
+    def __init__(
+        self,
+        settings: ScaleTargetSettings,
+        *,
+        client: FlinkRestClient | None = None,
+        clock: Clock | None = None,
+        confirm_timeout_s: float = DEFAULT_CONFIRM_TIMEOUT_S,
+        poll_interval_s: float = 1.0,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or WallClock()
+        self.client = client or FlinkRestClient(
+            settings.rest_url, timeout_s=settings.request_timeout_s, max_retries=settings.max_retries
+        )
+        self.confirm_timeout_s = confirm_timeout_s
+        self.poll_interval_s = poll_interval_s
+        self.log = get_logger("perdix.execute", target=f"flink-rest {settings.rest_url}", job=settings.job)
+        self._job_id: str | None = None
+        self._reported: set[str] = set()
+
+    @property
+    def requests(self) -> list[RestRequest]:
+        """Every request sent so far, in order."""
+        return self.client.requests
+
+    # ------------------------------------------------------------------ reading
+
+    def find_job(self) -> str:
+        """The id of the job to scale: ``scale_target.job`` as id or name, else the only running job."""
+        overview = self.client.get("/jobs/overview") or {}
+        jobs = [j for j in overview.get("jobs", []) if j.get("state") not in TERMINAL_STATES]
+        wanted = self.settings.job
+        if wanted:
+            matches = [j for j in jobs if j.get("jid") == wanted or j.get("name") == wanted]
+        else:
+            matches = jobs
+        if not matches:
+            what = f"job {wanted!r}" if wanted else "a running job"
+            names = ", ".join(f"{j.get('name')} ({j.get('jid')})" for j in jobs) or "none"
+            raise self._once_error("not_found", f"not found: no {what} on {self.settings.rest_url} (running: {names})")
+        if len(matches) > 1:
+            listed = ", ".join(f"{j.get('name')} ({j.get('jid')})" for j in matches)
+            hint = "name the job by id in scale_target.job" if wanted else "set scale_target.job"
+            raise self._once_error("ambiguous", f"{len(matches)} running jobs match: {listed}; {hint}")
+        self._reported.discard("not_found")
+        return str(matches[0]["jid"])
+
+    def job_state(self) -> JobState:
+        """The job's state now; re-finds the job once if its id vanished (resubmitted under the same name)."""
+        if self._job_id is None:
+            self._job_id = self.find_job()
+        try:
+            body = self.client.get(f"/jobs/{self._job_id}")
+        except ScalerError as exc:
+            if exc.kind != "not_found":
+                raise
+            self._job_id = self.find_job()
+            body = self.client.get(f"/jobs/{self._job_id}")
+        state = JobState.from_rest(body)
+        if state.state in TERMINAL_STATES:
+            self._job_id = None
+            raise ScalerError(f"job {state.name} ({state.job_id}) is {state.state}", kind="not_found")
+        return state
+
+    def current_parallelism(self) -> int | None:
+        """The job's scale-out now (largest vertex parallelism), or None if it cannot be read."""
+        try:
+            return self.job_state().parallelism
+        except ScalerError as exc:
+            self.log.warning("scale_target.read_failed", kind=exc.kind, error=str(exc))
+            return None
+
+    def vertex_parallelism(self) -> dict[str, int]:
+        """Parallelism of every vertex by vertex name (for per-operator policies)."""
+        return {v.name: v.parallelism for v in self.job_state().vertices}
+
+    def resource_requirements(self) -> dict[str, Any]:
+        """The job's current resource requirements, as Flink returns them."""
+        if self._job_id is None:
+            self._job_id = self.find_job()
+        return dict(self.client.get(f"/jobs/{self._job_id}/resource-requirements") or {})
+
+    # ------------------------------------------------------------------ writing
+
+    def rescale(self, target: int, *, reasons: tuple[str, ...], dry_run: bool) -> RescaleResult:
+        """Set every vertex to ``target`` in place and confirm by read-back; dry-run only reads."""
+        return self.rescale_vertices({"*": target}, reasons=reasons, dry_run=dry_run)
+
+    def rescale_vertices(
+        self, targets: Mapping[str, int], *, reasons: tuple[str, ...], dry_run: bool
+    ) -> RescaleResult:
+        """Set the named vertices (by id or name; ``"*"`` for all) to their parallelism in place.
+
+        ``requested`` and ``confirmed`` of the result are the job's scale-out (largest vertex
+        parallelism) asked for and read back.
+        """
+        if any(n < 1 for n in targets.values()):
+            raise ScalerError(f"refusing to set a parallelism below 1: {dict(targets)}", kind="invalid_request")
+        before = self.job_state()
+        wanted = self._resolve(before, targets)
+        requested = max(wanted.get(v.id, v.parallelism) for v in before.vertices)
+        why = reasons[-1] if reasons else "no reason given"
+        if dry_run:
+            self.log.info("rescale.dry_run", current=before.parallelism, target=requested, reason=why)
+            return RescaleResult(requested=requested, confirmed=before.parallelism, dry_run=True)
+        self._check_can_rescale(before, wanted)
+        if before.running_at(wanted):
+            return RescaleResult(requested=requested, confirmed=before.parallelism, dry_run=False, downtime_s=None)
+
+        current = self.resource_requirements()
+        body: dict[str, Any] = {}
+        for vertex in before.vertices:
+            bounds = dict((current.get(vertex.id) or {}).get("parallelism") or {})
+            upper = wanted.get(vertex.id, int(bounds.get("upperBound", vertex.parallelism)))
+            # Lower bound 1: with too few slots the job keeps running at what it gets instead of stopping.
+            body[vertex.id] = {"parallelism": {"lowerBound": 1, "upperBound": upper}}
+        try:
+            self.client.put(f"/jobs/{before.job_id}/resource-requirements", body)
+        except ScalerError as exc:
+            if exc.kind == "rejected" and "adaptive" in str(exc).lower():
+                raise ScalerError(self._not_adaptive(before), kind="not_adaptive") from None
+            raise
+        self.log.info("rescale.requested", job=before.job_id, current=before.parallelism, target=requested, reason=why)
+
+        after = self._await(before, wanted)
+        downtime = self._downtime(before, after)
+        confirmed = after.parallelism if after is not None else self.current_parallelism()
+        if after is None or not after.running_at(wanted):
+            self.log.error(
+                "rescale.short",
+                job=before.job_id,
+                requested=requested,
+                reached=confirmed,
+                error=f"the job did not reach parallelism {requested} within {self.confirm_timeout_s:g} s; "
+                f"it runs at {confirmed} (the parallelism reached is what counts)",
+            )
+        return RescaleResult(requested=requested, confirmed=confirmed, dry_run=False, downtime_s=downtime)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _resolve(self, job: JobState, targets: Mapping[str, int]) -> dict[str, int]:
+        """Vertex id -> target from a mapping keyed by vertex id, vertex name or ``*``."""
+        wanted: dict[str, int] = {}
+        by_name = {v.name: v.id for v in job.vertices}
+        ids = {v.id for v in job.vertices}
+        for key, value in targets.items():
+            if key == "*":
+                for vertex in job.vertices:
+                    wanted.setdefault(vertex.id, int(value))
+            elif key in ids:
+                wanted[key] = int(value)
+            elif key in by_name:
+                wanted[by_name[key]] = int(value)
+            else:
+                names = ", ".join(sorted(by_name)) or "none"
+                raise ScalerError(f"job {job.name} has no vertex {key!r} (vertices: {names})", kind="invalid_request")
+        return wanted
+
+    def _check_can_rescale(self, job: JobState, wanted: Mapping[str, int]) -> None:
+        """Refuse before writing: wrong scheduler, above max parallelism, too few free slots."""
+        scheduler = job.scheduler
+        if scheduler is None:
+            config = self.client.get(f"/jobs/{job.job_id}/jobmanager/config") or []
+            values = {entry.get("key"): entry.get("value") for entry in config if isinstance(entry, dict)}
+            scheduler = "Adaptive" if str(values.get("jobmanager.scheduler", "")).lower() == "adaptive" else "Default"
+        if scheduler.lower() != "adaptive":
+            raise self._once_error("not_adaptive", self._not_adaptive(job))
+        for vertex in job.vertices:
+            target = wanted.get(vertex.id)
+            if target is not None and vertex.max_parallelism > 0 and target > vertex.max_parallelism:
+                raise ScalerError(
+                    f"vertex {vertex.name!r} of job {job.name} has max parallelism {vertex.max_parallelism}, "
+                    f"below the target {target}", kind="invalid_request",
+                )
+        needed = JobState(
+            job.job_id, job.name, job.state, job.scheduler,
+            tuple(
+                Vertex(v.id, v.name, wanted.get(v.id, v.parallelism), v.max_parallelism, 0, v.slot_sharing_group)
+                for v in job.vertices
+            ),
+            job.created_at_ms,
+        ).slots_needed
+        if needed > job.slots_needed:
+            # After a scale-in the scheduler keeps idle slots a while and /overview counts them as taken,
+            # so the job may use every slot the other jobs do not need.
+            overview = self.client.get("/overview") or {}
+            total = int(overview.get("slots-total", 0))
+            others = self._slots_of_other_jobs(job.job_id)
+            usable = total - others
+            if needed > usable:
+                raise self._once_error(
+                    "insufficient_slots",
+                    f"insufficient slots: job {job.name} needs {needed} slots at the target but the cluster has "
+                    f"{total} slots, {others} of them needed by other jobs; not rescaling "
+                    "(add TaskManagers or lower max_parallelism)",
+                )
+        self._reported.discard("insufficient_slots")
+
+    def _slots_of_other_jobs(self, job_id: str) -> int:
+        """Slots the other running jobs of the cluster occupy."""
+        overview = self.client.get("/jobs/overview") or {}
+        others = 0
+        for entry in overview.get("jobs", []):
+            if entry.get("jid") == job_id or entry.get("state") in TERMINAL_STATES:
+                continue
+            try:
+                others += JobState.from_rest(self.client.get(f"/jobs/{entry['jid']}") or {}).slots_needed
+            except (ScalerError, KeyError, ValueError, TypeError):
+                continue  # a job that vanished meanwhile needs no slots
+        return others
+
+    def _not_adaptive(self, job: JobState) -> str:
+        return (
+            f"job {job.name} ({job.job_id}) does not run on the adaptive scheduler; in-place rescaling "
+            "needs `jobmanager.scheduler: adaptive` in the Flink configuration"
+        )
+
+    def _once_error(self, kind: str, message: str) -> ScalerError:
+        """A non-retryable error, logged once per kind until it clears (no log storm every loop)."""
+        if kind not in self._reported:
+            self._reported.add(kind)
+            self.log.error("scale_target.unusable", kind=kind, error=message)
+        return ScalerError(message, kind=kind, retryable=False)
+
+    def _await(self, before: JobState, wanted: Mapping[str, int]) -> JobState | None:
+        """Poll /jobs/{jobId} until it runs at ``wanted`` on a new execution graph; the last state read."""
+        deadline = self.clock.now() + self.confirm_timeout_s
+        last: JobState | None = None
+        while True:
+            try:
+                last = self.job_state()
+            except ScalerError as exc:
+                if exc.kind == "not_found" or not exc.retryable:
+                    raise
+                self.log.warning("rescale.read_failed", kind=exc.kind, error=str(exc))
+            if last is not None and last.created_at_ms != before.created_at_ms and last.running_at(wanted):
+                return last
+            if self.clock.now() >= deadline:
+                return last
+            self.clock.sleep_until(min(deadline, self.clock.now() + self.poll_interval_s))
+
+    def _downtime(self, before: JobState, after: JobState | None) -> float | None:
+        """Seconds from the new execution graph's creation to the last subtask RUNNING; None if unknown.
+
+        The old graph is cancelled right before the new one is created (tens of milliseconds here),
+        so the creation is where processing stopped; the last subtask to run is where it resumed.
+        """
+        if after is None or after.created_at_ms == before.created_at_ms or not after.created_at_ms:
+            return None
+        last_running = 0
+        for vertex in after.vertices:
+            try:
+                times = self.client.get(f"/jobs/{after.job_id}/vertices/{vertex.id}/subtasktimes") or {}
+            except ScalerError as exc:
+                self.log.warning("rescale.downtime_unknown", kind=exc.kind, error=str(exc))
+                return None
+            for subtask in times.get("subtasks", []):
+                running = int((subtask.get("timestamps") or {}).get("RUNNING") or 0)
+                if running <= 0:
+                    return None
+                last_running = max(last_running, running)
+        if last_running < after.created_at_ms:
+            return None
+        downtime = (last_running - after.created_at_ms) / 1000.0
+        return downtime if math.isfinite(downtime) else None
+
+
+__all__ = [
+    "DEFAULT_CONFIRM_TIMEOUT_S",
+    "FlinkRestClient",
+    "FlinkRestScaler",
+    "JobState",
+    "RestRequest",
+    "Vertex",
+    "unreachable_reason",
+]
