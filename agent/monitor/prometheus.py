@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import requests
+import urllib3
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
@@ -78,8 +79,16 @@ def _run(fn: Callable[[], Any], settings: PrometheusSettings) -> Any:
     except requests.exceptions.Timeout:
         raise PrometheusDown("timeout", f"Prometheus at {settings.url} timed out after {settings.timeout_s:g} s") from None
     except requests.exceptions.RequestException as exc:
+        # With retries off, urllib3 wraps a read timeout in MaxRetryError, which requests reports
+        # as a ConnectionError: look at the underlying reason.
+        underlying = getattr(exc.args[0], "reason", None) if exc.args else None
+        refused = isinstance(underlying, urllib3.exceptions.NewConnectionError)  # a subclass of the timeout error
+        if isinstance(underlying, urllib3.exceptions.TimeoutError) and not refused:
+            raise PrometheusDown(
+                "timeout", f"Prometheus at {settings.url} timed out after {settings.timeout_s:g} s"
+            ) from None
         reason = type(exc).__name__
-        if "refused" in str(exc).lower():
+        if refused or "refused" in str(exc).lower():
             reason = "connection refused"
         raise PrometheusDown("unreachable", f"Prometheus at {settings.url} is not reachable ({reason})") from None
     except PrometheusApiClientException as exc:

@@ -1,0 +1,195 @@
+"""PrometheusMonitor against a canned fake of the Prometheus HTTP API (KEDA style: a real HTTP test server).
+
+Each case is one kind of bad answer and what must come out: NaN gaps named in Observation.gaps, never
+zeros; MonitorError when Prometheus itself fails; one log line per state change.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from structlog.testing import capture_logs
+
+from agent.monitor.prometheus import PrometheusMonitor, check_prometheus, render
+from agent.ports import MonitorError
+from agent.settings import ConfigError, PrometheusSettings, PromQLQueries
+from tests.fakes.prometheus_api import Canned, FakePrometheus
+
+SINCE, NOW = 1000.0, 1060.0
+GRID = np.arange(SINCE, NOW)
+
+
+@pytest.fixture
+def fake_prometheus() -> Iterator[FakePrometheus]:
+    fake = FakePrometheus().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def q(name: str, worker_label: str = "pod") -> str:
+    return render(getattr(PromQLQueries(), name), worker_label)
+
+
+def healthy(fake: FakePrometheus) -> None:
+    """A job of two TaskManagers at 1000 records/s each, lag 50, uptime 10 min."""
+    fake.answers = {
+        q("workload"): Canned([({}, lambda t: 2000.0)]),
+        q("throughput"): Canned([({"pod": "tm-0"}, lambda t: 1000.0), ({"pod": "tm-1"}, lambda t: 1000.0)]),
+        q("cpu"): Canned([({"pod": "tm-0"}, lambda t: 0.5), ({"pod": "tm-1"}, lambda t: 0.6)]),
+        q("consumer_lag"): Canned([({}, lambda t: 50.0)]),
+        q("parallelism"): Canned([({}, lambda t: 2.0)]),
+        q("uptime"): Canned([({}, lambda t: 600_000.0)]),
+    }
+
+
+def monitor_for(fake: FakePrometheus, errors: list[str] | None = None, **settings: object) -> PrometheusMonitor:
+    config = PrometheusSettings(url=fake.url, **settings)  # type: ignore[arg-type]
+    return PrometheusMonitor(config, on_error=errors.append if errors is not None else None)
+
+
+def test_a_healthy_answer_lands_on_one_grid_with_no_gaps(fake_prometheus: FakePrometheus) -> None:
+    healthy(fake_prometheus)
+    obs = monitor_for(fake_prometheus).observe(since=SINCE, now=NOW)
+    np.testing.assert_array_equal(obs.times, GRID)
+    np.testing.assert_array_equal(obs.workload, np.full(60, 2000.0))
+    assert set(obs.worker_throughput) == set(obs.worker_cpu) == {"tm-0", "tm-1"}
+    np.testing.assert_array_equal(obs.worker_cpu["tm-1"], np.full(60, 0.6))
+    assert obs.parallelism == 2 and obs.uptime_s == 600.0 and obs.latest_lag == 50.0
+    assert dict(obs.gaps) == {} and obs.usable
+    ranges = [p for path, p in fake_prometheus.requests if path == "/api/v1/query_range"]
+    assert {(p["start"], p["end"], p["step"]) for p in ranges} == {("1000", "1059", "1")}
+
+
+def test_consecutive_windows_neither_overlap_nor_leave_holes(fake_prometheus: FakePrometheus) -> None:
+    healthy(fake_prometheus)
+    monitor = monitor_for(fake_prometheus)
+    first = monitor.observe(since=1000.0, now=1030.5)
+    second = monitor.observe(since=1030.5, now=1060.0)
+    np.testing.assert_array_equal(np.concatenate([first.times, second.times]), GRID)
+
+
+@pytest.mark.parametrize(
+    ("answer", "gap", "problem"),
+    [
+        # (what Prometheus answers for the workload query, expected gap prefix, counted problem kind)
+        (Canned([]), "empty", "empty"),  # no series at all
+        (Canned([({}, lambda t: math.nan)]), "empty", "empty"),  # a series of NaN
+        (Canned([({}, lambda t: 2000.0 if t < 1040 else None)]), "partial", "partial"),  # stops mid-window
+        (Canned([({"topic": "a"}, lambda t: 1.0), ({"topic": "b"}, lambda t: 2.0)]), "wrong shape", "wrong_shape"),
+        (Canned(status=400, error='parse error at char 5: unexpected "}"'), "rejected", "rejected"),
+        (Canned(status=503, error="overloaded"), "server_error", "server_error"),
+    ],
+)
+def test_bad_workload_answers_become_named_nan_gaps(
+    fake_prometheus: FakePrometheus, answer: Canned, gap: str, problem: str
+) -> None:
+    healthy(fake_prometheus)
+    fake_prometheus.answers[q("workload")] = answer
+    errors: list[str] = []
+    obs = monitor_for(fake_prometheus, errors).observe(since=SINCE, now=NOW)
+    assert obs.gaps["workload"].startswith(gap)
+    assert problem in errors
+    assert not np.any(obs.workload == 0.0), "a gap must never read as zero"
+    if problem == "partial":
+        assert np.isfinite(obs.workload[:40]).all() and np.isnan(obs.workload[40:]).all()
+        assert obs.usable
+    else:
+        assert np.isnan(obs.workload).all() and not obs.usable
+    assert obs.parallelism == 2, "the other series are unaffected"
+
+
+def test_a_stale_series_is_a_gap_not_old_data(fake_prometheus: FakePrometheus) -> None:
+    healthy(fake_prometheus)
+    fake_prometheus.answers[q("parallelism")] = Canned([({}, lambda t: 2.0 if t < 1010 else None)])
+    obs = monitor_for(fake_prometheus, stale_after_s=30.0).observe(since=SINCE, now=NOW)
+    assert obs.gaps["parallelism"].startswith("stale")
+    assert obs.parallelism is None and not obs.usable
+
+
+def test_per_worker_series_missing_the_worker_label_are_logged_once_per_query(fake_prometheus: FakePrometheus) -> None:
+    healthy(fake_prometheus)
+    fake_prometheus.answers[q("throughput")] = Canned([({"instance": "10.0.0.1:9249"}, lambda t: 1000.0)])
+    monitor = monitor_for(fake_prometheus)
+    with capture_logs() as logs:
+        for _ in range(3):
+            obs = monitor.observe(since=SINCE, now=NOW)
+            assert obs.gaps["throughput"].startswith("wrong shape") and "'pod'" in obs.gaps["throughput"]
+            assert obs.worker_throughput == {} and not obs.usable
+    gaps = [e for e in logs if e["event"] == "monitor.gap"]
+    assert len(gaps) == 1 and gaps[0]["series"] == "throughput" and gaps[0]["log_level"] == "warning"
+
+    healthy(fake_prometheus)
+    with capture_logs() as logs:
+        assert monitor.observe(since=SINCE, now=NOW).usable
+        monitor.observe(since=SINCE, now=NOW)
+    assert [e["event"] for e in logs] == ["monitor.recovered"]
+
+
+def test_the_worker_label_is_configurable(fake_prometheus: FakePrometheus) -> None:
+    healthy(fake_prometheus)
+    fake_prometheus.answers[q("throughput", "tm_id")] = Canned([({"tm_id": "a"}, lambda t: 10.0)])
+    fake_prometheus.answers[q("cpu", "tm_id")] = Canned([({"tm_id": "a"}, lambda t: 0.1)])
+    obs = monitor_for(fake_prometheus, worker_label="tm_id").observe(since=SINCE, now=NOW)
+    assert set(obs.worker_throughput) == {"a"} and "gaps" not in obs.gaps
+
+
+def test_a_worker_removed_by_a_scale_in_does_not_count_as_current(fake_prometheus: FakePrometheus) -> None:
+    healthy(fake_prometheus)
+    fake_prometheus.answers[q("throughput")] = Canned(
+        [({"pod": "tm-0"}, lambda t: 1000.0), ({"pod": "tm-1"}, lambda t: 1000.0 if t < 1030 else None)]
+    )
+    obs = monitor_for(fake_prometheus).observe(since=SINCE, now=NOW)
+    assert set(obs.worker_throughput) == {"tm-0"}
+    assert set(obs.worker_cpu) == {"tm-0"}
+
+
+def test_every_query_failing_raises(fake_prometheus: FakePrometheus) -> None:
+    fake_prometheus.answers = {q(name): Canned(status=500, error="boom") for name in PromQLQueries.model_fields}
+    with pytest.raises(MonitorError, match="every Prometheus query failed"):
+        monitor_for(fake_prometheus).observe(since=SINCE, now=NOW)
+
+
+def test_a_slow_prometheus_times_out_into_a_monitor_error(fake_prometheus: FakePrometheus) -> None:
+    healthy(fake_prometheus)
+    fake_prometheus.answers[q("workload")].delay_s = 1.0
+    errors: list[str] = []
+    with pytest.raises(MonitorError, match="timed out after 0.2 s"):
+        monitor_for(fake_prometheus, errors, timeout_s=0.2).observe(since=SINCE, now=NOW)
+    assert errors == ["timeout"]
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_down_prometheus_raises_and_logs_once_per_outage() -> None:
+    monitor = PrometheusMonitor(PrometheusSettings(url=f"http://127.0.0.1:{closed_port()}", timeout_s=1.0))
+    with capture_logs() as logs:
+        for _ in range(3):
+            with pytest.raises(MonitorError, match="not reachable"):
+                monitor.observe(since=SINCE, now=NOW)
+    assert [e["event"] for e in logs] == ["monitor.unavailable"]
+
+
+def test_start_check_gives_one_line_for_an_unreachable_url_and_names_a_rejected_query(
+    fake_prometheus: FakePrometheus,
+) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    with pytest.raises(MonitorError) as raised:
+        check_prometheus(PrometheusSettings(url=url, timeout_s=1.0))
+    assert str(raised.value).startswith("prometheus.url: ") and url in str(raised.value) and "\n" not in str(raised.value)
+
+    healthy(fake_prometheus)
+    check_prometheus(PrometheusSettings(url=fake_prometheus.url))  # all queries accepted
+    fake_prometheus.answers[q("consumer_lag")] = Canned(status=400, error="1:5: parse error: unexpected <by>")
+    with pytest.raises(ConfigError) as config_error:
+        check_prometheus(PrometheusSettings(url=fake_prometheus.url))
+    assert str(config_error.value).startswith("prometheus.queries.consumer_lag: ") and "parse error" in str(config_error.value)
