@@ -104,7 +104,9 @@ def export_from_prometheus(
             try:
                 result = client.custom_query_range(query, start_time=chunk_start, end_time=chunk_end, step=f"{step_s:g}s")
             except Exception as exc:  # noqa: BLE001 - the client raises many kinds; the CLI needs one line
-                raise ExportError(f"prometheus query {key!r} for {chunk_start.isoformat()}: {exc}") from None
+                reason = " ".join(str(exc).split())
+                reason = reason if len(reason) <= 160 else reason[:157] + "..."
+                raise ExportError(f"prometheus query {key!r} for {chunk_start.isoformat()}: {reason}") from None
             sent += 1
             columns[column].append(_summed_series(result))
     grid = pd.Index(np.arange(start.timestamp(), end.timestamp(), step_s))

@@ -176,13 +176,17 @@ class ModelReloader:
                 forecaster = ReloadedForecaster(
                     model, job=self.job, version=version, backtest_wape=float(score), agent_step_s=self.agent_step_s
                 )
-            except (CorruptArtifact, KeyError, TypeError, ValueError) as exc:
+            except OSError as exc:
+                if not isinstance(exc, CorruptArtifact):
+                    self.log.warning("model_reload.registry_unreadable", registry=self.registry.uri, error=str(exc))
+                    return None
                 self._bad.add(version)
                 self._once(version, "model_reload.corrupt", reason=f"skipped: {exc}")
                 continue
-            except OSError as exc:
-                self.log.warning("model_reload.registry_unreadable", registry=self.registry.uri, error=str(exc))
-                return None
+            except Exception as exc:  # noqa: BLE001 - a broken model state (bad JSON shape, bad pickle) must never crash the loop
+                self._bad.add(version)
+                self._once(version, "model_reload.corrupt", reason=f"skipped: {exc}")
+                continue
             if now is not None:
                 model.align(now)
             previous = self.current_version

@@ -62,13 +62,60 @@ class NaiveForecaster:
         return model
 
 
-ResidualFactory = Callable[[], Forecaster]
+ResidualFactory = Callable[[int], Forecaster]
+"""Builds an unfitted residual model that keeps ``window`` samples."""
 ResidualLoader = Callable[[dict[str, Any]], Forecaster]
 
 
+def _arima(window: int) -> Forecaster:
+    from models.forecast.arima import ArimaForecaster
+
+    return ArimaForecaster(window)
+
+
+def _load_arima(state: dict[str, Any]) -> Forecaster:
+    from models.forecast.arima import ArimaForecaster
+
+    return ArimaForecaster.from_dict(state)
+
+
+def _statsforecast(window: int) -> Forecaster:
+    from models.forecast.statsforecast_arima import StatsForecastArima
+
+    return StatsForecastArima(window)
+
+
+def _load_statsforecast(state: dict[str, Any]) -> Forecaster:
+    from models.forecast.statsforecast_arima import StatsForecastArima
+
+    return StatsForecastArima.from_dict(state)
+
+
+def _linear(window: int) -> Forecaster:
+    from models.forecast.linear import LinearForecaster
+
+    # The agent's fallback fits its line on 10 minutes; on 1-min residuals that is 10 samples.
+    return LinearForecaster(window=min(window, 10), min_samples=3)
+
+
+def _load_linear(state: dict[str, Any]) -> Forecaster:
+    from models.forecast.linear import LinearForecaster
+
+    return LinearForecaster.from_dict(state)
+
+
 def residual_models() -> dict[str, tuple[ResidualFactory, ResidualLoader]]:
-    """Residual forecasters by name: (make a fresh one, rebuild one from its ``to_dict``)."""
-    return {"naive": (NaiveForecaster, NaiveForecaster.from_dict)}
+    """Residual forecasters by name: (make a fresh one keeping ``window`` samples, rebuild one from ``to_dict``).
+
+    The library models are imported on first use, so reading a naive model needs neither
+    pmdarima nor statsforecast.
+    """
+    return {
+        "naive": (lambda window: NaiveForecaster(), NaiveForecaster.from_dict),
+        "arima": (_arima, _load_arima),
+        "statsforecast-arima": (_statsforecast, _load_statsforecast),
+        "linear": (_linear, _load_linear),
+    }
 
 
 def residual_model(name: str) -> tuple[ResidualFactory, ResidualLoader]:
@@ -101,12 +148,14 @@ class SeasonalForecaster:
         self.step_s = int(step_s)
         self.profile_bin_s = int(profile_bin_s)
         self.residual_window_s = int(residual_window_s)
+        self.window = max(1, self.residual_window_s // self.step_s)
+        """Residual samples the residual model keeps."""
         self.profile = np.zeros(DAY_S // self.profile_bin_s)
         self.offset = 0.0
         """Added to every residual before the residual model sees it (the profile's peak)."""
         self.next_s = 0.0
         """Epoch second of the next sample the model expects."""
-        self.residual: Forecaster = residual_model(residual)[0]()
+        self.residual: Forecaster = residual_model(residual)[0](self.window)
 
     # ------------------------------------------------------------------ time of day
 
@@ -143,9 +192,9 @@ class SeasonalForecaster:
     def refit_residual(self, y: np.ndarray) -> None:
         """Fit a fresh residual model on the newest samples ``y`` (the last one just before ``next_s``)."""
         y = np.asarray(y, dtype=float)
-        y = y[-max(1, self.residual_window_s // self.step_s) :]
+        y = y[-self.window :]
         residuals = y - self.seasonal(self._times(self.next_s - self.step_s * y.size, y.size)) + self.offset
-        self.residual = residual_model(self.residual_name)[0]()
+        self.residual = residual_model(self.residual_name)[0](self.window)
         self.residual.fit(residuals[np.isfinite(residuals)])
 
     def update(self, y: np.ndarray) -> None:

@@ -59,8 +59,10 @@ class RetrainConfig:
     """Seconds between two back-test origins."""
     min_train_s: int = DAY_S
     """History needed before the back-test span (at least one full day for the profile), seconds."""
-    residual: str = "naive"
-    """Residual forecaster (see spark.seasonal.residual_models)."""
+    residual: str = "statsforecast-arima"
+    """Residual forecaster (see spark.seasonal.residual_models): statsforecast's AutoARIMA by default,
+    because pmdarima's order search and Kalman updates cost about four times as much per job for a
+    similar back-test WAPE (measured in benchmarks/bench_spark.py), and 200 jobs must fit in minutes."""
     residual_window_s: int = 6 * 3600
     """Most recent residuals the residual forecaster fits on, seconds."""
     profile_bin_s: int = 900
