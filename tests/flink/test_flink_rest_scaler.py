@@ -1,0 +1,141 @@
+"""The flink-rest scaler against a real Flink 2.x session cluster on loopback (adaptive scheduler, 3 slots).
+
+One cluster and one job for the module; each test leaves the job running. Every read-back here goes
+through the fixture's own REST reads, not through the scaler, so a scaler that lies fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from agent.execute.flink_rest import FlinkRestScaler, unreachable_reason
+from agent.ports import ScalerError
+from agent.settings import ScaleTargetSettings
+from tests.fixtures.flink import FlinkCluster, flink_cluster, free_port  # noqa: F401  (fixture)
+from tests.flink.proxy import RecordingProxy
+
+pytestmark = pytest.mark.e2e
+
+JOB_NAME = "perdix-scaler-test"
+
+
+@pytest.fixture(scope="module")
+def job_id(flink_cluster: FlinkCluster) -> str:  # noqa: F811
+    """The streaming job, submitted at parallelism 2."""
+    return flink_cluster.submit(name=JOB_NAME, parallelism=2)
+
+
+def scaler_for(url: str, job: str | None = JOB_NAME) -> FlinkRestScaler:
+    """A scaler polling fast (the cluster's job details are fresh every 200 ms)."""
+    settings = ScaleTargetSettings(kind="flink-rest", rest_url=url, job=job, request_timeout_s=5.0)
+    return FlinkRestScaler(settings, confirm_timeout_s=90.0, poll_interval_s=0.2)
+
+
+@pytest.fixture
+def proxy(flink_cluster: FlinkCluster) -> Iterator[RecordingProxy]:  # noqa: F811
+    """A recording proxy in front of the cluster's REST API."""
+    recording = RecordingProxy(flink_cluster.rest_url).start()
+    try:
+        yield recording
+    finally:
+        recording.stop()
+
+
+def vertex_parallelism(cluster: FlinkCluster, job_id: str) -> dict[str, tuple[int, int]]:
+    """(parallelism, running subtasks) of every vertex, read straight from the REST API."""
+    details = cluster.job(job_id)
+    assert details is not None
+    return {v["name"]: (v["parallelism"], v["tasks"]["RUNNING"]) for v in details["vertices"]}
+
+
+def test_finds_the_job_by_name_by_id_and_alone(flink_cluster: FlinkCluster, job_id: str) -> None:  # noqa: F811
+    assert scaler_for(flink_cluster.rest_url).find_job() == job_id
+    assert scaler_for(flink_cluster.rest_url, job=job_id).find_job() == job_id
+    assert scaler_for(flink_cluster.rest_url, job=None).find_job() == job_id
+    assert scaler_for(flink_cluster.rest_url).current_parallelism() == 2
+
+
+def test_an_unknown_job_is_not_found_and_names_the_running_ones(flink_cluster: FlinkCluster, job_id: str) -> None:  # noqa: F811
+    scaler = scaler_for(flink_cluster.rest_url, job="no-such-job")
+    with pytest.raises(ScalerError) as error:
+        scaler.rescale(3, reasons=("test",), dry_run=False)
+    assert error.value.kind == "not_found"
+    assert JOB_NAME in str(error.value) and job_id in str(error.value)
+    assert scaler.current_parallelism() is None
+    assert all(r.method == "GET" for r in scaler.requests)
+
+
+def test_dry_run_sends_no_write(flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy) -> None:  # noqa: F811
+    scaler = scaler_for(proxy.url)
+    result = scaler.rescale(3, reasons=("dry",), dry_run=True)
+    assert result.dry_run and result.requested == 3 and result.confirmed == 2
+    assert proxy.log, "the proxy saw the scaler's reads"
+    assert proxy.writes() == []
+    assert {p for p, _ in vertex_parallelism(flink_cluster, job_id).values()} == {2}
+
+
+def test_rescales_up_and_down_in_place_and_measures_the_downtime(
+    flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy  # noqa: F811
+) -> None:
+    scaler = scaler_for(proxy.url)
+    up = scaler.rescale(3, reasons=("up",), dry_run=False)
+    assert (up.requested, up.confirmed, up.dry_run) == (3, 3, False)
+    assert set(vertex_parallelism(flink_cluster, job_id).values()) == {(3, 3)}
+    assert up.downtime_s is not None and 0 < up.downtime_s < 60
+    assert [(m, p.rsplit("/", 1)[-1]) for m, p, _ in proxy.writes()] == [("PUT", "resource-requirements")]
+
+    down = scaler.rescale(1, reasons=("down",), dry_run=False)
+    assert (down.confirmed, set(vertex_parallelism(flink_cluster, job_id).values())) == (1, {(1, 1)})
+    assert down.downtime_s is not None and 0 < down.downtime_s < 60
+    # In place: the same job, no resubmission.
+    assert scaler.find_job() == job_id
+    requirements = scaler.resource_requirements()
+    assert {r["parallelism"]["upperBound"] for r in requirements.values()} == {1}
+
+    again = scaler.rescale(1, reasons=("same",), dry_run=False)
+    assert again.confirmed == 1 and again.downtime_s is None
+    assert len(proxy.writes()) == 2, "a rescale to the current parallelism writes nothing"
+
+
+def test_per_vertex_rescale_changes_only_the_named_vertex(flink_cluster: FlinkCluster, job_id: str) -> None:  # noqa: F811
+    scaler = scaler_for(flink_cluster.rest_url)
+    names = sorted(scaler.vertex_parallelism())
+    aggregate = next(name for name in names if name.startswith("GroupAggregate"))
+    source = next(name for name in names if name.startswith("Source"))
+    before = vertex_parallelism(flink_cluster, job_id)[source][0]
+    result = scaler.rescale_vertices({aggregate: 2}, reasons=("per-vertex",), dry_run=False)
+    after = vertex_parallelism(flink_cluster, job_id)
+    assert after[aggregate] == (2, 2)
+    assert after[source] == (before, before)
+    assert result.confirmed == max(2, before)
+    with pytest.raises(ScalerError) as error:
+        scaler.rescale_vertices({"no-such-vertex": 2}, reasons=(), dry_run=False)
+    assert error.value.kind == "invalid_request" and aggregate in str(error.value)
+
+
+def test_too_few_slots_is_refused_before_any_write(
+    flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy  # noqa: F811
+) -> None:
+    scaler = scaler_for(proxy.url)
+    before = vertex_parallelism(flink_cluster, job_id)
+    with pytest.raises(ScalerError) as error:
+        scaler.rescale(flink_cluster.taskmanagers + 1, reasons=("too far",), dry_run=False)
+    assert error.value.kind == "insufficient_slots"
+    assert "needs 4 slots" in str(error.value) and "3 slots" in str(error.value)
+    assert proxy.writes() == []
+    assert vertex_parallelism(flink_cluster, job_id) == before
+
+
+def test_an_unreachable_rest_url_is_one_line_at_start_and_a_gap_later() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    reason = unreachable_reason(ScaleTargetSettings(kind="flink-rest", rest_url=url, request_timeout_s=1.0))
+    assert reason is not None and "\n" not in reason
+    assert reason.startswith(f"scale_target.rest_url ({url})")
+    settings = ScaleTargetSettings(kind="flink-rest", rest_url=url, request_timeout_s=1.0, max_retries=0)
+    assert FlinkRestScaler(settings).current_parallelism() is None
+
+
+def test_a_live_cluster_is_reachable(flink_cluster: FlinkCluster) -> None:  # noqa: F811
+    assert unreachable_reason(ScaleTargetSettings(kind="flink-rest", rest_url=flink_cluster.rest_url)) is None
