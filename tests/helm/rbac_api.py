@@ -86,8 +86,7 @@ class RbacAPI:
     @property
     def url(self) -> str:
         """Base URL of the server."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def start(self) -> RbacAPI:
         """Serve in a background thread."""

@@ -59,7 +59,7 @@ def seed(api: RbacAPI, objects: list[dict[str, Any]], settings: Settings) -> Non
     else:
         kind = {"deployment": "Deployment", "statefulset": "StatefulSet"}[target.kind]
         rendered = find(objects, kind, target.name)
-        obj = rendered[0] if rendered else {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": {}}
+        obj: dict[str, Any] = rendered[0] if rendered else {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": {}}
         obj["spec"]["replicas"] = INITIAL
         api.put("apps", f"{target.kind}s", obj)
     if settings.knowledge.store == "configmap":
