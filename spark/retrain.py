@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
@@ -70,11 +70,15 @@ def spark_history_schema() -> Any:
     return T.StructType([T.StructField(f.name, mapping[f.name], f.nullable) for f in HISTORY_SCHEMA])
 
 
-def build_session(master: str | None = None, *, app_name: str = APP_NAME) -> Any:
+def build_session(
+    master: str | None = None, *, app_name: str = APP_NAME, conf: Mapping[str, str] | None = None
+) -> Any:
     """A SparkSession; ``master`` None keeps what spark-submit set, falling back to ``local[*]``."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).config("spark.sql.session.timeZone", "UTC")
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     if master:
         builder = builder.master(master)
     else:
@@ -109,8 +113,14 @@ def run_spark(
     version: str | None = None,
     jobs: Sequence[str] | None = None,
     now: datetime | None = None,
+    partitions: int | None = None,
 ) -> RetrainSummary:
-    """Retrain every job of ``history`` (or ``jobs``) on ``spark``; each task publishes its job's model."""
+    """Retrain every job of ``history`` (or ``jobs``) on ``spark``; each task publishes its job's model.
+
+    ``partitions`` (default: 8 per core) sets how many tasks share the jobs: an explicit
+    repartition by job, because adaptive execution would otherwise coalesce the small shuffle into
+    a task or two and leave cores idle while one task fits a hundred jobs.
+    """
     now = now or datetime.now(UTC)
     version = check_version(version or version_at(now))
     created_at = now.isoformat()
@@ -119,7 +129,8 @@ def run_spark(
     frame = spark.read.schema(spark_history_schema()).option("basePath", history).parquet(history)
     if jobs:
         frame = frame.where(frame.job.isin(list(jobs)))
-    frame = frame.select(*FIT_COLUMNS)
+    tasks = partitions or 8 * spark.sparkContext.defaultParallelism
+    frame = frame.select(*FIT_COLUMNS).repartition(tasks, "job")
 
     def fit_group(pdf: pd.DataFrame) -> pd.DataFrame:
         job = str(pdf["job"].iloc[0])

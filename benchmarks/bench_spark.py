@@ -1,0 +1,144 @@
+"""Retraining benchmark: N jobs x D days of 1-min history, Spark ``local[2]`` against the same code serially.
+
+The history is generated from the shipped traces (each stretched to a 24 h day, with a per-job
+window, phase shift, scale, level shift and noise; see spark/synthetic.py). Both runs execute
+:func:`spark.training.train_job` per job and publish to their own registry; the figures are the wall
+times, the speed-up, whether both runs agree job by job, and the distribution of back-test WAPE.
+
+    .venv/bin/python -m benchmarks.bench_spark                 # 200 jobs x 14 days
+    .venv/bin/python -m benchmarks.bench_spark --jobs 20 --days 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import ROOT, SHIPPED_TRACES, TRACES
+from spark.retrain import RetrainSummary, build_session, run_serial, run_spark
+from spark.synthetic import synthetic_history
+from spark.training import RetrainConfig
+
+NOW = datetime(2026, 11, 15, 2, 0, tzinfo=UTC)
+
+
+def history_dir(out: Path, jobs: int, days: float, seed: int) -> Path:
+    """Generate the history once per (jobs, days, seed); later runs reuse it."""
+    path = out / f"history-{jobs}x{days:g}d-s{seed}"
+    done = path / "_GENERATED"
+    if not done.exists():
+        shutil.rmtree(path, ignore_errors=True)
+        started = time.perf_counter()
+        synthetic_history(str(path), jobs=jobs, days=days, traces_dir=TRACES, traces=SHIPPED_TRACES, seed=seed)
+        done.write_text(f"{jobs} jobs, {days} days, seed {seed}\n")
+        print(f"generated {jobs} jobs x {days:g} days in {time.perf_counter() - started:.1f} s -> {path}")
+    return path
+
+
+def distribution(values: list[float]) -> dict[str, float]:
+    """Summary statistics of a list of WAPEs."""
+    array = np.asarray(values, dtype=float)
+    if not array.size:
+        return {}
+    return {
+        "min": float(array.min()),
+        "p10": float(np.percentile(array, 10)),
+        "median": float(np.median(array)),
+        "mean": float(array.mean()),
+        "p90": float(np.percentile(array, 90)),
+        "max": float(array.max()),
+    }
+
+
+def by_trace(summary: RetrainSummary) -> dict[str, dict[str, float]]:
+    """WAPE distribution per source trace (the job name ends with the trace)."""
+    groups: dict[str, list[float]] = {}
+    for row in summary.rows:
+        if row["backtest_wape"] is not None and math.isfinite(row["backtest_wape"]):
+            trace = row["job"].split("-", 2)[2]
+            groups.setdefault(trace, []).append(float(row["backtest_wape"]))
+    return {trace: distribution(values) for trace, values in sorted(groups.items())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--days", type=float, default=14.0)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--residual", default=RetrainConfig().residual)
+    parser.add_argument("--out", type=Path, default=ROOT / "out" / "bench_spark")
+    parser.add_argument("--skip-serial", action="store_true", help="Only the Spark run.")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    config = replace(RetrainConfig(), residual=args.residual)
+    args.out.mkdir(parents=True, exist_ok=True)
+    history = history_dir(args.out, args.jobs, args.days, args.seed)
+    registries = {name: args.out / f"registry-{name}" for name in ("serial", "spark")}
+    for path in registries.values():
+        shutil.rmtree(path, ignore_errors=True)
+    print(f"config: {json.dumps(asdict(config))}")
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start")
+
+    started = time.perf_counter()
+    spark = build_session(
+        args.master,
+        conf={
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+        },
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    session_s = time.perf_counter() - started
+    try:
+        started = time.perf_counter()
+        parallel = run_spark(spark, history=str(history), registry_uri=str(registries["spark"]), config=config, now=NOW)
+        spark_s = time.perf_counter() - started
+    finally:
+        spark.stop()
+    print(f"spark {args.master}: {spark_s:.1f} s for {len(parallel.rows)} jobs (+{session_s:.1f} s session start), "
+          f"{parallel.count('published')} published, {parallel.count('failed')} failed")
+
+    result: dict[str, object] = {
+        "jobs": args.jobs, "days": args.days, "master": args.master, "residual": config.residual,
+        "spark_s": spark_s, "session_start_s": session_s,
+    }
+    if not args.skip_serial:
+        started = time.perf_counter()
+        serial = run_serial(history=str(history), registry_uri=str(registries["serial"]), config=config, now=NOW)
+        serial_s = time.perf_counter() - started
+        speedup = serial_s / spark_s
+        same = {r["job"]: r["backtest_wape"] for r in serial.rows} == {r["job"]: r["backtest_wape"] for r in parallel.rows}
+        print(f"serial (one process): {serial_s:.1f} s")
+        print(f"speed-up local[2] vs serial: {speedup:.2f}x (goal >= 1.8x); "
+              f"with session start {serial_s / (spark_s + session_s):.2f}x; identical WAPE per job: {same}")
+        result.update(serial_s=serial_s, speedup=speedup, identical=same)
+    fit_seconds = [float(r["fit_seconds"]) for r in parallel.rows]
+    print(f"per-job fit+back-test time in Spark tasks: median {np.median(fit_seconds):.2f} s, max {max(fit_seconds):.2f} s")
+    wapes = distribution(parallel.wapes())
+    print("back-test WAPE (15 min ahead, pooled over 48 origins per job): "
+          + ", ".join(f"{k} {v:.4f}" for k, v in wapes.items()))
+    for trace, stats in by_trace(parallel).items():
+        print(f"  {trace}: " + ", ".join(f"{k} {v:.4f}" for k, v in stats.items()))
+    result.update(wape=wapes, wape_by_trace=by_trace(parallel), fit_seconds_median=float(np.median(fit_seconds)))
+    (args.out / "result.json").write_text(json.dumps(result, indent=2))
+    print(f"figures: {args.out / 'result.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
