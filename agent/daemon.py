@@ -1,0 +1,227 @@
+"""``perdix run``: the production daemon — Prometheus monitor, Kubernetes (or Flink REST) executor, one
+round per ``loop_interval_s`` on an APScheduler interval job, /metrics /healthz /readyz, graceful stop.
+
+Start-up checks fail fast with one line (the CLI exits 2): a scale target kind the daemon cannot drive,
+a kubeconfig or in-cluster config that cannot be loaded, an API server or Prometheus that does not
+answer, a query Prometheus rejects, a telemetry port already taken. After start nothing is fatal: an
+outage is a round without data (no rescale, /readyz turns not ready after N such rounds).
+
+On SIGTERM or SIGINT the scheduler stops taking new rounds, the running round finishes (its requests
+are bounded by their timeouts), the knowledge is flushed once more, and the probe server stops.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from agent.clock import Clock, WallClock
+from agent.logging import get_logger
+from agent.loop import Agent
+from agent.ports import EventSink, KnowledgeStore, MonitorError, Scaler
+from agent.settings import ConfigError, Settings
+from agent.telemetry import Telemetry, TelemetryServer
+
+KUBERNETES_KINDS = ("deployment", "statefulset", "flinkdeployment")
+
+
+class StartupError(Exception):
+    """The daemon cannot start; the message is the one line the CLI prints before exit 2."""
+
+
+@dataclass
+class Parts:
+    """The collaborators of one daemon, built and checked from the settings."""
+
+    scaler: Scaler
+    monitor: Any
+    knowledge: KnowledgeStore
+    events: EventSink | None
+    telemetry: Telemetry
+    closers: list[Any] = field(default_factory=list)
+
+
+def _kube_client(settings: Settings) -> Any:
+    from agent.execute.kubernetes import KubeConfigError, api_client
+
+    try:
+        return api_client(settings.scale_target)
+    except KubeConfigError as exc:
+        raise StartupError(str(exc)) from None
+
+
+def _check_api_server(scaler: Any) -> None:
+    """Unreachable or unauthenticated API server: exit. 403/404: reported once and kept running."""
+    from agent.execute.kubernetes import Backoff, FatalApiError, RetriesExhausted
+
+    probe = Backoff(max_retries=0)
+    try:
+        probe.call(scaler._read)
+    except RetriesExhausted as exc:
+        if exc.failure.kind in ("unreachable", "timeout"):
+            host = scaler.apps.api_client.configuration.host
+            raise StartupError(f"scale_target: the Kubernetes API server at {host} does not answer ({exc.failure.message})") from None
+    except FatalApiError as exc:
+        if exc.failure.kind == "unauthorized":
+            raise StartupError(f"scale_target: the Kubernetes API server refused the credentials ({exc.failure.message})") from None
+        # Missing permission or object: the operator may fix it while the agent runs; say it once now.
+        scaler._fatal(exc.failure, "get")
+
+
+def build_parts(settings: Settings, *, clock: Clock, telemetry: Telemetry | None = None) -> Parts:
+    """Build and check monitor, scaler, events and knowledge store; StartupError with one line if any cannot work."""
+    from agent.monitor.prometheus import PrometheusMonitor, check_prometheus
+
+    kind = settings.scale_target.kind
+    if kind not in KUBERNETES_KINDS and kind != "flink-rest":
+        raise StartupError(
+            f"scale_target.kind: {kind!r} cannot be run as a daemon; use deployment, statefulset, flinkdeployment "
+            "or flink-rest (the simulated job runs with `perdix simulate`)"
+        )
+    telemetry = telemetry or Telemetry(not_ready_after_failed_loops=settings.telemetry.not_ready_after_failed_loops)
+    api = None
+    if kind in KUBERNETES_KINDS or settings.knowledge.store == "configmap":
+        api = _kube_client(settings)
+
+    events: EventSink | None = None
+    if kind in KUBERNETES_KINDS:
+        from agent.execute.kubernetes import KubernetesEventSink, KubernetesScaler, TargetRef
+
+        events = KubernetesEventSink(
+            api, TargetRef.from_settings(settings.scale_target), clock=clock,
+            request_timeout_s=settings.scale_target.request_timeout_s,
+        )
+        scaler: Scaler = KubernetesScaler(settings.scale_target, api, events, on_error=telemetry.executor_error)
+        _check_api_server(scaler)
+    else:
+        from agent.execute.flink_rest import FlinkRestScaler, unreachable_reason
+
+        reason = unreachable_reason(settings.scale_target)
+        if reason is not None:
+            raise StartupError(reason)
+        scaler = FlinkRestScaler(settings.scale_target, clock=clock)
+
+    try:
+        check_prometheus(settings.prometheus)
+    except (MonitorError, ConfigError) as exc:
+        raise StartupError(str(exc)) from None
+    monitor = PrometheusMonitor(settings.prometheus, on_error=telemetry.monitor_error)
+
+    knowledge: KnowledgeStore
+    if settings.knowledge.store == "configmap":
+        from agent.execute.kubernetes import Backoff
+        from agent.knowledge.configmap import ConfigMapKnowledgeStore
+
+        knowledge = ConfigMapKnowledgeStore(
+            api, name=settings.knowledge.configmap, namespace=settings.scale_target.namespace,
+            backoff=Backoff(max_retries=settings.scale_target.max_retries),
+            request_timeout_s=settings.scale_target.request_timeout_s,
+        )
+    else:
+        from agent.knowledge.file import FileKnowledgeStore
+
+        knowledge = FileKnowledgeStore(settings.knowledge.path)
+    return Parts(scaler=scaler, monitor=monitor, knowledge=knowledge, events=events, telemetry=telemetry,
+                 closers=[api] if api is not None else [])
+
+
+class Daemon:
+    """The agent on a wall-clock schedule with its probe server; start(), then stop() from a signal."""
+
+    def __init__(self, settings: Settings, *, clock: Clock | None = None, parts: Parts | None = None) -> None:
+        self.settings = settings
+        self.clock = clock or WallClock()
+        self.parts = parts or build_parts(settings, clock=self.clock)
+        self.log = get_logger("perdix.daemon")
+        self.agent = Agent(
+            settings=settings,
+            clock=self.clock,
+            monitor=self.parts.monitor,
+            scaler=self.parts.scaler,
+            knowledge=self.parts.knowledge,
+            events=self.parts.events,
+            telemetry=self.parts.telemetry,
+        )
+        self.server: TelemetryServer | None = None
+        self.scheduler = BackgroundScheduler(
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
+        )
+        self._stopped = threading.Event()
+        self.rounds = 0
+
+    def _round(self) -> None:
+        # Agent.round never raises; a round that overruns the interval makes the scheduler skip one.
+        self.agent.round()
+        self.rounds += 1
+
+    def start(self) -> None:
+        """Bind the probe server and schedule the rounds, the first one now."""
+        port = self.settings.telemetry.metrics_port
+        if port:
+            try:
+                self.server = TelemetryServer(self.parts.telemetry, self.settings.telemetry.metrics_host, port).start()
+            except OSError as exc:
+                raise StartupError(
+                    f"telemetry.metrics_port: cannot listen on {self.settings.telemetry.metrics_host}:{port}: {exc.strerror or exc}"
+                ) from None
+        interval = self.settings.loop_interval_s
+        self.scheduler.add_job(
+            self._round, IntervalTrigger(seconds=interval), id="perdix-round",
+            next_run_time=datetime.now().astimezone() + timedelta(milliseconds=10),
+        )
+        self.scheduler.start()
+        self.log.info(
+            "daemon.started",
+            loop_interval_s=interval,
+            scale_target=f"{self.settings.scale_target.kind}/{self.settings.scale_target.name}",
+            dry_run=self.settings.dry_run,
+            prometheus=self.settings.prometheus.url,
+            metrics=self.server.url if self.server else None,
+        )
+
+    def stop(self) -> None:
+        """Finish the running round, flush the knowledge, stop serving (idempotent)."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        try:
+            self.scheduler.shutdown(wait=True)
+        except Exception:  # not started
+            pass
+        try:
+            self.parts.knowledge.save(self.agent.document())
+            flushed = True
+        except Exception as exc:
+            self.log.error("knowledge.flush_failed", error=f"{type(exc).__name__}: {exc}")
+            flushed = False
+        if self.server is not None:
+            self.server.stop()
+        for closer in self.parts.closers:
+            try:
+                closer.close()
+            except Exception:
+                pass
+        self.log.info("daemon.stopped", rounds=self.rounds, knowledge_flushed=flushed)
+
+    def run_until_signal(self) -> None:
+        """Start, block until SIGTERM/SIGINT, then stop gracefully."""
+        stop = threading.Event()
+
+        def on_signal(signum: int, frame: Any) -> None:
+            self.log.info("daemon.signal", signal=signal.Signals(signum).name)
+            stop.set()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.start()
+            stop.wait()
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

@@ -1,0 +1,266 @@
+"""Metrics exporter for the simulator: the embedded Flink job on wall-clock time, served to Prometheus.
+
+``perdix simulate --serve-metrics HOST:PORT --speed X`` steps the simulated job on a ScaledClock (X
+simulated seconds per wall second) and serves, in the Prometheus text format, the series the default
+PromQL queries read, under the names the Flink Prometheus reporter and Kafka use, with label ``pod``:
+
+- ``kafka_server_brokertopicmetrics_messagesinpersec_oneminuterate{topic}``: arrival rate;
+- ``flink_taskmanager_job_task_numRecordsOutPerSecond{task_name="Source: ...",pod}``: per worker;
+- ``flink_taskmanager_Status_JVM_CPU_Load{pod}``: CPU load 0..1 per worker (moving average);
+- ``flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max{pod}``: each
+  worker's share of the lag, so their sum is the job's lag;
+- ``flink_jobmanager_numRegisteredTaskManagers`` and ``flink_jobmanager_job_uptime`` (milliseconds).
+
+Rates are records per *wall* second and the uptime is wall time, so an agent on the wall clock sees a
+consistent job at any speed: at X times speed it looks like a job X times faster in every rate, whose
+restarts take 1/X of the time. With ``follow`` set (a Scaler, e.g. the Kubernetes one), the job
+follows the scale target's replica count like Flink's reactive mode follows its TaskManagers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
+
+from agent.clock import ScaledClock
+from agent.logging import get_logger
+from agent.ports import Scaler
+from simulator import JobState, SimulatedFlinkJob, SimulatorSettings, Trace
+
+WORKLOAD = "kafka_server_brokertopicmetrics_messagesinpersec_oneminuterate"
+THROUGHPUT = "flink_taskmanager_job_task_numRecordsOutPerSecond"
+CPU = "flink_taskmanager_Status_JVM_CPU_Load"
+LAG = "flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max"
+REGISTERED = "flink_jobmanager_numRegisteredTaskManagers"
+UPTIME = "flink_jobmanager_job_uptime"
+
+
+class ExporterError(ValueError):
+    """Bad exporter input (address, speed); the message is the CLI's one line."""
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` -> (host, port), with a one-line error naming the flag."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ExporterError(f"--serve-metrics: expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+class SimulationExporter(Collector):
+    """A simulated job stepped in (scaled) real time, exported as Prometheus series."""
+
+    def __init__(
+        self,
+        trace: Trace,
+        config: SimulatorSettings,
+        *,
+        speed: float = 1.0,
+        topic: str = "input",
+        follow: Scaler | None = None,
+        follow_interval_s: float = 1.0,
+    ) -> None:
+        if speed <= 0:
+            raise ExporterError(f"--speed: must be positive (got {speed})")
+        self.job = SimulatedFlinkJob(trace, config)
+        self.clock = ScaledClock(speed)
+        self.speed = speed
+        self.topic = topic
+        self.follow = follow
+        self.follow_interval_s = follow_interval_s
+        self.duration_s = int(trace.duration_s)
+        self.log = get_logger("perdix.exporter")
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.registry = CollectorRegistry()
+        self.registry.register(self)
+
+    # ------------------------------------------------------------------ stepping
+
+    def advance(self) -> None:
+        """Step the job up to the clock (past the end of the trace its last rate holds)."""
+        target = int(self.clock.now())
+        with self._lock:
+            while self.job.now_s < target:
+                self.job.step()
+
+    def _follow_once(self) -> None:
+        if self.follow is None:
+            return
+        wanted = self.follow.current_parallelism()
+        if wanted is None:
+            return
+        wanted = max(1, min(wanted, self.job.config.partitions))
+        with self._lock:
+            if wanted != self.job.target_parallelism and self.job.rescale(wanted):
+                self.log.info("exporter.rescale", to=wanted, at_s=self.job.now_s)
+
+    def _run(self) -> None:
+        next_follow = 0.0
+        while not self._stop.is_set():
+            self.advance()
+            if self.follow is not None and self.clock.now() >= next_follow:
+                try:
+                    self._follow_once()
+                except Exception as exc:  # following is best effort; the job keeps running
+                    self.log.warning("exporter.follow_failed", error=str(exc))
+                next_follow = self.clock.now() + self.follow_interval_s * self.speed
+            self._stop.wait(min(0.05, 1.0 / self.speed))
+
+    def start(self) -> SimulationExporter:
+        """Start stepping in a background thread."""
+        self._thread = threading.Thread(target=self._run, name="perdix-sim-exporter", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop stepping."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    # ------------------------------------------------------------------ exposition
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """The current values of every series (called on each scrape)."""
+        with self._lock:
+            job = self.job
+            now = job.recorded_seconds
+            if now == 0:
+                return
+            # The last wall second of simulated seconds, so a 1 s scrape sees every arrival once.
+            span = max(1, int(round(self.speed)))
+            window = job.window(max(0, now - span), now)
+            running = job.state is JobState.RUNNING
+            parallelism = int(window.parallelism[-1])
+            uptime_s = float(window.uptime_s[-1])
+            lag = float(window.lag[-1])
+            shares = job.shares(job.parallelism) if running else None
+            throughput = {w: float(s[-1]) for w, s in window.throughput.items() if np.isfinite(s[-1])}
+            cpu = {w: float(window.cpu[w][-1]) for w in throughput}
+            workload = float(np.mean(window.workload))
+        speed = self.speed
+        family = GaugeMetricFamily(WORKLOAD, "Messages in per second (simulated Kafka topic).", labels=["topic"])
+        family.add_metric([self.topic], workload * speed)
+        yield family
+        registered = GaugeMetricFamily(REGISTERED, "Registered TaskManagers (simulated).")
+        registered.add_metric([], parallelism)
+        yield registered
+        up = GaugeMetricFamily(UPTIME, "Job uptime in milliseconds (wall time).")
+        up.add_metric([], uptime_s / speed * 1000.0)
+        yield up
+        out = GaugeMetricFamily(THROUGHPUT, "Records out per second per source subtask.", labels=["task_name", "pod"])
+        load = GaugeMetricFamily(CPU, "JVM CPU load per TaskManager.", labels=["pod"])
+        lag_family = GaugeMetricFamily(LAG, "Records lag per source reader.", labels=["pod"])
+        for index, worker in enumerate(sorted(throughput, key=_worker_index)):
+            out.add_metric(["Source: " + self.topic, worker], throughput[worker] * speed)
+            load.add_metric([worker], cpu[worker])
+            share = float(shares[_worker_index(worker)]) if shares is not None and _worker_index(worker) < len(shares) else 1.0 / max(1, len(throughput))
+            lag_family.add_metric([worker], lag * share)
+        if not throughput:
+            # While the job restarts no reader reports; the lag is still there, on the JobManager's books.
+            lag_family.add_metric(["jobmanager"], lag)
+        yield out
+        yield load
+        yield lag_family
+
+
+def _worker_index(worker: str) -> int:
+    try:
+        return int(worker.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+class MetricsServer:
+    """/metrics (and /healthz) for a registry, on a background thread."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+        self.registry = registry
+        self.host = host
+        self.port = port
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> MetricsServer:
+        """Bind and serve; OSError if the address is taken."""
+        registry = self.registry
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # a scrape per second is not news
+                return None
+
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    body, status, kind = generate_latest(registry), 200, CONTENT_TYPE_LATEST
+                elif path == "/healthz":
+                    body, status, kind = b"ok\n", 200, "text/plain"
+                else:
+                    body, status, kind = b"not found\n", 404, "text/plain"
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
+        self._server.daemon_threads = True
+        self.port = int(self._server.server_address[1])
+        server = self._server
+        self._thread = threading.Thread(target=lambda: server.serve_forever(poll_interval=0.1), daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def serve(trace: Trace, settings: Any, *, address: str, speed: float, follow_scale_target: bool) -> None:
+    """``perdix simulate --serve-metrics``: run the exporter until SIGTERM/SIGINT; ExporterError on bad input."""
+    import signal
+
+    host, port = parse_address(address)
+    follow = None
+    if follow_scale_target:
+        from agent.execute.kubernetes import KubeConfigError, KubernetesScaler, api_client
+
+        try:
+            follow = KubernetesScaler(settings.scale_target, api_client(settings.scale_target))
+        except (KubeConfigError, ValueError) as exc:
+            raise ExporterError(f"--follow-scale-target: {exc}") from None
+    exporter = SimulationExporter(trace, settings.simulator, speed=speed, follow=follow)
+    try:
+        server = MetricsServer(exporter.registry, host, port).start()
+    except OSError as exc:
+        raise ExporterError(f"--serve-metrics: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    exporter.start()
+    log = get_logger("perdix.exporter")
+    log.info("exporter.started", url=f"http://{host}:{server.port}/metrics", speed=speed, trace=trace.name,
+             follow=settings.scale_target.name if follow else None)
+    try:
+        stop.wait()
+    finally:
+        exporter.stop()
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        log.info("exporter.stopped", simulated_s=exporter.job.now_s)
