@@ -30,7 +30,7 @@ EXIT_BAD_INPUT = 2
 
 def fail(message: str) -> NoReturn:
     """Print one line and exit 2 (bad input or bad configuration)."""
-    console.print(f"perdix: error: {message}", markup=False, highlight=False)
+    console.print(f"perdix: error: {message}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -71,6 +71,15 @@ def simulate(
     config: Path = ConfigOption,
     log_format: str = typer.Option("console", "--log-format", help="json or console."),
     log_level: str = typer.Option("warning", "--log-level", help="debug, info, warning or error."),
+    serve_metrics: str = typer.Option(
+        None, "--serve-metrics", help="HOST:PORT: instead of a replay, run the job on wall-clock time and serve "
+        "its metrics for Prometheus under the Flink/Kafka names the default queries use (until SIGTERM)."
+    ),
+    speed: float = typer.Option(1.0, "--speed", help="With --serve-metrics: simulated seconds per wall second."),
+    follow_scale_target: bool = typer.Option(
+        False, "--follow-scale-target", help="With --serve-metrics: follow the replicas of settings scale_target "
+        "(like Flink reactive mode follows its TaskManagers)."
+    ),
 ) -> None:
     """Replay a workload trace through the embedded simulated Flink job with the real agent loop."""
     from agent.replay import ReplayError, replay, write_outputs
@@ -92,6 +101,14 @@ def simulate(
         workload = load_trace(trace)
     except TraceError as exc:
         fail(str(exc))
+    if serve_metrics is not None:
+        from agent.exporter import ExporterError, serve
+
+        try:
+            serve(workload, settings, address=serve_metrics, speed=speed, follow_scale_target=follow_scale_target)
+        except ExporterError as exc:
+            fail(str(exc))
+        return
     with Progress(
         TextColumn("[bold]replay[/] {task.description}"),
         BarColumn(),
@@ -113,6 +130,27 @@ def simulate(
     paths = write_outputs(result, out)
     print_summary(result.summary)
     console.print(f"summary: {paths['summary']}\nplot:    {paths['plot']}")
+
+
+@app.command("run")
+def run(
+    config: Path = typer.Option(None, "--config", "-c", help="YAML settings file (the Helm chart renders it).", dir_okay=False),
+    dry_run: bool = typer.Option(None, "--dry-run/--no-dry-run", help="Plan, log and leave Events without rescaling."),
+    log_format: str = typer.Option(None, "--log-format", help="json or console (default: settings)."),
+    log_level: str = typer.Option(None, "--log-level", help="debug, info, warning or error (default: settings)."),
+) -> None:
+    """Run the production daemon: Prometheus monitor, Kubernetes executor, /metrics /healthz /readyz; stops on SIGTERM."""
+    from agent.daemon import Daemon, StartupError
+
+    settings = settings_from(
+        config, {"dry_run": dry_run, "telemetry.log_format": log_format, "telemetry.log_level": log_level}
+    )
+    configure_logging(settings.telemetry.log_format, settings.telemetry.log_level)
+    try:
+        daemon = Daemon(settings)
+        daemon.run_until_signal()
+    except StartupError as exc:
+        fail(str(exc))
 
 
 def print_summary(summary: dict[str, Any]) -> None:
