@@ -234,6 +234,7 @@ class Agent:
             "confirmed": outcome.confirmed,
             "dry_run": dry_run,
             "predicted_recovery_s": predicted if predicted is not None and math.isfinite(predicted) else None,
+            "downtime_s": outcome.downtime_s,
             "reasons": list(decision.reasons[-3:]),
         }
         self.rescales.append(record)
@@ -246,6 +247,11 @@ class Agent:
         self.last_rescale_at = now
         result.rescaled_to = outcome.confirmed
         self.analyzer.on_rescale(now=now, from_parallelism=current, to_parallelism=target)
+        if outcome.downtime_s is not None and outcome.confirmed is not None:
+            # A scaler that measured the downtime (flink-rest) feeds the recovery predictor directly.
+            self.analyzer.recovery.observe_downtime(
+                kind="rescale", parallelism=outcome.confirmed, downtime_s=outcome.downtime_s
+            )
         self.log.info("rescale", **{k: v for k, v in record.items() if k != "at"})
 
     def _step(self, result: RoundResult, name: str, fn: Any) -> Any:
