@@ -14,7 +14,9 @@ import kubernetes_validate
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry
+from typer.testing import CliRunner
 
+from agent.cli import app as cli_app
 from agent.settings import load_settings
 from agent.telemetry import Telemetry, TelemetryServer
 from tests.helm.cases import CASES, Case, case_ids
@@ -275,6 +277,14 @@ def test_probes_are_served_by_the_real_agent_server(tmp_path: Path) -> None:
             assert code == status, f"{probe} {path}: HTTP {code}"
     finally:
         server.stop()
+
+
+def test_container_args_are_a_perdix_command() -> None:
+    """The chart's `run --config FILE` parses as the real CLI's daemon command."""
+    _, _, container = perdix_pod(render())
+    result = CliRunner().invoke(cli_app, [*container["args"], "--help"])
+    assert result.exit_code == 0, result.output
+    assert "--config" in result.output
 
 
 def test_probe_port_follows_the_telemetry_setting() -> None:
