@@ -85,7 +85,7 @@ def build_parts(settings: Settings, *, clock: Clock, telemetry: Telemetry | None
             "or flink-rest (the simulated job runs with `perdix simulate`)"
         )
     telemetry = telemetry or Telemetry(not_ready_after_failed_loops=settings.telemetry.not_ready_after_failed_loops)
-    api = None
+    api: Any = None
     if kind in KUBERNETES_KINDS or settings.knowledge.store == "configmap":
         api = _kube_client(settings)
 

@@ -303,6 +303,7 @@ class KubernetesEventSink:
                 "regarding": regarding,
             }
         )
+        assert body is not None  # from_dict returns None only for None input
         try:
             self.events.create_namespaced_event(
                 self.target.namespace, body, _request_timeout=self.request_timeout_s
@@ -361,6 +362,8 @@ class KubernetesScaler:
             obj = self.custom.get_namespaced_custom_object(
                 "flink.apache.org", "v1beta1", t.namespace, "flinkdeployments", t.name, _request_timeout=self._timeout()
             )
+            if not isinstance(obj, dict):
+                raise ScalerError(f"{t.describe()}: unexpected answer {type(obj).__name__}", kind="invalid_target")
             self._remember_uid((obj.get("metadata") or {}).get("uid"))
             try:
                 return int(obj["spec"]["job"]["parallelism"])

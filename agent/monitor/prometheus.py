@@ -122,8 +122,9 @@ def check_prometheus(settings: PrometheusSettings) -> None:
     except QueryFailed as exc:
         raise MonitorError(f"prometheus.url: {settings.url} does not answer like Prometheus: {exc}") from None
     for name, query in settings.queries.model_dump().items():
+        rendered = render(query, settings.worker_label)
         try:
-            _run(lambda q=query: prom.custom_query(render(q, settings.worker_label)), settings)
+            _run(lambda: prom.custom_query(rendered), settings)
         except QueryFailed as exc:
             if exc.kind == "rejected":
                 raise ConfigError(f"prometheus.queries.{name}: {exc}") from None
