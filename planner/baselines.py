@@ -14,8 +14,10 @@ partitions are asked for. KEDA's ``cooldownPeriod`` only delays the step from on
 which a Flink job (min scale-out >= 1) never takes; the 300 s that matter are the HPA
 stabilization KEDA inherits.
 
-The shared guards (grace period after a rescale, recovery in progress) stand in for the HPA's CPU
-initialization period and readiness delay: metrics of pods that are (re)starting are ignored.
+The shared grace period after a rescale stands in for the HPA's CPU initialization period and
+readiness delay (metrics of pods that are starting are ignored). The recovery hold of the shared guard
+does not apply: an HPA knows nothing of recoveries, and holding a reactive policy until a job that it
+under-provisioned catches up would hold it forever.
 """
 
 from __future__ import annotations
@@ -74,6 +76,13 @@ def keda_lag_replicas(
     return hpa_replicas(current, lag / current, lag_threshold, tolerance=tolerance)
 
 
+def warm_up(plan_input: PlanInput, config: PlannerConfig) -> Decision | None:
+    """The shared guard's grace period alone (no recovery hold): reactive policies act on what they see."""
+    if plan_input.recovering:
+        plan_input = dataclasses.replace(plan_input, recovering=False)
+    return guard(plan_input, config)
+
+
 def _bounded(desired: int, config: PlannerConfig) -> int:
     return min(max(desired, config.min_parallelism), config.max_parallelism)
 
@@ -96,7 +105,7 @@ class HpaPolicy:
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """One HPA sync: the replica formula on the mean CPU, then the stabilization window."""
         current = plan_input.current_parallelism
-        held = guard(plan_input, config)
+        held = warm_up(plan_input, config)
         if held is not None:
             return held
         cpu = plan_input.worker_cpu_avg
@@ -136,7 +145,7 @@ class KedaLagPolicy:
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """One HPA sync on KEDA's lag metric, then the stabilization window."""
         current = plan_input.current_parallelism
-        held = guard(plan_input, config)
+        held = warm_up(plan_input, config)
         if held is not None:
             return held
         lag = plan_input.consumer_lag

@@ -16,7 +16,8 @@ On the single-vertex job (one operator after the source) it reduces to ``ceil(so
 true rate per worker)``, with the useful time of a worker taken from its CPU load (the only useful-time
 signal the agent's monitor has, as Flink's ``busyTimeMsPerSecond`` is to the Flink autoscaler).
 The scaling manager uses DS2's settings from the Flink experiments: one policy interval per loop, a
-warm-up after each rescale (the shared grace period) and an activation time of one interval.
+warm-up after each rescale (the shared grace period, without the recovery hold) and an activation
+time of one interval.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from planner.daedalus import guard
+from planner.baselines import warm_up
 from planner.types import Decision, PlanInput, PlannerConfig, keep
 
 MIN_USEFUL_FRACTION = 0.01
@@ -115,7 +116,7 @@ class Ds2Policy:
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """One DS2 policy interval: true rates per worker, then eq. 7 for the one operator."""
         current = plan_input.current_parallelism
-        held = guard(plan_input, config)
+        held = warm_up(plan_input, config)
         if held is not None:
             return held
         source_rate = plan_input.workload_avg

@@ -10,9 +10,9 @@ model. With that it picks, every round, the smallest scale-out that
   plus the target recovery time), and
 * recovers within the target after a rescale to it (or a failure at it).
 
-It has no scale-in stabilization: with perfect knowledge it never needs to hedge. The shared guards
-(grace period, recovery in progress) still apply, because they are physical: a job that is
-restarting cannot be rescaled usefully.
+It has no scale-in stabilization: with perfect knowledge it never needs to hedge. The grace period
+after a rescale still applies (a job that is restarting cannot be rescaled usefully); the recovery
+hold does not, because the true recovery times already count the backlog of a recovery in progress.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from planner.daedalus import guard
+from planner.baselines import warm_up
 from planner.types import Decision, PlanInput, PlannerConfig, keep
 
 
@@ -68,7 +68,7 @@ class OraclePolicy:
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """Choose the smallest sufficient scale-out from the true future (see the module docstring)."""
         current = plan_input.current_parallelism
-        held = guard(plan_input, config)
+        held = warm_up(plan_input, config)
         if held is not None:
             return held
         future = plan_input.forecast
