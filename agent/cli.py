@@ -153,6 +153,82 @@ def run(
         fail(str(exc))
 
 
+@app.command("evaluate")
+def evaluate(
+    trace: list[Path] = typer.Option(..., "--trace", help="Workload trace CSV; repeat for several.", dir_okay=False),
+    policies: str = typer.Option(
+        "daedalus,ds2,hpa,keda-lag,static,oracle", "--policies", help="Comma-separated policies to compare."
+    ),
+    out: Path = typer.Option(Path("out/evaluate"), "--out", help="Directory for summary.json, report.md and plots."),
+    hours: float = typer.Option(None, "--hours", min=0.0, help="Replay only the first H hours of each trace."),
+    failures_per_hour: float = typer.Option(
+        0.0, "--failures-per-hour", min=0.0, help="Inject TaskManager failures at this Poisson rate (same for all)."
+    ),
+    seed: int = typer.Option(None, "--seed", help="Simulator seed shared by every replay (default: settings)."),
+    jobs: int = typer.Option(None, "--jobs", min=1, help="Replays run in parallel (default: CPUs, at most 2)."),
+    config: Path = ConfigOption,
+    log_level: str = typer.Option("error", "--log-level", help="debug, info, warning or error."),
+) -> None:
+    """Replay every trace under every policy on identical simulator seeds and compare them with the oracle."""
+    from agent.evaluate import EvaluateError, default_jobs, parse_policies, plan_pairs, run_pairs, write_outputs
+    from simulator import TraceError, load_trace
+
+    settings = settings_from(
+        config,
+        {"simulator.seed": seed, "telemetry.log_format": "console", "telemetry.log_level": log_level},
+    )
+    configure_logging(settings.telemetry.log_format, settings.telemetry.log_level)
+    try:
+        names = parse_policies(policies)
+        pairs = plan_pairs(trace, names)
+    except EvaluateError as exc:
+        fail(str(exc))
+    for path in trace:
+        try:
+            workload = load_trace(path)
+        except TraceError as exc:
+            fail(str(exc))
+        if hours is not None and hours * 3600.0 < settings.loop_interval_s:
+            fail(f"--hours {hours:g}: shorter than one loop ({settings.loop_interval_s:.0f} s)")
+        if workload.duration_s < settings.loop_interval_s:
+            fail(f"{path}: trace covers {workload.duration_s:.0f} s, shorter than one loop")
+    with Progress(
+        TextColumn("[bold]evaluate[/] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[sim]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
+        tasks = {
+            (pair.trace_name, pair.policy): bar.add_task(f"{pair.trace_name} / {pair.policy}", total=None, sim="queued")
+            for pair in pairs
+        }
+
+        def progress(key: tuple[str, str], done_s: int, total_s: int) -> None:
+            bar.update(tasks[key], completed=done_s, total=total_s, sim=f"{done_s / 3600:.2f}/{total_s / 3600:.2f} h")
+
+        results = run_pairs(
+            pairs,
+            settings,
+            hours=hours,
+            failures_per_hour=failures_per_hour,
+            jobs=jobs or default_jobs(),
+            on_progress=progress,
+        )
+    paths = write_outputs(
+        results,
+        [path.stem for path in trace],
+        names,
+        out,
+        hours=hours,
+        failures_per_hour=failures_per_hour,
+        seed=settings.simulator.seed,
+    )
+    print(paths["report"].read_text())
+    console.print("\n".join(f"{name}: {path}" for name, path in paths.items()))
+
+
 def print_summary(summary: dict[str, Any]) -> None:
     """A two-column table of the replay summary."""
     table = Table(title=f"{summary['trace']} — {summary['policy']}", show_header=False)
