@@ -10,6 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agent.model_reload import ModelReloader, ReloadedForecaster
+from models.forecast.base import Forecaster
 from spark.registry import MODEL, ModelRegistry, version_at
 from spark.seasonal import SeasonalForecaster
 from tests.spark.conftest import daily_workload
@@ -45,6 +46,7 @@ def test_without_a_score_the_agent_takes_the_newest_model(registry: ModelRegistr
         forecaster = reloader.check(None)
         assert reloader.check(None) is None  # nothing newer than what is in use now
     assert isinstance(forecaster, ReloadedForecaster) and forecaster.version == V2
+    assert isinstance(forecaster, Forecaster)  # a drop-in for the agent's forecaster
     assert reloader.current_version == V2
     switched = [e for e in logs if e["event"] == "model_reload.switched"]
     assert len(switched) == 1 and "no recent WAPE" in switched[0]["reason"]

@@ -48,7 +48,7 @@ def pandas_reference_wape(history: pd.DataFrame, config: RetrainConfig) -> float
 @pytest.fixture(scope="module")
 def spark_run(spark: Any, history: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
     registry = tmp_path_factory.mktemp("registry")
-    summary = run_spark(spark, history=str(history), registry_uri=str(registry), config=CONFIG, now=NOW)
+    summary = run_spark(spark, history=str(history), registry_uri=str(registry), config=CONFIG, now=NOW, partitions=2)
     return summary, registry
 
 
@@ -96,16 +96,16 @@ def test_spark_and_serial_runs_agree(spark_run: tuple[Any, Path], history: Path)
 
 def test_rerunning_on_the_same_history_is_idempotent(spark: Any, history: Path, tmp_path: Path) -> None:
     registry_path = tmp_path / "registry"
-    first = run_spark(spark, history=str(history), registry_uri=str(registry_path), config=CONFIG, now=NOW)
+    first = run_spark(spark, history=str(history), registry_uri=str(registry_path), config=CONFIG, now=NOW, partitions=2)
     files = {p: p.read_bytes() for p in registry_path.rglob("*") if p.is_file()}
     later = datetime(2026, 11, 24, 2, 0, tzinfo=UTC)
-    second = run_spark(spark, history=str(history), registry_uri=str(registry_path), config=CONFIG, now=later)
+    second = run_spark(spark, history=str(history), registry_uri=str(registry_path), config=CONFIG, now=later, partitions=2)
     assert {r["job"]: r["status"] for r in second.rows if r["job"] in JOBS} == dict.fromkeys(JOBS, "unchanged")
     assert {r["job"]: r["version"] for r in second.rows if r["job"] in JOBS} == dict.fromkeys(JOBS, first.version)
     assert {p: p.read_bytes() for p in registry_path.rglob("*") if p.is_file()} == files
     # A different configuration is a different model: a new version next to the old one.
     other = RetrainConfig(residual="naive", profile_bin_s=1800)
-    third = run_spark(spark, history=str(history), registry_uri=str(registry_path), config=other, now=later)
+    third = run_spark(spark, history=str(history), registry_uri=str(registry_path), config=other, now=later, partitions=2)
     assert third.count("published") == len(JOBS)
     assert ModelRegistry(str(registry_path)).versions(JOBS[0]) == [first.version, third.version]
 
