@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -268,8 +268,3 @@ def read_history(
     order = [c for c in ("job", "time") if c in frame]
     return frame.sort_values(order, kind="stable").reset_index(drop=True) if order else frame
 
-
-def utc_now_floor(now: datetime, step_s: float) -> datetime:
-    """``now`` rounded down to a multiple of ``step_s`` (the last complete step), as a UTC datetime."""
-    seconds = math.floor(now.timestamp() / step_s) * step_s
-    return datetime.fromtimestamp(seconds, tz=UTC)
