@@ -196,5 +196,10 @@ class ConfigMapKnowledgeStore:
         except ApiException as exc:
             if exc.status == 409:  # created by someone else meanwhile: read it and update instead
                 self._stale = True
+            elif exc.status == 403:
+                raise KnowledgeStoreError(
+                    f"{self._where()} does not exist and may not be created (403): create it empty "
+                    "(the Helm chart does) or grant verb 'create' on configmaps"
+                ) from None
             raise
         self._stale = False

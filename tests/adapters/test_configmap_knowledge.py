@@ -134,3 +134,12 @@ def test_an_oversized_document_is_refused_before_any_write(kube_api: FakeKubeAPI
     with pytest.raises(KnowledgeStoreError, match="1 MiB"):
         store.save({"version": 1, "blob": "x" * (1024 * 1024 + 1)})
     assert [r for r in kube_api.log() if r.is_write] == []
+
+
+def test_a_missing_configmap_that_may_not_be_created_says_so(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
+    kube_api.inject("/configmaps", method="POST", status=403, times=None)
+    store = make_store(kube_client)
+    assert store.load() is None
+    with pytest.raises(KnowledgeStoreError, match="does not exist and may not be created"):
+        store.save(DOC)
+    assert len(kube_api.log(method="POST")) == 1
