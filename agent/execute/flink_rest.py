@@ -353,8 +353,7 @@ class FlinkRestScaler:
         wanted = self._resolve(before, targets)
         requested = max(wanted.get(v.id, v.parallelism) for v in before.vertices)
         why = reasons[-1] if reasons else "no reason given"
-        if dry_run:
-            self.log.info("rescale.dry_run", current=before.parallelism, target=requested, reason=why)
+        if dry_run:  # the loop logs the recommendation; nothing is written here
             return RescaleResult(requested=requested, confirmed=before.parallelism, dry_run=True)
         self._check_can_rescale(before, wanted)
         if before.running_at(wanted):

@@ -13,7 +13,7 @@ import pytest
 from agent.execute.flink_rest import FlinkRestScaler, unreachable_reason
 from agent.ports import ScalerError
 from agent.settings import ScaleTargetSettings
-from tests.fixtures.flink import FlinkCluster, flink_cluster, free_port  # noqa: F401  (fixture)
+from tests.fixtures.flink import FlinkCluster, free_port
 from tests.flink.proxy import RecordingProxy
 
 pytestmark = pytest.mark.e2e
@@ -22,9 +22,13 @@ JOB_NAME = "perdix-scaler-test"
 
 
 @pytest.fixture(scope="module")
-def job_id(flink_cluster: FlinkCluster) -> str:  # noqa: F811
-    """The streaming job, submitted at parallelism 2."""
-    return flink_cluster.submit(name=JOB_NAME, parallelism=2)
+def job_id(flink_cluster: FlinkCluster) -> Iterator[str]:
+    """The streaming job, submitted at parallelism 2 and cancelled after the module."""
+    job = flink_cluster.submit(name=JOB_NAME, parallelism=2)
+    try:
+        yield job
+    finally:
+        flink_cluster.cancel(job)
 
 
 def scaler_for(url: str, job: str | None = JOB_NAME) -> FlinkRestScaler:
@@ -34,7 +38,7 @@ def scaler_for(url: str, job: str | None = JOB_NAME) -> FlinkRestScaler:
 
 
 @pytest.fixture
-def proxy(flink_cluster: FlinkCluster) -> Iterator[RecordingProxy]:  # noqa: F811
+def proxy(flink_cluster: FlinkCluster) -> Iterator[RecordingProxy]:
     """A recording proxy in front of the cluster's REST API."""
     recording = RecordingProxy(flink_cluster.rest_url).start()
     try:
@@ -50,14 +54,14 @@ def vertex_parallelism(cluster: FlinkCluster, job_id: str) -> dict[str, tuple[in
     return {v["name"]: (v["parallelism"], v["tasks"]["RUNNING"]) for v in details["vertices"]}
 
 
-def test_finds_the_job_by_name_by_id_and_alone(flink_cluster: FlinkCluster, job_id: str) -> None:  # noqa: F811
+def test_finds_the_job_by_name_by_id_and_alone(flink_cluster: FlinkCluster, job_id: str) -> None:
     assert scaler_for(flink_cluster.rest_url).find_job() == job_id
     assert scaler_for(flink_cluster.rest_url, job=job_id).find_job() == job_id
     assert scaler_for(flink_cluster.rest_url, job=None).find_job() == job_id
     assert scaler_for(flink_cluster.rest_url).current_parallelism() == 2
 
 
-def test_an_unknown_job_is_not_found_and_names_the_running_ones(flink_cluster: FlinkCluster, job_id: str) -> None:  # noqa: F811
+def test_an_unknown_job_is_not_found_and_names_the_running_ones(flink_cluster: FlinkCluster, job_id: str) -> None:
     scaler = scaler_for(flink_cluster.rest_url, job="no-such-job")
     with pytest.raises(ScalerError) as error:
         scaler.rescale(3, reasons=("test",), dry_run=False)
@@ -67,7 +71,7 @@ def test_an_unknown_job_is_not_found_and_names_the_running_ones(flink_cluster: F
     assert all(r.method == "GET" for r in scaler.requests)
 
 
-def test_dry_run_sends_no_write(flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy) -> None:  # noqa: F811
+def test_dry_run_sends_no_write(flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy) -> None:
     scaler = scaler_for(proxy.url)
     result = scaler.rescale(3, reasons=("dry",), dry_run=True)
     assert result.dry_run and result.requested == 3 and result.confirmed == 2
@@ -77,7 +81,7 @@ def test_dry_run_sends_no_write(flink_cluster: FlinkCluster, job_id: str, proxy:
 
 
 def test_rescales_up_and_down_in_place_and_measures_the_downtime(
-    flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy  # noqa: F811
+    flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy
 ) -> None:
     scaler = scaler_for(proxy.url)
     up = scaler.rescale(3, reasons=("up",), dry_run=False)
@@ -99,7 +103,7 @@ def test_rescales_up_and_down_in_place_and_measures_the_downtime(
     assert len(proxy.writes()) == 2, "a rescale to the current parallelism writes nothing"
 
 
-def test_per_vertex_rescale_changes_only_the_named_vertex(flink_cluster: FlinkCluster, job_id: str) -> None:  # noqa: F811
+def test_per_vertex_rescale_changes_only_the_named_vertex(flink_cluster: FlinkCluster, job_id: str) -> None:
     scaler = scaler_for(flink_cluster.rest_url)
     names = sorted(scaler.vertex_parallelism())
     aggregate = next(name for name in names if name.startswith("GroupAggregate"))
@@ -116,7 +120,7 @@ def test_per_vertex_rescale_changes_only_the_named_vertex(flink_cluster: FlinkCl
 
 
 def test_too_few_slots_is_refused_before_any_write(
-    flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy  # noqa: F811
+    flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy
 ) -> None:
     scaler = scaler_for(proxy.url)
     before = vertex_parallelism(flink_cluster, job_id)
@@ -137,5 +141,5 @@ def test_an_unreachable_rest_url_is_one_line_at_start_and_a_gap_later() -> None:
     assert FlinkRestScaler(settings).current_parallelism() is None
 
 
-def test_a_live_cluster_is_reachable(flink_cluster: FlinkCluster) -> None:  # noqa: F811
+def test_a_live_cluster_is_reachable(flink_cluster: FlinkCluster) -> None:
     assert unreachable_reason(ScaleTargetSettings(kind="flink-rest", rest_url=flink_cluster.rest_url)) is None

@@ -1,0 +1,265 @@
+"""End to end on a real Flink: the real Prometheus scrapes the real cluster, ``perdix run`` rescales the real job.
+
+Parts: the Flink 2.3 session cluster of tests/fixtures/flink.py (adaptive scheduler, three one-slot
+TaskManagers, Prometheus reporter per process), the Debian Prometheus scraping the JobManager and
+every TaskManager each second, and ``perdix run`` as a subprocess with the Prometheus monitor and the
+``flink-rest`` scale target pointed at a recording proxy in front of the REST API, so the test sees
+on the wire every request the agent sends. The job starts at parallelism 3; min = max = 2 forces
+Perdix to decide a rescale to 2. Every process is stopped by its pid, whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.monitor.prometheus import PrometheusMonitor
+from agent.settings import PrometheusSettings
+from tests.fixtures.flink import FlinkCluster, poll
+from tests.fixtures.prometheus import PrometheusServer
+from tests.flink.proxy import RecordingProxy
+
+pytestmark = pytest.mark.e2e
+
+JOB_NAME = "perdix-e2e"
+PERDIX = Path(sys.executable).with_name("perdix")
+SOURCE_SUBTASKS = 'max(count by (task_name) (flink_taskmanager_job_task_numRecordsOutPerSecond{task_name=~"Source.*"}))'
+"""The job's parallelism as its running source subtasks: unlike the default (registered TaskManagers),
+it follows an in-place rescale that leaves TaskManagers idle."""
+
+
+@pytest.fixture(scope="module")
+def job_id(flink_cluster: FlinkCluster) -> Iterator[str]:
+    """The streaming job at parallelism 3 (every slot), cancelled after the module."""
+    job = flink_cluster.submit(name=JOB_NAME, parallelism=3, rows_per_second=5000)
+    try:
+        yield job
+    finally:
+        flink_cluster.cancel(job)
+
+
+@pytest.fixture(scope="module")
+def prometheus(flink_cluster: FlinkCluster, job_id: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    """The real Prometheus scraping the JobManager and the TaskManagers every second, with job series in it."""
+    server = PrometheusServer(tmp_path_factory.mktemp("prometheus-flink"), flink_cluster.metrics_targets)
+    try:
+        server.start()
+        # A few seconds of every default series, so a range query over the last seconds has no holes.
+        server.wait_for('flink_taskmanager_job_task_numRecordsOutPerSecond{task_name=~"Source.*"} > 0', timeout_s=60)
+        server.wait_for("avg_over_time(flink_taskmanager_Status_JVM_CPU_Load[1m])", timeout_s=30)
+        server.wait_for("flink_jobmanager_job_uptime", timeout_s=30)
+        first = server.wait_for("count(flink_taskmanager_Status_JVM_CPU_Load) == 3", timeout_s=30)
+        poll(lambda: time.time() > float(first[0]["value"][0]) + 5, timeout_s=15, what="five seconds of samples")
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def proxy(flink_cluster: FlinkCluster) -> Iterator[RecordingProxy]:
+    """The recording proxy the agent talks to instead of the JobManager."""
+    recording = RecordingProxy(flink_cluster.rest_url).start()
+    try:
+        yield recording
+    finally:
+        recording.stop()
+
+
+class PerdixRun:
+    """``perdix run --config FILE`` as a subprocess, its JSON log read as it grows; stopped by pid."""
+
+    def __init__(self, workdir: Path, settings: dict[str, Any], *, dry_run: bool) -> None:
+        self.config = workdir / "perdix.yaml"
+        self.config.write_text(yaml.safe_dump(settings))
+        self.log_path = workdir / "perdix.log"
+        self.knowledge = Path(settings["knowledge"]["path"])
+        self.args = [str(PERDIX), "run", "--config", str(self.config), "--dry-run" if dry_run else "--no-dry-run"]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> PerdixRun:
+        with self.log_path.open("wb") as out:
+            self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> int | None:
+        """SIGTERM (graceful: the knowledge is flushed), SIGKILL after 30 s; the exit code."""
+        process, self.process = self.process, None
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        return process.returncode
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every JSON log line so far."""
+        out = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                out.append(entry)
+        return out
+
+    def wait_for(self, predicate: Any, *, timeout_s: float, what: str) -> dict[str, Any]:
+        """The first log event matching ``predicate``; fails with the log's tail if the process died or time ran out."""
+
+        def found() -> dict[str, Any] | None:
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"perdix run exited with {self.process.returncode}: {self.tail()}")
+            return next((e for e in self.events() if predicate(e)), None)
+
+        try:
+            return poll(found, timeout_s=timeout_s, interval_s=0.3, what=what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- perdix log ---\n{self.tail()}") from None
+
+    def tail(self, lines: int = 25) -> str:
+        """The last lines of the log."""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def agent_settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir: Path) -> dict[str, Any]:
+    """Settings of the agent: Prometheus monitor with tm_id workers, flink-rest target, min = max = 2 (forces 3 -> 2)."""
+    return {
+        # The static policy at max_parallelism: Daedalus keeps the current scale-out until it has learned a
+        # capacity, which a constant datagen load (flat CPU) does not teach it within a test's minute.
+        "policy": "static",
+        "loop_interval_s": 3.0,
+        "min_parallelism": 2,
+        "max_parallelism": 2,
+        "grace_period_s": 0.0,
+        "recent_rescale_window_s": 0.0,
+        "scale_down_stabilization_s": 0.0,
+        "forecast_horizon_s": 60,
+        "forecast_window_s": 60,
+        "checkpoint_interval_s": 5.0,
+        "prometheus": {
+            "url": prometheus.url,
+            "worker_label": "tm_id",
+            "timeout_s": 5.0,
+            "queries": {
+                # No Kafka here: the workload is what the datagen sources emit.
+                "workload": 'sum(flink_taskmanager_job_task_numRecordsOutPerSecond{task_name=~"Source.*"})',
+                "parallelism": SOURCE_SUBTASKS,
+            },
+        },
+        "scale_target": {
+            "kind": "flink-rest",
+            "rest_url": proxy.url,
+            "job": JOB_NAME,
+            "request_timeout_s": 5.0,
+        },
+        "knowledge": {"path": str(workdir / "knowledge.json")},
+        "telemetry": {"log_format": "json", "log_level": "info", "metrics_port": 0},
+    }
+
+
+def vertex_parallelism(cluster: FlinkCluster, job_id: str) -> set[tuple[int, int]]:
+    """(parallelism, running subtasks) of the job's vertices, straight from the REST API."""
+    details = cluster.job(job_id)
+    assert details is not None
+    return {(v["parallelism"], v["tasks"]["RUNNING"]) for v in details["vertices"]}
+
+
+def test_default_queries_with_tm_id_read_the_real_job(prometheus: PrometheusServer, flink_cluster: FlinkCluster, job_id: str) -> None:
+    monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url, worker_label="tm_id"))
+    now = time.time()
+    observation = monitor.observe(since=now - 5, now=now)
+
+    taskmanagers = {tm["id"] for tm in (json.loads(_get(f"{flink_cluster.rest_url}/taskmanagers"))["taskmanagers"])}
+    tm_ids = set(observation.worker_throughput)
+    assert len(tm_ids) == 3 and set(observation.worker_cpu) == tm_ids
+    # The reporter's tm_id is the TaskManager's resource id with characters Prometheus rejects turned into '_'.
+    assert tm_ids == {re.sub(r"[^a-zA-Z0-9:_]", "_", tm) for tm in taskmanagers}
+    for worker in tm_ids:
+        throughput = observation.worker_throughput[worker]
+        cpu = observation.worker_cpu[worker]
+        assert (throughput[~_nan(throughput)] > 0).all() and (~_nan(throughput)).any()
+        assert ((cpu[~_nan(cpu)] > 0) & (cpu[~_nan(cpu)] <= 1)).all() and (~_nan(cpu)).any()
+    assert observation.parallelism == 3 == max(p for p, _ in vertex_parallelism(flink_cluster, job_id))
+    details = flink_cluster.job(job_id)
+    assert details is not None
+    running_s = (details["now"] - details["timestamps"]["RUNNING"]) / 1000
+    assert observation.uptime_s is not None and 0 < observation.uptime_s <= running_s + 2
+    # No Kafka in this test: the default workload and lag queries are named gaps, never zeros.
+    assert set(observation.gaps) == {"workload", "consumer_lag"}, observation.gaps
+    assert prometheus.query(SOURCE_SUBTASKS)[0]["value"][1] == "3"
+
+
+def test_dry_run_recommends_and_writes_nothing(
+    prometheus: PrometheusServer, flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy, tmp_path: Path
+) -> None:
+    settings = agent_settings(prometheus, proxy, tmp_path)
+    with PerdixRun(tmp_path, settings, dry_run=True) as agent:
+        recommended = agent.wait_for(lambda e: e.get("event") == "rescale.dry_run", timeout_s=60, what="a dry-run rescale")
+        code = agent.stop()
+    assert code == 0, agent.tail()
+    assert (recommended["from"], recommended["to"], recommended["dry_run"]) == (3, 2, True)
+    assert proxy.log and proxy.writes() == [], proxy.writes()
+    assert vertex_parallelism(flink_cluster, job_id) == {(3, 3)}
+    requirements = json.loads(_get(f"{flink_cluster.rest_url}/jobs/{job_id}/resource-requirements"))
+    assert {r["parallelism"]["upperBound"] for r in requirements.values()} == {3}
+    knowledge = json.loads(agent.knowledge.read_text())
+    assert knowledge["loop"]["rescales"] and all(r["dry_run"] for r in knowledge["loop"]["rescales"])
+    assert knowledge["loop"]["last_rescale_at"] is None
+
+
+def test_perdix_rescales_the_real_job_in_place_and_learns_its_downtime(
+    prometheus: PrometheusServer, flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy, tmp_path: Path
+) -> None:
+    settings = agent_settings(prometheus, proxy, tmp_path)
+    with PerdixRun(tmp_path, settings, dry_run=False) as agent:
+        rescale = agent.wait_for(lambda e: e.get("event") == "rescale", timeout_s=90, what="a rescale")
+        # The next rounds read the new parallelism back through Prometheus.
+        agent.wait_for(
+            lambda e: e.get("event") == "loop" and e.get("parallelism") == 2 and e.get("timestamp", "") > rescale["timestamp"],
+            timeout_s=60, what="a round that observes parallelism 2",
+        )
+        code = agent.stop()
+    assert code == 0, agent.tail()
+    assert (rescale["from"], rescale["to"], rescale["confirmed"]) == (3, 2, 2)
+    assert vertex_parallelism(flink_cluster, job_id) == {(2, 2)}
+    puts = [(method, path) for method, path, status in proxy.writes() if status == 200]
+    assert puts == [("PUT", f"/jobs/{job_id}/resource-requirements")], proxy.writes()
+
+    knowledge = json.loads(agent.knowledge.read_text())
+    applied = [r for r in knowledge["loop"]["rescales"] if not r["dry_run"]]
+    assert len(applied) == 1 and applied[0]["confirmed"] == 2
+    downtime = applied[0]["downtime_s"]
+    assert downtime is not None and 0 < downtime < 60
+    learned = knowledge["analyzer"]["recovery"]["per_scale_out"]
+    assert any(e["kind"] == "rescale" and e["parallelism"] == 2 and e["count"] >= 1 for e in learned), learned
+
+
+def _get(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return response.read().decode()
+
+
+def _nan(values: Any) -> Any:
+    import numpy as np
+
+    return np.isnan(values)
