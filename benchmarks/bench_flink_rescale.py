@@ -75,9 +75,9 @@ def main() -> None:
                     wall = time.monotonic() - begin
                     assert result.confirmed == target, result
                     rows.append((source, target, result.downtime_s, wall))
-                    simulated = model.rescale_downtime_base_s + model.rescale_downtime_per_worker_s * max(source, target)
+                    modelled = model.rescale_downtime_base_s + model.rescale_downtime_per_worker_s * max(source, target)
                     downtime = f"{result.downtime_s:.2f}" if result.downtime_s is not None else "n/a"
-                    print(f"{source:>4} {target:>3} {downtime:>10} {wall:>16.2f} {simulated:>17.1f}", flush=True)
+                    print(f"{source:>4} {target:>3} {downtime:>10} {wall:>16.2f} {modelled:>17.1f}", flush=True)
         finally:
             cluster.stop()
 

@@ -74,8 +74,8 @@ class RecordingProxy:
     def url(self) -> str:
         """Base URL to give the client instead of the JobManager's."""
         assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
 
     def stop(self) -> None:
         """Stop serving."""
