@@ -1,0 +1,322 @@
+"""Capacity model: how many records/s the job sustains at each scale-out, accounting for data skew.
+
+Daedalus section 3.1. Each worker has a throughput~CPU regression; a worker's capacity is that line
+read at ``max_cpu``. Workers do not share the input equally (skewed partitions), so the job saturates
+when its most loaded worker does: with ``share_i`` the fraction of the input worker ``i`` receives,
+
+    job capacity = min_i capacity_i / share_i.
+
+This is the paper's "expected maximum CPU of a worker is proportional to the most loaded worker",
+written with throughput shares instead of CPU ratios, which stays exact when workers burn CPU at
+idle (a CPU ratio would overstate the cold workers). Shares are measured from per-worker throughput
+in seconds where no worker is saturated (a saturated worker's throughput understates its input).
+
+Capacities of other scale-outs come, in order of trust, from what was observed at that scale-out,
+from an estimate scaled from the current one (with the skew the round-robin partition assignment
+at that scale-out would have when partition weights are known, otherwise keeping the current
+max/mean share ratio), and from an offline prior (the StreamBed capacity model).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from models.regression import WelfordRegression
+
+SOURCES = ("observed", "estimated", "prior", "unknown")
+"""Where a capacity came from, most trusted first."""
+
+
+def natural_key(worker_id: str) -> tuple[Any, ...]:
+    """Sort key that orders ``taskmanager-10`` after ``taskmanager-9``."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", worker_id))
+
+
+def round_robin_shares(weights: np.ndarray, parallelism: int) -> np.ndarray:
+    """Input share of each of ``parallelism`` readers when partition ``p`` goes to reader ``p mod n``."""
+    weights = np.asarray(weights, dtype=float)
+    assignment = np.arange(weights.size) % parallelism
+    shares = np.bincount(assignment, weights=weights, minlength=parallelism)
+    return shares / shares.sum()
+
+
+class _Shares:
+    """Running input shares of one set of workers: summed throughput over unsaturated seconds."""
+
+    def __init__(self, workers: Iterable[str]) -> None:
+        self.workers = tuple(sorted(workers, key=natural_key))
+        self.sums = dict.fromkeys(self.workers, 0.0)
+        self.seconds = 0
+
+    def add(self, throughput: Mapping[str, np.ndarray], valid: np.ndarray) -> None:
+        for worker in self.workers:
+            self.sums[worker] += float(np.asarray(throughput[worker], dtype=float)[valid].sum())
+        self.seconds += int(np.count_nonzero(valid))
+
+    def shares(self) -> dict[str, float] | None:
+        total = sum(self.sums.values())
+        if self.seconds == 0 or total <= 0:
+            return None
+        return {worker: value / total for worker, value in self.sums.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workers": list(self.workers), "sums": self.sums, "seconds": self.seconds}
+
+    @classmethod
+    def from_dict(cls, state: Mapping[str, Any]) -> _Shares:
+        shares = cls(state["workers"])
+        shares.sums = {str(k): float(v) for k, v in state["sums"].items()}
+        shares.seconds = int(state["seconds"])
+        return shares
+
+
+class CapacityModel:
+    """Per-worker throughput~CPU regressions, skew-aware job capacity, and capacities per scale-out."""
+
+    def __init__(
+        self,
+        max_cpu: float = 1.0,
+        *,
+        prior: Mapping[int, float] | None = None,
+        partition_weights: Iterable[float] | None = None,
+        min_samples: int = 30,
+        min_cpu_std: float = 0.02,
+        saturated_cpu: float = 0.95,
+        min_known_fraction: float = 0.5,
+    ) -> None:
+        """``max_cpu``: CPU (0..1] a worker may reach; ``min_cpu_std``: CPU spread below which a worker
+        has no estimate; ``saturated_cpu``: seconds where any worker is at or above it do not count
+        for shares; ``min_known_fraction``: share of current workers that need an estimate before
+        the others are filled with the median of the known ones."""
+        if not 0 < max_cpu <= 1.5:
+            raise ValueError(f"max_cpu must be in (0, 1.5], got {max_cpu}")
+        self.max_cpu = float(max_cpu)
+        self.min_samples = int(min_samples)
+        self.min_cpu_std = float(min_cpu_std)
+        self.saturated_cpu = float(saturated_cpu)
+        self.min_known_fraction = float(min_known_fraction)
+        self.prior: dict[int, float] = {int(n): float(c) for n, c in (prior or {}).items() if _positive(c)}
+        self.partition_weights: np.ndarray | None = None
+        if partition_weights is not None:
+            self.set_partition_weights(partition_weights)
+        self.regressions: dict[str, WelfordRegression] = {}
+        self.observed: dict[int, float] = {}
+        """Capacity recorded while the job ran at each scale-out (the most trusted source)."""
+        self.skipped = 0
+        """Samples ignored because CPU or throughput was missing, negative or not finite."""
+        self.workers: tuple[str, ...] = ()
+        """The current workers (from :meth:`set_workers`)."""
+        self._shares: dict[int, _Shares] = {}
+        self._pending: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    # ------------------------------------------------------------------ learning
+
+    def set_partition_weights(self, weights: Iterable[float]) -> None:
+        """Relative input rates of the source partitions, for the skew at scale-outs not yet seen."""
+        array = np.asarray(list(weights), dtype=float)
+        if array.size == 0 or not np.all(np.isfinite(array)) or np.any(array < 0) or array.sum() <= 0:
+            raise ValueError("partition weights must be finite, non-negative, with a positive sum")
+        self.partition_weights = array / array.sum()
+
+    def update(self, worker_id: str, cpu: Any, throughput: Any) -> int:
+        """Add one worker's per-second CPU (0..1) and throughput (records/s); returns samples used.
+
+        NaN, infinite or negative samples are skipped and counted, never raised.
+        """
+        cpu_array = np.atleast_1d(np.asarray(cpu, dtype=float))
+        tp_array = np.atleast_1d(np.asarray(throughput, dtype=float))
+        if cpu_array.shape != tp_array.shape:
+            # A misaligned pair cannot be matched second by second; count it all as skipped.
+            self.skipped += max(cpu_array.size, tp_array.size)
+            return 0
+        valid = np.isfinite(cpu_array) & np.isfinite(tp_array) & (cpu_array >= 0) & (tp_array >= 0)
+        self.skipped += int(cpu_array.size - np.count_nonzero(valid))
+        regression = self.regressions.get(worker_id)
+        if regression is None:
+            regression = WelfordRegression(
+                min_samples=max(2, self.min_samples), min_x_variance=self.min_cpu_std**2
+            )
+            self.regressions[worker_id] = regression
+        used = regression.update_many(cpu_array[valid], tp_array[valid])
+        # Kept until set_workers() so shares are measured on seconds all current workers share.
+        self._pending[worker_id] = (np.where(valid, cpu_array, np.nan), np.where(valid, tp_array, np.nan))
+        return used
+
+    def set_workers(self, workers: Iterable[str]) -> None:
+        """Declare the current workers (after this round's updates) and fold the round into their shares."""
+        current = tuple(sorted(workers, key=natural_key))
+        self.workers = current
+        pending, self._pending = self._pending, {}
+        n = len(current)
+        if n == 0:
+            return
+        shares = self._shares.get(n)
+        if shares is None or shares.workers != current:
+            # A new set of workers means a new partition assignment: old shares no longer apply.
+            shares = self._shares[n] = _Shares(current)
+        if any(w not in pending for w in current):
+            return
+        lengths = {pending[w][0].size for w in current}
+        if len(lengths) != 1:
+            return
+        cpu = np.vstack([pending[w][0] for w in current])
+        throughput = {w: pending[w][1] for w in current}
+        total = np.vstack([throughput[w] for w in current]).sum(axis=0)
+        with np.errstate(invalid="ignore"):
+            valid = np.all(np.isfinite(cpu), axis=0) & np.isfinite(total) & (total > 0)
+            valid &= np.all(cpu < self.saturated_cpu, axis=0)
+        if np.any(valid):
+            shares.add(throughput, valid)
+
+    def observe(self, cpu: Mapping[str, Any], throughput: Mapping[str, Any]) -> None:
+        """Update every worker present in both mappings and make them the current workers."""
+        workers = [w for w in throughput if w in cpu]
+        for worker in workers:
+            self.update(worker, cpu[worker], throughput[worker])
+        self.set_workers(workers)
+
+    def record_observed(self, parallelism: int, capacity: float | None) -> None:
+        """Remember the capacity measured while running at ``parallelism`` (ignored if unknown)."""
+        if capacity is not None and _positive(capacity) and parallelism >= 1:
+            self.observed[int(parallelism)] = float(capacity)
+
+    # ------------------------------------------------------------------ reading
+
+    def worker_capacity(self, worker_id: str) -> float | None:
+        """The worker's throughput at ``max_cpu`` from its regression, or None without a sound line."""
+        regression = self.regressions.get(worker_id)
+        if regression is None:
+            return None
+        slope = regression.slope
+        if slope is None or slope <= 0:
+            # Throughput falling with CPU is noise, not a machine: no estimate.
+            return None
+        value = regression.predict(self.max_cpu)
+        return value if value is not None and _positive(value) else None
+
+    def shares(self, parallelism: int | None = None) -> dict[str, float] | None:
+        """Measured input share of each worker at ``parallelism`` (default: the current one), or None."""
+        n = len(self.workers) if parallelism is None else parallelism
+        stats = self._shares.get(n)
+        return stats.shares() if stats is not None else None
+
+    def _filled_capacities(self, workers: tuple[str, ...]) -> dict[str, float] | None:
+        known = {w: c for w in workers if (c := self.worker_capacity(w)) is not None}
+        if not workers or len(known) < max(1, math.ceil(self.min_known_fraction * len(workers))):
+            return None
+        # A worker still without a line (e.g. just added) is assumed typical of the others.
+        fill = float(np.median(list(known.values())))
+        return {w: known.get(w, fill) for w in workers}
+
+    def capacity_now(self) -> float | None:
+        """Job capacity at the current scale-out: min over workers of capacity_i / share_i."""
+        workers = self.workers
+        capacities = self._filled_capacities(workers)
+        shares = self.shares(len(workers))
+        if capacities is None or shares is None:
+            return None
+        return _bottleneck(capacities, shares)
+
+    def estimate_at(self, parallelism: int, *, current: int | None = None) -> float | None:
+        """Capacity at ``parallelism`` scaled from what is known now, or None."""
+        if parallelism < 1:
+            return None
+        current = current if current is not None else (len(self.workers) or None)
+        if self.partition_weights is not None and parallelism <= self.partition_weights.size:
+            return self._estimate_from_weights(parallelism)
+        if current is None:
+            return None
+        reference = self.observed.get(current)
+        if reference is None and current == len(self.workers):
+            reference = self.capacity_now()
+        if reference is None:
+            return None
+        # Without partition weights, keep today's skew (max share / mean share) at every scale-out.
+        return reference * parallelism / current
+
+    def _estimate_from_weights(self, parallelism: int) -> float | None:
+        assert self.partition_weights is not None
+        shares = round_robin_shares(self.partition_weights, parallelism)
+        # Reader i runs on the i-th worker in natural order (StatefulSet-style names keep their
+        # index across rescales); workers never seen are assumed typical of the known ones.
+        ordered = sorted(self.regressions, key=natural_key)
+        known = [c for w in ordered if (c := self.worker_capacity(w)) is not None]
+        if not known:
+            return None
+        typical = float(np.median(known))
+        capacities = []
+        for index in range(parallelism):
+            value = self.worker_capacity(ordered[index]) if index < len(ordered) else None
+            capacities.append(typical if value is None else value)
+        with np.errstate(divide="ignore"):
+            ratios = np.where(shares > 0, np.asarray(capacities) / np.where(shares > 0, shares, 1.0), np.inf)
+        value = float(np.min(ratios))
+        return value if math.isfinite(value) else None
+
+    def capacity_at(self, parallelism: int, *, current: int | None = None) -> tuple[float | None, str]:
+        """``(capacity, source)`` at a scale-out; source is observed > estimated > prior > unknown."""
+        if parallelism in self.observed:
+            return self.observed[parallelism], "observed"
+        estimate = self.estimate_at(parallelism, current=current)
+        if estimate is not None:
+            return estimate, "estimated"
+        if parallelism in self.prior:
+            return self.prior[parallelism], "prior"
+        return None, "unknown"
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable state (scale-out keys as strings)."""
+        return {
+            "max_cpu": self.max_cpu,
+            "min_samples": self.min_samples,
+            "min_cpu_std": self.min_cpu_std,
+            "saturated_cpu": self.saturated_cpu,
+            "min_known_fraction": self.min_known_fraction,
+            "prior": {str(n): c for n, c in self.prior.items()},
+            "partition_weights": None if self.partition_weights is None else self.partition_weights.tolist(),
+            "regressions": {w: r.to_dict() for w, r in self.regressions.items()},
+            "observed": {str(n): c for n, c in self.observed.items()},
+            "shares": {str(n): s.to_dict() for n, s in self._shares.items()},
+            "workers": list(self.workers),
+            "skipped": self.skipped,
+        }
+
+    @classmethod
+    def from_dict(cls, state: Mapping[str, Any]) -> CapacityModel:
+        """Rebuild a model written by :meth:`to_dict`."""
+        model = cls(
+            max_cpu=float(state.get("max_cpu", 1.0)),
+            prior={int(n): float(c) for n, c in (state.get("prior") or {}).items()},
+            partition_weights=state.get("partition_weights"),
+            min_samples=int(state.get("min_samples", 30)),
+            min_cpu_std=float(state.get("min_cpu_std", 0.02)),
+            saturated_cpu=float(state.get("saturated_cpu", 0.95)),
+            min_known_fraction=float(state.get("min_known_fraction", 0.5)),
+        )
+        model.regressions = {str(w): WelfordRegression.from_dict(r) for w, r in state.get("regressions", {}).items()}
+        model.observed = {int(n): float(c) for n, c in state.get("observed", {}).items()}
+        model._shares = {int(n): _Shares.from_dict(s) for n, s in state.get("shares", {}).items()}
+        model.workers = tuple(state.get("workers", ()))
+        model.skipped = int(state.get("skipped", 0))
+        return model
+
+
+def _bottleneck(capacities: Mapping[str, float], shares: Mapping[str, float]) -> float | None:
+    """min_i capacity_i / share_i over workers that receive input."""
+    ratios = [capacities[w] / share for w, share in shares.items() if share > 1e-12 and w in capacities]
+    return min(ratios) if ratios else None
+
+
+def _positive(value: Any) -> bool:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(number) and number > 0
