@@ -50,7 +50,8 @@ class PromQLQueries(_Section):
     )
     parallelism: str = Field(
         "max(flink_jobmanager_numRegisteredTaskManagers)",
-        description="Number of registered TaskManagers (the scale-out in reactive mode).",
+        description="Number of registered TaskManagers (the scale-out in reactive mode). With scale_target.kind "
+        "flink-rest the default is the job's running source subtasks instead (see FLINK_REST_PARALLELISM_QUERY).",
     )
     uptime: str = Field(
         "max(flink_jobmanager_job_uptime)",
@@ -66,6 +67,13 @@ class PromQLQueries(_Section):
             if query.count(open_) != query.count(close):
                 raise ValueError(f"malformed PromQL: unbalanced {open_!r}")
         return query
+
+
+FLINK_REST_PARALLELISM_QUERY = (
+    'max(count by (task_name) (flink_taskmanager_job_task_numRecordsOutPerSecond{task_name=~"Source.*"}))'
+)
+"""Default parallelism query of the flink-rest target: an in-place rescale on the adaptive scheduler leaves
+TaskManagers registered but idle, so the scale-out is the number of running source subtasks, not of TaskManagers."""
 
 
 class PrometheusSettings(_Section):
@@ -187,6 +195,22 @@ class Settings(BaseSettings):
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Logs, metrics, probes.")
     simulator: SimulatorSettings = Field(default_factory=SimulatorSettings, description="Embedded simulated job.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _flink_rest_parallelism(cls, data: Any) -> Any:
+        """On the flink-rest target, default the parallelism query to the running source subtasks."""
+        if not isinstance(data, dict):
+            return data
+        target = data.get("scale_target")
+        kind = target.get("kind") if isinstance(target, dict) else getattr(target, "kind", None)
+        prometheus = data.get("prometheus") or {}
+        if kind != "flink-rest" or not isinstance(prometheus, dict):
+            return data
+        queries = prometheus.get("queries") or {}
+        if not isinstance(queries, dict) or "parallelism" in queries:
+            return data  # set explicitly: taken as given
+        return {**data, "prometheus": {**prometheus, "queries": {**queries, "parallelism": FLINK_REST_PARALLELISM_QUERY}}}
+
     @model_validator(mode="after")
     def _bounds(self) -> Settings:
         if self.min_parallelism > self.max_parallelism:
@@ -300,6 +324,7 @@ def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | N
 
 
 __all__ = [
+    "FLINK_REST_PARALLELISM_QUERY",
     "ConfigError",
     "KnowledgeSettings",
     "PrometheusSettings",
