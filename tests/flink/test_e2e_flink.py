@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from agent.monitor.prometheus import PrometheusMonitor
-from agent.settings import PrometheusSettings
+from agent.settings import PromQLQueries, load_settings
 from tests.fixtures.flink import FlinkCluster, poll
 from tests.fixtures.prometheus import PrometheusServer
 from tests.flink.proxy import RecordingProxy
@@ -34,9 +34,6 @@ pytestmark = pytest.mark.e2e
 
 JOB_NAME = "perdix-e2e"
 PERDIX = Path(sys.executable).with_name("perdix")
-SOURCE_SUBTASKS = 'max(count by (task_name) (flink_taskmanager_job_task_numRecordsOutPerSecond{task_name=~"Source.*"}))'
-"""The job's parallelism as its running source subtasks: unlike the default (registered TaskManagers),
-it follows an in-place rescale that leaves TaskManagers idle."""
 
 
 @pytest.fixture(scope="module")
@@ -159,9 +156,9 @@ def agent_settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir:
             "worker_label": "tm_id",
             "timeout_s": 5.0,
             "queries": {
-                # No Kafka here: the workload is what the datagen sources emit.
+                # No Kafka here: the workload is what the datagen sources emit. Every other query is the default
+                # (parallelism: the flink-rest default, the running source subtasks).
                 "workload": 'sum(flink_taskmanager_job_task_numRecordsOutPerSecond{task_name=~"Source.*"})',
-                "parallelism": SOURCE_SUBTASKS,
             },
         },
         "scale_target": {
@@ -183,7 +180,10 @@ def vertex_parallelism(cluster: FlinkCluster, job_id: str) -> set[tuple[int, int
 
 
 def test_default_queries_with_tm_id_read_the_real_job(prometheus: PrometheusServer, flink_cluster: FlinkCluster, job_id: str) -> None:
-    monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url, worker_label="tm_id"))
+    settings = load_settings(
+        None, {"prometheus.url": prometheus.url, "prometheus.worker_label": "tm_id", "scale_target.kind": "flink-rest"}
+    )
+    monitor = PrometheusMonitor(settings.prometheus)
     now = time.time()
     observation = monitor.observe(since=now - 5, now=now)
 
@@ -204,7 +204,9 @@ def test_default_queries_with_tm_id_read_the_real_job(prometheus: PrometheusServ
     assert observation.uptime_s is not None and 0 < observation.uptime_s <= running_s + 2
     # No Kafka in this test: the default workload and lag queries are named gaps, never zeros.
     assert set(observation.gaps) == {"workload", "consumer_lag"}, observation.gaps
-    assert prometheus.query(SOURCE_SUBTASKS)[0]["value"][1] == "3"
+    # The reactive-mode default counts TaskManagers: equal here only because the job uses every one of them.
+    registered = prometheus.query(PromQLQueries().parallelism)
+    assert registered[0]["value"][1] == "3"
 
 
 def test_dry_run_recommends_and_writes_nothing(
