@@ -82,7 +82,7 @@ class Analyzer:
     ) -> None:
         self.settings = settings
         self.log = get_logger("perdix.analyze")
-        self.capacity = CapacityModel(max_cpu=settings.max_cpu, prior=prior)
+        self.capacity = CapacityModel(max_cpu=settings.max_cpu, prior=prior, partitions=settings.partitions)
         self.forecaster = WorkloadForecaster(
             horizon_s=settings.forecast_horizon_s,
             window_s=settings.forecast_window_s,
@@ -207,11 +207,31 @@ class Analyzer:
             capacities=capacities,
             capacity_sources=sources,
             recovery_times=recovery_times,
-            recovering=self.watch.active,
+            recovering=self._holding(now),
             worker_cpu_avg=float(np.mean(cpu_means)) if cpu_means else None,
             restart_detected=restart,
             recoveries=tuple(recoveries),
         )
+
+    def _holding(self, now: float) -> bool:
+        """True while a recovery is being watched and has not yet outlasted the target.
+
+        A job that has not caught up within the target recovery time was under-provisioned by the
+        last decision: holding it longer would only let the backlog grow, so the planner may act
+        again (the watch keeps measuring for the record).
+        """
+        if not self.watch.active or self.watch.started_at is None:
+            return False
+        overdue = now - self.watch.started_at > self.settings.target_recovery_time_s
+        if overdue and self._watch_meta is not None and not self._watch_meta.get("overdue"):
+            self._watch_meta["overdue"] = True
+            self.log.warning(
+                "recovery.overdue",
+                started_at=self.watch.started_at,
+                target_s=self.settings.target_recovery_time_s,
+                parallelism=self._watch_meta.get("parallelism"),
+            )
+        return not overdue
 
     def _detect_restart(self, observation: Observation, now: float) -> str | None:
         """A restart we did not cause: uptime reset, or a parallelism nobody here asked for."""

@@ -11,6 +11,16 @@ import structlog
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at write time (test runners and daemons swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(fmt: str = "json", level: str = "info", stream: Any = None) -> None:
     """Set up structlog for the whole process (call once, at the CLI entry)."""
     renderer: Any
@@ -28,7 +38,7 @@ def configure_logging(fmt: str = "json", level: str = "info", stream: Any = None
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-        logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=stream or _CurrentStderr()),
         cache_logger_on_first_use=False,
     )
 

@@ -38,7 +38,7 @@ def planner_config(settings: Settings) -> PlannerConfig:
         recent_rescale_window_s=settings.recent_rescale_window_s,
         scale_down_stabilization_s=settings.scale_down_stabilization_s,
         static_parallelism=settings.static_parallelism,
-        source_partitions=settings.simulator.partitions if settings.scale_target.kind == "simulated" else None,
+        source_partitions=settings.partitions,
     )
 
 
@@ -54,6 +54,8 @@ class RoundResult:
     decision: Decision | None = None
     rescaled_to: int | None = None
     durations_ms: dict[str, float] = field(default_factory=dict)
+    background_ms: float = 0.0
+    """Time spent on background work (model fits) that a replay ran inline; not loop latency."""
 
     @property
     def latency_ms(self) -> float:

@@ -186,6 +186,10 @@ class Settings(BaseSettings):
     max_cpu: float = Field(
         1.0, gt=0, le=1, description="CPU load (0..1) a worker is allowed to reach; its capacity is read there."
     )
+    source_partitions: int | None = Field(
+        None, ge=1, description="Partitions of the source topic (the most readers that get input); unset: "
+        "unknown, except on the simulated target where the simulator's count is used."
+    )
     capacity_prior_path: Path | None = Field(
         None, description="StreamBed capacity model file used as prior for unobserved scale-outs."
     )
@@ -223,6 +227,13 @@ class Settings(BaseSettings):
                 f"[min_parallelism, max_parallelism] = [{self.min_parallelism}, {self.max_parallelism}]"
             )
         return self
+
+    @property
+    def partitions(self) -> int | None:
+        """Source partitions: the setting, or on the simulated target the simulator's."""
+        if self.source_partitions is not None:
+            return self.source_partitions
+        return self.simulator.partitions if self.scale_target.kind == "simulated" else None
 
     @classmethod
     def settings_customise_sources(

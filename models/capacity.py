@@ -88,6 +88,7 @@ class CapacityModel:
         min_cpu_std: float = 0.02,
         saturated_cpu: float = 0.95,
         min_known_fraction: float = 0.5,
+        partitions: int | None = None,
     ) -> None:
         """``max_cpu``: CPU (0..1] a worker may reach; ``min_cpu_std``: CPU spread below which a worker
         has no estimate; ``saturated_cpu``: seconds where any worker is at or above it do not count
@@ -100,6 +101,8 @@ class CapacityModel:
         self.min_cpu_std = float(min_cpu_std)
         self.saturated_cpu = float(saturated_cpu)
         self.min_known_fraction = float(min_known_fraction)
+        self.partitions = int(partitions) if partitions else None
+        """Source partitions, when known: the granularity of the input split at any scale-out."""
         self.prior: dict[int, float] = {int(n): float(c) for n, c in (prior or {}).items() if _positive(c)}
         self.partition_weights: np.ndarray | None = None
         if partition_weights is not None:
@@ -113,6 +116,7 @@ class CapacityModel:
         """The current workers (from :meth:`set_workers`)."""
         self._shares: dict[int, _Shares] = {}
         self._pending: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._last_round: dict[str, tuple[float, float] | None] = {}
 
     # ------------------------------------------------------------------ learning
 
@@ -152,6 +156,7 @@ class CapacityModel:
         current = tuple(sorted(workers, key=natural_key))
         self.workers = current
         pending, self._pending = self._pending, {}
+        self._last_round = {w: _means(*pending[w]) for w in current if w in pending}
         n = len(current)
         if n == 0:
             return
@@ -214,13 +219,44 @@ class CapacityModel:
         return {w: known.get(w, fill) for w in workers}
 
     def capacity_now(self) -> float | None:
-        """Job capacity at the current scale-out: min over workers of capacity_i / share_i."""
+        """Job capacity at the current scale-out: min over workers of capacity_i / share_i.
+
+        Shares are measured only in seconds when no worker is saturated; a job that has been
+        saturated since its last rescale has none, and "unknown" would then hold an overloaded job
+        at its scale-out for good. For that case Daedalus' own rule applies (paper 001, 3.1): each
+        worker's expected maximum CPU is proportional to the most loaded worker's, and the job's
+        capacity is the sum of the worker capacities read there (see :meth:`capacity_by_cpu`).
+        """
         workers = self.workers
         capacities = self._filled_capacities(workers)
         shares = self.shares(len(workers))
         if capacities is None or shares is None:
-            return None
+            return self.capacity_by_cpu()
         return _bottleneck(capacities, shares)
+
+    def capacity_by_cpu(self) -> float | None:
+        """Sum over current workers of the throughput each reaches when the busiest hits ``max_cpu``.
+
+        A worker's throughput there comes from its regression when it has one, else from scaling
+        its last-round throughput by ``expected_max_cpu / cpu`` (exact at saturation, where the
+        regression has no CPU spread to learn from). None without a last round for every worker.
+        """
+        rounds = [self._last_round.get(w) for w in self.workers]
+        if not self.workers or any(r is None for r in rounds):
+            return None
+        busiest = max(cpu for cpu, _ in rounds)  # type: ignore[misc]
+        if not busiest > 0:
+            return None
+        total = 0.0
+        for worker, (cpu, throughput) in zip(self.workers, rounds):  # type: ignore[misc]
+            expected_cpu = self.max_cpu * cpu / busiest
+            regression = self.regressions.get(worker)
+            by_line = regression.predict(expected_cpu) if regression is not None and (regression.slope or 0) > 0 else None
+            if by_line is not None and by_line > 0:
+                total += by_line
+            elif cpu > 0:
+                total += throughput * expected_cpu / cpu
+        return total if total > 0 else None
 
     def estimate_at(self, parallelism: int, *, current: int | None = None) -> float | None:
         """Capacity at ``parallelism`` scaled from what is known now, or None."""
@@ -236,7 +272,12 @@ class CapacityModel:
             reference = self.capacity_now()
         if reference is None:
             return None
-        # Without partition weights, keep today's skew (max share / mean share) at every scale-out.
+        if self.partitions is not None and parallelism <= self.partitions and current <= self.partitions:
+            # Only the partition count is known: at n readers the busiest owns ceil(P/n) partitions,
+            # so the job runs like P/ceil(P/n) evenly loaded workers. The skew measured today beyond
+            # that granularity is kept by scaling from the reference.
+            return reference * _even_workers(self.partitions, parallelism) / _even_workers(self.partitions, current)
+        # Without partition weights or count, keep today's skew (max share / mean share) at every scale-out.
         return reference * parallelism / current
 
     def _estimate_from_weights(self, parallelism: int) -> float | None:
@@ -280,6 +321,7 @@ class CapacityModel:
             "saturated_cpu": self.saturated_cpu,
             "min_known_fraction": self.min_known_fraction,
             "prior": {str(n): c for n, c in self.prior.items()},
+            "partitions": self.partitions,
             "partition_weights": None if self.partition_weights is None else self.partition_weights.tolist(),
             "regressions": {w: r.to_dict() for w, r in self.regressions.items()},
             "observed": {str(n): c for n, c in self.observed.items()},
@@ -299,6 +341,7 @@ class CapacityModel:
             min_cpu_std=float(state.get("min_cpu_std", 0.02)),
             saturated_cpu=float(state.get("saturated_cpu", 0.95)),
             min_known_fraction=float(state.get("min_known_fraction", 0.5)),
+            partitions=state.get("partitions"),
         )
         model.regressions = {str(w): WelfordRegression.from_dict(r) for w, r in state.get("regressions", {}).items()}
         model.observed = {int(n): float(c) for n, c in state.get("observed", {}).items()}
@@ -306,6 +349,19 @@ class CapacityModel:
         model.workers = tuple(state.get("workers", ()))
         model.skipped = int(state.get("skipped", 0))
         return model
+
+
+def _even_workers(partitions: int, parallelism: int) -> float:
+    """Evenly loaded workers equivalent to ``parallelism`` readers of ``partitions`` equal partitions."""
+    return partitions / math.ceil(partitions / parallelism)
+
+
+def _means(cpu: np.ndarray, throughput: np.ndarray) -> tuple[float, float] | None:
+    """Mean CPU and throughput over the seconds where both are known, or None."""
+    both = np.isfinite(cpu) & np.isfinite(throughput)
+    if not np.any(both):
+        return None
+    return float(cpu[both].mean()), float(throughput[both].mean())
 
 
 def _bottleneck(capacities: Mapping[str, float], shares: Mapping[str, float]) -> float | None:

@@ -1,0 +1,77 @@
+"""The perdix command line: help, exit 2 with one line on bad input, simulate writes its outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agent.cli import app
+from tests.conftest import TRACES
+
+runner = CliRunner()
+
+SUMMARY_KEYS = {
+    "trace", "policy", "duration_s", "worker_hours", "rescales", "slo_misses", "lag_over_target_s",
+    "max_lag_records", "records_produced", "records_processed", "records_lost", "recovery_error_median",
+    "forecast_wape_median", "loop_latency_p95_ms", "dry_run",
+}
+
+
+def test_help_explains_the_commands() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert "simulate" in result.output and "version" in result.output
+    sim = runner.invoke(app, ["simulate", "--help"])
+    assert sim.exit_code == 0 and "--trace" in sim.output and "--dry-run" in sim.output
+
+
+def test_console_script_version_and_bad_trace_exit_2(tmp_path: Path) -> None:
+    perdix = Path(sys.executable).parent / "perdix"
+    version = subprocess.run([perdix, "version"], capture_output=True, text=True, check=True)
+    assert version.stdout.strip() == "0.1.0"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time_s,rate\n0,10\n60,-1\n")
+    result = subprocess.run(
+        [perdix, "simulate", "--trace", bad, "--out", tmp_path / "o"], capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"perdix: error: {bad}:3: negative rate -1"
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("min_parallelism: 12\nmax_parallelism: 8\n", "min_parallelism (12) > max_parallelism (8)"),
+        ("policy: magic\n", "policy: Input should be"),
+    ],
+)
+def test_bad_config_exits_2_with_one_line(tmp_path: Path, config: str, message: str) -> None:
+    path = tmp_path / "perdix.yaml"
+    path.write_text(config)
+    result = runner.invoke(
+        app, ["simulate", "--trace", str(TRACES / "bank_calls.csv"), "--config", str(path), "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and str(path) in lines[0]
+
+
+def test_simulate_static_writes_summary_and_plot(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app,
+        ["simulate", "--trace", str(TRACES / "taylor.csv"), "--policy", "static", "--hours", "0.5", "--out", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert SUMMARY_KEYS <= set(summary)
+    assert summary["policy"] == "static" and summary["records_lost"] == 0
+    assert summary["duration_s"] == 1800
+    # Static runs at max_parallelism (16) after its first rescale from the initial 8.
+    assert summary["final_parallelism"] == 16 and summary["rescales"] == 1
+    assert (out / "replay.png").stat().st_size > 10_000

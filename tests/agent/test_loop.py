@@ -1,0 +1,120 @@
+"""The agent loop on the simulated job: scale-out on a step, dry-run, restart from knowledge, fail-soft."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agent.knowledge.file import FileKnowledgeStore
+from agent.observation import Observation
+from agent.ports import MonitorError
+from agent.replay import Replay, ReplayError
+from agent.settings import Settings, load_settings
+from simulator import Trace
+
+STEP_AT_S = 2400
+
+
+def step_trace(low: float = 45_000, high: float = 95_000, seconds: int = 4 * 3600) -> Trace:
+    """A flat workload that steps up sharply at STEP_AT_S."""
+    times = np.array([0.0, STEP_AT_S - 1.0, STEP_AT_S, float(seconds)])
+    return Trace("step", times, np.array([low, low, high, high]))
+
+
+def make_settings(**overrides: Any) -> Settings:
+    base: dict[str, Any] = {"simulator.initial_parallelism": 6, "max_parallelism": 16, "target_recovery_time_s": 300}
+    base.update(overrides)
+    return load_settings(None, base)
+
+
+def test_step_up_is_followed_by_a_scale_out_within_two_loops_and_the_lag_recovers() -> None:
+    settings = make_settings()
+    run = Replay(step_trace(), settings, hours=1.5)
+    run.run()
+    executed = [(t, n) for t, n, dry in run.scaler.requests if not dry]
+    after_step = [(t, n) for t, n in executed if t >= STEP_AT_S]
+    assert after_step, f"no rescale after the step; requests: {run.scaler.requests}"
+    first_t, first_n = after_step[0]
+    assert first_t <= STEP_AT_S + 2 * settings.loop_interval_s
+    assert run.job.true_capacity(first_n) > 95_000
+    # The lag built up by the step and the rescale is worked off within the target recovery time.
+    window = run.job.window(first_t, first_t + int(settings.target_recovery_time_s) + 60)
+    assert window.lag[-1] < 95_000
+    summary = run.result().summary
+    assert summary["records_lost"] == 0
+    assert summary["slo_misses"] == 0
+
+
+def test_dry_run_never_changes_the_job_but_logs_proposals() -> None:
+    settings = make_settings(dry_run=True)
+    run = Replay(step_trace(), settings, hours=1.5)
+    run.run()
+    parallelism = run.job.window(0, run.job.recorded_seconds).parallelism
+    assert set(parallelism.tolist()) == {6}
+    assert run.job.restarts == []
+    proposals = [r for r in run.scaler.requests if r[2]]
+    assert proposals and all(dry for _, _, dry in run.scaler.requests)
+    assert max(n for _, n, _ in proposals) > 6
+
+
+def test_restarted_agent_continues_from_its_knowledge_without_a_duplicate_rescale(tmp_path: Path) -> None:
+    settings = make_settings()
+    store = FileKnowledgeStore(tmp_path / "knowledge.json")
+    run = Replay(step_trace(), settings, hours=1.5, knowledge=store)
+    run.run(until_s=STEP_AT_S + 2 * 60)  # the scale-out happened just now
+    executed = [r for r in run.scaler.requests if not r[2]]
+    assert executed, "expected a rescale right after the step"
+    capacities_before = run.agent.analyzer.observed_scale_outs()
+
+    run.agent = run.start_agent()  # kill -9 and restart: only the knowledge file survives
+    assert run.agent.last_rescale_at == executed[-1][0]
+    assert run.agent.analyzer.observed_scale_outs() == capacities_before
+    # Every round up to the end of the restored grace period (the boundary round may act again).
+    run.run(until_s=int(executed[-1][0] + settings.grace_period_s) - 1)
+    assert len(run.rounds) > 3
+    assert [r for r in run.scaler.requests if not r[2]] == executed  # nothing new inside the grace period
+
+
+def test_corrupt_or_future_knowledge_is_moved_aside_and_the_agent_starts_fresh(tmp_path: Path) -> None:
+    path = tmp_path / "knowledge.json"
+    for content in ("{not json", json.dumps({"version": 99, "loop": {}})):
+        path.write_text(content)
+        run = Replay(step_trace(), make_settings(), hours=0.5, knowledge=FileKnowledgeStore(path))
+        assert run.agent.last_rescale_at is None
+        moved = sorted(tmp_path.glob("knowledge.json.bad-*"))
+        assert moved and moved[-1].read_text() == content
+    run.run(until_s=120)
+    assert json.loads(path.read_text())["version"] == 1
+
+
+class BrokenMonitor:
+    """A monitor that fails for a while (Prometheus down), then works again."""
+
+    def __init__(self, inner: Any, broken_until: float) -> None:
+        self.inner, self.broken_until = inner, broken_until
+
+    def observe(self, *, since: float, now: float) -> Observation:
+        if now <= self.broken_until:
+            raise MonitorError("connection refused")
+        return self.inner.observe(since=since, now=now)
+
+
+def test_failed_monitor_never_crashes_the_loop_and_never_rescales() -> None:
+    settings = make_settings()
+    run = Replay(step_trace(), settings, hours=1.5)
+    run.agent.monitor = BrokenMonitor(run.monitor, broken_until=STEP_AT_S + 600)
+    run.run(until_s=STEP_AT_S + 600)
+    assert all(r.skipped and r.skipped.startswith("monitor failed") for r in run.rounds)
+    assert run.scaler.requests == []
+    run.run(until_s=STEP_AT_S + 900)  # back: the overload is seen and acted on
+    assert [n for _, n, dry in run.scaler.requests if not dry and n > 6]
+
+
+def test_trace_shorter_than_one_loop_is_refused() -> None:
+    short = Trace("short", np.array([0.0, 30.0]), np.array([1.0, 1.0]))
+    with pytest.raises(ReplayError, match="shorter than one loop"):
+        Replay(short, make_settings())
