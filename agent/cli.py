@@ -170,7 +170,15 @@ def evaluate(
     log_level: str = typer.Option("error", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Replay every trace under every policy on identical simulator seeds and compare them with the oracle."""
-    from agent.evaluate import EvaluateError, default_jobs, parse_policies, plan_pairs, run_pairs, write_outputs
+    from agent.evaluate import (
+        EvaluateError,
+        dag_lab,
+        default_jobs,
+        parse_policies,
+        plan_pairs,
+        run_pairs,
+        write_outputs,
+    )
     from simulator import TraceError, load_trace
 
     settings = settings_from(
@@ -216,6 +224,14 @@ def evaluate(
             jobs=jobs or default_jobs(),
             on_progress=progress,
         )
+        dag_testbed = None
+        if "justin" in names:
+            # Justin runs where it applies, the operator-DAG testbed, beside DS2's per-operator form.
+            dag_task = bar.add_task("operator-DAG testbed / ds2, justin", total=len(trace), sim="")
+            dag_testbed = {}
+            for path in trace:
+                dag_testbed[path.stem] = dag_lab(path, hours=hours)
+                bar.advance(dag_task)
     paths = write_outputs(
         results,
         [path.stem for path in trace],
@@ -224,6 +240,7 @@ def evaluate(
         hours=hours,
         failures_per_hour=failures_per_hour,
         seed=settings.simulator.seed,
+        dag_testbed=dag_testbed,
     )
     print(paths["report"].read_text())
     console.print("\n".join(f"{name}: {path}" for name, path in paths.items()))

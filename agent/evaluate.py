@@ -154,6 +154,43 @@ def run_pairs(
         return [done[i] for i in range(len(pairs))]
 
 
+DAG_POLICIES = ("ds2", "justin")
+"""Per-operator policies the DAG lab runs (QEScalor's mixed provisions cannot be deployed on the testbed)."""
+
+
+def dag_lab(trace_path: Path, *, hours: float | None, steps: int = 6) -> dict[str, Any]:
+    """DS2 and Justin on the operator-DAG testbed at the trace's median and peak rate (see ``agent.dag_lab``)."""
+    from agent.dag_lab import run_dag_policy
+    from simulator import load_trace
+    from simulator.dag import DagTestbed
+
+    trace = load_trace(trace_path)
+    duration = int(trace.duration_s if hours is None else min(hours * 3600, trace.duration_s))
+    rates = trace.per_second(0, max(duration, 1))
+    testbed = DagTestbed()
+    out: dict[str, Any] = {}
+    for label, rate in (("median", float(np.median(rates))), ("peak", float(np.max(rates)))):
+        rows: dict[str, Any] = {"rate": round(rate, 1)}
+        for policy in DAG_POLICIES:
+            history = run_dag_policy(testbed, policy, rate=rate, initial=(1,) * len(testbed.operator_names), steps=steps)
+            first = next((i for i, step in enumerate(history) if step.sustains), None)
+            final = history[-1]
+            rows[policy] = {
+                "parallelism": dict(zip(testbed.operator_names, final.parallelism)),
+                "slot_memory_mb": final.memory_mb,
+                "sustains": final.sustains,
+                "task_slots": final.task_slots,
+                "managed_memory_mb": final.managed_memory_mb,
+                "cache_hit_rate": None if final.cache_hit_rate is None else round(final.cache_hit_rate, 3),
+                "first_sustaining_step": first,
+                "configurations_after_sustaining": (
+                    len({(s.parallelism, s.memory_mb) for s in history[first:]}) if first is not None else None
+                ),
+            }
+        out[label] = rows
+    return out
+
+
 def _ratio(value: float | None, reference: float | None) -> float | None:
     if value is None or reference is None or reference <= 0:
         return None
@@ -177,7 +214,11 @@ def build_summary(results: Sequence[PairResult], traces: Sequence[str], policies
         static = by_key.get((trace, "static"))
         for policy in policies:
             if policy in DAG_ONLY_POLICIES:
-                rows[policy] = {"status": "n/a", "reason": f"operator-DAG testbed only: {DAG_ONLY_POLICIES[policy]}"}
+                where = " (its DAG-testbed run is under dag_testbed)" if policy in DAG_POLICIES else ""
+                rows[policy] = {
+                    "status": "n/a",
+                    "reason": f"operator-DAG testbed only: {DAG_ONLY_POLICIES[policy]}{where}",
+                }
                 continue
             summary = dict(by_key[(trace, policy)])
             hours = summary["worker_hours"]
@@ -272,6 +313,31 @@ def render_report(summary: dict[str, Any], *, hours: float | None, failures_per_
                 mark = "n/a" if met is None else ("met" if met else "**missed**")
                 lines.append(f"- {goal}: {mark} ({figure})")
         lines.append("")
+    dag = summary.get("dag_testbed")
+    if dag:
+        lines += [
+            "## Operator-DAG testbed: DS2 and Justin",
+            "",
+            "Per-operator policies on the windowed-aggregation query at each trace's median and peak rate, "
+            "six policy intervals from one task per operator. QEScalor is not run: the testbed gives every "
+            "slot the same CPU and memory, so its mixed provisions cannot be deployed.",
+            "",
+            "| trace | rate | policy | final parallelism | slot memory MB | task slots | managed memory MB | "
+            "cache hit rate | sustains | first sustaining step | configurations after |",
+            "|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|",
+        ]
+        for trace, by_rate in dag.items():
+            for label, rows in by_rate.items():
+                for policy in DAG_POLICIES:
+                    row = rows[policy]
+                    shape = "/".join(str(p) for p in row["parallelism"].values())
+                    lines.append(
+                        f"| {trace} | {label} {rows['rate']:,.0f}/s | {policy} | {shape} | {row['slot_memory_mb']:.0f} | "
+                        f"{row['task_slots']} | {row['managed_memory_mb']:.0f} | {_cell(row['cache_hit_rate'], 3)} | "
+                        f"{'yes' if row['sustains'] else 'no'} | {_cell(row['first_sustaining_step'])} | "
+                        f"{_cell(row['configurations_after_sustaining'])} |"
+                    )
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -335,10 +401,13 @@ def write_outputs(
     hours: float | None,
     failures_per_hour: float,
     seed: int,
+    dag_testbed: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """summary.json, report.md, one PNG per trace and the bar chart; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = build_summary(results, traces, policies)
+    if dag_testbed:
+        summary["dag_testbed"] = dag_testbed
     paths: dict[str, Path] = {"summary": out_dir / "summary.json", "report": out_dir / "report.md"}
     paths["summary"].write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     paths["report"].write_text(render_report(summary, hours=hours, failures_per_hour=failures_per_hour, seed=seed))

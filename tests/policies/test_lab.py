@@ -97,9 +97,13 @@ def test_evaluate_writes_summary_plots_and_report(flat_trace: Path, tmp_path: Pa
     assert rows["oracle"]["worker_hours_vs_oracle"] == 1.0
     assert rows["static"]["worker_hours_vs_oracle"] > 1.0
     assert rows["justin"]["status"] == "n/a" and "DAG" in rows["justin"]["reason"]
+    # Justin ran where it applies: on the operator-DAG testbed at the trace's rate (30,000/s).
+    dag = summary["dag_testbed"]["flat"]["median"]
+    assert dag["rate"] == pytest.approx(30_000, rel=0.01)
+    assert dag["justin"]["sustains"] and dag["ds2"]["sustains"]
     assert {"worker_hours", "slo_misses", "records_lost", "rescales"} <= set(rows["static"])
     report = (out / "report.md").read_text()
-    assert "| oracle |" in report and "| justin | n/a" in report
+    assert "| oracle |" in report and "| justin | n/a" in report and "Operator-DAG testbed" in report
     assert (out / "flat.png").stat().st_size > 0 and (out / "worker_hours_slo.png").stat().st_size > 0
 
 

@@ -1,0 +1,121 @@
+"""Which mechanism costs Daedalus against the oracle: forecast, capacity, recovery prediction, holds.
+
+Replays Daedalus on the shipped traces with one estimate at a time replaced by the simulator's truth
+(the oracle analyzer's forecast, capacities or recovery times), without the recovery hold, without
+scale-down stabilization, and with everything true at once. The gap each substitution closes is
+what that mechanism costs. Benchmark-only: the product never sees the truth.
+Run: .venv/bin/python -m benchmarks.bench_daedalus_ablation [--hours 6] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from agent.analyze import Analyzer
+from agent.loop import Agent
+from agent.observation import Observation
+from agent.oracle import OracleAnalyzer
+from agent.replay import Replay, _InlineExecutor
+from agent.settings import Settings, load_settings
+from benchmarks.common import SHIPPED_TRACES, TRACES
+from simulator import load_trace
+
+VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
+    "daedalus": (frozenset(), {}),
+    "true forecast": (frozenset({"forecast"}), {}),
+    "true capacity": (frozenset({"capacities"}), {}),
+    "true recovery": (frozenset({"recovery_times"}), {}),
+    "no recovery hold": (frozenset({"no_hold"}), {}),
+    "no stabilization": (frozenset(), {"scale_down_stabilization_s": 0.0}),
+    "all true, no holds": (
+        frozenset({"forecast", "capacities", "recovery_times", "no_hold"}),
+        {"scale_down_stabilization_s": 0.0},
+    ),
+}
+
+
+class AblationAnalyzer:
+    """The real analyzer with some of its answers replaced by the truth."""
+
+    def __init__(self, inner: Analyzer, oracle: OracleAnalyzer, truths: frozenset[str]) -> None:
+        self.inner, self.oracle, self.truths = inner, oracle, truths
+
+    def analyze(self, observation: Observation, *, now: float) -> Any:
+        """The real analysis, with the chosen fields taken from the oracle's."""
+        real = self.inner.analyze(observation, now=now)
+        if not self.truths:
+            return real
+        truth = self.oracle.analyze(observation, now=now)
+        changes: dict[str, Any] = {}
+        for name in ("forecast", "capacities", "recovery_times"):
+            if name in self.truths:
+                changes[name] = getattr(truth, name)
+        if "no_hold" in self.truths:
+            changes["recovering"] = False
+        return dataclasses.replace(real, **changes)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class AblationReplay(Replay):
+    """A Daedalus replay whose analyzer is partly the truth."""
+
+    truths: frozenset[str] = frozenset()
+
+    def start_agent(self) -> Agent:
+        """The agent with the ablation analyzer."""
+        analyzer = AblationAnalyzer(
+            Analyzer(self.settings, executor=_InlineExecutor()),  # type: ignore[arg-type]
+            OracleAnalyzer(self.job, self.settings),
+            self.truths,
+        )
+        return Agent(
+            settings=self.settings, clock=self.clock, monitor=self.monitor, scaler=self.scaler,
+            knowledge=self.knowledge, analyzer=analyzer,  # type: ignore[arg-type]
+        )
+
+
+def run(trace_name: str, variant: str, hours: float) -> tuple[str, str, dict[str, Any], float]:
+    """One ablated replay; returns its summary and wall time."""
+    from agent.logging import configure_logging
+
+    configure_logging("console", "error")
+    truths, overrides = VARIANTS[variant]
+    settings: Settings = load_settings(None, {"policy": "daedalus", "telemetry.log_level": "error", **overrides})
+    trace = load_trace(TRACES / f"{trace_name}.csv")
+    start = time.perf_counter()
+    replay = AblationReplay.__new__(AblationReplay)
+    replay.truths = truths
+    Replay.__init__(replay, trace, settings, hours=hours)
+    replay.run()
+    return trace_name, variant, replay.result().summary, time.perf_counter() - start
+
+
+def main() -> None:
+    """Run every variant on every shipped trace and print worker-hours and SLO misses."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--hours", type=float, default=6.0)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args()
+    variants = [v.strip() for v in args.variants.split(",")]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run, t, v, args.hours) for t in SHIPPED_TRACES for v in variants]
+        results = [f.result() for f in futures]
+    header = f"{'trace':<11} {'variant':<19} {'worker-h':>9} {'rescales':>8} {'slo miss':>8} {'lag>tgt s':>9} {'wall s':>7}"
+    print(header)
+    print("-" * len(header))
+    for trace_name, variant, s, wall in results:
+        print(
+            f"{trace_name:<11} {variant:<19} {s['worker_hours']:>9.2f} {s['rescales']:>8} {s['slo_misses']:>8} "
+            f"{s['lag_over_target_s']:>9} {wall:>7.0f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
