@@ -53,11 +53,13 @@ def prometheus(flink_cluster: FlinkCluster, job_id: str, tmp_path_factory: pytes
     try:
         server.start()
         # A few seconds of every default series, so a range query over the last seconds has no holes.
-        server.wait_for('flink_taskmanager_job_task_numRecordsOutPerSecond{task_name=~"Source.*"} > 0', timeout_s=60)
-        server.wait_for("avg_over_time(flink_taskmanager_Status_JVM_CPU_Load[1m])", timeout_s=30)
+        server.wait_for("count(flink_taskmanager_Status_JVM_CPU_Load) == 3", timeout_s=60)
         server.wait_for("flink_jobmanager_job_uptime", timeout_s=30)
-        first = server.wait_for("count(flink_taskmanager_Status_JVM_CPU_Load) == 3", timeout_s=30)
-        poll(lambda: time.time() > float(first[0]["value"][0]) + 5, timeout_s=15, what="five seconds of samples")
+        # Flink's rate meters start at 0: wait until every source subtask reports a rate.
+        first = server.wait_for(
+            'count(flink_taskmanager_job_task_numRecordsOutPerSecond{task_name=~"Source.*"} > 0) == 3', timeout_s=60
+        )
+        poll(lambda: time.time() > float(first[0]["value"][0]) + 6, timeout_s=15, what="six seconds of samples")
         yield server
     finally:
         server.stop()

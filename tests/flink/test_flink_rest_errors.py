@@ -137,3 +137,9 @@ def test_a_url_that_is_not_the_rest_root_is_one_clear_line(fake: FakeFlinkRest) 
     assert unreachable_reason(ScaleTargetSettings(kind="flink-rest", rest_url=fake.url)) is None
     reason = unreachable_reason(ScaleTargetSettings(kind="flink-rest", rest_url=fake.url + "/wrong"))
     assert reason is not None and "HTTP 404" in reason and "\n" not in reason
+
+
+def test_it_is_a_scaler(fake: FakeFlinkRest) -> None:
+    from agent.ports import Scaler
+
+    assert isinstance(scaler(fake.url), Scaler)
