@@ -356,9 +356,6 @@ class FlinkRestScaler:
         if dry_run:  # the loop logs the recommendation; nothing is written here
             return RescaleResult(requested=requested, confirmed=before.parallelism, dry_run=True)
         self._check_can_rescale(before, wanted)
-        if before.running_at(wanted):
-            return RescaleResult(requested=requested, confirmed=before.parallelism, dry_run=False, downtime_s=None)
-
         current = self.resource_requirements()
         body: dict[str, Any] = {}
         for vertex in before.vertices:
@@ -366,6 +363,17 @@ class FlinkRestScaler:
             upper = wanted.get(vertex.id, int(bounds.get("upperBound", vertex.parallelism)))
             # Lower bound 1: with too few slots the job keeps running at what it gets instead of stopping.
             body[vertex.id] = {"parallelism": {"lowerBound": 1, "upperBound": upper}}
+        settled = all(
+            int(((current.get(vid) or {}).get("parallelism") or {}).get("upperBound", -1)) == upper
+            for vid, upper in wanted.items()
+        )
+        if before.running_at(wanted) and settled:
+            return RescaleResult(requested=requested, confirmed=before.parallelism, dry_run=False, downtime_s=None)
+        if before.running_at(wanted):
+            # Running at the target already, but an earlier short rescale left a higher bound behind: lower it,
+            # so a slot freed later does not rescale the job behind Perdix's back. No restart follows.
+            self.client.put(f"/jobs/{before.job_id}/resource-requirements", body)
+            return RescaleResult(requested=requested, confirmed=before.parallelism, dry_run=False, downtime_s=None)
         try:
             self.client.put(f"/jobs/{before.job_id}/resource-requirements", body)
         except ScalerError as exc:

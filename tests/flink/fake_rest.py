@@ -33,6 +33,8 @@ class FakeJob:
     """False: a PUT is accepted but the job never changes (a cluster short of slots, a stuck restart)."""
     slots_total: int = 4
     state: str = "RUNNING"
+    bounds: dict[str, int] = field(default_factory=dict)
+    """Upper bounds of the resource requirements as last PUT (a vertex without one: its parallelism)."""
 
 
 class FakeFlinkRest:
@@ -91,11 +93,14 @@ class FakeFlinkRest:
             value = "adaptive" if job.scheduler == "Adaptive" else "default"
             return 200, [{"key": "jobmanager.scheduler", "value": value}]
         if rest == "/resource-requirements" and method == "GET":
-            return 200, {vid: {"parallelism": {"lowerBound": 1, "upperBound": p}} for vid, p in job.vertices.items()}
+            return 200, {
+                vid: {"parallelism": {"lowerBound": 1, "upperBound": job.bounds.get(vid, p)}} for vid, p in job.vertices.items()
+            }
         if rest == "/resource-requirements" and method == "PUT":
             if job.scheduler != "Adaptive":
                 return 500, {"errors": ["Internal server error.", "<Exception on server side: The adaptive scheduler is required>"]}
             self.put_bodies.append(body)
+            job.bounds = {vid: int(body[vid]["parallelism"]["upperBound"]) for vid in job.vertices}
             if job.apply_puts:
                 job.vertices = {vid: int(body[vid]["parallelism"]["upperBound"]) for vid in job.vertices}
                 job.created_ms += 60_000

@@ -143,3 +143,16 @@ def test_it_is_a_scaler(fake: FakeFlinkRest) -> None:
     from agent.ports import Scaler
 
     assert isinstance(scaler(fake.url), Scaler)
+
+
+def test_a_bound_left_above_the_running_parallelism_is_lowered_without_waiting(fake: FakeFlinkRest) -> None:
+    job = fake.jobs[next(iter(fake.jobs))]
+    job.apply_puts = False
+    target = scaler(fake.url)
+    assert target.rescale(3, reasons=(), dry_run=False).confirmed == 2  # short: the bound is 3, the job runs at 2
+    fake.put_bodies.clear()
+    result = target.rescale(2, reasons=(), dry_run=False)
+    assert (result.confirmed, result.downtime_s) == (2, None)
+    assert fake.put_bodies == [{vid: {"parallelism": {"lowerBound": 1, "upperBound": 2}} for vid in job.vertices}]
+    assert target.rescale(2, reasons=(), dry_run=False).confirmed == 2
+    assert len(fake.put_bodies) == 1, "settled: nothing more to write"
