@@ -263,7 +263,7 @@ def _key_group_weights(key_count: int, key_skew: float, key_groups: int, seed: i
     frequency = 1.0 / np.arange(1, key_count + 1, dtype=float) ** key_skew
     groups = rng.integers(0, key_groups, size=key_count)
     weights = np.bincount(groups, weights=frequency, minlength=key_groups)
-    weights /= weights.sum()
+    weights = weights / weights.sum()
     weights.setflags(write=False)
     return weights
 
@@ -396,36 +396,35 @@ class DagTestbed:
             network = self.network_cost_us(values, i)
             if ratios[i] == 0:
                 continue
-            for share, task_speed in zip(shares, speed):
-                if share <= 0:
-                    continue
-                task_max = self._task_max_rate(op, network, cache, float(task_speed))
-                best = min(best, task_max / (ratios[i] * share))
+            positive = shares > 0
+            task_max = self._task_max_rates(op, network, cache, speed[positive])
+            best = min(best, float(np.min(task_max / (ratios[i] * shares[positive]))))
         return float(best)
 
-    def _task_max_rate(self, op: OperatorSpec, network_us: float, cache_bytes: float, speed: float) -> float:
-        """Largest input rate (records/s) one task sustains: work per second equals its speed."""
+    def _task_max_rates(
+        self, op: OperatorSpec, network_us: float, cache_bytes: float, speeds: np.ndarray
+    ) -> np.ndarray:
+        """Largest input rate (records/s) of each task: work per second equals its speed (bisection)."""
 
-        def work(rate: float) -> float:
-            seconds = op.cost_us * 1e-6
+        def work(rates: np.ndarray) -> np.ndarray:
+            seconds = np.full(rates.shape, op.cost_us * 1e-6)
             if op.windowed:
                 seconds_in_window = np.arange(op.window_s, dtype=float)
-                spill = _spill_fraction(rate * seconds_in_window * op.state_bytes_per_record, cache_bytes)
-                seconds *= 1.0 + self.settings.spill_penalty * float(spill.mean())
+                state = rates[:, None] * seconds_in_window[None, :] * op.state_bytes_per_record
+                spill = _spill_fraction(state, cache_bytes).mean(axis=1)
+                seconds = seconds * (1.0 + self.settings.spill_penalty * spill)
                 seconds += op.selectivity * (op.fire_cost_us + network_us) * 1e-6
             else:
                 seconds += op.selectivity * network_us * 1e-6
-            return rate * seconds
+            return rates * seconds
 
-        low, high = 0.0, speed / (op.cost_us * 1e-6)
-        if work(high) <= speed:
-            return high
+        low = np.zeros(speeds.shape)
+        high = speeds / (op.cost_us * 1e-6)
         for _ in range(60):
             mid = (low + high) / 2
-            if work(mid) <= speed:
-                low = mid
-            else:
-                high = mid
+            fits = work(mid) <= speeds
+            low = np.where(fits, mid, low)
+            high = np.where(fits, high, mid)
         return low
 
 
@@ -512,9 +511,9 @@ class DagRun:
             offset += p
         self._ratios = testbed.job.input_ratios
         scale = []
-        for op, ratio in zip(self._ops, self._ratios):
+        for state, ratio in zip(self._ops, self._ratios):
             with np.errstate(divide="ignore"):
-                scale.append(np.where((op.shares > 0) & (ratio > 0), 1.0 / (ratio * op.shares), 0.0))
+                scale.append(np.where((state.shares > 0) & (ratio > 0), 1.0 / (ratio * state.shares), 0.0))
         self._queue_scale = np.concatenate(scale)
         bounds = np.cumsum([0, *parallelism])
         self._op_columns = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
@@ -710,7 +709,7 @@ class DagRun:
         lag_growth = _slope(np.asarray(s.pending[lo:], dtype=float), period)
         if n >= 2:
             history = list(self._queue_history)[-n:]
-            slopes = _slope(np.asarray(history), period)
+            slopes = np.asarray(_slope(np.asarray(history), period))
             lag_growth += sum(max(0.0, float(np.max(slopes[cols]))) for cols in self._op_columns)
         backlog_start = s.backlog[lo - 1] if lo > 0 else 0.0
         operators = []

@@ -11,7 +11,8 @@ scored by leave-one-out cross-validation (LOOCV RMSE) and by how well it extrapo
 half of the observations with the fewest task slots, its RMSE on the other half (the paper's model
 selection). Measurements are chosen by Bayesian optimisation: a Gaussian process over the (T, M)
 grid models the cost of Eq. 9 (the lowest LOOCV RMSE among the candidates after a measurement) and
-expected improvement picks the next budget, after a bootstrap on the four corners of the grid. The
+expected improvement picks the next budget among those not measured yet, after a bootstrap on the
+four corners of the grid. The
 search stops after at least three measurements beyond the corners once the cost rises by more than
 10 % between two measurements, or at a maximum count (20 by default). The inverse query returns the
 smallest number of task slots whose predicted capacity reaches 110 % of a requested rate.
@@ -243,8 +244,13 @@ class ExplorerSettings:
     max_measurements: int = 20
     stop_increase: float = 0.10
     """Stop when the cost rises by more than this fraction between two measurements."""
-    xi: float = 0.01
-    """Exploration margin of expected improvement, relative to the cost scale."""
+    xi: float = 0.3
+    """Exploration margin of expected improvement, relative to the mean cost.
+
+    Eq. 9 changes little from one budget to the next once the corners are in, so with a small
+    margin expected improvement clings to the budgets next to the measured ones; a wide margin
+    spreads the measurements over the task-slot range, which is what extrapolation needs.
+    """
     selection: Selection = "loocv"
 
     def __post_init__(self) -> None:
@@ -297,14 +303,20 @@ class ResourceExplorer:
         scale = float(np.mean(np.abs(y))) or 1.0
         kernel = ConstantKernel(1.0, (1e-3, 1e3)) * Matern(length_scale=0.5, length_scale_bounds=(0.05, 10.0), nu=2.5)
         kernel += WhiteKernel(1e-2, (1e-6, 1.0))
-        gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, random_state=self.seed, n_restarts_optimizer=2)
+        gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, random_state=self.seed, n_restarts_optimizer=0)
         with warnings.catch_warnings():
             # Few, noisy points: the optimiser often hits a bound, which is expected and harmless here.
             warnings.simplefilter("ignore", ConvergenceWarning)
             gp.fit(x, y / scale)
-        mean, std = gp.predict(self._normalise(self._grid), return_std=True)
+        # Budgets not measured yet come first: with Eq. 9 attached to points, repeating a measured
+        # budget always looks cheap (it agrees with itself) and the search would stall on a corner.
+        # Repeats are allowed once the grid is exhausted, to average out measurement noise.
+        measured = {(float(t), float(m)) for t, m in self._points}
+        fresh = np.array([(t, m) not in measured for t, m in self._grid])
+        candidates = self._grid[fresh] if fresh.any() else self._grid
+        mean, std = gp.predict(self._normalise(candidates), return_std=True)
         gain = expected_improvement(mean, std, float(np.min(y / scale)), self.settings.xi)
-        t, m = self._grid[int(np.argmax(gain))]
+        t, m = candidates[int(np.argmax(gain))]
         return int(t), float(m)
 
     def tell(self, task_slots: int, memory_mb: float, capacity: float) -> None:

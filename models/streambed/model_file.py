@@ -187,9 +187,11 @@ def read_capacity_model(path: str | os.PathLike[str]) -> CapacityModel:
         raise CapacityModelError(f"{source}: no such file") from None
     except OSError as error:
         raise CapacityModelError(f"{source}: cannot read ({error.strerror or error})") from None
+    except UnicodeDecodeError as error:
+        raise CapacityModelError(f"{source}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except json.JSONDecodeError as error:
         raise CapacityModelError(f"{source}: not valid JSON ({error})") from None
     return CapacityModel.from_dict(data, source=source)
 

@@ -17,8 +17,10 @@ per slot (``a_i / r_i``), which are the ones that suffer first from skew and sta
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulp
 
@@ -106,8 +108,8 @@ def optimize_configuration(rates: Sequence[OperatorRate], task_slots: int) -> Co
 
     def build(name: str) -> tuple[pulp.LpProblem, list[pulp.LpVariable], pulp.LpVariable]:
         problem = pulp.LpProblem(name, pulp.LpMaximize)
-        slots = [pulp.LpVariable(f"p{i}", lowBound=1, upBound=upper[i], cat="Integer") for i in range(n)]
-        source = pulp.LpVariable("source_rate", lowBound=0)
+        slots = [_variable(problem, f"p{i}", lowBound=1, upBound=upper[i], cat="Integer") for i in range(n)]
+        source = _variable(problem, "source_rate", lowBound=0)
         for i, rate in enumerate(rates):
             if rate.input_ratio > 0:
                 # Scaled by 1/r_i so coefficients stay near 1 whatever the rate magnitudes.
@@ -118,20 +120,42 @@ def optimize_configuration(rates: Sequence[OperatorRate], task_slots: int) -> Co
     problem, slots, source = build("bids2")
     problem += source
     _solve(problem, task_slots)
-    best = float(pulp.value(source))
+    first = tuple(int(round(float(pulp.value(v)))) for v in slots)
+    # The exact rate of the integer solution, not the solver's float (integrality tolerances).
+    best = bound_rate(rates, first)
 
-    # Second pass: same rate (within solver tolerance), leftover slots to the heaviest operators.
+    # Second pass: same rate, leftover slots to the heaviest operators.
     tie, tie_slots, tie_source = build("bids2_tiebreak")
-    tie += tie_source >= best * (1 - 1e-9)
+    tie += tie_source >= best * (1 - 1e-6)
     load = [r.input_ratio / r.true_rate for r in rates]
     scale = max(load) or 1.0
     tie += pulp.lpSum((load[i] / scale) * tie_slots[i] for i in range(n))
-    _solve(tie, task_slots)
-    parallelism = tuple(int(round(float(pulp.value(v)))) for v in tie_slots)
+    parallelism = first
+    if pulp.LpStatus[_run_cbc(tie)] == "Optimal":
+        candidate = tuple(int(round(float(pulp.value(v)))) for v in tie_slots)
+        if sum(candidate) == task_slots and bound_rate(rates, candidate) >= best * (1 - 1e-6):
+            parallelism = candidate
     return Configuration(parallelism=parallelism, predicted_rate=bound_rate(rates, parallelism))
 
 
+def _variable(problem: pulp.LpProblem, name: str, **bounds: Any) -> pulp.LpVariable:
+    """A variable of ``problem``: ``add_variable`` on PuLP >= 3.3, the constructor before."""
+    if hasattr(problem, "add_variable"):
+        return problem.add_variable(name, **bounds)
+    return pulp.LpVariable(name, **bounds)
+
+
+def _run_cbc(problem: pulp.LpProblem) -> int:
+    """Solve with the CBC binary bundled in PuLP; returns the PuLP status code."""
+    with warnings.catch_warnings():
+        # PuLP 3.x marks its bundled CBC as deprecated for 4.0 (which moves it to the pulp[cbc]
+        # extra); it is the solver installed with PuLP here, so the notice is not actionable.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        solver = pulp.PULP_CBC_CMD(msg=False)
+    return int(problem.solve(solver))
+
+
 def _solve(problem: pulp.LpProblem, task_slots: int) -> None:
-    status = problem.solve(pulp.PULP_CBC_CMD(msg=False))
+    status = _run_cbc(problem)
     if pulp.LpStatus[status] != "Optimal":
         raise InfeasibleBudget(f"no configuration for a budget of {task_slots} task slots ({pulp.LpStatus[status]})")
