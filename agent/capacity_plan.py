@@ -68,6 +68,9 @@ class _Measured:
     parallelism: tuple[int, ...]
     estimate: CapacityEstimate
     purpose: Purpose
+    explored: bool = False
+    """Whether the Resource Explorer fits its surrogate on this run (single-task runs below the
+    explored budgets only give operator rates)."""
 
 
 def plan_capacity(
@@ -156,6 +159,7 @@ def plan_capacity(
         task_slots, memory_mb = explore.ask()
         if task_slots == operators:
             explore.tell(task_slots, memory_mb, run(single, memory_mb, "single-task").mst)
+            measured[-1].explored = True
             continue
         rates = _rates_for(measured, task_slots, memory_mb) or _rates_for(measured, task_slots, None)
         if rates is None:
@@ -163,6 +167,7 @@ def plan_capacity(
             estimate = run(single, memory_mb, "single-task")
             if lowest == operators:
                 explore.tell(operators, memory_mb, estimate.mst)
+                measured[-1].explored = True
             if explore.finished or len(measured) >= max_runs:
                 continue
             rates = _rates_for(measured, task_slots, memory_mb)
@@ -170,6 +175,7 @@ def plan_capacity(
         configuration = optimize_configuration(rates, task_slots)
         estimate = run(configuration.parallelism, memory_mb, "budget")
         explore.tell(task_slots, memory_mb, estimate.mst)
+        measured[-1].explored = True
 
     if len(explore.observations) < 3:
         raise CapacityPlanError(
@@ -226,6 +232,7 @@ def plan_capacity(
                 "capacity": m.estimate.mst,
                 "parallelism": list(m.parallelism),
                 "purpose": m.purpose,
+                "explored": m.explored,
                 "simulated_s": m.estimate.simulated_s,
             }
             for m in measured

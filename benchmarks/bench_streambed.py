@@ -80,7 +80,9 @@ def run_seed(seed: int, max_runs: int, explorer: ExplorerSettings, max_testbed_s
             production_memory_mb=MEMORY_MB,
             explorer=explorer,
         )
-    observations = [Observation(o["task_slots"], o["memory_mb"], o["capacity"]) for o in model.observations]
+    observations = [
+        Observation(o["task_slots"], o["memory_mb"], o["capacity"]) for o in model.observations if o["explored"]
+    ]
     target_slots = SCALE * max_testbed_slots
     predicted = model.surrogate.capacity_at(target_slots, MEMORY_MB)
 

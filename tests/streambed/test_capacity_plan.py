@@ -83,6 +83,9 @@ def test_a_linear_testbed_yields_a_linear_model_that_extrapolates(tmp_path: Path
     assert [r.index for r in reports] == list(range(1, len(reports) + 1)) and len(reports) <= 14
     assert reports[0].purpose == "single-task" and reports[0].parallelism == (1, 1, 1)
     assert model.testbed_runs == len(testbed.deployments) == len(reports)
+    # The single-task run (3 slots) is below the explored budgets (from 6): rates only, not fitted.
+    assert [o["explored"] for o in model.observations] == [False] + [True] * (len(reports) - 1)
+    assert all(o["task_slots"] >= 6 for o in model.observations if o["explored"])
     # 20x the largest testbed budget: the best integer split there scales like the fitted slope.
     best_at_400 = max(
         testbed.capacity((p, 400 - p - s, s)) for s in range(1, 20) for p in range(1, 400 - s)
