@@ -109,6 +109,8 @@ class Agent:
         self.last_rescale_at: float | None = None
         self.rescales: list[dict[str, Any]] = []
         self.recommendations: list[tuple[float, int]] = []
+        self._execute_failure: str | None = None
+        """Kind of the last failed rescale until one succeeds (logs state changes, not rounds)."""
         self._restore()
 
     # ---------------------------------------------------------------- knowledge
@@ -225,9 +227,15 @@ class Agent:
         try:
             outcome = self.scaler.rescale(target, reasons=decision.reasons, dry_run=dry_run)
         except ScalerError as exc:
-            self.log.error("rescale.failed", kind=exc.kind, error=str(exc), target=target, current=current)
+            # A persistent failure (a 403 until the Role is fixed) fails every round: one line per change.
+            if exc.kind != self._execute_failure:
+                self.log.error("rescale.failed", kind=exc.kind, error=str(exc), target=target, current=current)
+            self._execute_failure = exc.kind
             result.skipped = f"execute failed: {exc.kind}"
             return
+        if self._execute_failure is not None:
+            self.log.info("rescale.recovered", was=self._execute_failure)
+            self._execute_failure = None
         predicted = analysis.recovery_times.get(target)
         record = {
             "at": now,
