@@ -217,7 +217,7 @@ class PrometheusMonitor:
             raise MonitorError(f"empty window: since={since} now={now} step={self.settings.step_s}")
         answers: dict[str, list[dict[str, Any]]] = {}
         gaps: dict[str, str] = {}
-        failures = 0
+        failed: dict[str, QueryFailed] = {}
         for name in self.queries:
             try:
                 answers[name] = self._range(name, grid)
@@ -225,12 +225,17 @@ class PrometheusMonitor:
                 self._note("prometheus", exc.kind, str(exc))
                 raise MonitorError(str(exc)) from None
             except QueryFailed as exc:
-                failures += 1
+                failed[name] = exc
                 gaps[name] = f"{exc.kind}: {exc}"
-                self._note(name, exc.kind, str(exc))
-        if failures == len(self.queries):
+        if len(failed) == len(self.queries):
+            # One outage, one line: every query failing is Prometheus' state, not each query's.
+            if self.on_error is not None:
+                for exc in failed.values():
+                    self.on_error(exc.kind)
             self._note("prometheus", "every_query_failed", "; ".join(gaps.values()))
             raise MonitorError("every Prometheus query failed: " + "; ".join(f"{k}: {v}" for k, v in gaps.items()))
+        for name, exc in failed.items():
+            self._note(name, exc.kind, str(exc))
         self._note("prometheus", None)
 
         scalars: dict[str, np.ndarray] = {}
