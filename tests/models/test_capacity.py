@@ -1,0 +1,141 @@
+"""CapacityModel: skew-aware capacity, sources per scale-out, bad input, persistence; on the simulator."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from models.capacity import CapacityModel, round_robin_shares
+from simulator import SimulatedFlinkJob, Trace
+from simulator.config import SimulatorSettings
+
+IDLE = 0.05
+
+
+def _samples(rate: np.ndarray, capacity: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """CPU = idle + (1 − idle) · rate / capacity with a little noise, as a worker would report."""
+    cpu = IDLE + (1 - IDLE) * rate / capacity + 0.002 * rng.standard_normal(rate.size)
+    return cpu, rate
+
+
+def test_two_to_one_skew_bounds_the_job_by_the_hot_worker() -> None:
+    # Three workers of 10,000 rec/s each; worker a receives half of the input (2:1 against b and c).
+    rng = np.random.default_rng(1)
+    job_rate = np.linspace(4000, 12000, 120)
+    shares = {"a": 0.5, "b": 0.25, "c": 0.25}
+    model = CapacityModel(max_cpu=1.0)
+    for worker, share in shares.items():
+        cpu, tp = _samples(job_rate * share, 10000.0, rng)
+        model.update(worker, cpu, tp)
+    model.set_workers(shares)
+    for worker in shares:
+        assert model.worker_capacity(worker) == pytest.approx(10000.0, rel=0.02)
+    assert model.shares() == pytest.approx(shares, rel=1e-6)
+    # Worker a saturates at 20,000 rec/s for the job; a naive sum of capacities would say 30,000.
+    assert model.capacity_now() == pytest.approx(20000.0, rel=0.02)
+
+
+def test_capacity_read_at_max_cpu() -> None:
+    rng = np.random.default_rng(2)
+    model = CapacityModel(max_cpu=0.8)
+    cpu, tp = _samples(np.linspace(1000, 8000, 100), 10000.0, rng)
+    model.update("w", cpu, tp)
+    model.set_workers(["w"])
+    # throughput at CPU 0.8 = (0.8 − idle) / (1 − idle) · capacity
+    assert model.worker_capacity("w") == pytest.approx((0.8 - IDLE) / (1 - IDLE) * 10000.0, rel=0.02)
+
+
+def test_bad_samples_are_skipped_counted_and_never_make_a_capacity() -> None:
+    model = CapacityModel()
+    used = model.update("w", np.array([np.nan, -0.1, 0.5, np.inf]), np.array([100.0, 100.0, -5.0, 100.0]))
+    assert used == 0
+    assert model.skipped == 4
+    model.update("w", np.array([0.5, 0.6]), np.array([100.0]))  # misaligned: all skipped
+    assert model.skipped == 6
+    model.set_workers(["w"])
+    assert model.worker_capacity("w") is None
+    assert model.capacity_now() is None
+    assert model.capacity_at(4) == (None, "unknown")
+
+
+def test_flat_cpu_series_gives_no_worker_estimate() -> None:
+    model = CapacityModel(min_cpu_std=0.02)
+    rng = np.random.default_rng(3)
+    model.update("w", 0.5 + 0.003 * rng.standard_normal(120), 5000 + 10 * rng.standard_normal(120))
+    assert model.worker_capacity("w") is None
+
+
+def test_sources_in_order_of_trust() -> None:
+    rng = np.random.default_rng(4)
+    model = CapacityModel(prior={2: 9000.0, 8: 50000.0})
+    assert model.capacity_at(2) == (9000.0, "prior")
+    assert model.capacity_at(3) == (None, "unknown")
+    for worker in ("w0", "w1", "w2", "w3"):
+        cpu, tp = _samples(np.linspace(1000, 8000, 90), 10000.0, rng)
+        model.update(worker, cpu, tp)
+    model.set_workers(["w0", "w1", "w2", "w3"])
+    now = model.capacity_now()
+    assert now == pytest.approx(40000.0, rel=0.03)
+    model.record_observed(4, now)
+    assert model.capacity_at(4) == (now, "observed")
+    value, source = model.capacity_at(8, current=4)
+    assert source == "estimated", "an estimate beats the prior"
+    assert value == pytest.approx(2 * now)
+    model.record_observed(8, 61000.0)
+    assert model.capacity_at(8) == (61000.0, "observed")
+    model.record_observed(5, math.nan)
+    assert 5 not in model.observed
+
+
+def test_estimate_uses_round_robin_skew_of_partition_weights() -> None:
+    weights = [2.0, 1.0, 1.0, 1.0, 2.0, 1.0, 1.0, 1.0]
+    rng = np.random.default_rng(5)
+    model = CapacityModel(partition_weights=weights)
+    workers = [f"taskmanager-{i}" for i in range(4)]
+    shares = round_robin_shares(np.array(weights), 4)
+    for worker, share in zip(workers, shares):
+        cpu, tp = _samples(np.linspace(4000, 20000, 90) * share, 10000.0, rng)
+        model.update(worker, cpu, tp)
+    model.set_workers(workers)
+    # At 2 workers partitions alternate: worker 0 holds weights 2,1,2,1 = 6/10 of the input.
+    value, source = model.capacity_at(2, current=4)
+    assert source == "estimated"
+    assert value == pytest.approx(10000.0 / 0.6, rel=0.03)
+    # At 8 workers the hot partitions have a worker each: 2/10 of the input bounds the job.
+    assert model.capacity_at(8, current=4)[0] == pytest.approx(10000.0 / 0.2, rel=0.03)
+
+
+def test_round_trip_keeps_capacities() -> None:
+    rng = np.random.default_rng(6)
+    model = CapacityModel(prior={3: 1.0}, partition_weights=[1.0, 2.0, 3.0])
+    for worker in ("a", "b"):
+        cpu, tp = _samples(np.linspace(1000, 8000, 60), 10000.0, rng)
+        model.update(worker, cpu, tp)
+    model.set_workers(["a", "b"])
+    model.record_observed(2, model.capacity_now())
+    copy = CapacityModel.from_dict(model.to_dict())
+    assert copy.to_dict() == model.to_dict()
+    for n in (1, 2, 3):
+        assert copy.capacity_at(n, current=2) == model.capacity_at(n, current=2)
+    assert copy.capacity_now() == model.capacity_now()
+
+
+def test_simulated_job_with_two_to_one_skew_within_three_percent() -> None:
+    # Eight partitions on four equal workers, worker 0 receiving twice the others' input.
+    config = SimulatorSettings(
+        partitions=8,
+        partition_weights=(2, 1, 1, 1, 2, 1, 1, 1),
+        initial_parallelism=4,
+        worker_speed_spread=0.0,
+    )
+    ramp = Trace("ramp", np.array([0.0, 200.0, 260.0, 400.0]), np.array([10000.0, 10000.0, 30000.0, 30000.0]))
+    job = SimulatedFlinkJob(ramp, config)
+    job.run_until(260)
+    window = job.window(200, 260)  # 60 s of samples while the load ramps
+    model = CapacityModel()
+    model.observe(window.cpu, window.throughput)
+    truth = job.true_capacity(4)
+    assert truth == pytest.approx(35000.0)
+    assert model.capacity_now() == pytest.approx(truth, rel=0.03)
