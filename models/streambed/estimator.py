@@ -24,7 +24,12 @@ class EstimationError(RuntimeError):
 
 @dataclass(frozen=True)
 class EstimatorSettings:
-    """Phases and thresholds of one capacity estimation."""
+    """Phases and thresholds of one capacity estimation.
+
+    The paper uses a 120 s warmup, 15 s cooldown, 60 s local ramp-up and 30 s observation for its
+    simple queries; the ramp-up here is 30 s because the simulated testbed has no JVM warm-up or
+    state-backend compaction to wait for (its window state refills within one 10 s window).
+    """
 
     warmup_s: int = 120
     cooldown_s: int = 15

@@ -9,13 +9,16 @@ Three candidate surrogates, each a linear regression on transformed resources (E
 with ``T`` the task slots (one task each) and ``M`` the memory per slot in MB. Every candidate is
 scored by leave-one-out cross-validation (LOOCV RMSE) and by how well it extrapolates: fitted on the
 half of the observations with the fewest task slots, its RMSE on the other half (the paper's model
-selection). Measurements are chosen by Bayesian optimisation: a Gaussian process over the (T, M)
-grid models the cost of Eq. 9 (the lowest LOOCV RMSE among the candidates after a measurement) and
-expected improvement picks the next budget among those not measured yet, after a bootstrap on the
-four corners of the grid. The
-search stops after at least three measurements beyond the corners once the cost rises by more than
-10 % between two measurements, or at a maximum count (20 by default). The inverse query returns the
-smallest number of task slots whose predicted capacity reaches 110 % of a requested rate.
+selection rule). The model is picked by LOOCV by default, as the issue asks; ``selection=
+"extrapolation"`` uses the paper's half split instead.
+
+Measurements are chosen by Bayesian optimisation: a Gaussian process over the (T, M) grid models
+the cost of Eq. 9 (the lowest LOOCV RMSE among the candidates after a measurement) and expected
+improvement picks the next budget among those not measured yet (repeats once the grid is used
+up), after a bootstrap on the four corners of the grid. The search stops after at least three
+measurements beyond the corners once the cost rises by more than 10 % between two measurements,
+or at a maximum count (20 by default). The inverse query returns the smallest number of task slots
+whose predicted capacity reaches 110 % of a requested rate.
 """
 
 from __future__ import annotations
