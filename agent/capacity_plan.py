@@ -187,7 +187,13 @@ def plan_capacity(
         n: max(0.0, surrogate.capacity_at(n * slots_per_scale_out, production_memory))
         for n in range(1, max_scale_out + 1)
     }
-    extra: dict[str, Any] = {"stop_reason": explore.stop_reason or f"used all {max_runs} runs"}
+    extra: dict[str, Any] = {
+        "stop_reason": explore.stop_reason or f"used all {max_runs} runs",
+        # Capacities outside this range of task slots are extrapolated (below it, the fitted
+        # intercept can understate a small scale-out; observed capacities replace them).
+        "explored_task_slots": [lowest, max_testbed_slots],
+        "memory_profiles_mb": memory_profiles,
+    }
     slots_for_target: int | None = None
     try:
         slots_for_target = surrogate.task_slots_for(target_rate, production_memory, min_slots=operators)
