@@ -206,7 +206,11 @@ class WorkloadForecaster:
         self._pending_from = self._bucket_count
         # The streak starts over: the next retrain needs another run of poor loops.
         self.poor_loops = 0
-        self._pending = executor.submit(_fit_new, self.model_factory, history.copy())
+        try:
+            self._pending = executor.submit(_fit_new, self.model_factory, history.copy())
+        except Exception as exc:  # noqa: BLE001 - e.g. a pool shut down at exit: no fit, no crash
+            self.fits_failed += 1
+            self.last_fit_error = f"submit: {exc}"
 
     def _collect(self) -> None:
         """Install a finished background fit and catch it up with the buckets that arrived since."""

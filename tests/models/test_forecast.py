@@ -1,0 +1,181 @@
+"""Forecasting: WAPE, the linear fallback, the per-loop manager (fallback, retrain, background), ARIMA."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from models.forecast import ArimaForecaster, Forecaster, LinearForecaster, WorkloadForecaster, wape
+
+
+class InlineExecutor:
+    """Runs submitted work at once (what a deterministic replay uses)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - delivered through the future, as a pool would
+            future.set_exception(exc)
+        return future
+
+
+class ConstantForecaster:
+    """A fake model that forecasts a fixed level and counts its calls."""
+
+    name = "fake"
+    fits = 0
+
+    def __init__(self, level: float = 100.0, gate: threading.Event | None = None) -> None:
+        self.level = level
+        self.gate = gate
+        self.updates = 0
+
+    def fit(self, y: np.ndarray) -> ConstantForecaster:
+        if self.gate is not None:
+            assert self.gate.wait(10), "test gate never opened"
+        ConstantForecaster.fits += 1
+        return self
+
+    def update(self, y: np.ndarray) -> None:
+        self.updates += 1
+
+    def predict(self, horizon: int) -> np.ndarray:
+        return np.full(horizon, self.level)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "level": self.level}
+
+
+def test_wape_cases() -> None:
+    assert wape([100.0, 100.0], [90.0, 120.0]) == pytest.approx(0.15)
+    assert wape([100.0, np.nan, 100.0], [100.0, 5.0, 50.0]) == pytest.approx(0.25)
+    assert wape([0.0, 0.0], [1.0, 1.0]) is None
+    assert wape([np.nan], [1.0]) is None
+    assert wape([10.0, 10.0, 10.0], [10.0]) == 0.0  # scored over the common prefix
+
+
+def test_linear_forecaster_extrapolates_and_clamps() -> None:
+    model = LinearForecaster(window=100).fit(np.arange(100, dtype=float) * 2.0)
+    assert model.predict(3) == pytest.approx([200.0, 202.0, 204.0])
+    falling = LinearForecaster(window=10).fit(np.arange(10, 0, -1, dtype=float))
+    assert falling.predict(20).min() == 0.0
+    assert np.isnan(LinearForecaster(min_samples=5).fit(np.array([1.0, np.nan])).predict(2)).all()
+    assert isinstance(model, Forecaster)
+
+
+def _manager(**kwargs: Any) -> WorkloadForecaster:
+    defaults: dict[str, Any] = dict(
+        horizon_s=120, window_s=120, resolution_s=10, linear_window_s=60, min_fit_s=60, min_linear_s=10,
+        executor=InlineExecutor(), model_factory=ConstantForecaster,
+    )
+    defaults.update(kwargs)
+    return WorkloadForecaster(**defaults)
+
+
+def test_unknown_then_linear_then_model() -> None:
+    manager = _manager()
+    first = manager.step(np.full(5, 100.0))
+    assert first.source == "unknown" and first.values is None
+    second = manager.step(np.full(25, 100.0))
+    assert second.source == "linear"
+    assert second.values is not None and second.values.shape == (120,)
+    third = manager.step(np.full(30, 100.0))  # 60 s of history: the first fit runs (inline)
+    assert third.source == "fake"
+    assert third.values == pytest.approx(np.full(120, 100.0))
+
+
+def test_nan_and_negative_samples_are_skipped_not_forecast() -> None:
+    manager = _manager()
+    result = manager.step(np.array([np.nan, -5.0, np.inf] * 20))
+    assert result.source == "unknown"
+    assert manager.skipped == 60
+    assert manager.model is None, "no fit from an empty history"
+
+
+def test_poor_wape_switches_to_linear_and_retrains_after_n_loops() -> None:
+    manager = _manager(retrain_after=3, wape_threshold=0.25)
+    manager.step(np.full(60, 100.0))
+    assert manager.model is not None and ConstantForecaster.fits >= 1
+    fits_before = manager.fits_started
+    # The workload doubles: the model's level-100 forecast has WAPE 0.5 every loop.
+    for _ in range(2):
+        result = manager.step(np.full(60, 200.0))
+        assert result.source == "linear"
+        assert result.wape is not None and result.wape > 0.45  # ~0.5 (the first seconds join the history)
+    assert manager.fits_started == fits_before
+    result = manager.step(np.full(60, 200.0))
+    assert manager.fits_started == fits_before + 1, "the third poor loop starts a retrain"
+    assert manager.poor_loops == 0
+    # The inline executor delivered the new model at once; it is trusted until scored.
+    assert result.source == "fake" and result.wape is None
+    good = _manager()
+    good.step(np.full(60, 100.0))
+    assert good.step(np.full(60, 101.0)).source == "fake", "a good WAPE keeps the model"
+
+
+def test_background_retrain_does_not_block_the_loop() -> None:
+    gate = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        manager = _manager(executor=executor, model_factory=lambda: ConstantForecaster(gate=gate))
+        result = manager.step(np.full(60, 100.0))  # submits the first fit, which waits on the gate
+        assert manager.retraining
+        assert result.source == "linear", "until a model exists the fallback serves"
+        result = manager.step(np.full(60, 100.0))  # a whole loop completes while the fit runs
+        assert result.source == "linear" and result.retraining
+        gate.set()
+        assert manager.wait_pending(timeout=10)
+        assert manager.model is not None and not manager.retraining
+        assert manager.step(np.full(60, 100.0)).source == "fake"
+
+
+def test_failed_fit_keeps_the_loop_going() -> None:
+    def broken() -> ConstantForecaster:
+        raise RuntimeError("library exploded")
+
+    manager = _manager(model_factory=broken)
+    result = manager.step(np.full(60, 100.0))
+    assert result.source == "linear"
+    assert manager.fits_failed == 1 and "exploded" in (manager.last_fit_error or "")
+
+
+def test_round_trip_restores_history_and_counters() -> None:
+    manager = _manager(model_factory=lambda: LinearForecaster(window=12, min_samples=3))
+    for level in (100.0, 110.0, 120.0):
+        manager.step(np.full(60, level))
+    state = manager.to_dict()
+    copy = _manager(model_factory=lambda: LinearForecaster(window=12, min_samples=3))
+    copy.restore(state)
+    assert copy.to_dict() == state
+    assert copy.step(np.full(60, 130.0)).values == pytest.approx(manager.step(np.full(60, 130.0)).values)
+
+
+def test_arima_forecaster_on_a_trend_and_its_round_trip() -> None:
+    rng = np.random.default_rng(0)
+    y = 1000.0 + 5.0 * np.arange(90) + rng.normal(0, 5, 90)
+    model = ArimaForecaster(window=90).fit(y)
+    forecast = model.predict(10)
+    truth = 1000.0 + 5.0 * np.arange(90, 100)
+    assert wape(truth, forecast) < 0.02
+    model.update(1000.0 + 5.0 * np.arange(90, 96) + rng.normal(0, 5, 6))
+    copy = ArimaForecaster.from_dict(model.to_dict())
+    assert copy.order == model.order
+    assert copy.predict(10) == pytest.approx(model.predict(10), rel=1e-6)
+
+
+def test_manager_with_real_arima_interpolates_to_seconds() -> None:
+    rng = np.random.default_rng(1)
+    manager = WorkloadForecaster(horizon_s=300, window_s=600, resolution_s=10, executor=InlineExecutor())
+    seconds = np.arange(720)
+    y = 50000.0 + 20.0 * seconds + rng.normal(0, 500, seconds.size)
+    result = None
+    for start in range(0, 720, 60):
+        result = manager.step(y[start : start + 60])
+    assert result is not None and result.source == "arima"
+    assert result.values is not None and result.values.shape == (300,)
+    truth = 50000.0 + 20.0 * np.arange(720, 1020)
+    assert wape(truth, result.values) < 0.03
