@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 from agent.analyze import Analyzer
@@ -31,7 +31,7 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "true recovery": (frozenset({"recovery_times"}), {}),
     "no recovery hold": (frozenset({"no_hold"}), {}),
     "no stabilization": (frozenset(), {"scale_down_stabilization_s": 0.0}),
-    "all true, no holds": (
+    "all true + no holds": (
         frozenset({"forecast", "capacities", "recovery_times", "no_hold"}),
         {"scale_down_stabilization_s": 0.0},
     ),
@@ -104,17 +104,21 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args()
     variants = [v.strip() for v in args.variants.split(",")]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run, t, v, args.hours) for t in SHIPPED_TRACES for v in variants]
-        results = [f.result() for f in futures]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
     header = f"{'trace':<11} {'variant':<19} {'worker-h':>9} {'rescales':>8} {'slo miss':>8} {'lag>tgt s':>9} {'wall s':>7}"
     print(header)
-    print("-" * len(header))
-    for trace_name, variant, s, wall in results:
-        print(
-            f"{trace_name:<11} {variant:<19} {s['worker_hours']:>9.2f} {s['rescales']:>8} {s['slo_misses']:>8} "
-            f"{s['lag_over_target_s']:>9} {wall:>7.0f}"
-        )
+    print("-" * len(header), flush=True)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run, t, v, args.hours) for t in SHIPPED_TRACES for v in variants]
+        for future in as_completed(futures):
+            trace_name, variant, s, wall = future.result()
+            print(
+                f"{trace_name:<11} {variant:<19} {s['worker_hours']:>9.2f} {s['rescales']:>8} {s['slo_misses']:>8} "
+                f"{s['lag_over_target_s']:>9} {wall:>7.0f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
