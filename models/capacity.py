@@ -227,11 +227,16 @@ class CapacityModel:
         worker's expected maximum CPU is proportional to the most loaded worker's, and the job's
         capacity is the sum of the worker capacities read there (see :meth:`capacity_by_cpu`).
         """
+        by_regression = self.capacity_by_regression()
+        return by_regression if by_regression is not None else self.capacity_by_cpu()
+
+    def capacity_by_regression(self) -> float | None:
+        """min_i capacity_i / share_i from sound regressions and measured shares only, else None."""
         workers = self.workers
         capacities = self._filled_capacities(workers)
         shares = self.shares(len(workers))
         if capacities is None or shares is None:
-            return self.capacity_by_cpu()
+            return None
         return _bottleneck(capacities, shares)
 
     def capacity_by_cpu(self) -> float | None:
