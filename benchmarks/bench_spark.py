@@ -128,7 +128,14 @@ def main(argv: list[str] | None = None) -> int:
               f"with session start {serial_s / (spark_s + session_s):.2f}x; identical WAPE per job: {same}")
         result.update(serial_s=serial_s, speedup=speedup, identical=same)
     fit_seconds = [float(r["fit_seconds"]) for r in parallel.rows]
-    print(f"per-job fit+back-test time in Spark tasks: median {np.median(fit_seconds):.2f} s, max {max(fit_seconds):.2f} s")
+    cpu_seconds = [float(r["cpu_seconds"]) for r in parallel.rows]
+    print(f"per job in Spark tasks: wall median {np.median(fit_seconds):.2f} s (max {max(fit_seconds):.2f} s), "
+          f"CPU median {np.median(cpu_seconds):.2f} s, CPU total {sum(cpu_seconds):.0f} s")
+    if not args.skip_serial:
+        serial_cpu = [float(r["cpu_seconds"]) for r in serial.rows]
+        print(f"per job serially: wall median {np.median([float(r['fit_seconds']) for r in serial.rows]):.2f} s, "
+              f"CPU median {np.median(serial_cpu):.2f} s, CPU total {sum(serial_cpu):.0f} s")
+    print(f"machine: load average {os.getloadavg()[0]:.2f} at the end (2 cores are shared with other work)")
     wapes = distribution(parallel.wapes())
     print("back-test WAPE (15 min ahead, pooled over 48 origins per job): "
           + ", ".join(f"{k} {v:.4f}" for k, v in wapes.items()))

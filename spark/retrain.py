@@ -130,7 +130,9 @@ def run_spark(
     if jobs:
         frame = frame.where(frame.job.isin(list(jobs)))
     tasks = partitions or 8 * spark.sparkContext.defaultParallelism
-    frame = frame.select(*FIT_COLUMNS).repartition(tasks, "job")
+    # Epoch seconds, not a timestamp: Arrow would hand pandas wall-clock times in the session's
+    # time zone, and the daily profile must be UTC whatever the cluster's zone is.
+    frame = frame.select("job", frame.time.cast("double").alias("time"), "workload_rate").repartition(tasks, "job")
 
     def fit_group(pdf: pd.DataFrame) -> pd.DataFrame:
         job = str(pdf["job"].iloc[0])

@@ -12,6 +12,7 @@ history.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import platform
@@ -40,6 +41,7 @@ RESULT_COLUMNS = (
     ("data_start", "string"),
     ("data_end", "string"),
     ("fit_seconds", "double"),
+    ("cpu_seconds", "double"),
     ("message", "string"),
 )
 """One summary row per job (the Spark result schema is built from this)."""
@@ -110,7 +112,12 @@ def resample(frame: pd.DataFrame, *, step_s: int, max_gap_s: int) -> Series:
     """Mean workload rate per ``step_s`` on a regular grid; gaps up to ``max_gap_s`` interpolated linearly."""
     if frame.empty:
         raise HistoryError("no history")
-    times = pd.to_datetime(frame["time"], utc=True)
+    times = frame["time"]
+    times = (
+        pd.to_datetime(times.to_numpy(float), unit="s", utc=True)
+        if pd.api.types.is_numeric_dtype(times)
+        else pd.to_datetime(times, utc=True)
+    )
     rates = pd.Series(pd.to_numeric(frame["workload_rate"], errors="coerce").to_numpy(float), index=times)
     rates = rates[np.isfinite(rates.to_numpy())]
     if rates.empty:
@@ -178,6 +185,7 @@ def backtest(series: Series, config: RetrainConfig) -> Backtest:
     return Backtest(wape=pooled, origins=len(points), abs_error=abs_error, abs_actual=abs_actual, per_origin_wape=per_origin)
 
 
+@functools.cache
 def library_versions() -> dict[str, str]:
     """Versions of the libraries a model artifact depends on (``python`` included)."""
     found = {"python": platform.python_version()}
@@ -212,7 +220,7 @@ def train_job(
     created_at: str,
 ) -> dict[str, Any]:
     """Back-test, refit and publish one job; returns its summary row (never raises: failures are rows)."""
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     row: dict[str, Any] = {name: None for name, _ in RESULT_COLUMNS}
     row.update(job=job, status="failed", version=None)
     try:
@@ -253,7 +261,7 @@ def train_job(
                 "median_origin_wape": float(np.median(result.per_origin_wape)),
             },
             "fingerprint": digest,
-            "libraries": library_versions(),
+            "libraries": dict(library_versions()),
         }
         if registry is not None:
             registry.publish(job, version, metadata=metadata, model=model.to_dict())
@@ -264,4 +272,5 @@ def train_job(
         row["message"] = f"{type(exc).__name__}: {exc} ({traceback.format_exc(limit=3).splitlines()[-2].strip()})"
     finally:
         row["fit_seconds"] = time.perf_counter() - started
+        row["cpu_seconds"] = time.process_time() - cpu_started
     return row

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from agent.model_reload import ModelReloader
 from spark.history import read_history
 from spark.registry import ModelRegistry
 from spark.retrain import main, run_serial, run_spark
@@ -136,3 +137,15 @@ def test_spark_submit_runs_the_file_unchanged(history: Path, tmp_path: Path) -> 
     assert f"{JOBS[0]}: published" in done.stdout
     assert ModelRegistry(str(registry)).versions(JOBS[0])
     assert np.isfinite(ModelRegistry(str(registry)).load(JOBS[0]).metadata["backtest"]["wape"])
+
+
+def test_the_agent_picks_up_what_the_spark_job_published(spark_run: tuple[Any, Path]) -> None:
+    summary, registry_path = spark_run
+    row = next(r for r in summary.rows if r["job"] == JOBS[0])
+    reloader = ModelReloader(str(registry_path), JOBS[0], agent_step_s=10.0)
+    assert reloader.check(row["backtest_wape"]) is None  # not better than a model that scores the same
+    forecaster = reloader.check(row["backtest_wape"] * 2)
+    assert forecaster is not None and forecaster.version == summary.version
+    forecaster.update(np.full(6 * 30, 1000.0))  # 30 minutes of the agent's 10 s samples
+    forecast = forecaster.predict(90)  # 15 minutes ahead
+    assert forecast.shape == (90,) and np.all(np.isfinite(forecast))
