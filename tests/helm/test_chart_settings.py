@@ -42,6 +42,7 @@ DISTINCT = {
     "min_parallelism": 2,
     "max_parallelism": 40,
     "static_parallelism": 12,
+    "source_partitions": 48,
     "dry_run": False,
     "grace_period_s": 90,
     "recent_rescale_window_s": 1200,

@@ -141,6 +141,7 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
   "min_parallelism" $p.minParallelism
   "max_parallelism" $p.maxParallelism
   "static_parallelism" $p.staticParallelism
+  "source_partitions" $p.sourcePartitions
   "dry_run" $p.dryRun
   "grace_period_s" $p.gracePeriodSeconds
   "recent_rescale_window_s" $p.recentRescaleWindowSeconds
