@@ -83,6 +83,15 @@ class DaedalusPolicy:
         held = guard(plan_input, config)
         if held is not None:
             return held
+        bounded = min(max(current, config.min_parallelism), config.max_parallelism)
+        if bounded != current:
+            # The operator's bounds need no data: a job outside them is moved to the nearest bound.
+            return Decision(
+                bounded,
+                bounded,
+                (f"current scale-out {current} outside [{config.min_parallelism}, {config.max_parallelism}]: "
+                 f"moving to {bounded}",),
+            )
         workload = plan_input.workload_avg
         forecast = plan_input.forecast
         capacity_now = plan_input.capacities.get(current)

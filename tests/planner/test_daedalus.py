@@ -141,6 +141,13 @@ def test_spike_beyond_max_takes_the_shortest_recovery_and_says_the_target_cannot
     assert "no scale-out" in decision.reasons[-1] and "target recovery" in decision.reasons[-1]
 
 
+def test_a_job_outside_the_bounds_is_moved_to_the_nearest_bound_without_data() -> None:
+    config = PlannerConfig(min_parallelism=2, max_parallelism=2, target_recovery_time_s=300)
+    decision = POLICY.decide(plan(current=3, workload=None, capacities={n: None for n in range(1, 11)}), config)
+    assert decision.target_parallelism == 2
+    assert "outside [2, 2]" in decision.reasons[0]
+
+
 def test_static_policy_is_fixed() -> None:
     config = PlannerConfig(min_parallelism=1, max_parallelism=10, target_recovery_time_s=300, static_parallelism=7)
     assert StaticPolicy().decide(plan(current=2), config).target_parallelism == 7
@@ -190,8 +197,10 @@ def test_properties_of_every_decision(case: tuple[PlanInput, PlannerConfig]) -> 
         assert config.min_parallelism <= decision.target_parallelism <= config.max_parallelism
         assert not inp.recovering
         assert inp.last_rescale_at is None or inp.now - inp.last_rescale_at >= config.grace_period_s
-        assert inp.workload_avg is not None and inp.forecast is not None
-        assert inp.capacities.get(current) is not None
+        inside = config.min_parallelism <= current <= config.max_parallelism
+        if inside:  # moving a job into the bounds needs no data; any other change does
+            assert inp.workload_avg is not None and inp.forecast is not None
+            assert inp.capacities.get(current) is not None
     if decision.target_parallelism < current and config.scale_down_stabilization_s > 0:
         # Scale-in only when every recommendation in the window (within the bounds) was at most the target.
         window = [n for t, n in inp.recent_recommendations if t >= inp.now - config.scale_down_stabilization_s]
