@@ -132,9 +132,18 @@ class Agent:
             self.rescales = list(loop.get("rescales", []))
             self.recommendations = [(float(t), int(n)) for t, n in loop.get("recommendations", [])]
         except Exception as exc:
-            self.log.warning("knowledge.restore_failed", error=str(exc))
+            # The store could read it but the models cannot use it: the next save would overwrite it,
+            # so move it aside first (never delete what the agent learned), then start fresh.
+            error = f"{type(exc).__name__}: {exc}"
+            try:
+                moved_to = self.knowledge.set_aside(f"cannot restore: {error}")
+            except Exception as aside_exc:
+                moved_to = None
+                self.log.error("knowledge.set_aside_failed", error=f"{type(aside_exc).__name__}: {aside_exc}")
+            self.log.warning("knowledge.restore_failed", error=error, moved_to=moved_to)
             self.analyzer = Analyzer(self.settings)
             self.last_rescale_at = None
+            self.last_round_at = None
             self.rescales, self.recommendations = [], []
             return
         self.log.info(

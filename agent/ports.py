@@ -71,6 +71,10 @@ class KnowledgeStore(Protocol):
         """Replace the stored document atomically."""
         ...
 
+    def set_aside(self, reason: str) -> str | None:
+        """Move a document that loaded but could not be used aside (never delete it); where it went, or None."""
+        ...
+
 
 @runtime_checkable
 class EventSink(Protocol):

@@ -35,6 +35,7 @@ class MemoryKnowledgeStore:
 
     def __init__(self) -> None:
         self.document: dict[str, Any] | None = None
+        self.aside: list[dict[str, Any]] = []
 
     def load(self) -> dict[str, Any] | None:
         """The last saved document."""
@@ -43,6 +44,14 @@ class MemoryKnowledgeStore:
     def save(self, document: dict[str, Any]) -> None:
         """Keep the document."""
         self.document = document
+
+    def set_aside(self, reason: str) -> str | None:
+        """Keep the unusable document in ``aside``."""
+        if self.document is None:
+            return None
+        self.aside.append(self.document)
+        self.document = None
+        return f"aside[{len(self.aside) - 1}]"
 
 
 class _InlineExecutor:

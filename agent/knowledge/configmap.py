@@ -108,6 +108,16 @@ class ConfigMapKnowledgeStore:
             self.log.warning("knowledge.unusable", reason=str(exc), moved_to=aside)
             return None
 
+    def set_aside(self, reason: str) -> str | None:
+        """Move the stored document (it parsed but the agent could not use it) to a bad-N key; the key, or None."""
+        configmap = self._read()
+        raw = (configmap.data or {}).get(KEY) if configmap is not None else None
+        if raw is None or not raw.strip():
+            return None
+        aside = self._move_aside(raw)
+        self.log.warning("knowledge.unusable", reason=reason, moved_to=aside)
+        return aside
+
     def _free_key(self, data: dict[str, str], prefix: str) -> str:
         for attempt in range(1000):
             key = f"{prefix}-{attempt}.json"

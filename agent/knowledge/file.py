@@ -41,6 +41,14 @@ class FileKnowledgeStore:
                 return candidate
         raise OSError(f"{self.path}: too many moved-aside knowledge files next to it")
 
+    def set_aside(self, reason: str) -> str | None:
+        """Move the stored file aside (it parsed but the agent could not use it); the new path, or None."""
+        if not self.path.exists():
+            return None
+        aside = self._move_aside()
+        log.warning("knowledge.unusable", path=str(self.path), reason=reason, moved_to=str(aside))
+        return str(aside)
+
     def save(self, document: dict[str, Any]) -> None:
         """Write the document to a temp file beside the target, fsync it, then rename over the target."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
