@@ -11,13 +11,14 @@ import math
 from collections.abc import Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from agent.logging import get_logger
 from agent.observation import Observation
-from agent.settings import Settings
+from agent.settings import ConfigError, Settings
 from models.anomaly import RecoveryWatch
 from models.capacity import CapacityModel
 from models.forecast import WorkloadForecaster
@@ -74,6 +75,16 @@ def _finite_mean(values: np.ndarray) -> float | None:
     return float(finite.mean()) if finite.size else None
 
 
+def load_prior(path: Path) -> dict[int, float]:
+    """The StreamBed capacity prior per scale-out; a bad file is a ConfigError naming the key."""
+    from models.streambed.model_file import CapacityModelError, load_capacity_prior
+
+    try:
+        return load_capacity_prior(path)
+    except CapacityModelError as exc:
+        raise ConfigError(f"capacity_prior_path: {exc}") from None
+
+
 class Analyzer:
     """The models of one job and the bookkeeping that feeds them."""
 
@@ -82,6 +93,8 @@ class Analyzer:
     ) -> None:
         self.settings = settings
         self.log = get_logger("perdix.analyze")
+        if prior is None and settings.capacity_prior_path is not None:
+            prior = load_prior(settings.capacity_prior_path)
         self.capacity = CapacityModel(max_cpu=settings.max_cpu, prior=prior, partitions=settings.partitions)
         self.forecaster = WorkloadForecaster(
             horizon_s=settings.forecast_horizon_s,

@@ -125,7 +125,7 @@ def simulate(
 
         try:
             result = replay(workload, settings, hours=hours, failures_per_hour=failures_per_hour, progress=progress)
-        except ReplayError as exc:
+        except (ReplayError, ConfigError) as exc:
             fail(str(exc))
     paths = write_outputs(result, out)
     print_summary(result.summary)
@@ -149,8 +149,56 @@ def run(
     try:
         daemon = Daemon(settings)
         daemon.run_until_signal()
-    except StartupError as exc:
+    except (StartupError, ConfigError) as exc:
         fail(str(exc))
+
+
+@app.command("capacity-plan")
+def capacity_plan(
+    target_rate: float = typer.Option(..., "--target-rate", help="Workload the production job must carry, records/s."),
+    out: Path = typer.Option(..., "--out", help="Capacity model file to write (JSON).", dir_okay=False),
+    max_runs: int = typer.Option(20, "--max-runs", help="Most testbed runs StreamBed may make."),
+    testbed: str = typer.Option("simulated", "--testbed", help="Testbed to run on (simulated: the operator-DAG simulator)."),
+    max_scale_out: int = typer.Option(16, "--max-scale-out", help="Write prior capacities for scale-outs 1..N."),
+    seed: int = typer.Option(0, "--seed", help="Testbed seed."),
+) -> None:
+    """StreamBed: estimate capacity from small testbed runs; the agent reads the file via capacity_prior_path."""
+    from agent.capacity_plan import CapacityPlanError, RunReport, plan_capacity
+
+    if testbed != "simulated":
+        fail(f"--testbed: unknown testbed {testbed!r}; known: simulated")
+    with Progress(
+        TextColumn("[bold]capacity-plan[/] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} runs"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as bar:
+        task = bar.add_task("testbed runs", total=max_runs)
+
+        def progress(report: RunReport) -> None:
+            bar.update(
+                task,
+                completed=report.index,
+                description=f"{report.purpose} {report.task_slots} slots {report.memory_mb:.0f} MB: "
+                f"{report.mst:,.0f} rec/s",
+            )
+
+        try:
+            model = plan_capacity(
+                target_rate=target_rate, max_runs=max_runs, out_path=out, progress=progress,
+                seed=seed, max_scale_out=max_scale_out,
+            )
+        except CapacityPlanError as exc:
+            fail(str(exc))
+    table = Table(title="StreamBed capacity model", show_header=False)
+    table.add_row("surrogate", model.surrogate.family)
+    table.add_row("testbed runs", str(model.testbed_runs))
+    table.add_row("task slots for target (110 %)", str(model.task_slots_for_target))
+    for n in sorted(model.capacities)[:: max(1, len(model.capacities) // 8)]:
+        table.add_row(f"capacity at {n}", f"{model.capacities[n]:,.0f} rec/s")
+    Console().print(table)
+    console.print(f"model: {out}")
 
 
 @app.command("evaluate")
