@@ -28,6 +28,11 @@ import numpy as np
 
 from models.regression import WelfordRegression
 
+MAX_CPU_LOAD = 1.5
+"""CPU samples above this are not a 0..1 load (e.g. percent) and are skipped."""
+MAX_RECORDS_PER_S = 1e12
+"""Throughput samples above this are corrupt and are skipped."""
+
 SOURCES = ("observed", "estimated", "prior", "unknown")
 """Where a capacity came from, most trusted first."""
 
@@ -130,7 +135,8 @@ class CapacityModel:
     def update(self, worker_id: str, cpu: Any, throughput: Any) -> int:
         """Add one worker's per-second CPU (0..1) and throughput (records/s); returns samples used.
 
-        NaN, infinite or negative samples are skipped and counted, never raised.
+        NaN, infinite, negative or absurd (CPU > 1.5, > 1e12 records/s) samples are skipped and
+        counted, never raised.
         """
         cpu_array = np.atleast_1d(np.asarray(cpu, dtype=float))
         tp_array = np.atleast_1d(np.asarray(throughput, dtype=float))
@@ -138,7 +144,10 @@ class CapacityModel:
             # A misaligned pair cannot be matched second by second; count it all as skipped.
             self.skipped += max(cpu_array.size, tp_array.size)
             return 0
-        valid = np.isfinite(cpu_array) & np.isfinite(tp_array) & (cpu_array >= 0) & (tp_array >= 0)
+        with np.errstate(invalid="ignore"):
+            # CPU load is 0..1 (a little above with measurement noise); more is a unit mistake.
+            valid = (np.isfinite(cpu_array) & np.isfinite(tp_array) & (cpu_array >= 0) & (tp_array >= 0)
+                     & (cpu_array <= MAX_CPU_LOAD) & (tp_array <= MAX_RECORDS_PER_S))
         self.skipped += int(cpu_array.size - np.count_nonzero(valid))
         regression = self.regressions.get(worker_id)
         if regression is None:

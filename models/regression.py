@@ -62,6 +62,10 @@ class WelfordRegression:
         if not (math.isfinite(x) and math.isfinite(y)):
             self.skipped += 1
             return False
+        if max(abs(x), abs(y)) > 1e150:
+            # Squares of such values overflow; see update_many.
+            self.skipped += 1
+            return False
         self.n += 1
         dx = x - self.mean_x
         dy = y - self.mean_y
@@ -84,7 +88,12 @@ class WelfordRegression:
         x, y = x[finite], y[finite]
         if x.size == 0:
             return 0
-        batch = WelfordRegression._from_batch(x, y)
+        with np.errstate(over="ignore", invalid="ignore"):
+            batch = WelfordRegression._from_batch(x, y)
+        if not all(math.isfinite(v) for v in (batch.mean_x, batch.mean_y, batch.m2_x, batch.m2_y, batch.c_xy)):
+            # Values so large their moments overflow would poison the state for good: drop the batch.
+            self.skipped += int(x.size)
+            return 0
         self._absorb(batch)
         return int(x.size)
 

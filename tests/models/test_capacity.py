@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from models.capacity import CapacityModel, round_robin_shares
 from simulator import SimulatedFlinkJob, Trace
@@ -139,3 +141,17 @@ def test_simulated_job_with_two_to_one_skew_within_three_percent() -> None:
     truth = job.true_capacity(4)
     assert truth == pytest.approx(35000.0)
     assert model.capacity_now() == pytest.approx(truth, rel=0.03)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=20),
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=20),
+)
+def test_garbage_samples_never_raise(cpu: list[float], throughput: list[float]) -> None:
+    model = CapacityModel(min_samples=2)
+    model.update("w", np.array(cpu), np.array(throughput))
+    model.set_workers(["w"])
+    value = model.capacity_now()
+    assert value is None or (math.isfinite(value) and value > 0)
+    model.capacity_at(3)

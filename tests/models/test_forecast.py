@@ -8,6 +8,8 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from models.forecast import ArimaForecaster, Forecaster, LinearForecaster, WorkloadForecaster, wape
 
@@ -179,3 +181,12 @@ def test_manager_with_real_arima_interpolates_to_seconds() -> None:
     assert result.values is not None and result.values.shape == (300,)
     truth = 50000.0 + 20.0 * np.arange(720, 1020)
     assert wape(truth, result.values) < 0.03
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=90))
+def test_manager_never_raises_on_garbage(samples: list[float]) -> None:
+    manager = _manager(model_factory=lambda: LinearForecaster(window=12, min_samples=3))
+    result = manager.step(np.array(samples, dtype=float))
+    if result.values is not None:
+        assert np.all(np.isfinite(result.values)) and np.all(result.values >= 0)

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from models.recovery import RecoveryPredictor, recovery_time
 from simulator import SimulatedFlinkJob, Trace
@@ -126,3 +128,33 @@ def test_prediction_matches_simulated_rescales_with_known_downtime() -> None:
         # ...and the paper's worst case (a full checkpoint interval to replay) never under-predicts.
         assert worst_case >= actual - 3.0, (target, worst_case, actual)
         t += 400
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.floats(min_value=1.0, max_value=1e6),
+    st.lists(st.floats(min_value=0.0, max_value=1e6), min_size=1, max_size=50),
+    st.floats(min_value=0.0, max_value=1e6),
+    st.floats(min_value=0.0, max_value=200.0),
+    st.floats(min_value=0.0, max_value=50.0),
+)
+def test_recovery_time_grows_with_downtime_and_shrinks_with_capacity(
+    capacity: float, forecast: list[float], replay: float, downtime: float, extra: float
+) -> None:
+    series = np.array(forecast)
+    base = recovery_time(capacity=capacity, forecast=series, replay_records=replay, downtime_s=downtime)
+    assert base >= downtime
+    longer = recovery_time(capacity=capacity, forecast=series, replay_records=replay, downtime_s=downtime + extra)
+    faster = recovery_time(capacity=capacity * 1.5, forecast=series, replay_records=replay, downtime_s=downtime)
+    if math.isinf(base):
+        assert math.isinf(longer)
+    else:
+        assert longer >= base - 1e-6 * max(1.0, base)
+        assert faster <= base + 1e-6 * max(1.0, base)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=30), st.floats(allow_nan=True, allow_infinity=True))
+def test_predict_never_raises_on_garbage(forecast: list[float], rate: float) -> None:
+    value = RecoveryPredictor().predict(1000.0, forecast, rate, parallelism=3)
+    assert value >= 0 or math.isinf(value)
