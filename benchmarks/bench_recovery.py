@@ -11,7 +11,7 @@ watch, as in the agent) are fed back, so downtime estimates are learned along th
 
 Also printed: the watch run on consumer lag instead of the workload-throughput gap, downtimes fed
 back from job uptime instead of the watch, and predictions with the simulator's true capacity and
-true downtimes (isolates the predictor's arithmetic and its worst-case replay assumption).
+downtimes learned from uptime (isolates the predictor's arithmetic and its worst-case replay).
 
 Run: .venv/bin/python -m benchmarks.bench_recovery
 """
@@ -132,9 +132,9 @@ def main() -> None:
         first, rest = result["model"][:10], result["model"][10:]
         print(f" downtime learned from: {feedback}")
         print(_summary("all rescales (model capacity, forecast, learned downtime)", result["model"]))
-        print(_summary("first 10 (priors)", first))
-        print(_summary("after 10 (learned)", rest))
-        print(_summary("true capacity and downtimes", result["true_capacity"]))
+        print(_summary("first 10 (still learning)", first))
+        print(_summary("rescales 11-50", rest))
+        print(_summary("true capacity, downtimes learned from uptime", result["true_capacity"]))
         print(f"  actual recovery: median {np.median(result['actual']):.0f} s; "
               f"predicted: median {np.median(result['predicted']):.0f} s")
 
