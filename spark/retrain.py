@@ -39,6 +39,8 @@ class RetrainSummary:
 
     version: str
     rows: list[dict[str, Any]]
+    master: str = "serial"
+    """The Spark master the run used, or ``serial``."""
 
     def count(self, status: str) -> int:
         """Jobs with this status (published, unchanged, failed)."""
@@ -82,8 +84,11 @@ def build_session(
     if master:
         builder = builder.master(master)
     else:
-        from pyspark import SparkConf
+        from pyspark import SparkConf, SparkContext
 
+        # Under spark-submit the JVM already holds spark.master; a SparkConf made before the
+        # gateway is up would be empty and we would override the cluster with local[*].
+        SparkContext._ensure_initialized()
         if not SparkConf().contains("spark.master"):
             builder = builder.master("local[*]")
     return builder.getOrCreate()
@@ -142,7 +147,7 @@ def run_spark(
 
     result = frame.groupBy("job").applyInPandas(fit_group, schema=result_schema())
     rows = [row.asDict() for row in result.collect()]
-    return RetrainSummary(version=version, rows=sorted(rows, key=lambda r: r["job"]))
+    return RetrainSummary(version=version, rows=sorted(rows, key=lambda r: r["job"]), master=spark.sparkContext.master)
 
 
 def run_serial(
@@ -176,7 +181,7 @@ def format_summary(summary: RetrainSummary) -> str:
         extra = f" {row['message']}" if row["status"] == "failed" and row["message"] else ""
         lines.append(f"{row['job']}: {row['status']} {row['version'] or '-'} {score}{extra}")
     lines.append(
-        f"version {summary.version}: {summary.count('published')} published, "
+        f"version {summary.version} ({summary.master}): {summary.count('published')} published, "
         f"{summary.count('unchanged')} unchanged, {summary.count('failed')} failed"
     )
     return "\n".join(lines)

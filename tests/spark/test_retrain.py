@@ -135,6 +135,7 @@ def test_spark_submit_runs_the_file_unchanged(history: Path, tmp_path: Path) -> 
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"{JOBS[0]}: published" in done.stdout
+    assert "(local[1])" in done.stdout  # spark-submit's --master, not the local[*] fallback
     assert ModelRegistry(str(registry)).versions(JOBS[0])
     assert np.isfinite(ModelRegistry(str(registry)).load(JOBS[0]).metadata["backtest"]["wape"])
 
