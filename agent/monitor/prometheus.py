@@ -230,12 +230,12 @@ class PrometheusMonitor:
         if len(failed) == len(self.queries):
             # One outage, one line: every query failing is Prometheus' state, not each query's.
             if self.on_error is not None:
-                for exc in failed.values():
-                    self.on_error(exc.kind)
+                for failure in failed.values():
+                    self.on_error(failure.kind)
             self._note("prometheus", "every_query_failed", "; ".join(gaps.values()))
             raise MonitorError("every Prometheus query failed: " + "; ".join(f"{k}: {v}" for k, v in gaps.items()))
-        for name, exc in failed.items():
-            self._note(name, exc.kind, str(exc))
+        for name, failure in failed.items():
+            self._note(name, failure.kind, str(failure))
         self._note("prometheus", None)
 
         scalars: dict[str, np.ndarray] = {}
