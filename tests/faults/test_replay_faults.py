@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ def recovery_samples(run: Replay, kind: str) -> int:
     return int(state["per_kind"].get(kind, {}).get("count", 0))
 
 
-def measured(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def measured(logs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [e for e in logs if e["event"] == "recovery.measured"]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ def ready(agent: Agent) -> bool:
     return agent.telemetry.readiness()[0]
 
 
-def events(logs: list[dict[str, Any]], *names: str) -> list[str]:
+def events(logs: Sequence[Mapping[str, Any]], *names: str) -> list[str]:
     return [e["event"] for e in logs if e["event"] in names]
 
 
@@ -193,7 +194,9 @@ def test_a_transient_conflict_is_retried_and_only_the_read_back_is_recorded(
     (result,) = rounds(agent, clock, 1)
     assert result.rescaled_to == 6
     assert [r.status for r in kube_api.log(method="PATCH", path_contains="/scale")] == [409, 409, 200]
-    (record,) = agent.knowledge.load()["loop"]["rescales"]
+    saved = agent.knowledge.load()
+    assert saved is not None
+    (record,) = saved["loop"]["rescales"]
     assert record["to"] == 6 and record["confirmed"] == 6 == kube_api.replicas("deployments", "flink-taskmanager")
 
 
