@@ -57,8 +57,8 @@ def simulator_settings(speed: float) -> dict[str, Any]:
 
 
 def write_trace(path: Path, simulated_s: float, speed: float) -> Path:
-    """Waves between 30 % and 160 % of the initial capacity, one every 4 wall minutes, with a step up mid-wave."""
-    period = 240.0 * speed
+    """Waves between 30 % and 160 % of the initial capacity, one every 8 wall minutes, with a burst in the trough."""
+    period = 480.0 * speed
     capacity = INITIAL * WORKER_RPS
     rows = []
     for t in np.arange(0.0, simulated_s + 60 * speed, 10.0):  # one row per simulated 10 s
@@ -81,6 +81,8 @@ def agent_settings(prometheus: PrometheusServer, kubeconfig: Path, port: int) ->
         "target_recovery_time_s": 60,
         "grace_period_s": 15,
         "recent_rescale_window_s": 30,
+        # Shorter than the waves' troughs, so the agent scales in as well as out during the soak.
+        "scale_down_stabilization_s": 90,
         "checkpoint_interval_s": 5,
         "downtime_rescale_prior_s": 3,
         "downtime_failure_prior_s": 2,
