@@ -31,6 +31,11 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "true recovery": (frozenset({"recovery_times"}), {}),
     "no recovery hold": (frozenset({"no_hold"}), {}),
     "no stabilization": (frozenset(), {"scale_down_stabilization_s": 0.0}),
+    "lag in recovery": (frozenset({"lag_in_recovery"}), {}),
+    "forecast x (1+WAPE)": (frozenset({"forecast_margin"}), {}),
+    "both fixes": (frozenset({"lag_in_recovery", "forecast_margin"}), {}),
+    "downtime from actuals": (frozenset({"observed_inversion"}), {}),
+    "actuals + WAPE margin": (frozenset({"observed_inversion", "forecast_margin"}), {}),
     "all true + no holds": (
         frozenset({"forecast", "capacities", "recovery_times", "no_hold"}),
         {"scale_down_stabilization_s": 0.0},
@@ -43,12 +48,42 @@ class AblationAnalyzer:
 
     def __init__(self, inner: Analyzer, oracle: OracleAnalyzer, truths: frozenset[str]) -> None:
         self.inner, self.oracle, self.truths = inner, oracle, truths
+        if "observed_inversion" in truths:
+            self._invert_on_actuals()
+
+    def _invert_on_actuals(self) -> None:
+        """Proposed fix: learn downtime from the workload that really arrived during the recovery."""
+        import numpy as np
+
+        recovery = self.inner.recovery
+        original = recovery.observe_recovery
+        job = self.oracle.job
+
+        def observe_recovery(*, kind: str, parallelism: int, measured_s: float, **kwargs: Any) -> Any:
+            meta = self.inner._watch_meta
+            if meta is not None and kwargs.get("forecast") is None:
+                start = int(meta["started_at"])
+                window = job.window(start, start + int(measured_s) + 1)
+                before = job.window(start - int(self.inner.settings.checkpoint_interval_s), start).workload
+                before = before[np.isfinite(before)]
+                capacity = self.inner._last_capacities.get(parallelism)
+                if capacity is not None:
+                    kwargs["capacity"] = capacity
+                    kwargs["forecast"] = window.workload
+                    kwargs["current_lag"] = float(window.lag[0]) if window.lag.size else 0.0
+                    if before.size:
+                        kwargs["recent_workload_rate"] = float(before.mean())
+            return original(kind=kind, parallelism=parallelism, measured_s=measured_s, **kwargs)
+
+        recovery.observe_recovery = observe_recovery
 
     def analyze(self, observation: Observation, *, now: float) -> Any:
-        """The real analysis, with the chosen fields taken from the oracle's."""
+        """The real analysis, with the chosen fields taken from the oracle's (or a proposed fix applied)."""
         real = self.inner.analyze(observation, now=now)
         if not self.truths:
             return real
+        if self.truths & {"lag_in_recovery", "forecast_margin"}:
+            real = self._proposed_fixes(real, observation)
         truth = self.oracle.analyze(observation, now=now)
         changes: dict[str, Any] = {}
         for name in ("forecast", "capacities", "recovery_times"):
@@ -57,6 +92,33 @@ class AblationAnalyzer:
         if "no_hold" in self.truths:
             changes["recovering"] = False
         return dataclasses.replace(real, **changes)
+
+    def _proposed_fixes(self, real: Any, observation: Observation) -> Any:
+        """The fixes proposed to the lead, applied from outside: lag in the recovery prediction, WAPE margin."""
+        import numpy as np
+
+        forecast = real.forecast
+        if forecast is None:
+            return real
+        if "forecast_margin" in self.truths:
+            wape = real.forecast_wape if real.forecast_wape is not None else self.inner.settings.wape_threshold
+            forecast = forecast * (1.0 + wape)
+        lag = observation.latest_lag if "lag_in_recovery" in self.truths else 0.0
+        settings = self.inner.settings
+        recent = self.inner._recent_workload[-int(settings.checkpoint_interval_s):]
+        recent = recent[np.isfinite(recent)]
+        if not recent.size:
+            return dataclasses.replace(real, forecast=forecast)
+        recovery_times = {}
+        for n, capacity in real.capacities.items():
+            if capacity is None:
+                continue
+            kind = "failure" if n == real.parallelism else "rescale"
+            recovery_times[n] = self.inner.recovery.predict(
+                capacity=capacity, forecast=forecast, recent_workload_rate=float(recent.mean()),
+                kind=kind, parallelism=n, current_lag=lag or 0.0,
+            )
+        return dataclasses.replace(real, forecast=forecast, recovery_times=recovery_times)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -69,8 +131,9 @@ class AblationReplay(Replay):
 
     def start_agent(self) -> Agent:
         """The agent with the ablation analyzer."""
+        self.background = _InlineExecutor()
         analyzer = AblationAnalyzer(
-            Analyzer(self.settings, executor=_InlineExecutor()),  # type: ignore[arg-type]
+            Analyzer(self.settings, executor=self.background),  # type: ignore[arg-type]
             OracleAnalyzer(self.job, self.settings),
             self.truths,
         )

@@ -1,44 +1,24 @@
 """Latency of one Daedalus round (monitor, analyze, plan, execute, knowledge) at 12 and 1,000 workers.
 
 The simulated job runs at the given scale-out on a trace scaled so the workers are about 60 % busy;
-the forecaster retrains on a background thread (as in production), so its fits are not in the
-round's latency. Goals (issue 11): p95 <= 100 ms at 12 workers, <= 1 s at 1,000.
+the replay books forecaster fits as background time (in production they run on a thread), so they
+are not in the round's latency. Goals (issue 11): p95 <= 100 ms at 12 workers, <= 1 s at 1,000.
 Run: .venv/bin/python -m benchmarks.bench_loop_latency [--rounds 60] [--warmup 20]
 """
 
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from agent.analyze import Analyzer
 from agent.logging import configure_logging
-from agent.loop import Agent
 from agent.replay import Replay
 from agent.settings import load_settings
 from benchmarks.common import TRACES
 from simulator import Trace, load_trace
 
 GOALS_MS = {12: 100.0, 1000: 1000.0}
-
-
-class BackgroundRetrainReplay(Replay):
-    """A replay whose forecaster retrains on a thread, as the daemon does."""
-
-    executor = ThreadPoolExecutor(max_workers=1)
-
-    def start_agent(self) -> Agent:
-        """The agent with a background-retrain analyzer."""
-        return Agent(
-            settings=self.settings,
-            clock=self.clock,
-            monitor=self.monitor,
-            scaler=self.scaler,
-            knowledge=self.knowledge,
-            analyzer=Analyzer(self.settings, executor=self.executor),
-        )
 
 
 def measure(workers: int, rounds: int, warmup: int) -> dict[str, np.ndarray]:
@@ -57,7 +37,7 @@ def measure(workers: int, rounds: int, warmup: int) -> dict[str, np.ndarray]:
     # Scale the trace so the job sits at about 60 % of the capacity of ``workers`` workers.
     scale = 0.6 * workers * settings.simulator.worker_capacity_rps / float(np.max(base.rates))
     trace = Trace(f"taylor-x{scale:.0f}", base.times, base.rates * scale)
-    run = BackgroundRetrainReplay(trace, settings, hours=(warmup + rounds + 1) * settings.loop_interval_s / 3600)
+    run = Replay(trace, settings, hours=(warmup + rounds + 1) * settings.loop_interval_s / 3600)
     run.run()
     measured = run.rounds[warmup:]
     steps = sorted({name for r in measured for name in r.durations_ms})
@@ -86,7 +66,6 @@ def main() -> None:
         goal = GOALS_MS.get(workers)
         if goal is not None:
             print(f"  goal p95 <= {goal:.0f} ms: {'met' if p95 <= goal else 'MISSED'} ({p95:.1f} ms)")
-    BackgroundRetrainReplay.executor.shutdown(wait=False, cancel_futures=True)
 
 
 if __name__ == "__main__":
