@@ -34,8 +34,6 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "lag in recovery": (frozenset({"lag_in_recovery"}), {}),
     "forecast x (1+WAPE)": (frozenset({"forecast_margin"}), {}),
     "both fixes": (frozenset({"lag_in_recovery", "forecast_margin"}), {}),
-    "downtime from actuals": (frozenset({"observed_inversion"}), {}),
-    "actuals + WAPE margin": (frozenset({"observed_inversion", "forecast_margin"}), {}),
     "all true + no holds": (
         frozenset({"forecast", "capacities", "recovery_times", "no_hold"}),
         {"scale_down_stabilization_s": 0.0},
@@ -48,34 +46,6 @@ class AblationAnalyzer:
 
     def __init__(self, inner: Analyzer, oracle: OracleAnalyzer, truths: frozenset[str]) -> None:
         self.inner, self.oracle, self.truths = inner, oracle, truths
-        if "observed_inversion" in truths:
-            self._invert_on_actuals()
-
-    def _invert_on_actuals(self) -> None:
-        """Proposed fix: learn downtime from the workload that really arrived during the recovery."""
-        import numpy as np
-
-        recovery = self.inner.recovery
-        original = recovery.observe_recovery
-        job = self.oracle.job
-
-        def observe_recovery(*, kind: str, parallelism: int, measured_s: float, **kwargs: Any) -> Any:
-            meta = self.inner._watch_meta
-            if meta is not None and kwargs.get("forecast") is None:
-                start = int(meta["started_at"])
-                window = job.window(start, start + int(measured_s) + 1)
-                before = job.window(start - int(self.inner.settings.checkpoint_interval_s), start).workload
-                before = before[np.isfinite(before)]
-                capacity = self.inner._last_capacities.get(parallelism)
-                if capacity is not None:
-                    kwargs["capacity"] = capacity
-                    kwargs["forecast"] = window.workload
-                    kwargs["current_lag"] = float(window.lag[0]) if window.lag.size else 0.0
-                    if before.size:
-                        kwargs["recent_workload_rate"] = float(before.mean())
-            return original(kind=kind, parallelism=parallelism, measured_s=measured_s, **kwargs)
-
-        recovery.observe_recovery = observe_recovery
 
     def analyze(self, observation: Observation, *, now: float) -> Any:
         """The real analysis, with the chosen fields taken from the oracle's (or a proposed fix applied)."""
