@@ -113,6 +113,7 @@ class Analyzer:
         self._last_uptime: tuple[float, float] | None = None  # (time, uptime_s)
         self._expected_parallelism: int | None = None
         self._recent_workload = np.empty(0)
+        self._signal: str | None = None
 
     # -------------------------------------------------------------- persistence
 
@@ -126,6 +127,7 @@ class Analyzer:
             "watch_meta": self._watch_meta,
             "last_uptime": list(self._last_uptime) if self._last_uptime else None,
             "expected_parallelism": self._expected_parallelism,
+            "watch_signal": self._signal,
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -143,6 +145,7 @@ class Analyzer:
         last = state.get("last_uptime")
         self._last_uptime = (float(last[0]), float(last[1])) if last else None
         self._expected_parallelism = state.get("expected_parallelism")
+        self._signal = state.get("watch_signal")
 
     def observed_scale_outs(self) -> list[int]:
         """Scale-outs whose capacity was observed (not estimated)."""
@@ -150,10 +153,38 @@ class Analyzer:
 
     # -------------------------------------------------------------- events from the loop
 
-    def on_rescale(self, *, now: float, from_parallelism: int, to_parallelism: int) -> None:
-        """A rescale was applied: expect the new parallelism and watch the recovery."""
+    def on_rescale(
+        self, *, now: float, from_parallelism: int, to_parallelism: int, downtime_s: float | None = None
+    ) -> None:
+        """A rescale was applied: expect the new parallelism and watch the recovery.
+
+        ``downtime_s`` is the downtime a scaler measured itself (flink-rest); otherwise the job's
+        uptime tells it once the job runs again, and only failing both is it backed out of the
+        measured recovery. One stop gives one downtime sample, never more.
+        """
         self._expected_parallelism = to_parallelism
         self._start_watch(now, "rescale", to_parallelism)
+        if downtime_s is not None and self._watch_meta is not None:
+            self._record_downtime(downtime_s, source="scaler")
+
+    def _record_downtime(self, downtime_s: float, *, source: str) -> None:
+        meta = self._watch_meta
+        if meta is None or meta.get("downtime_s") is not None:
+            return
+        meta["downtime_s"] = downtime_s
+        meta["downtime_source"] = source
+        self.recovery.observe_downtime(kind=meta["kind"], parallelism=meta["parallelism"], downtime_s=downtime_s)
+
+    def _downtime_from_uptime(self, observation: Observation) -> None:
+        """Once the job runs again after the watched stop, its uptime says when it restarted."""
+        meta = self._watch_meta
+        uptime = observation.uptime_s
+        if meta is None or meta.get("downtime_s") is not None or not uptime or observation.times.size == 0:
+            return
+        restarted_at = float(observation.times[-1]) - uptime
+        # Uptime from before the stop (the job has not restarted yet) says nothing.
+        if restarted_at >= meta["started_at"]:
+            self._record_downtime(restarted_at - meta["started_at"], source="uptime")
 
     def _start_watch(self, now: float, kind: str, parallelism: int) -> None:
         predicted = None
@@ -267,25 +298,49 @@ class Analyzer:
             self._start_watch(started, "failure", parallelism or 0)
         return reason
 
+    def _watch_signal(self, observation: Observation) -> np.ndarray | None:
+        """What the recovery watch follows: the consumer lag, or workload − throughput without one.
+
+        Lag is the backlog itself and returns to normal the second the job has caught up; the gap
+        of two moving averages settles tens of seconds later and made measured recoveries (and the
+        downtimes learned from them) too long. A change of signal starts the detector afresh.
+        """
+        if np.isfinite(observation.consumer_lag).any():
+            signal, values = "lag", observation.consumer_lag
+        elif observation.worker_throughput:
+            signal = "gap"
+            values = observation.workload - np.sum(list(observation.worker_throughput.values()), axis=0)
+        else:
+            return None
+        if signal != self._signal:
+            if self._signal is not None:
+                self.log.info("recovery.signal_changed", old=self._signal, new=signal)
+                self.watch = RecoveryWatch()
+                self._watch_meta = None
+            self._signal = signal
+        return values
+
     def _feed_watch(self, observation: Observation) -> list[dict[str, Any]]:
-        """Learn the normal workload-throughput gap, or follow an active recovery to its end."""
-        throughput = sum(observation.worker_throughput.values()) if observation.worker_throughput else None
-        if throughput is None or not isinstance(throughput, np.ndarray):
+        """Learn the normal signal, or follow an active recovery to its end."""
+        self._downtime_from_uptime(observation)
+        values = self._watch_signal(observation)
+        if values is None:
             return []
         done: list[dict[str, Any]] = []
-        for t, workload, out in zip(observation.times, observation.workload, throughput):
-            if not (math.isfinite(workload) and math.isfinite(out)):
+        for t, x in zip(observation.times, values):
+            if not math.isfinite(x):
                 continue
             if not self.watch.active:
-                self.watch.learn_one(workload - out)
+                self.watch.learn_one(float(x))
                 continue
-            recovered_at = self.watch.update(float(t), workload - out)
+            recovered_at = self.watch.update(float(t), float(x))
             if recovered_at is not None and self._watch_meta is not None:
                 meta = self._watch_meta
                 measured = recovered_at - meta["started_at"]
-                self.recovery.observe_recovery(
-                    kind=meta["kind"], parallelism=meta["parallelism"], measured_s=measured
-                )
+                if meta.get("downtime_s") is None:
+                    self.recovery.observe_recovery(
+                        kind=meta["kind"], parallelism=meta["parallelism"], measured_s=measured
+                    )
                 done.append({**meta, "measured_s": measured})
                 self.log.info("recovery.measured", **meta, measured_s=round(measured, 1))
                 self._watch_meta = None

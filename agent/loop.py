@@ -265,12 +265,12 @@ class Agent:
             self.log.warning("rescale.unconfirmed", requested=target, confirmed=outcome.confirmed)
         self.last_rescale_at = now
         result.rescaled_to = outcome.confirmed
-        self.analyzer.on_rescale(now=now, from_parallelism=current, to_parallelism=target)
-        if outcome.downtime_s is not None and outcome.confirmed is not None:
-            # A scaler that measured the downtime (flink-rest) feeds the recovery predictor directly.
-            self.analyzer.recovery.observe_downtime(
-                kind="rescale", parallelism=outcome.confirmed, downtime_s=outcome.downtime_s
-            )
+        self.analyzer.on_rescale(
+            now=now,
+            from_parallelism=current,
+            to_parallelism=outcome.confirmed if outcome.confirmed is not None else target,
+            downtime_s=outcome.downtime_s,
+        )
         self.log.info("rescale", **{k: v for k, v in record.items() if k != "at"})
 
     def _step(self, result: RoundResult, name: str, fn: Any) -> Any:

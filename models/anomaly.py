@@ -80,6 +80,8 @@ class GapAnomalyDetector:
         self.smoothing_s = int(smoothing_s)
         self.stats = WelfordStats()
         self.skipped = 0
+        self.refused = 0
+        """Samples refused as too far from normal to be learned."""
         self._recent: deque[float] = deque(maxlen=self.smoothing_s)
 
     def _smoothed(self, x: float) -> float | None:
@@ -89,11 +91,25 @@ class GapAnomalyDetector:
         self._recent.append(x)
         return sum(self._recent) / len(self._recent)
 
+    learn_limit: float = 4.0
+    """Once ready, samples further than this many standard deviations are not learned as normal."""
+
     def learn_one(self, x: float) -> None:
-        """Learn one gap sample from normal operation (non-finite samples are skipped and counted)."""
+        """Learn one gap sample from normal operation (non-finite samples are skipped and counted).
+
+        A backlog that builds between two watches (an overload before the planner reacts) is not
+        normal operation: once the detector is ready, samples far outside the band are refused, or
+        they would widen it until a job still deep in backlog looked recovered.
+        """
         value = self._smoothed(float(x))
-        if value is not None:
-            self.stats.update(value)
+        if value is None:
+            return
+        if self.ready:
+            std = self.stats.std
+            if abs(value - self.stats.mean) > self.learn_limit * max(std, 1e-9 * max(1.0, abs(self.stats.mean))):
+                self.refused += 1
+                return
+        self.stats.update(value)
 
     @property
     def ready(self) -> bool:

@@ -265,6 +265,9 @@ class WorkloadForecaster:
         return self._result(None, "unknown")
 
     def _result(self, values: np.ndarray | None, source: str) -> Forecast:
+        if values is not None and not np.all(np.isfinite(values)):
+            # An extrapolation that overflowed is no forecast: say unknown rather than plan on inf.
+            values, source = None, "unknown"
         return Forecast(
             values=values, source=source, wape=self.last_wape, poor_loops=self.poor_loops, retraining=self.retraining
         )

@@ -42,8 +42,8 @@ def test_step_up_is_followed_by_a_scale_out_within_two_loops_and_the_lag_recover
     assert first_t <= STEP_AT_S + 2 * settings.loop_interval_s
     assert run.job.true_capacity(first_n) > 95_000
     # The lag built up by the step and the rescale is worked off within the target recovery time.
-    window = run.job.window(first_t, first_t + int(settings.target_recovery_time_s) + 60)
-    assert window.lag[-1] < 95_000
+    window = run.job.window(first_t, first_t + int(settings.target_recovery_time_s))
+    assert window.lag.min() < 95_000  # back below one second of input
     summary = run.result().summary
     assert summary["records_lost"] == 0
     assert summary["slo_misses"] == 0
