@@ -3,7 +3,10 @@
 Replays Daedalus on the shipped traces with one estimate at a time replaced by the simulator's truth
 (the oracle analyzer's forecast, capacities or recovery times), without the recovery hold, without
 scale-down stabilization, and with everything true at once. The gap each substitution closes is
-what that mechanism costs. Benchmark-only: the product never sees the truth.
+what that mechanism costs. Further variants apply candidate fixes from outside the analyzer (current lag
+in the recovery prediction, a WAPE margin, a trend floor, the true future for the recovery prediction
+only) so a proposed change can be measured before it is made. Benchmark-only: the product never sees
+the truth.
 Run: .venv/bin/python -m benchmarks.bench_daedalus_ablation [--hours 6] [--jobs 2]
 """
 
@@ -34,6 +37,9 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "lag in recovery": (frozenset({"lag_in_recovery"}), {}),
     "forecast x (1+WAPE)": (frozenset({"forecast_margin"}), {}),
     "both fixes": (frozenset({"lag_in_recovery", "forecast_margin"}), {}),
+    "true future in recovery only": (frozenset({"future_in_recovery"}), {}),
+    "WAPE margin in recovery only": (frozenset({"margin_in_recovery"}), {}),
+    "trend floor in recovery only": (frozenset({"trend_in_recovery"}), {}),
     "all true + no holds": (
         frozenset({"forecast", "capacities", "recovery_times", "no_hold"}),
         {"scale_down_stabilization_s": 0.0},
@@ -52,8 +58,8 @@ class AblationAnalyzer:
         real = self.inner.analyze(observation, now=now)
         if not self.truths:
             return real
-        if self.truths & {"lag_in_recovery", "forecast_margin"}:
-            real = self._proposed_fixes(real, observation)
+        if self.truths & {"lag_in_recovery", "forecast_margin", "future_in_recovery", "margin_in_recovery", "trend_in_recovery"}:
+            real = self._proposed_fixes(real, observation, now)
         truth = self.oracle.analyze(observation, now=now)
         changes: dict[str, Any] = {}
         for name in ("forecast", "capacities", "recovery_times"):
@@ -63,16 +69,34 @@ class AblationAnalyzer:
             changes["recovering"] = False
         return dataclasses.replace(real, **changes)
 
-    def _proposed_fixes(self, real: Any, observation: Observation) -> Any:
+    def _proposed_fixes(self, real: Any, observation: Observation, now: float) -> Any:
         """The fixes proposed to the lead, applied from outside: lag in the recovery prediction, WAPE margin."""
         import numpy as np
 
         forecast = real.forecast
         if forecast is None:
             return real
+        future = forecast
+        if "future_in_recovery" in self.truths:
+            # The recovery predictor sees the true future; the planner's peak checks keep the forecast.
+            start = int(now)
+            future = self.oracle.job.trace.per_second(start, start + len(forecast))
+        wape = real.forecast_wape if real.forecast_wape is not None else self.inner.settings.wape_threshold
+        if "margin_in_recovery" in self.truths:
+            # Proposed fix: a pessimistic forecast for the recovery prediction only.
+            future = forecast * (1.0 + wape)
         if "forecast_margin" in self.truths:
-            wape = real.forecast_wape if real.forecast_wape is not None else self.inner.settings.wape_threshold
             forecast = forecast * (1.0 + wape)
+            future = forecast
+        if "trend_in_recovery" in self.truths:
+            # Proposed fix: never let the recovery prediction assume less than the recent linear trend.
+            history = self.inner._recent_workload[-900:]
+            history = history[np.isfinite(history)]
+            if history.size >= 120:
+                slope = float(np.polyfit(np.arange(history.size, dtype=float), history, 1)[0])
+                level = float(history[-60:].mean())
+                trend = level + slope * np.arange(1, len(forecast) + 1, dtype=float)
+                future = np.maximum(future, trend)
         lag = observation.latest_lag if "lag_in_recovery" in self.truths else 0.0
         settings = self.inner.settings
         recent = self.inner._recent_workload[-int(settings.checkpoint_interval_s):]
@@ -85,7 +109,7 @@ class AblationAnalyzer:
                 continue
             kind = "failure" if n == real.parallelism else "rescale"
             recovery_times[n] = self.inner.recovery.predict(
-                capacity=capacity, forecast=forecast, recent_workload_rate=float(recent.mean()),
+                capacity=capacity, forecast=future, recent_workload_rate=float(recent.mean()),
                 kind=kind, parallelism=n, current_lag=lag or 0.0,
             )
         return dataclasses.replace(real, forecast=forecast, recovery_times=recovery_times)
