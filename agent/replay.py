@@ -264,7 +264,14 @@ def summarize(
         "rescales": len(executed),
         "rescales_proposed": len(scaler.requests),
         "failures": sum(1 for r in job.restarts if r.kind == "failure"),
-        "slo_misses": sum(1 for _, seconds in recoveries if seconds > target),
+        # A recovery still running when the replay ends is a miss only if it had the target's time.
+        "slo_misses": sum(
+            1 for restart, seconds in recoveries
+            if seconds > target and (math.isfinite(seconds) or job.now_s - restart.start_s > target)
+        ),
+        "recoveries_incomplete": sum(
+            1 for restart, seconds in recoveries if math.isinf(seconds) and job.now_s - restart.start_s <= target
+        ),
         "recoveries": len(recoveries),
         "recovery_max_s": _finite_or_none(max((s for _, s in recoveries), default=0.0)),
         "lag_over_target_s": int(over_target.sum()),
