@@ -108,6 +108,13 @@ class Analyzer:
             downtime_rescale_prior_s=settings.downtime_rescale_prior_s,
             downtime_failure_prior_s=settings.downtime_failure_prior_s,
         )
+        self.reloader = None
+        if settings.model_registry:
+            from agent.model_reload import ModelReloader
+
+            self.reloader = ModelReloader(
+                settings.model_registry, settings.job_name, agent_step_s=float(self.forecaster.resolution_s)
+            )
         self.watch = RecoveryWatch()
         self._watch_meta: dict[str, Any] | None = None
         self._last_uptime: tuple[float, float] | None = None  # (time, uptime_s)
@@ -222,6 +229,7 @@ class Analyzer:
         workload = observation.workload
         self._recent_workload = np.concatenate([self._recent_workload, workload])[-3600:]
         forecast = self.forecaster.step(workload)
+        self._hot_reload(forecast.wape, now)
 
         recoveries = self._feed_watch(observation)
 
@@ -256,6 +264,18 @@ class Analyzer:
             restart_detected=restart,
             recoveries=tuple(recoveries),
         )
+
+    def _hot_reload(self, current_wape: float | None, now: float) -> None:
+        """Switch to a newer registry model whose back-test beats the current WAPE (never raises)."""
+        if self.reloader is None:
+            return
+        try:
+            model = self.reloader.check(current_wape, now=now)
+        except Exception as exc:  # a broken registry is a log line, not a failed round
+            self.log.warning("model_reload.failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        if model is not None:
+            self.forecaster.adopt(model)
 
     def _holding(self, now: float) -> bool:
         """True while a recovery is being watched and has not yet outlasted the target.

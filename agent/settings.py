@@ -190,6 +190,10 @@ class Settings(BaseSettings):
         None, ge=1, description="Partitions of the source topic (the most readers that get input); unset: "
         "unknown, except on the simulated target where the simulator's count is used."
     )
+    job_name: str = Field("flink-job", description="The job's name in the model registry and the exported history.")
+    model_registry: str | None = Field(
+        None, description="Model registry (path or URI) the Spark retraining publishes to; unset: no hot reload."
+    )
     capacity_prior_path: Path | None = Field(
         None, description="StreamBed capacity model file used as prior for unobserved scale-outs."
     )

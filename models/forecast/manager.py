@@ -196,6 +196,23 @@ class WorkloadForecaster:
             # An executor that runs work at once (a replay) delivers the model this very loop.
             self._collect()
 
+    def adopt(self, model: Forecaster) -> None:
+        """Replace the model with one trained elsewhere (a registry artifact), warmed on the recent window.
+
+        A fit still running in the background would overwrite it, so its result is dropped; the
+        WAPE streak starts over, the new model is scored from its first forecast on.
+        """
+        history = self._history()
+        if np.isfinite(history).any():
+            model.fit(history)
+        self.model = model
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+        self.poor_loops = 0
+        self.last_wape = None
+        self._last_model_forecast = None
+
     def _submit(self, history: np.ndarray) -> None:
         executor = self._executor
         if executor is None:

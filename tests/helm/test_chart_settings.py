@@ -43,6 +43,8 @@ DISTINCT = {
     "max_parallelism": 40,
     "static_parallelism": 12,
     "source_partitions": 48,
+    "job_name": "orders",
+    "model_registry": "s3a://models/perdix",
     "dry_run": False,
     "grace_period_s": 90,
     "recent_rescale_window_s": 1200,

@@ -142,6 +142,8 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
   "max_parallelism" $p.maxParallelism
   "static_parallelism" $p.staticParallelism
   "source_partitions" $p.sourcePartitions
+  "job_name" $p.jobName
+  "model_registry" $p.modelRegistry
   "dry_run" $p.dryRun
   "grace_period_s" $p.gracePeriodSeconds
   "recent_rescale_window_s" $p.recentRescaleWindowSeconds
