@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -32,6 +31,7 @@ from prometheus_client.registry import Collector
 
 from agent.clock import ScaledClock
 from agent.logging import get_logger
+from agent.telemetry import TEXT, EndpointServer, Route
 from agent.ports import Scaler
 from simulator import JobState, SimulatedFlinkJob, SimulatorSettings, Trace
 
@@ -182,54 +182,16 @@ def _worker_index(worker: str) -> int:
         return 0
 
 
-class MetricsServer:
+class MetricsServer(EndpointServer):
     """/metrics (and /healthz) for a registry, on a background thread."""
 
     def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
         self.registry = registry
-        self.host = host
-        self.port = port
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> MetricsServer:
-        """Bind and serve; OSError if the address is taken."""
-        registry = self.registry
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # a scrape per second is not news
-                return None
-
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    body, status, kind = generate_latest(registry), 200, CONTENT_TYPE_LATEST
-                elif path == "/healthz":
-                    body, status, kind = b"ok\n", 200, "text/plain"
-                else:
-                    body, status, kind = b"not found\n", 404, "text/plain"
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        server = self._server
-        self._thread = threading.Thread(target=lambda: server.serve_forever(poll_interval=0.1), daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving."""
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        routes: dict[str, Route] = {
+            "/metrics": lambda: (200, generate_latest(registry), CONTENT_TYPE_LATEST),
+            "/healthz": lambda: (200, b"ok\n", TEXT),
+        }
+        super().__init__(routes, host, port, name="perdix-exporter")
 
 
 def serve(trace: Trace, settings: Any, *, address: str, speed: float, follow_scale_target: bool) -> None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Self
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -161,43 +162,45 @@ def _num(value: float | int | None) -> float:
     return value if math.isfinite(value) else math.nan
 
 
-class TelemetryServer:
-    """/metrics, /healthz and /readyz on a background thread; ``port=0`` picks a free port."""
+Route = Callable[[], tuple[int, bytes, str]]
+"""A GET endpoint: returns (status, body, content type)."""
 
-    def __init__(self, telemetry: Telemetry, host: str = "0.0.0.0", port: int = 9249) -> None:
-        self.telemetry = telemetry
+TEXT = "text/plain; charset=utf-8"
+
+
+class EndpointServer:
+    """Fixed GET (and HEAD) paths served on a background thread; ``port=0`` picks a free port.
+
+    Shared by the agent's probes and /metrics and by the simulator exporter: a scrape or a probe
+    every few seconds is not worth a log line, so requests are not logged.
+    """
+
+    def __init__(self, routes: Mapping[str, Route], host: str, port: int, *, name: str) -> None:
+        self.routes = dict(routes)
         self.host = host
         self.port = port
+        self.name = name
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> TelemetryServer:
+    def start(self) -> Self:
         """Bind and serve; raises OSError if the address is taken."""
-        telemetry = self.telemetry
+        routes = self.routes
+        missing = f"not found: try {', '.join(routes)}\n".encode()
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # probes every few seconds: not worth a log line
+            def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-            def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+            def do_GET(self) -> None:
+                route = routes.get(self.path.split("?", 1)[0])
+                status, body, content_type = route() if route is not None else (404, missing, TEXT)
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    self._send(200, telemetry.exposition(), CONTENT_TYPE_LATEST)
-                elif path == "/healthz":
-                    self._send(200, b"ok\n")
-                elif path == "/readyz":
-                    ready, reason = telemetry.readiness()
-                    self._send(200 if ready else 503, (reason + "\n").encode())
-                else:
-                    self._send(404, b"not found: try /metrics, /healthz or /readyz\n")
 
             do_HEAD = do_GET
 
@@ -206,7 +209,7 @@ class TelemetryServer:
         self.port = int(self._server.server_address[1])
         server = self._server
         self._thread = threading.Thread(
-            target=lambda: server.serve_forever(poll_interval=0.1), name="perdix-telemetry", daemon=True
+            target=lambda: server.serve_forever(poll_interval=0.1), name=self.name, daemon=True
         )
         self._thread.start()
         return self
@@ -220,6 +223,28 @@ class TelemetryServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+
+
+def _healthz() -> tuple[int, bytes, str]:
+    return 200, b"ok\n", TEXT
+
+
+class TelemetryServer(EndpointServer):
+    """/metrics, /healthz and /readyz of the agent on a background thread; ``port=0`` picks a free port."""
+
+    def __init__(self, telemetry: Telemetry, host: str = "0.0.0.0", port: int = 9249) -> None:
+        self.telemetry = telemetry
+
+        def readyz() -> tuple[int, bytes, str]:
+            ready, reason = telemetry.readiness()
+            return (200 if ready else 503), (reason + "\n").encode(), TEXT
+
+        routes: dict[str, Route] = {
+            "/metrics": lambda: (200, telemetry.exposition(), CONTENT_TYPE_LATEST),
+            "/healthz": _healthz,
+            "/readyz": readyz,
+        }
+        super().__init__(routes, host, port, name="perdix-telemetry")
 
     @property
     def url(self) -> str:
