@@ -101,6 +101,7 @@ class Analyzer:
             window_s=settings.forecast_window_s,
             wape_threshold=settings.wape_threshold,
             retrain_after=settings.retrain_after_poor_loops,
+            update_maxiter=settings.forecast_update_maxiter,
             executor=executor,
         )
         self.recovery = RecoveryPredictor(

@@ -174,6 +174,14 @@ class Settings(BaseSettings):
     retrain_after_poor_loops: int = Field(
         15, ge=1, description="Retrain the forecaster in the background after this many consecutive poor loops."
     )
+    forecast_update_maxiter: int = Field(
+        10,
+        ge=0,
+        description=(
+            "Optimiser iterations per loop that re-estimate the ARIMA parameters on the newest window, as "
+            "pmdarima's update does (0: keep the last fit's parameters and only filter the new samples)."
+        ),
+    )
     checkpoint_interval_s: float = Field(
         10.0, gt=0, description="The job's checkpoint interval: records since the last checkpoint are replayed, seconds."
     )

@@ -40,6 +40,8 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "true future in recovery only": (frozenset({"future_in_recovery"}), {}),
     "WAPE margin in recovery only": (frozenset({"margin_in_recovery"}), {}),
     "trend floor in recovery only": (frozenset({"trend_in_recovery"}), {}),
+    "level floor in recovery only": (frozenset({"level_in_recovery"}), {}),
+    "level floor + lag": (frozenset({"level_in_recovery", "lag_in_recovery"}), {}),
     "all true + no holds": (
         frozenset({"forecast", "capacities", "recovery_times", "no_hold"}),
         {"scale_down_stabilization_s": 0.0},
@@ -58,7 +60,7 @@ class AblationAnalyzer:
         real = self.inner.analyze(observation, now=now)
         if not self.truths:
             return real
-        if self.truths & {"lag_in_recovery", "forecast_margin", "future_in_recovery", "margin_in_recovery", "trend_in_recovery"}:
+        if self.truths & {"lag_in_recovery", "forecast_margin", "future_in_recovery", "margin_in_recovery", "trend_in_recovery", "level_in_recovery"}:
             real = self._proposed_fixes(real, observation, now)
         truth = self.oracle.analyze(observation, now=now)
         changes: dict[str, Any] = {}
@@ -97,6 +99,12 @@ class AblationAnalyzer:
                 level = float(history[-60:].mean())
                 trend = level + slope * np.arange(1, len(forecast) + 1, dtype=float)
                 future = np.maximum(future, trend)
+        if "level_in_recovery" in self.truths:
+            # Proposed fix: never let the recovery prediction assume less than the last 10 s's level.
+            last = observation.workload[-10:]
+            last = last[np.isfinite(last)]
+            if last.size:
+                future = np.maximum(future, float(last.mean()))
         lag = observation.latest_lag if "lag_in_recovery" in self.truths else 0.0
         settings = self.inner.settings
         recent = self.inner._recent_workload[-int(settings.checkpoint_interval_s):]

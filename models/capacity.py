@@ -270,7 +270,8 @@ class CapacityModel:
                 total += by_line
             elif cpu > 0:
                 total += throughput * expected_cpu / cpu
-        return total if total > 0 else None
+        # A subnormal CPU reading divides to infinity: no estimate rather than an infinite capacity.
+        return total if _positive(total) else None
 
     def estimate_at(self, parallelism: int, *, current: int | None = None) -> float | None:
         """Capacity at ``parallelism`` scaled from what is known now, or None."""

@@ -78,6 +78,7 @@ class WorkloadForecaster:
         window_s: int = 900,
         wape_threshold: float = 0.25,
         retrain_after: int = 15,
+        update_maxiter: int = 0,
         executor: Executor | None = None,
         resolution_s: int = 10,
         linear_window_s: int = 600,
@@ -87,7 +88,9 @@ class WorkloadForecaster:
     ) -> None:
         """``resolution_s``: seconds averaged per model step; ``min_fit_s``: finite seconds of history
         before the first fit (default half the window); ``model_factory``: builds an unfitted model
-        (picklable for process pools; default pmdarima ARIMA over ``window_s``)."""
+        (picklable for process pools; default pmdarima ARIMA over ``window_s``); ``update_maxiter``: optimiser
+        iterations the default ARIMA spends per update re-estimating its parameters on the newest window
+        (0: the parameters of the last fit, only the state is filtered)."""
         if horizon_s < 1 or window_s < 1 or resolution_s < 1:
             raise ValueError("horizon_s, window_s and resolution_s must be at least 1")
         if wape_threshold <= 0 or retrain_after < 1:
@@ -102,7 +105,7 @@ class WorkloadForecaster:
         self.min_linear_s = int(min_linear_s)
         self.window_points = max(3, self.window_s // self.resolution_s)
         self.model_factory: Callable[[], Forecaster] = model_factory or functools.partial(
-            ArimaForecaster, self.window_points
+            ArimaForecaster, self.window_points, update_maxiter=int(update_maxiter)
         )
         self._executor = executor
         self._own_executor: ThreadPoolExecutor | None = None

@@ -53,6 +53,7 @@ DISTINCT = {
     "forecast_window_s": 3600,
     "wape_threshold": 0.4,
     "retrain_after_poor_loops": 30,
+    "forecast_update_maxiter": 3,
     "checkpoint_interval_s": 30,
     "downtime_rescale_prior_s": 45,
     "downtime_failure_prior_s": 20,

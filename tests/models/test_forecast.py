@@ -169,6 +169,31 @@ def test_arima_forecaster_on_a_trend_and_its_round_trip() -> None:
     assert copy.predict(10) == pytest.approx(model.predict(10), rel=1e-6)
 
 
+def test_updates_that_reestimate_parameters_follow_a_level_shift_a_filtered_update_misses() -> None:
+    # Fitted on noise around 30k the search finds a mean model; the workload then settles at 80k.
+    # Filtering alone keeps the fitted mean and forecasts a return to 30k; re-estimating the
+    # parameters on the newest window (pmdarima's update, bounded) moves the mean to the new level.
+    rng = np.random.default_rng(3)
+    before = 30000.0 + rng.normal(0, 300, 90)
+    after = 80000.0 + rng.normal(0, 300, 90)
+    filtered = ArimaForecaster(window=90).fit(before)
+    refitted = ArimaForecaster(window=90, update_maxiter=10).fit(before)
+    assert filtered.order is not None and filtered.order[1] == 0
+    for start in range(0, 90, 6):
+        filtered.update(after[start : start + 6])
+        refitted.update(after[start : start + 6])
+    truth = np.full(30, 80000.0)
+    assert wape(truth, refitted.predict(30)) < 0.05
+    assert wape(truth, filtered.predict(30)) > 4 * wape(truth, refitted.predict(30))
+
+
+def test_the_update_iterations_reach_the_agents_model() -> None:
+    manager = WorkloadForecaster(window_s=600, update_maxiter=7, executor=InlineExecutor())
+    model = manager.model_factory()
+    assert isinstance(model, ArimaForecaster) and model.update_maxiter == 7
+    assert ArimaForecaster.from_dict(model.to_dict()).update_maxiter == 7
+
+
 def test_manager_with_real_arima_interpolates_to_seconds() -> None:
     rng = np.random.default_rng(1)
     manager = WorkloadForecaster(horizon_s=300, window_s=600, resolution_s=10, executor=InlineExecutor())

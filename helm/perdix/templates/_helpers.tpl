@@ -152,6 +152,7 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
   "forecast_window_s" $p.forecastWindowSeconds
   "wape_threshold" $p.wapeThreshold
   "retrain_after_poor_loops" $p.retrainAfterPoorLoops
+  "forecast_update_maxiter" $p.forecastUpdateMaxiter
   "checkpoint_interval_s" $p.checkpointIntervalSeconds
   "downtime_rescale_prior_s" $p.downtimeRescalePriorSeconds
   "downtime_failure_prior_s" $p.downtimeFailurePriorSeconds
