@@ -73,8 +73,10 @@ class OracleAnalyzer:
         """The oracle observes nothing: it knows."""
         return []
 
-    def on_rescale(self, *, now: float, from_parallelism: int, to_parallelism: int) -> None:
-        """Nothing to start: recovery is read from the job itself."""
+    def on_rescale(
+        self, *, now: float, from_parallelism: int, to_parallelism: int, downtime_s: float | None = None
+    ) -> None:
+        """Nothing to start or learn: recovery and downtime are read from the job itself."""
         return None
 
     def _downtime_s(self, kind: str, parallelism: int, current: int) -> float:

@@ -61,3 +61,18 @@ def test_oracle_scales_in_at_once_but_not_in_the_grace_period() -> None:
         last_rescale_at=10_000.0 - 60,
     )
     assert OraclePolicy().decide(held, CONFIG).target_parallelism == 8
+
+
+def test_an_oracle_replay_rescales_without_a_failed_step(tmp_path) -> None:
+    # The loop hands every analyzer the scaler's measured downtime after a rescale; the oracle's
+    # analyzer once lacked the argument and every rescale round ended in a failed execute step.
+    from agent.replay import replay
+    from agent.settings import load_settings
+    from simulator import load_trace
+
+    path = tmp_path / "step.csv"
+    path.write_text("time_s,rate\n0,20000\n599,20000\n600,60000\n1800,60000\n")
+    settings = load_settings(None, {"policy": "oracle", "telemetry.log_level": "error"})
+    result = replay(load_trace(path), settings, hours=0.5)
+    assert result.summary["rescales"] >= 1
+    assert [r.skipped for r in result.rounds if r.skipped and "failed" in r.skipped] == []
