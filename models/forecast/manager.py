@@ -3,7 +3,8 @@
 Daedalus section 3.3, once per loop (:meth:`WorkloadForecaster.step`):
 
 1. score the model's previous forecast by WAPE against the workload that arrived since;
-2. feed the new samples to the model (``update``, no refit);
+2. feed the new samples to the model (``update``: no order search; the default ARIMA re-estimates
+   its parameters on the newest window with a few optimiser iterations, as pmdarima's update does);
 3. if the model was poor (WAPE above ``wape_threshold``) for ``retrain_after`` loops in a row, or
    there is no model yet, start a fit in the background executor; the loop never waits for it and
    the new model replaces the old one in the first loop after it is done;
@@ -78,7 +79,7 @@ class WorkloadForecaster:
         window_s: int = 900,
         wape_threshold: float = 0.25,
         retrain_after: int = 15,
-        update_maxiter: int = 0,
+        update_maxiter: int = 10,
         executor: Executor | None = None,
         resolution_s: int = 10,
         linear_window_s: int = 600,
