@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         serial_cpu = [float(r["cpu_seconds"]) for r in serial.rows]
         print(f"per job serially: wall median {np.median([float(r['fit_seconds']) for r in serial.rows]):.2f} s, "
               f"CPU median {np.median(serial_cpu):.2f} s, CPU total {sum(serial_cpu):.0f} s")
-    print(f"machine: load average {os.getloadavg()[0]:.2f} at the end (2 cores are shared with other work)")
+    print(f"machine: load average {os.getloadavg()[0]:.2f} at the end")
     wapes = distribution(parallel.wapes())
     print("back-test WAPE (15 min ahead, pooled over 48 origins per job): "
           + ", ".join(f"{k} {v:.4f}" for k, v in wapes.items()))
