@@ -42,6 +42,7 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "trend floor in recovery only": (frozenset({"trend_in_recovery"}), {}),
     "level floor in recovery only": (frozenset({"level_in_recovery"}), {}),
     "level floor + lag": (frozenset({"level_in_recovery", "lag_in_recovery"}), {}),
+    "last 3 s floor in recovery only": (frozenset({"level3_in_recovery"}), {}),
     "all true + no holds": (
         frozenset({"forecast", "capacities", "recovery_times", "no_hold"}),
         {"scale_down_stabilization_s": 0.0},
@@ -60,7 +61,7 @@ class AblationAnalyzer:
         real = self.inner.analyze(observation, now=now)
         if not self.truths:
             return real
-        if self.truths & {"lag_in_recovery", "forecast_margin", "future_in_recovery", "margin_in_recovery", "trend_in_recovery", "level_in_recovery"}:
+        if self.truths & {"lag_in_recovery", "forecast_margin", "future_in_recovery", "margin_in_recovery", "trend_in_recovery", "level_in_recovery", "level3_in_recovery"}:
             real = self._proposed_fixes(real, observation, now)
         truth = self.oracle.analyze(observation, now=now)
         changes: dict[str, Any] = {}
@@ -105,6 +106,12 @@ class AblationAnalyzer:
             last = last[np.isfinite(last)]
             if last.size:
                 future = np.maximum(future, float(last.mean()))
+        if "level3_in_recovery" in self.truths:
+            # Proposed fix: a step seconds before the loop shows in the median of the last 3 s.
+            last = observation.workload[-3:]
+            last = last[np.isfinite(last)]
+            if last.size:
+                future = np.maximum(future, float(np.median(last)))
         lag = observation.latest_lag if "lag_in_recovery" in self.truths else 0.0
         settings = self.inner.settings
         recent = self.inner._recent_workload[-int(settings.checkpoint_interval_s):]
