@@ -105,8 +105,9 @@ class WorkloadForecaster:
         self.min_fit_s = int(min_fit_s) if min_fit_s is not None else max(self.window_s // 2, 3 * self.resolution_s)
         self.min_linear_s = int(min_linear_s)
         self.window_points = max(3, self.window_s // self.resolution_s)
+        self.update_maxiter = int(update_maxiter)
         self.model_factory: Callable[[], Forecaster] = model_factory or functools.partial(
-            ArimaForecaster, self.window_points, update_maxiter=int(update_maxiter)
+            ArimaForecaster, self.window_points, update_maxiter=self.update_maxiter
         )
         self._executor = executor
         self._own_executor: ThreadPoolExecutor | None = None
@@ -369,6 +370,9 @@ class WorkloadForecaster:
             cls = MODEL_CLASSES.get(model_state.get("name"))
             try:
                 self.model = cls.from_dict(model_state) if cls is not None else None
+                if isinstance(self.model, ArimaForecaster):
+                    # How to update is this process's setting, not the stored model's.
+                    self.model.update_maxiter = self.update_maxiter
             except Exception as exc:  # noqa: BLE001 - a bad stored model means a fresh fit, not a crash
                 self.model = None
                 self.last_fit_error = f"restore: {exc}"
