@@ -28,9 +28,12 @@ system-deps:
 demo: $(STAMP)
 	$(BIN)/perdix simulate --trace traces/bank_calls.csv --policy daedalus --hours 6 --out out/demo --log-format console
 
-test: $(STAMP) system-deps
-	$(BIN)/lint-imports
+test: $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/lint-imports
+	$(BIN)/mypy agent models planner spark simulator
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all

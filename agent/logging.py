@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from typing import Any, TextIO, cast
 
 import structlog
 
@@ -38,7 +38,8 @@ def configure_logging(fmt: str = "json", level: str = "info", stream: Any = None
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-        logger_factory=structlog.PrintLoggerFactory(file=stream or _CurrentStderr()),
+        # _CurrentStderr has the write/flush that PrintLogger uses, not the whole TextIO surface.
+        logger_factory=structlog.PrintLoggerFactory(file=stream or cast(TextIO, _CurrentStderr())),
         cache_logger_on_first_use=False,
     )
 
