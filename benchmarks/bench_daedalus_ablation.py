@@ -50,6 +50,21 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
 }
 
 
+PROPOSED_FIXES = frozenset(
+    {"lag_in_recovery", "forecast_margin", "future_in_recovery", "margin_in_recovery", "trend_in_recovery",
+     "level_in_recovery", "level3_in_recovery"}
+)
+"""Truths that are not the oracle's answers but candidate fixes applied to the real analysis."""
+
+
+def _level_floor(future: Any, recent: Any, statistic: Any) -> Any:
+    """``future`` floored at ``statistic`` of the finite ``recent`` samples (unchanged without any)."""
+    import numpy as np
+
+    finite = recent[np.isfinite(recent)]
+    return np.maximum(future, float(statistic(finite))) if finite.size else future
+
+
 class AblationAnalyzer:
     """The real analyzer with some of its answers replaced by the truth."""
 
@@ -61,7 +76,7 @@ class AblationAnalyzer:
         real = self.inner.analyze(observation, now=now)
         if not self.truths:
             return real
-        if self.truths & {"lag_in_recovery", "forecast_margin", "future_in_recovery", "margin_in_recovery", "trend_in_recovery", "level_in_recovery", "level3_in_recovery"}:
+        if self.truths & PROPOSED_FIXES:
             real = self._proposed_fixes(real, observation, now)
         truth = self.oracle.analyze(observation, now=now)
         changes: dict[str, Any] = {}
@@ -102,16 +117,10 @@ class AblationAnalyzer:
                 future = np.maximum(future, trend)
         if "level_in_recovery" in self.truths:
             # Proposed fix: never let the recovery prediction assume less than the last 10 s's level.
-            last = observation.workload[-10:]
-            last = last[np.isfinite(last)]
-            if last.size:
-                future = np.maximum(future, float(last.mean()))
+            future = _level_floor(future, observation.workload[-10:], np.mean)
         if "level3_in_recovery" in self.truths:
             # Proposed fix: a step seconds before the loop shows in the median of the last 3 s.
-            last = observation.workload[-3:]
-            last = last[np.isfinite(last)]
-            if last.size:
-                future = np.maximum(future, float(np.median(last)))
+            future = _level_floor(future, observation.workload[-3:], np.median)
         lag = observation.latest_lag if "lag_in_recovery" in self.truths else 0.0
         settings = self.inner.settings
         recent = self.inner._recent_workload[-int(settings.checkpoint_interval_s):]
