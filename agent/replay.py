@@ -246,6 +246,8 @@ def summarize(
     # Lag the current capacity cannot work off within the target recovery time.
     over_target = (lag > np.maximum(spare, 0.0) * target) & (lag > workload)
     recoveries = _recovery_ends(job, lag, workload)
+    # A recovery still running when the replay ends is judged only if it had the target's time.
+    judged = [(restart, s) for restart, s in recoveries if math.isfinite(s) or job.now_s - restart.start_s > target]
     measured_errors = [
         abs(rec["predicted_s"] - rec["measured_s"]) / rec["measured_s"]
         for r in rounds
@@ -264,16 +266,11 @@ def summarize(
         "rescales": len(executed),
         "rescales_proposed": len(scaler.requests),
         "failures": sum(1 for r in job.restarts if r.kind == "failure"),
-        # A recovery still running when the replay ends is a miss only if it had the target's time.
-        "slo_misses": sum(
-            1 for restart, seconds in recoveries
-            if seconds > target and (math.isfinite(seconds) or job.now_s - restart.start_s > target)
-        ),
-        "recoveries_incomplete": sum(
-            1 for restart, seconds in recoveries if math.isinf(seconds) and job.now_s - restart.start_s <= target
-        ),
+        "slo_misses": sum(1 for _, seconds in judged if seconds > target),
+        "recoveries_incomplete": len(recoveries) - len(judged),
         "recoveries": len(recoveries),
-        "recovery_max_s": _finite_or_none(max((s for _, s in recoveries), default=0.0)),
+        # None: a judged recovery never caught up.
+        "recovery_max_s": _finite_or_none(max((s for _, s in judged), default=0.0)),
         "lag_over_target_s": int(over_target.sum()),
         "max_lag_records": int(lag.max()) if lag.size else 0,
         "records_produced": accounting.produced,

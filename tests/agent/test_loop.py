@@ -118,3 +118,16 @@ def test_trace_shorter_than_one_loop_is_refused() -> None:
     short = Trace("short", np.array([0.0, 30.0]), np.array([1.0, 1.0]))
     with pytest.raises(ReplayError, match="shorter than one loop"):
         Replay(short, make_settings())
+
+
+def test_a_recovery_cut_short_by_the_end_of_the_replay_is_incomplete_not_an_unknown_maximum() -> None:
+    settings = make_settings()
+    run = Replay(step_trace(), settings, hours=1.5)
+    run.run(until_s=STEP_AT_S + 2 * 60)  # the scale-out happened just now; its recovery is under way
+    assert [r for r in run.scaler.requests if not r[2]], "expected a scale-out right after the step"
+    summary = run.result().summary
+    assert summary["recoveries"] == 1
+    assert summary["recoveries_incomplete"] == 1
+    assert summary["slo_misses"] == 0
+    # Nothing judged is unbounded, so the longest judged recovery is a number (none finished: 0).
+    assert summary["recovery_max_s"] == 0.0
