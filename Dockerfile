@@ -11,11 +11,13 @@ RUN python -m venv /opt/perdix
 WORKDIR /src
 # Metadata first: the dependency layer is rebuilt only when pyproject.toml changes.
 COPY pyproject.toml README.md ./
-RUN mkdir agent models planner spark simulator \
+RUN mkdir agent cli lab models planner spark simulator \
     && /opt/perdix/bin/pip install --upgrade pip setuptools wheel \
     && /opt/perdix/bin/pip install . \
     && /opt/perdix/bin/pip uninstall --yes perdix
 COPY agent ./agent
+COPY cli ./cli
+COPY lab ./lab
 COPY models ./models
 COPY planner ./planner
 COPY spark ./spark

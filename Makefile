@@ -33,7 +33,7 @@ test: $(STAMP) system-deps lint
 
 lint: $(STAMP)
 	$(BIN)/lint-imports
-	$(BIN)/mypy agent models planner spark simulator
+	$(BIN)/mypy agent cli lab models planner spark simulator
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all

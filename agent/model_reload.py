@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from agent.logging import get_logger
-from spark.registry import CorruptArtifact, ModelRegistry
-from spark.seasonal import SeasonalForecaster
+from models.forecast.seasonal import SeasonalForecaster
+from models.registry import CorruptArtifact, RegistryReader
 
 
 class ReloadedForecaster:
@@ -113,14 +113,14 @@ class ModelReloader:
 
     def __init__(
         self,
-        registry: ModelRegistry | str,
+        registry: RegistryReader | str,
         job: str,
         *,
         current_version: str | None = None,
         agent_step_s: float = 1.0,
         min_improvement: float = 0.0,
     ) -> None:
-        self.registry = registry if isinstance(registry, ModelRegistry) else ModelRegistry(registry)
+        self.registry = registry if isinstance(registry, RegistryReader) else RegistryReader(registry)
         self.job = job
         self.current_version = current_version
         """Version in use, or None while the agent runs its own online model."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar, overload
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from simulator.config import SimulatorSettings
+from planner import LAB_ONLY_POLICIES, PRODUCTION_POLICIES
 
 ENV_PREFIX = "PERDIX_"
 ENV_NESTED_DELIMITER = "__"
@@ -143,8 +143,9 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
-    policy: Literal["daedalus", "static", "ds2", "justin", "qescalor", "hpa", "keda-lag", "oracle"] = Field(
-        "daedalus", description="Scaling policy that plans each loop."
+    policy: str = Field(
+        "daedalus",
+        description=f"Scaling policy that plans each loop: one of {', '.join(PRODUCTION_POLICIES)}.",
     )
     target_recovery_time_s: float = Field(
         300.0, gt=0, description="Longest acceptable time from a rescale or failure until the job has caught up, seconds."
@@ -209,7 +210,24 @@ class Settings(BaseSettings):
     scale_target: ScaleTargetSettings = Field(default_factory=ScaleTargetSettings, description="Scale target.")
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings, description="Knowledge store.")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Logs, metrics, probes.")
-    simulator: SimulatorSettings = Field(default_factory=SimulatorSettings, description="Embedded simulated job.")
+
+    runnable_policies: ClassVar[tuple[str, ...]] = PRODUCTION_POLICIES
+    """Policies this settings tree accepts: what ``perdix run`` runs (the lab widens it)."""
+    policy_context: ClassVar[str] = "perdix run"
+    refused_policies: ClassVar[dict[str, str]] = {
+        name: f"runs only in the lab ({reason})" for name, reason in LAB_ONLY_POLICIES.items()
+    }
+    """Known policies this tree refuses, with why (the message of the one-line error)."""
+
+    @field_validator("policy")
+    @classmethod
+    def _runnable_policy(cls, name: str) -> str:
+        if name in cls.runnable_policies:
+            return name
+        choices = ", ".join(cls.runnable_policies)
+        if name in cls.refused_policies:
+            raise ValueError(f"{name!r} {cls.refused_policies[name]}; {cls.policy_context} takes one of {choices}")
+        raise ValueError(f"unknown policy {name!r}; one of {choices}")
 
     @model_validator(mode="before")
     @classmethod
@@ -242,10 +260,8 @@ class Settings(BaseSettings):
 
     @property
     def partitions(self) -> int | None:
-        """Source partitions: the setting, or on the simulated target the simulator's."""
-        if self.source_partitions is not None:
-            return self.source_partitions
-        return self.simulator.partitions if self.scale_target.kind == "simulated" else None
+        """Source partitions, when the operator set them."""
+        return self.source_partitions
 
     @classmethod
     def settings_customise_sources(
@@ -321,7 +337,25 @@ def format_validation_error(exc: ValidationError, source: str | None = None) -> 
     return "; ".join(lines)
 
 
-def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+SettingsT = TypeVar("SettingsT", bound=Settings)
+
+
+@overload
+def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings: ...
+
+
+@overload
+def load_settings(
+    config_file: Path | None = None, overrides: dict[str, Any] | None = None, *, model: type[SettingsT]
+) -> SettingsT: ...
+
+
+def load_settings(
+    config_file: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    *,
+    model: type[Settings] = Settings,
+) -> Settings:
     """Build the settings: defaults, then the YAML file, then PERDIX_* env, then ``overrides`` (CLI flags).
 
     ``overrides`` may use dotted keys (``{"scale_target.kind": "deployment"}``). Raises
@@ -341,7 +375,7 @@ def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | N
     try:
         # File values go in as init kwargs under the flags; env sits between them because
         # _strip_env_covered removed the file's leaves the environment sets.
-        return Settings(**_deep_merge(file_data, flag_data))
+        return model(**_deep_merge(file_data, flag_data))
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, str(config_file) if config_file else None)) from None
 
@@ -354,7 +388,6 @@ __all__ = [
     "PromQLQueries",
     "ScaleTargetSettings",
     "Settings",
-    "SimulatorSettings",
     "TelemetrySettings",
     "load_settings",
 ]

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram

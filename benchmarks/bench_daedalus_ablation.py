@@ -21,10 +21,10 @@ from typing import Any
 from agent.analyze import Analyzer
 from agent.loop import Agent
 from agent.observation import Observation
-from agent.oracle import OracleAnalyzer
-from agent.replay import Replay, _InlineExecutor
-from agent.settings import Settings, load_settings
 from benchmarks.common import SHIPPED_TRACES, TRACES
+from lab.oracle import OracleAnalyzer
+from lab.replay import Replay, _InlineExecutor
+from lab.settings import LabSettings, load_lab_settings
 from simulator import load_trace
 
 VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
@@ -167,7 +167,7 @@ def run(trace_name: str, variant: str, hours: float) -> tuple[str, str, dict[str
 
     configure_logging("console", "error")
     truths, overrides = VARIANTS[variant]
-    settings: Settings = load_settings(None, {"policy": "daedalus", "telemetry.log_level": "error", **overrides})
+    settings: LabSettings = load_lab_settings(None, {"policy": "daedalus", "telemetry.log_level": "error", **overrides})
     trace = load_trace(TRACES / f"{trace_name}.csv")
     start = time.perf_counter()
     replay = AblationReplay.__new__(AblationReplay)

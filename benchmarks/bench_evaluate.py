@@ -12,10 +12,11 @@ import argparse
 import time
 from pathlib import Path
 
-from agent.evaluate import build_summary, goal_checks, parse_policies, plan_pairs, run_pairs, write_outputs
 from agent.logging import configure_logging
-from agent.settings import load_settings
 from benchmarks.common import SHIPPED_TRACES, TRACES
+from lab.evaluate import parse_policies, plan_pairs, run_pairs
+from lab.report import build_summary, goal_checks, write_outputs
+from lab.settings import load_lab_settings
 
 
 def main() -> None:
@@ -28,7 +29,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("out/bench_evaluate"))
     args = parser.parse_args()
     configure_logging("console", "error")
-    settings = load_settings(None, {"telemetry.log_level": "error", "telemetry.log_format": "console"})
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "telemetry.log_format": "console"})
     policies = parse_policies(args.policies)
     paths = [TRACES / f"{name}.csv" for name in SHIPPED_TRACES]
     pairs = plan_pairs(paths, policies)

@@ -13,9 +13,9 @@ import argparse
 import numpy as np
 
 from agent.logging import configure_logging
-from agent.replay import Replay
-from agent.settings import load_settings
 from benchmarks.common import TRACES
+from lab.replay import Replay
+from lab.settings import load_lab_settings
 from simulator import Trace, load_trace
 
 GOALS_MS = {12: 100.0, 1000: 1000.0}
@@ -24,7 +24,7 @@ GOALS_MS = {12: 100.0, 1000: 1000.0}
 def measure(workers: int, rounds: int, warmup: int) -> dict[str, np.ndarray]:
     """Per-step latencies (ms) of ``rounds`` rounds after ``warmup`` rounds at ``workers`` workers."""
     base = load_trace(TRACES / "taylor.csv")
-    settings = load_settings(
+    settings = load_lab_settings(
         None,
         {
             "policy": "daedalus",

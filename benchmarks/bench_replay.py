@@ -10,10 +10,10 @@ import argparse
 import time
 
 from agent.logging import configure_logging
-from agent.replay import replay
-from agent.settings import load_settings
-from simulator import load_trace
 from benchmarks.common import SHIPPED_TRACES, TRACES
+from lab.replay import replay
+from lab.settings import load_lab_settings
+from simulator import load_trace
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
     for name in SHIPPED_TRACES:
         trace = load_trace(TRACES / f"{name}.csv")
         for policy in args.policies.split(","):
-            settings = load_settings(None, {"policy": policy})
+            settings = load_lab_settings(None, {"policy": policy})
             start = time.perf_counter()
             s = replay(trace, settings, hours=args.hours).summary
             wall = time.perf_counter() - start

@@ -1,7 +1,7 @@
 """Retraining benchmark: N jobs x D days of 1-min history, Spark ``local[2]`` against the same code serially.
 
 The history is generated from the shipped traces (each stretched to a 24 h day, with a per-job
-window, phase shift, scale, level shift and noise; see spark/synthetic.py). Every run executes
+window, phase shift, scale, level shift and noise; see benchmarks/synthetic_history.py). Every run executes
 :func:`spark.training.train_job` per job and publishes to its own registry; the figures are the wall
 times, the speed-up, whether the runs agree job by job, and the distribution of back-test WAPE.
 
@@ -31,10 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import ROOT, SHIPPED_TRACES, TRACES
+from benchmarks.synthetic_history import synthetic_history
 from spark.history import read_history
 from spark.registry import ModelRegistry
 from spark.retrain import FIT_COLUMNS, RetrainSummary, build_session, run_serial, run_spark
-from spark.synthetic import synthetic_history
 from spark.training import RetrainConfig, train_job
 
 NOW = datetime(2026, 11, 15, 2, 0, tzinfo=UTC)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.capacity_plan import RunReport, plan_capacity
+from lab.capacity_plan import RunReport, plan_capacity
 from models.streambed import (
     FAMILIES,
     ExplorerSettings,

@@ -21,6 +21,15 @@ DAG_ONLY_POLICIES: dict[str, str] = {
 }
 """Policies that decide per operator and resource provision, so they run on the operator-DAG testbed only."""
 
+PRODUCTION_POLICIES: tuple[str, ...] = ("daedalus", "static", "ds2", "hpa", "keda-lag")
+"""Policies ``perdix run`` can run against a real job."""
+
+LAB_ONLY_POLICIES: dict[str, str] = {
+    "oracle": "it reads the simulator's true future, capacities and downtimes",
+    **DAG_ONLY_POLICIES,
+}
+"""Policies that exist only in the lab, with the reason."""
+
 
 def get_policy(name: str) -> Policy:
     """The policy registered under ``name``; raises KeyError naming the known ones."""
@@ -36,6 +45,8 @@ def get_policy(name: str) -> Policy:
 
 __all__ = [
     "DAG_ONLY_POLICIES",
+    "LAB_ONLY_POLICIES",
+    "PRODUCTION_POLICIES",
     "POLICIES",
     "DaedalusPolicy",
     "Decision",

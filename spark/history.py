@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from spark.fs import Location, StorageError, open_location
+from models.storage import Location, StorageError, open_location
 
 SAMPLE_SCHEMA = pa.schema(
     [

@@ -24,9 +24,10 @@ from typing import Any
 
 import pandas as pd
 
-from spark.fs import StorageError, open_location
+from models.registry import RegistryError, check_version, version_at
+from models.storage import StorageError, open_location
 from spark.history import HISTORY_SCHEMA, HistoryError, read_history
-from spark.registry import ModelRegistry, RegistryError, check_version, version_at
+from spark.registry import ModelRegistry
 from spark.training import RESULT_COLUMNS, RetrainConfig, train_job
 
 APP_NAME = "perdix-retrain"

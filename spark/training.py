@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from models.forecast.seasonal import DAY_S, SeasonalForecaster
 from spark.history import HistoryError
 from spark.registry import ModelRegistry
-from spark.seasonal import DAY_S, SeasonalForecaster
 
 LIBRARIES = ("perdix", "numpy", "pandas", "pyarrow", "pyspark", "pmdarima", "statsforecast")
 
@@ -62,7 +62,7 @@ class RetrainConfig:
     min_train_s: int = DAY_S
     """History needed before the back-test span (at least one full day for the profile), seconds."""
     residual: str = "statsforecast-arima"
-    """Residual forecaster (see spark.seasonal.residual_models): statsforecast's AutoARIMA by default,
+    """Residual forecaster (see models.forecast.seasonal.residual_models): statsforecast's AutoARIMA by default,
     because pmdarima's order search and Kalman updates cost about four times as much per job for a
     similar back-test WAPE (measured in benchmarks/bench_spark.py), and 200 jobs must fit in minutes."""
     residual_window_s: int = 6 * 3600

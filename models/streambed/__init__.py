@@ -1,7 +1,7 @@
 """StreamBed offline capacity planning: Capacity Estimator, Configuration Optimizer, Resource Explorer.
 
 Pure logic over a testbed protocol (``models.streambed.testbed``); the runner that drives it against
-the simulator lives in ``agent.capacity_plan``. The result is a capacity model file whose capacities
+the simulator lives in ``lab.capacity_plan``. The result is a capacity model file whose capacities
 per scale-out the agent uses as a prior (``load_capacity_prior``).
 """
 

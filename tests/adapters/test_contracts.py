@@ -18,13 +18,13 @@ import pytest
 from kubernetes import client as k8s
 
 from agent.execute.kubernetes import Backoff, KubernetesScaler
-from agent.execute.simulated import SimulatedScaler
 from agent.knowledge.configmap import KEY, ConfigMapKnowledgeStore
 from agent.knowledge.document import SCHEMA_VERSION
 from agent.knowledge.file import FileKnowledgeStore
 from agent.ports import KnowledgeStore, Scaler
-from agent.settings import ScaleTargetSettings, SimulatorSettings
-from simulator import SimulatedFlinkJob, Trace
+from agent.settings import ScaleTargetSettings
+from lab.simulated import SimulatedScaler
+from simulator import SimulatedFlinkJob, SimulatorSettings, Trace
 from tests.fakes.kube_api import FakeKubeAPI
 
 SCALERS = ["simulated", "deployment", "statefulset", "flinkdeployment"]

@@ -13,9 +13,9 @@ from agent.clock import WallClock
 from agent.daemon import Daemon, Parts
 from agent.observation import Observation
 from agent.ports import RescaleResult
-from agent.replay import MemoryKnowledgeStore
 from agent.settings import load_settings
 from agent.telemetry import Telemetry, TelemetryServer
+from lab.replay import MemoryKnowledgeStore
 from tests.fixtures.prometheus import http_get
 
 

@@ -14,11 +14,21 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
-from agent.cli import app
-from agent.execute.kubernetes import KubernetesScaler, api_client
-from agent.exporter import CPU, LAG, REGISTERED, THROUGHPUT, UPTIME, WORKLOAD, ExporterError, SimulationExporter, parse_address
-from agent.settings import PromQLQueries, ScaleTargetSettings, SimulatorSettings
-from simulator import Trace
+from agent.execute.kubernetes import KubernetesScaler
+from agent.settings import PromQLQueries, ScaleTargetSettings
+from cli import app
+from lab.exporter import (
+    CPU,
+    LAG,
+    REGISTERED,
+    THROUGHPUT,
+    UPTIME,
+    WORKLOAD,
+    ExporterError,
+    SimulationExporter,
+    parse_address,
+)
+from simulator import SimulatorSettings, Trace
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.prometheus_api import Canned, FakePrometheus
 from tests.fixtures.prometheus import free_port
@@ -116,8 +126,8 @@ def test_run_start_up_problems_exit_2_with_one_line(
 def test_run_reports_a_missing_target_once_at_start_and_keeps_going(
     tmp_path: Path, kube_api: FakeKubeAPI, kubeconfig: Path, fake_prometheus: FakePrometheus
 ) -> None:
-    from agent.daemon import build_parts
     from agent.clock import SimulatedClock
+    from agent.daemon import build_parts
     from agent.settings import load_settings
 
     settings = load_settings(None, {

@@ -12,9 +12,9 @@ from structlog.testing import capture_logs
 
 from agent.observation import Observation
 from agent.ports import MonitorError
-from agent.replay import Replay
-from agent.settings import load_settings
 from agent.telemetry import Telemetry, TelemetryServer
+from lab.replay import Replay
+from lab.settings import load_lab_settings
 from simulator import Trace
 from tests.fixtures.prometheus import http_get
 
@@ -40,7 +40,7 @@ def step_replay(**overrides: object) -> Replay:
     seconds = 3600
     trace = Trace("step", np.array([0.0, 899.0, 900.0, float(seconds)]), np.array([45_000, 45_000, 95_000, 95_000]))
     # A short forecast window keeps the ARIMA fits (inline in a replay) fast; the metrics do not depend on it.
-    settings = load_settings(
+    settings = load_lab_settings(
         None,
         {"simulator.initial_parallelism": 6, "max_parallelism": 16, "forecast_window_s": 120, "forecast_horizon_s": 120, **overrides},
     )

@@ -12,8 +12,8 @@ import pytest
 from agent.knowledge.file import FileKnowledgeStore
 from agent.observation import Observation
 from agent.ports import MonitorError
-from agent.replay import Replay, ReplayError
-from agent.settings import Settings, load_settings
+from lab.replay import Replay, ReplayError
+from lab.settings import LabSettings, load_lab_settings
 from simulator import Trace
 
 STEP_AT_S = 2400
@@ -25,10 +25,10 @@ def step_trace(low: float = 45_000, high: float = 95_000, seconds: int = 4 * 360
     return Trace("step", times, np.array([low, low, high, high]))
 
 
-def make_settings(**overrides: Any) -> Settings:
+def make_settings(**overrides: Any) -> LabSettings:
     base: dict[str, Any] = {"simulator.initial_parallelism": 6, "max_parallelism": 16, "target_recovery_time_s": 300}
     base.update(overrides)
-    return load_settings(None, base)
+    return load_lab_settings(None, base)
 
 
 def test_step_up_is_followed_by_a_scale_out_within_two_loops_and_the_lag_recovers() -> None:

@@ -11,10 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from agent.analyze import Analyzer
-from agent.cli import app
 from agent.observation import Observation
-from agent.replay import Replay
-from agent.settings import ConfigError, load_settings
+from agent.settings import ConfigError
+from cli import app
+from lab.replay import Replay
+from lab.settings import load_lab_settings
 from models.streambed.explorer import Surrogate
 from models.streambed.model_file import CapacityModel, load_capacity_prior, write_capacity_model
 from simulator import Trace
@@ -54,7 +55,7 @@ class NoCpuYet:
 
 def test_the_first_decision_uses_the_prior_before_anything_is_observed(tmp_path: Path) -> None:
     path = prior_file(tmp_path / "capacity.json", per_worker=11_000)
-    settings = load_settings(None, {"capacity_prior_path": str(path), "simulator.initial_parallelism": 4})
+    settings = load_lab_settings(None, {"capacity_prior_path": str(path), "simulator.initial_parallelism": 4})
     run = Replay(overloaded_from_the_start(), settings, hours=1)
     run.agent.monitor = NoCpuYet(run.monitor, until=60)
     run.run(until_s=60)  # the very first round: nothing about capacity is known but the prior
@@ -69,7 +70,7 @@ def test_the_first_decision_uses_the_prior_before_anything_is_observed(tmp_path:
 def test_a_wrong_prior_is_overridden_once_observations_arrive(tmp_path: Path) -> None:
     # A prior three times too optimistic: 4 workers "carry" 95k/s.
     path = prior_file(tmp_path / "capacity.json", per_worker=40_000)
-    settings = load_settings(None, {"capacity_prior_path": str(path), "simulator.initial_parallelism": 4})
+    settings = load_lab_settings(None, {"capacity_prior_path": str(path), "simulator.initial_parallelism": 4})
     run = Replay(overloaded_from_the_start(), settings, hours=1)
     run.run(until_s=1200)
     analysis = run.rounds[-1].analysis
@@ -84,7 +85,7 @@ def test_a_wrong_prior_is_overridden_once_observations_arrive(tmp_path: Path) ->
 def test_a_bad_prior_file_is_a_config_error_naming_the_key(tmp_path: Path) -> None:
     bad = tmp_path / "capacity.json"
     bad.write_text("{broken")
-    settings = load_settings(None, {"capacity_prior_path": str(bad)})
+    settings = load_lab_settings(None, {"capacity_prior_path": str(bad)})
     with pytest.raises(ConfigError, match="capacity_prior_path"):
         Analyzer(settings)
 

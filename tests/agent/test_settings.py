@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.settings import ConfigError, Settings, load_settings
+from lab.settings import LabSettings, load_lab_settings
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -42,7 +43,7 @@ def test_precedence_file_then_env_then_flag(tmp_path: Path, monkeypatch: pytest.
 
 def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
     config = write(tmp_path, "simulator:\n  partitions: 24\n")
-    settings = load_settings(config, {"simulator.seed": 99, "scale_target.kind": "deployment"})
+    settings = load_lab_settings(config, {"simulator.seed": 99, "scale_target.kind": "deployment"})
     assert settings.simulator.partitions == 24
     assert settings.simulator.seed == 99
     assert settings.scale_target.kind == "deployment"
@@ -63,9 +64,13 @@ def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
         ("prometheus:\n  ulr: http://x\n", "prometheus.ulr: unknown key"),
         # malformed PromQL
         ("prometheus:\n  queries:\n    workload: 'sum(rate(x[1m])'\n", "prometheus.queries.workload: malformed PromQL"),
-        # a simulator that cannot run
-        ("simulator:\n  partitions: 0\n", "simulator: partitions (0) must be at least 1"),
-        ("simulator:\n  partitions: 4\n  initial_parallelism: 8\n", "initial_parallelism (8) > partitions (4)"),
+        # a policy that runs only in the lab, or not at all
+        ("policy: justin\n", "policy: 'justin' runs only in the lab (needs per-operator memory levels"),
+        ("policy: qescalor\n", "policy: 'qescalor' runs only in the lab"),
+        ("policy: oracle\n", "policy: 'oracle' runs only in the lab (it reads the simulator's true future"),
+        ("policy: daedelus\n", "policy: unknown policy 'daedelus'; one of daedalus, static, ds2, hpa, keda-lag"),
+        # the simulated job is the lab's: the daemon's settings have no such section
+        ("simulator:\n  partitions: 24\n", "simulator: unknown key"),
     ],
 )
 def test_bad_config_is_one_line_naming_the_key(tmp_path: Path, yaml_text: str, message: str) -> None:
@@ -76,6 +81,30 @@ def test_bad_config_is_one_line_naming_the_key(tmp_path: Path, yaml_text: str, m
     assert message in text
     assert "\n" not in text
     assert str(config) in text
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        # a simulator that cannot run
+        ("simulator:\n  partitions: 0\n", "simulator: partitions (0) must be at least 1"),
+        ("simulator:\n  partitions: 4\n  initial_parallelism: 8\n", "initial_parallelism (8) > partitions (4)"),
+        # the lab takes the oracle, not the per-operator policies
+        ("policy: justin\n", "policy: 'justin' runs on the operator-DAG testbed only"),
+    ],
+)
+def test_bad_lab_config_is_one_line_naming_the_key(tmp_path: Path, yaml_text: str, message: str) -> None:
+    config = write(tmp_path, yaml_text)
+    with pytest.raises(ConfigError) as error:
+        load_lab_settings(config)
+    text = str(error.value)
+    assert message in text
+    assert "\n" not in text
+    assert str(config) in text
+
+
+def test_the_lab_accepts_the_oracle() -> None:
+    assert load_lab_settings(None, {"policy": "oracle"}).policy == "oracle"
 
 
 def test_bad_env_value_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,3 +134,4 @@ def test_every_field_has_a_description() -> None:
         return missing
 
     assert walk(Settings) == []
+    assert walk(LabSettings) == []

@@ -33,7 +33,7 @@ from tests.fixtures.prometheus import PrometheusServer, free_port, http_get, pol
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 ROOT = Path(__file__).resolve().parents[2]
-PERDIX = [sys.executable, "-m", "agent.cli"]
+PERDIX = [sys.executable, "-m", "cli"]
 TASKMANAGERS = "flink-taskmanager"
 INITIAL = 3
 STEP_AT_S = 40

@@ -38,7 +38,7 @@ def test_both_commands_exit_2_with_one_line_naming_the_key(tmp_path: Path) -> No
         }
         for command, args in commands.items():
             process = subprocess.Popen(
-                [sys.executable, "-m", "agent.cli", *args], cwd=ROOT, text=True,
+                [sys.executable, "-m", "cli", *args], cwd=ROOT, text=True,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )
             started.append((name, command, config, fragment, process))

@@ -19,7 +19,13 @@ import pytest
 import yaml
 
 from tests.e2e.test_run_kubernetes import (  # noqa: F401  (world is the e2e fixture)
-    INITIAL, PERDIX, TASKMANAGERS, Process, agent_config, metric, world,
+    INITIAL,
+    PERDIX,
+    TASKMANAGERS,
+    Process,
+    agent_config,
+    metric,
+    world,
 )
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fixtures.prometheus import free_port, http_get, poll

@@ -18,8 +18,8 @@ from structlog.testing import capture_logs
 from agent.clock import SimulatedClock
 from agent.knowledge.document import SCHEMA_VERSION
 from agent.loop import Agent
-from agent.replay import Replay
-from agent.settings import load_settings
+from lab.replay import Replay
+from lab.settings import load_lab_settings
 from simulator import Trace
 from tests.adapters.test_contracts import StoreCase, store_case  # noqa: F401  (the contract's store fixture)
 
@@ -33,7 +33,7 @@ BAD = {
 
 def agent_on(store: Any) -> tuple[Agent, Replay]:
     """An agent on a short replayed job whose knowledge lives in ``store``."""
-    settings = load_settings(None, {"simulator.initial_parallelism": 4, "max_parallelism": 8})
+    settings = load_lab_settings(None, {"simulator.initial_parallelism": 4, "max_parallelism": 8})
     flat = Trace("flat", np.array([0.0, 1800.0]), np.array([30_000.0, 30_000.0]))
     run = Replay(flat, settings, hours=0.5, knowledge=store)
     return run.agent, run

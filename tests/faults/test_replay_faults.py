@@ -1,4 +1,4 @@
-"""Fault matrix, rows 4-7, on the simulated job with the real agent loop (``agent.replay.Replay``).
+"""Fault matrix, rows 4-7, on the simulated job with the real agent loop (``lab.replay.Replay``).
 
 - the agent killed mid-recovery or between the PATCH and the knowledge save, then restarted;
 - the job failed or rescaled by someone else (uptime reset, parallelism changed outside Perdix);
@@ -17,20 +17,20 @@ import numpy as np
 from structlog.testing import capture_logs
 
 from agent.knowledge.file import FileKnowledgeStore
-from agent.replay import Replay
-from agent.settings import Settings, load_settings
+from lab.replay import Replay
+from lab.settings import LabSettings, load_lab_settings
 from simulator import Trace
 
 STEP_AT_S = 2400
 INITIAL = 6
 
 
-def make_settings(**overrides: Any) -> Settings:
+def make_settings(**overrides: Any) -> LabSettings:
     """The loop tests' job: 6 workers of 14,000 records/s, up to 16, recovery target 300 s."""
     base: dict[str, Any] = {"simulator.initial_parallelism": INITIAL, "max_parallelism": 16,
                             "target_recovery_time_s": 300}
     base.update(overrides)
-    return load_settings(None, base)
+    return load_lab_settings(None, base)
 
 
 def trace(points: list[tuple[float, float]], name: str = "fault") -> Trace:
@@ -177,7 +177,7 @@ def test_a_spike_beyond_max_parallelism_scales_to_max_once_says_so_and_does_not_
     assert run.result().summary["records_lost"] == 0
 
 
-def flapping(settings: Settings) -> Trace:
+def flapping(settings: LabSettings) -> Trace:
     """+-8 % around 80 % of six workers' capacity, switching every 90 s, for 2 hours."""
     base = INITIAL * settings.simulator.worker_capacity_rps * 0.8
     points: list[tuple[float, float]] = []
@@ -187,7 +187,7 @@ def flapping(settings: Settings) -> Trace:
     return trace(points, "flapping")
 
 
-def rescales_per_hour(settings: Settings) -> tuple[list[int], list[tuple[int, int]]]:
+def rescales_per_hour(settings: LabSettings) -> tuple[list[int], list[tuple[int, int]]]:
     run = Replay(flapping(settings), settings, hours=2.0)
     run.run()
     assert run.result().summary["records_lost"] == 0

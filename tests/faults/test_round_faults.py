@@ -116,7 +116,7 @@ def test_bad_prometheus_answers_act_on_nothing_and_flip_readiness_once(
     assert all(r.decision is None and r.skipped for r in bad), [r.skipped for r in bad]
     assert len(kube_api.scale_target_writes()) == writes_before, "rescaled on bad data"
     assert not ready(agent)
-    assert agent.telemetry.readiness()[1].startswith(f"not ready: 5 round(s) without data")
+    assert agent.telemetry.readiness()[1].startswith("not ready: 5 round(s) without data")
     assert events(logs, "readiness.not_ready") == ["readiness.not_ready"], "one line per state change"
     problems = [e for e in logs if e["event"] in ("monitor.gap", "monitor.unavailable")]
     assert len(problems) == 1, f"one monitor line per outage, not per round: {problems}"

@@ -10,7 +10,6 @@ default is dry-run: a workload step leads to RescaleRecommended Events and zero 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from tests.helm.rbac_api import RbacAPI
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
-PERDIX = [sys.executable, "-m", "agent.cli"]
+PERDIX = [sys.executable, "-m", "cli"]
 NAMESPACE = "streaming"
 INITIAL = 3
 SIMULATOR = {

@@ -16,9 +16,9 @@ import yaml
 from prometheus_client import CollectorRegistry
 from typer.testing import CliRunner
 
-from agent.cli import app as cli_app
 from agent.settings import load_settings
 from agent.telemetry import Telemetry, TelemetryServer
+from cli import app as cli_app
 from tests.helm.cases import CASES, Case, case_ids
 from tests.helm.chart import (
     all_containers,

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from agent.dag_lab import cache_hit_rate, run_dag_policy
+from lab.dag import cache_hit_rate, run_dag_policy
 from planner import get_policy
 from planner.justin import OperatorMemoryState, justin_plan, memory_mb
 from planner.qescalor import PerformanceModel, Provision, Sample, candidates, qcesa

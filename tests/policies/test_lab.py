@@ -8,18 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent.cli import app
-from agent.evaluate import (
-    EvaluateError,
-    Pair,
-    build_summary,
-    parse_policies,
-    plan_pairs,
-    run_pair,
-    run_pairs,
-    savings_captured,
-)
-from agent.settings import load_settings
+from cli import app
+from lab.evaluate import EvaluateError, Pair, parse_policies, plan_pairs, run_pair, run_pairs
+from lab.report import build_summary, savings_captured
+from lab.settings import load_lab_settings
 
 runner = CliRunner()
 WALL_CLOCK_KEYS = {"loop_latency_p95_ms"}
@@ -37,7 +29,7 @@ def flat_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def lab(flat_trace: Path) -> dict:
     """Every single-vertex policy on the same 24 simulated minutes."""
-    settings = load_settings(None, {"telemetry.log_level": "error", "telemetry.log_format": "console"})
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "telemetry.log_format": "console"})
     policies = ["oracle", "static", "hpa", "ds2", "keda-lag", "daedalus"]
     results = run_pairs(plan_pairs([flat_trace], policies), settings, hours=0.4, failures_per_hour=0.0, jobs=1)
     return build_summary(results, ["flat"], policies)["traces"]["flat"]
@@ -55,14 +47,14 @@ def test_oracle_needs_no_more_worker_hours_than_any_policy_that_meets_the_slo(la
 
 
 def test_identical_seeds_give_identical_summaries(flat_trace: Path) -> None:
-    settings = load_settings(None, {"telemetry.log_level": "error", "simulator.seed": 11})
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "simulator.seed": 11})
     pair = Pair(flat_trace, "flat", "hpa")
     first = run_pair(pair, settings, hours=0.15, failures_per_hour=2.0).summary
     second = run_pair(pair, settings, hours=0.15, failures_per_hour=2.0).summary
     assert {k: v for k, v in first.items() if k not in WALL_CLOCK_KEYS} == {
         k: v for k, v in second.items() if k not in WALL_CLOCK_KEYS
     }
-    other = run_pair(pair, load_settings(None, {"simulator.seed": 12}), hours=0.15, failures_per_hour=2.0).summary
+    other = run_pair(pair, load_lab_settings(None, {"simulator.seed": 12}), hours=0.15, failures_per_hour=2.0).summary
     assert other["records_produced"] != first["records_produced"]
 
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from agent.oracle import true_recovery_time
+from lab.oracle import true_recovery_time
 from planner import OraclePolicy
 from planner.oracle import oracle_lookahead_s
 from tests.policies.conftest import CONFIG, snapshot
@@ -66,13 +66,13 @@ def test_oracle_scales_in_at_once_but_not_in_the_grace_period() -> None:
 def test_an_oracle_replay_rescales_without_a_failed_step(tmp_path) -> None:
     # The loop hands every analyzer the scaler's measured downtime after a rescale; the oracle's
     # analyzer once lacked the argument and every rescale round ended in a failed execute step.
-    from agent.replay import replay
-    from agent.settings import load_settings
+    from lab.replay import replay
+    from lab.settings import load_lab_settings
     from simulator import load_trace
 
     path = tmp_path / "step.csv"
     path.write_text("time_s,rate\n0,20000\n599,20000\n600,60000\n1800,60000\n")
-    settings = load_settings(None, {"policy": "oracle", "telemetry.log_level": "error"})
+    settings = load_lab_settings(None, {"policy": "oracle", "telemetry.log_level": "error"})
     result = replay(load_trace(path), settings, hours=0.5)
     assert result.summary["rescales"] >= 1
     assert [r.skipped for r in result.rounds if r.skipped and "failed" in r.skipped] == []

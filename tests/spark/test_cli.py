@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent.cli import app
+from cli import app
 from spark.history import read_history
 from tests.conftest import TRACES
 

@@ -17,17 +17,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.history_export import (
+from agent.settings import PromQLQueries
+from spark.export import (
     ExportError,
     export_from_prometheus,
-    export_from_simulation,
     parse_range,
     prometheus_client,
 )
-from agent.settings import PromQLQueries
-from simulator import SimulatorSettings
 from spark.history import SAMPLE_SCHEMA, HistoryError, query_chunks, read_history, write_history
-from tests.conftest import TRACES
 
 
 def frame(start: str, minutes: int, *, value: float = 1.0) -> pd.DataFrame:
@@ -129,29 +126,6 @@ def test_a_uri_location_works_like_a_path() -> None:
     assert len(read_history(root)) == 30
 
 
-def test_simulation_export_replays_the_trace_and_is_idempotent(tmp_path: Path) -> None:
-    root = str(tmp_path)
-    settings = SimulatorSettings(initial_parallelism=12, seed=3)
-    kwargs = dict(job="bank", out=root, start="2026-11-01T22:00", hours=3, simulator=settings)
-    result = export_from_simulation(TRACES / "bank_calls.csv", **kwargs)
-    again = export_from_simulation(TRACES / "bank_calls.csv", **kwargs)
-    assert result.rows == again.rows == 180
-    assert [p.date for p in result.partitions] == ["2026-11-01", "2026-11-02"]
-    history = read_history(root)
-    assert len(history) == 180 and history["time"].is_unique
-    assert (history["parallelism"] == 12).all()
-    # 12 workers carry bank_calls' first hours, so throughput follows the workload closely.
-    assert np.allclose(history["throughput"], history["workload_rate"], rtol=0.1)
-    assert history["workload_rate"].iloc[0] == pytest.approx(32647, rel=0.1)
-
-
-def test_simulation_export_rejects_a_bad_trace(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.csv"
-    bad.write_text("time,rate\n0,1\n")
-    with pytest.raises(ExportError, match="bad.csv:1"):
-        export_from_simulation(bad, job="x", out=str(tmp_path / "h"), start="2026-11-01")
-
-
 def test_parse_range_accepts_durations_and_iso_times() -> None:
     now = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
     assert parse_range("14d", None, now=now) == (now - timedelta(days=14), now)
@@ -229,7 +203,7 @@ def test_prometheus_export_chunks_sums_workers_and_is_idempotent(prometheus: str
     client = prometheus_client(prometheus, timeout_s=5)
     kwargs = dict(
         client=client, job="orders", since="2026-11-01T00:00", until="2026-11-02T12:00", out=root,
-        queries=PromQLQueries(), step_s=15.0, max_points=2000,
+        queries=PromQLQueries().model_dump(), step_s=15.0, max_points=2000,
     )
     result = export_from_prometheus(**kwargs)
     span_points = 36 * 3600 // 15
@@ -250,6 +224,6 @@ def test_prometheus_errors_become_one_line(prometheus: str, tmp_path: Path) -> N
     with pytest.raises(ExportError, match="prometheus query 'workload'.*11,000"):
         export_from_prometheus(
             client=client, job="orders", since="2026-11-01", until="2026-11-03", out=str(tmp_path),
-            queries=PromQLQueries(), step_s=1.0, max_points=20_000,
+            queries=PromQLQueries().model_dump(), step_s=1.0, max_points=20_000,
         )
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from spark.registry import MARKER, METADATA, MODEL, CorruptArtifact, ModelRegistry, RegistryError, version_at
+from models.registry import MARKER, METADATA, MODEL, CorruptArtifact, RegistryError, version_at
+from spark.registry import ModelRegistry
 
 T0 = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
 

@@ -11,8 +11,9 @@ from structlog.testing import capture_logs
 
 from agent.model_reload import ModelReloader, ReloadedForecaster
 from models.forecast.base import Forecaster
-from spark.registry import MODEL, ModelRegistry, version_at
-from spark.seasonal import SeasonalForecaster
+from models.forecast.seasonal import SeasonalForecaster
+from models.registry import MODEL, version_at
+from spark.registry import ModelRegistry
 from tests.spark.conftest import daily_workload
 
 T0 = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)

@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 
 from agent.model_reload import ModelReloader
+from models.forecast.seasonal import SeasonalForecaster
 from spark.history import read_history
 from spark.registry import ModelRegistry
 from spark.retrain import main, run_serial, run_spark
-from spark.seasonal import SeasonalForecaster
 from spark.training import RetrainConfig
 from tests.conftest import ROOT
 from tests.spark.conftest import JOBS

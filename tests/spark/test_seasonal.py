@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark.seasonal import DAY_S, SeasonalForecaster, residual_models
+from models.forecast.seasonal import DAY_S, SeasonalForecaster, residual_models
 from tests.spark.conftest import daily_workload
 
 START_S = 1_793_404_800.0  # 2026-11-01T00:00Z

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.capacity_plan import CapacityPlanError, RunReport, plan_capacity
+from lab.capacity_plan import CapacityPlanError, RunReport, plan_capacity
 from models.streambed import load_capacity_prior, read_capacity_model
 from simulator.dag import DagTestbed
 from tests.streambed.test_estimator import FluidMeasurement, FluidRun

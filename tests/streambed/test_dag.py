@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from simulator.dag import DagJobSpec, DagTestbed, DagTestbedSettings, OperatorSpec, windowed_aggregation_job
 
-
 TESTBED = DagTestbed()
 
 

@@ -1,24 +1,21 @@
-"""The history exporter's sources: Prometheus range queries, or a trace replayed through the simulator.
+"""The history exporter: Prometheus range queries (or a frame the lab simulated) to the Parquet history.
 
-Both produce a frame of samples on a ``step_s`` grid (time, workload rate, throughput, parallelism,
-lag) and hand it to :func:`spark.history.write_history`, which owns the Parquet layout and makes
-re-exports idempotent. This part lives in the agent because it reads the agent's PromQL settings;
-``spark/`` never imports the agent.
+Both give a frame of samples on a ``step_s`` grid (time, workload rate, throughput, parallelism,
+lag) to :func:`spark.history.write_history`, which owns the Parquet layout and makes re-exports
+idempotent. The PromQL queries arrive as plain strings by setting name, so ``spark/`` imports
+neither the agent nor the simulator; the CLI hands them over.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
-from agent.settings import PromQLQueries
-from simulator import SimulatedFlinkJob, SimulatorSettings, TraceError, load_trace
 from spark.history import HistoryError, WrittenPartition, as_utc, check_job_name, query_chunks, write_history
 
 COLUMNS_BY_QUERY = {
@@ -87,7 +84,7 @@ def export_from_prometheus(
     since: datetime | str,
     until: datetime | str,
     out: str,
-    queries: PromQLQueries,
+    queries: Mapping[str, str],
     worker_label: str = "pod",
     step_s: float = 60.0,
     max_points: int = 10_000,
@@ -99,7 +96,7 @@ def export_from_prometheus(
     columns: dict[str, list[pd.Series]] = {column: [] for column in COLUMNS_BY_QUERY.values()}
     sent = 0
     for key, column in COLUMNS_BY_QUERY.items():
-        query = getattr(queries, key).replace("{worker_label}", worker_label)
+        query = queries[key].replace("{worker_label}", worker_label)
         for chunk_start, chunk_end in chunks:
             try:
                 result = client.custom_query_range(query, start_time=chunk_start, end_time=chunk_end, step=f"{step_s:g}s")
@@ -121,86 +118,9 @@ def export_from_prometheus(
     return ExportResult(job=job, rows=int(present.sum()), partitions=partitions, queries=sent)
 
 
-def simulate_history(
-    trace_path: Path | str,
-    *,
-    start: datetime | str,
-    hours: float | None = None,
-    step_s: int = 60,
-    simulator: SimulatorSettings | None = None,
-    parallelism: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> pd.DataFrame:
-    """Replay a trace through the simulated job at a static parallelism; samples averaged per ``step_s``.
-
-    Simulated second 0 is ``start``. Workload and throughput are means over each step, parallelism
-    and lag the value at the step's last second (as a scrape at the step's end would read them).
-    """
-    try:
-        trace = load_trace(trace_path)
-    except TraceError as exc:
-        raise ExportError(str(exc)) from None
-    settings = simulator or SimulatorSettings()
-    duration = int(trace.duration_s if hours is None else min(hours * 3600, trace.duration_s))
-    duration -= duration % step_s
-    if duration < step_s:
-        raise ExportError(f"{trace_path}: less than one {step_s} s step to replay")
-    try:
-        job = SimulatedFlinkJob(trace, settings, parallelism=parallelism)
-    except ValueError as exc:
-        raise ExportError(f"--parallelism: {exc}") from None
-    origin = as_utc(start)
-    frames = []
-    chunk = 3600 - 3600 % step_s or step_s
-    for chunk_start in range(0, duration, chunk):
-        chunk_end = min(chunk_start + chunk, duration)
-        job.run_until(chunk_end)
-        window = job.window(chunk_start, chunk_end)
-        steps = (chunk_end - chunk_start) // step_s
-        shape = (steps, step_s)
-        throughput = np.zeros(chunk_end - chunk_start)
-        seen = np.zeros(chunk_end - chunk_start, dtype=bool)
-        for values in window.throughput.values():
-            finite = np.isfinite(values)
-            throughput[finite] += values[finite]
-            seen |= finite
-        throughput[~seen] = np.nan
-        with np.errstate(invalid="ignore"):
-            tp_mean = np.nanmean(throughput.reshape(shape), axis=1) if seen.any() else np.full(steps, np.nan)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "time": origin + pd.to_timedelta(np.arange(chunk_start, chunk_end, step_s), unit="s"),
-                    "workload_rate": window.workload.reshape(shape).mean(axis=1),
-                    "throughput": tp_mean,
-                    "parallelism": window.parallelism.reshape(shape)[:, -1],
-                    "lag": window.lag.reshape(shape)[:, -1],
-                }
-            )
-        )
-        if progress is not None:
-            progress(chunk_end, duration)
-    return pd.concat(frames, ignore_index=True)
-
-
-def export_from_simulation(
-    trace_path: Path | str,
-    *,
-    job: str,
-    out: str,
-    start: datetime | str,
-    hours: float | None = None,
-    step_s: int = 60,
-    simulator: SimulatorSettings | None = None,
-    parallelism: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> ExportResult:
-    """Replay a trace through the simulator and write it as ``job``'s history starting at ``start``."""
+def export_frame(frame: pd.DataFrame, *, job: str, out: str, start: datetime | str, step_s: int) -> ExportResult:
+    """Write a frame of samples on a ``step_s`` grid starting at ``start`` as ``job``'s history (e.g. a simulated one)."""
     check_job_name(job)
-    frame = simulate_history(
-        trace_path, start=start, hours=hours, step_s=step_s, simulator=simulator, parallelism=parallelism,
-        progress=progress,
-    )
     first = as_utc(start)
     end = first + pd.Timedelta(seconds=len(frame) * step_s)
     partitions = write_history(frame, out, job=job, since=first, until=end)

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from models.forecast.seasonal import DAY_S
 from simulator import Trace, load_trace
 from spark.history import write_history
-from spark.seasonal import DAY_S
 
 POINTS_PER_DAY = {"taylor": 48, "bank_calls": 169}
 """Points of the original data set per day (its daily season)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent.cli import app
+from cli import app
 from tests.conftest import TRACES
 
 runner = CliRunner()
@@ -47,7 +47,7 @@ def test_console_script_version_and_bad_trace_exit_2(tmp_path: Path) -> None:
     ("config", "message"),
     [
         ("min_parallelism: 12\nmax_parallelism: 8\n", "min_parallelism (12) > max_parallelism (8)"),
-        ("policy: magic\n", "policy: Input should be"),
+        ("policy: magic\n", "policy: unknown policy 'magic'"),
     ],
 )
 def test_bad_config_exits_2_with_one_line(tmp_path: Path, config: str, message: str) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from agent.analyze import Analysis
 from agent.observation import Observation
-from agent.settings import Settings
+from lab.settings import LabSettings
 from simulator import JobState, SimulatedFlinkJob
 
 RECOVERY_SEARCH_S = 3600
@@ -55,7 +55,7 @@ def true_recovery_time(
 class OracleAnalyzer:
     """An Analyzer substitute that knows the simulated job's truth (for the oracle policy only)."""
 
-    def __init__(self, job: SimulatedFlinkJob, settings: Settings) -> None:
+    def __init__(self, job: SimulatedFlinkJob, settings: LabSettings) -> None:
         self.job = job
         self.settings = settings
         self._recovered_restarts = 0

@@ -1,4 +1,8 @@
-"""Monitor of the embedded simulated job: reads its recorded per-second series into an Observation."""
+"""The embedded simulated job behind the agent's ports: a monitor that reads its recorded series and a scaler.
+
+The lab drives the real agent loop with these two in place of Prometheus and a Kubernetes or Flink
+REST executor, on the same simulated clock as the job.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import math
 import numpy as np
 
 from agent.observation import Observation
+from agent.ports import RescaleResult
 from simulator import SimulatedFlinkJob
 
 
@@ -38,3 +43,23 @@ class SimulatedMonitor:
             uptime_s=uptime,
             gaps=gaps,
         )
+
+
+class SimulatedScaler:
+    """Scaler over a SimulatedFlinkJob; keeps a log of every request for the summary and the tests."""
+
+    def __init__(self, job: SimulatedFlinkJob) -> None:
+        self.job = job
+        self.requests: list[tuple[int, int, bool]] = []
+        """(simulated second, target, dry_run) of every rescale request."""
+
+    def current_parallelism(self) -> int:
+        """The scale-out the job is set to (the pending one while it restarts)."""
+        return self.job.target_parallelism
+
+    def rescale(self, target: int, *, reasons: tuple[str, ...], dry_run: bool) -> RescaleResult:
+        """Rescale the simulated job unless dry-run; confirm by reading the target back."""
+        self.requests.append((self.job.now_s, target, dry_run))
+        if not dry_run:
+            self.job.rescale(target)
+        return RescaleResult(requested=target, confirmed=self.job.target_parallelism, dry_run=dry_run)

@@ -31,8 +31,8 @@ from prometheus_client.registry import Collector
 
 from agent.clock import ScaledClock
 from agent.logging import get_logger
-from agent.telemetry import TEXT, EndpointServer, Route
 from agent.ports import Scaler
+from agent.telemetry import TEXT, EndpointServer, Route
 from simulator import JobState, SimulatedFlinkJob, SimulatorSettings, Trace
 
 WORKLOAD = "kafka_server_brokertopicmetrics_messagesinpersec_oneminuterate"

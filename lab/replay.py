@@ -11,18 +11,16 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from agent.analyze import Analyzer
 from agent.clock import SimulatedClock
-from agent.execute.simulated import SimulatedScaler
 from agent.loop import Agent, RoundResult
-from agent.monitor.simulated import SimulatedMonitor
 from agent.ports import KnowledgeStore, MetricSource
-from agent.settings import Settings
+from lab.settings import LabSettings
+from lab.simulated import SimulatedMonitor, SimulatedScaler
 from simulator import SimulatedFlinkJob, Trace
 
 
@@ -111,7 +109,7 @@ class Replay:
     def __init__(
         self,
         trace: Trace,
-        settings: Settings,
+        settings: LabSettings,
         *,
         hours: float | None = None,
         failures_per_hour: float = 0.0,
@@ -141,7 +139,7 @@ class Replay:
         self.background = _InlineExecutor()
         if self.settings.policy == "oracle":
             # The oracle is handed the simulator's truth instead of the online models' estimates.
-            from agent.oracle import OracleAnalyzer
+            from lab.oracle import OracleAnalyzer
 
             analyzer = OracleAnalyzer(self.job, self.settings)
         else:
@@ -187,7 +185,7 @@ class Replay:
 
 def replay(
     trace: Trace,
-    settings: Settings,
+    settings: LabSettings,
     *,
     hours: float | None = None,
     failures_per_hour: float = 0.0,
@@ -234,7 +232,7 @@ def _recovery_ends(job: SimulatedFlinkJob, lag: np.ndarray, workload: np.ndarray
 
 
 def summarize(
-    job: SimulatedFlinkJob, settings: Settings, rounds: list[RoundResult], scaler: SimulatedScaler, *, trace_name: str
+    job: SimulatedFlinkJob, settings: LabSettings, rounds: list[RoundResult], scaler: SimulatedScaler, *, trace_name: str
 ) -> dict[str, Any]:
     """The summary.json of a replay (keys fixed by the agent-loop issue)."""
     window = job.window(0, job.recorded_seconds)
@@ -283,20 +281,6 @@ def summarize(
         "final_parallelism": int(job.target_parallelism),
         "target_recovery_time_s": target,
     }
-
-
-def write_outputs(result: ReplayResult, out_dir: Path) -> dict[str, Path]:
-    """Write summary.json and the plot; return their paths."""
-    import json
-
-    from agent.plot import plot_replay
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    summary_path = out_dir / "summary.json"
-    summary_path.write_text(json.dumps(result.summary, indent=2, allow_nan=False) + "\n")
-    plot_path = out_dir / "replay.png"
-    plot_replay(result, plot_path)
-    return {"summary": summary_path, "plot": plot_path}
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -1,0 +1,72 @@
+"""The typer application and what every command shares: one-line errors (exit 2), settings, progress bars."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from agent.settings import ConfigError, Settings, load_settings
+
+app = typer.Typer(
+    name="perdix",
+    help="Perdix: a runtime autoscaler for Apache Flink jobs (Daedalus MAPE-K loop).\n\n"
+    "Settings come from a YAML file (--config), overridden by PERDIX_* environment variables "
+    "(nested keys with __, e.g. PERDIX_PROMETHEUS__URL), overridden by flags.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+EXIT_BAD_INPUT = 2
+
+SettingsT = TypeVar("SettingsT", bound=Settings)
+
+ConfigOption = typer.Option(None, "--config", "-c", help="YAML settings file.", dir_okay=False)
+
+
+def fail(message: str) -> NoReturn:
+    """Print one line and exit 2 (bad input or bad configuration)."""
+    console.print(f"perdix: error: {message}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def settings_from(config: Path | None, overrides: dict[str, Any], model: type[SettingsT]) -> SettingsT:
+    """Load settings of ``model`` (the agent's tree, or the lab's) or exit 2 with the one-line reason."""
+    try:
+        return load_settings(config, overrides, model=model)
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def progress_bar(verb: str, *, remaining: bool = False) -> AbstractContextManager[Progress]:
+    """A progress bar on stderr whose tasks show ``{task.fields[sim]}`` (e.g. simulated hours done)."""
+    columns: list[Any] = [TextColumn(f"[bold]{verb}[/] {{task.description}}"), BarColumn(),
+                          TextColumn("{task.fields[sim]}"), TimeElapsedColumn()]
+    if remaining:
+        columns.append(TimeRemainingColumn())
+    return Progress(*columns, console=console, transient=False)
+
+
+def hours_done(done_s: int, total_s: int) -> str:
+    """``1.50/6.00 h``: simulated progress for a bar."""
+    return f"{done_s / 3600:.2f}/{total_s / 3600:.2f} h"
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """A two-column table of a summary."""
+    table = Table(title=f"{summary['trace']} — {summary['policy']}", show_header=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        if isinstance(value, float):
+            value = f"{value:,.3f}"
+        elif isinstance(value, int) and not isinstance(value, bool):
+            value = f"{value:,}"
+        table.add_row(key, str(value))
+    Console().print(table)

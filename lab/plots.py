@@ -1,0 +1,89 @@
+"""The lab's plots: a replay (workload, forecast, capacity; parallelism; lag) and an evaluation's per trace and bars."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from lab.evaluate import PairResult  # noqa: E402
+from lab.replay import ReplayResult  # noqa: E402
+from planner import POLICIES  # noqa: E402
+
+
+def plot_replay(result: ReplayResult, path: Path) -> None:
+    """Write a three-panel PNG of the replay to ``path``."""
+    series = result.series
+    hours = series["time_s"] / 3600.0
+    fig, (ax_rate, ax_par, ax_lag) = plt.subplots(3, 1, figsize=(11, 8), sharex=True, constrained_layout=True)
+    summary = result.summary
+    fig.suptitle(
+        f"{summary['trace']} — {summary['policy']}{' (dry-run)' if summary['dry_run'] else ''}: "
+        f"{summary['worker_hours']:.1f} worker-hours, {summary['rescales']} rescales, "
+        f"{summary['slo_misses']} SLO misses"
+    )
+    ax_rate.plot(hours, series["workload"] / 1000, lw=0.6, color="tab:blue", label="workload")
+    ax_rate.plot(hours, series["true_capacity"] / 1000, lw=1.0, color="tab:green", label="capacity (true)")
+    if series["loop_time_s"].size:
+        ax_rate.step(
+            series["loop_time_s"] / 3600.0, series["forecast_peak"] / 1000, where="post",
+            lw=0.8, color="tab:orange", label="forecast peak (15 min)",
+        )
+    ax_rate.set_ylabel("k records/s")
+    ax_rate.legend(loc="upper left", fontsize=8)
+    ax_par.step(hours, series["parallelism"], where="post", color="tab:purple")
+    ax_par.set_ylabel("workers")
+    for at, target, dry_run in result.rescales:
+        ax_par.axvline(at / 3600.0, color="grey" if dry_run else "tab:red", lw=0.6, ls=":" if dry_run else "-")
+    ax_lag.plot(hours, np.maximum(series["lag"], 0) / 1000, lw=0.7, color="tab:red")
+    ax_lag.set_ylabel("lag (k records)")
+    ax_lag.set_xlabel("hours")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_trace(trace: str, results: Sequence[PairResult], path: Path) -> None:
+    """Workload, parallelism per policy and lag per policy of one trace."""
+    fig, (ax_rate, ax_par, ax_lag) = plt.subplots(3, 1, figsize=(11, 8), sharex=True, constrained_layout=True)
+    fig.suptitle(f"{trace}: parallelism and lag per policy")
+    first = results[0].series
+    ax_rate.plot(first["time_s"] / 3600, first["workload"] / 1000, lw=0.6, color="tab:blue")
+    ax_rate.set_ylabel("workload (k records/s)")
+    for result in results:
+        hours = result.series["time_s"] / 3600
+        label = f"{result.policy} ({result.summary['worker_hours']:.1f} h)"
+        ax_par.step(hours, result.series["parallelism"], where="post", lw=0.9, label=label)
+        ax_lag.plot(hours, np.maximum(result.series["lag"], 0) / 1000, lw=0.7, label=result.policy)
+    ax_par.set_ylabel("workers")
+    ax_par.legend(loc="upper left", fontsize=8, ncol=3)
+    ax_lag.set_ylabel("lag (k records)")
+    ax_lag.set_yscale("symlog", linthresh=1.0)
+    ax_lag.set_xlabel("hours")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_bars(summary: dict[str, Any], path: Path) -> None:
+    """Grouped bars: worker-hours and SLO misses per policy, one group per trace."""
+    traces = list(summary["traces"])
+    policies = [p for p in next(iter(summary["traces"].values())) if p in POLICIES] if traces else []
+    fig, (ax_hours, ax_miss) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
+    width = 0.8 / max(1, len(policies))
+    x = np.arange(len(traces))
+    for i, policy in enumerate(policies):
+        hours = [summary["traces"][t][policy]["worker_hours"] for t in traces]
+        misses = [summary["traces"][t][policy]["slo_misses"] for t in traces]
+        ax_hours.bar(x + i * width, hours, width, label=policy)
+        ax_miss.bar(x + i * width, misses, width, label=policy)
+    for ax, title in ((ax_hours, "worker-hours"), (ax_miss, "SLO misses")):
+        ax.set_xticks(x + width * (len(policies) - 1) / 2, traces)
+        ax.set_title(title)
+    ax_hours.legend(fontsize=8)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
