@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,53 @@ from models.recovery import RecoveryPredictor
 
 UPTIME_SLACK_S = 5.0
 """Uptime may lag the wall clock by a scrape or two; a bigger shortfall is a restart."""
+
+
+@dataclass(frozen=True)
+class WatchedRecovery:
+    """A stop of the job (a rescale or a failure) whose recovery is being watched."""
+
+    kind: str
+    """``rescale`` or ``failure``."""
+    started_at: float
+    """When processing stopped (the rescale request, or the restart the uptime reveals)."""
+    parallelism: int
+    """The scale-out the job restarts at."""
+    predicted_s: float | None
+    """The recovery time predicted for it when it started, if there was one."""
+    downtime_s: float | None = None
+    """The downtime measured for this stop (at most one sample per stop)."""
+    downtime_source: str | None = None
+    """Where the downtime came from: ``scaler`` or ``uptime``."""
+    overdue: bool = False
+    """True once it has outlasted the target recovery time (logged once)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The knowledge document's form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, state: Mapping[str, Any]) -> WatchedRecovery:
+        """Read :meth:`to_dict`'s form."""
+        return cls(**{name: state.get(name) for name in cls.__dataclass_fields__ if name in state})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class MeasuredRecovery:
+    """A watched recovery that ended: the job caught up ``measured_s`` after it stopped."""
+
+    watched: WatchedRecovery
+    measured_s: float
+
+    @property
+    def kind(self) -> str:
+        """``rescale`` or ``failure``."""
+        return self.watched.kind
+
+    @property
+    def predicted_s(self) -> float | None:
+        """The recovery time predicted when it started."""
+        return self.watched.predicted_s
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,8 +92,8 @@ class Analysis:
     worker_cpu_avg: float | None = None
     restart_detected: str | None = None
     """Why the job is believed to have restarted outside Perdix this round, or None."""
-    recoveries: tuple[dict[str, Any], ...] = field(default=())
-    """Recoveries measured to completion this round (kind, started_at, measured_s, predicted_s)."""
+    recoveries: tuple[MeasuredRecovery, ...] = field(default=())
+    """Recoveries measured to completion this round."""
 
     def summary(self) -> dict[str, Any]:
         """The fields of the ``loop`` log event."""
@@ -117,7 +164,9 @@ class Analyzer:
                 settings.model_registry, settings.job_name, agent_step_s=float(self.forecaster.resolution_s)
             )
         self.watch = RecoveryWatch()
-        self._watch_meta: dict[str, Any] | None = None
+        self._watched: WatchedRecovery | None = None
+        self._last_capacities: Mapping[int, float | None] = {}
+        self._last_recovery: Mapping[int, float] = {}
         self._last_uptime: tuple[float, float] | None = None  # (time, uptime_s)
         self._expected_parallelism: int | None = None
         self._recent_workload = np.empty(0)
@@ -132,7 +181,7 @@ class Analyzer:
             "forecaster": self.forecaster.to_dict(),
             "recovery": self.recovery.to_dict(),
             "watch": self.watch.to_dict(),
-            "watch_meta": self._watch_meta,
+            "watch_meta": self._watched.to_dict() if self._watched is not None else None,
             "last_uptime": list(self._last_uptime) if self._last_uptime else None,
             "expected_parallelism": self._expected_parallelism,
             "watch_signal": self._signal,
@@ -149,7 +198,8 @@ class Analyzer:
         self.forecaster.restore(state["forecaster"])
         self.recovery = RecoveryPredictor.from_dict(state["recovery"])
         self.watch = RecoveryWatch.from_dict(state["watch"])
-        self._watch_meta = state.get("watch_meta")
+        watched = state.get("watch_meta")
+        self._watched = WatchedRecovery.from_dict(watched) if watched else None
         last = state.get("last_uptime")
         self._last_uptime = (float(last[0]), float(last[1])) if last else None
         self._expected_parallelism = state.get("expected_parallelism")
@@ -172,42 +222,38 @@ class Analyzer:
         """
         self._expected_parallelism = to_parallelism
         self._start_watch(now, "rescale", to_parallelism)
-        if downtime_s is not None and self._watch_meta is not None:
+        if downtime_s is not None:
             self._record_downtime(downtime_s, source="scaler")
 
     def _record_downtime(self, downtime_s: float, *, source: str) -> None:
-        meta = self._watch_meta
-        if meta is None or meta.get("downtime_s") is not None:
+        watched = self._watched
+        if watched is None or watched.downtime_s is not None:
             return
-        meta["downtime_s"] = downtime_s
-        meta["downtime_source"] = source
-        self.recovery.observe_downtime(kind=meta["kind"], parallelism=meta["parallelism"], downtime_s=downtime_s)
+        self._watched = replace(watched, downtime_s=downtime_s, downtime_source=source)
+        self.recovery.observe_downtime(kind=watched.kind, parallelism=watched.parallelism, downtime_s=downtime_s)
 
     def _downtime_from_uptime(self, observation: Observation) -> None:
         """Once the job runs again after the watched stop, its uptime says when it restarted."""
-        meta = self._watch_meta
+        watched = self._watched
         uptime = observation.uptime_s
-        if meta is None or meta.get("downtime_s") is not None or not uptime or observation.times.size == 0:
+        if watched is None or watched.downtime_s is not None or not uptime or observation.times.size == 0:
             return
         restarted_at = float(observation.times[-1]) - uptime
         # Uptime from before the stop (the job has not restarted yet) says nothing.
-        if restarted_at >= meta["started_at"]:
-            self._record_downtime(restarted_at - meta["started_at"], source="uptime")
+        if restarted_at >= watched.started_at:
+            self._record_downtime(restarted_at - watched.started_at, source="uptime")
 
     def _start_watch(self, now: float, kind: str, parallelism: int) -> None:
         predicted = None
         if self._last_capacities and parallelism in self._last_capacities:
             predicted = self._last_recovery.get(parallelism)
         self.watch.start(now)
-        self._watch_meta = {
-            "kind": kind,
-            "started_at": now,
-            "parallelism": parallelism,
-            "predicted_s": predicted if predicted is not None and math.isfinite(predicted) else None,
-        }
-
-    _last_capacities: Mapping[int, float | None] = {}
-    _last_recovery: Mapping[int, float] = {}
+        self._watched = WatchedRecovery(
+            kind=kind,
+            started_at=now,
+            parallelism=parallelism,
+            predicted_s=predicted if predicted is not None and math.isfinite(predicted) else None,
+        )
 
     # -------------------------------------------------------------- the step
 
@@ -288,13 +334,13 @@ class Analyzer:
         if not self.watch.active or self.watch.started_at is None:
             return False
         overdue = now - self.watch.started_at > self.settings.target_recovery_time_s
-        if overdue and self._watch_meta is not None and not self._watch_meta.get("overdue"):
-            self._watch_meta["overdue"] = True
+        if overdue and self._watched is not None and not self._watched.overdue:
+            self._watched = replace(self._watched, overdue=True)
             self.log.warning(
                 "recovery.overdue",
                 started_at=self.watch.started_at,
                 target_s=self.settings.target_recovery_time_s,
-                parallelism=self._watch_meta.get("parallelism"),
+                parallelism=self._watched.parallelism,
             )
         return not overdue
 
@@ -337,17 +383,17 @@ class Analyzer:
             if self._signal is not None:
                 self.log.info("recovery.signal_changed", old=self._signal, new=signal)
                 self.watch = RecoveryWatch()
-                self._watch_meta = None
+                self._watched = None
             self._signal = signal
         return values
 
-    def _feed_watch(self, observation: Observation) -> list[dict[str, Any]]:
+    def _feed_watch(self, observation: Observation) -> list[MeasuredRecovery]:
         """Learn the normal signal, or follow an active recovery to its end."""
         self._downtime_from_uptime(observation)
         values = self._watch_signal(observation)
         if values is None:
             return []
-        done: list[dict[str, Any]] = []
+        done: list[MeasuredRecovery] = []
         for t, x in zip(observation.times, values):
             if not math.isfinite(x):
                 continue
@@ -355,14 +401,14 @@ class Analyzer:
                 self.watch.learn_one(float(x))
                 continue
             recovered_at = self.watch.update(float(t), float(x))
-            if recovered_at is not None and self._watch_meta is not None:
-                meta = self._watch_meta
-                measured = recovered_at - meta["started_at"]
-                if meta.get("downtime_s") is None:
+            if recovered_at is not None and self._watched is not None:
+                watched = self._watched
+                measured = recovered_at - watched.started_at
+                if watched.downtime_s is None:
                     self.recovery.observe_recovery(
-                        kind=meta["kind"], parallelism=meta["parallelism"], measured_s=measured
+                        kind=watched.kind, parallelism=watched.parallelism, measured_s=measured
                     )
-                done.append({**meta, "measured_s": measured})
-                self.log.info("recovery.measured", **meta, measured_s=round(measured, 1))
-                self._watch_meta = None
+                done.append(MeasuredRecovery(watched, measured))
+                self.log.info("recovery.measured", **watched.to_dict(), measured_s=round(measured, 1))
+                self._watched = None
         return done

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from agent.observation import Observation
 from agent.ports import EventSink, KnowledgeStore, MetricSource, Scaler, ScalerError
 from agent.settings import Settings
 from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
+from planner.history import Recommendations
 
 MAX_HISTORY = 500
 """Rescale and recovery records kept in the knowledge document (oldest dropped first)."""
@@ -42,13 +44,46 @@ def planner_config(settings: Settings) -> PlannerConfig:
     )
 
 
+class RoundStatus(str, Enum):
+    """How a round ended."""
+
+    COMPLETED = "completed"
+    """Every step ran (a decision was made; a rescale applied if it asked for one)."""
+    NO_DATA = "no-data"
+    """The monitor answered, but without the data a decision needs: nothing was planned."""
+    FAILED = "failed"
+    """A step raised or (execute) the scale target refused: the round ended there."""
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    """Which step ended the round and why, as data (telemetry counts ``status`` and ``step``)."""
+
+    status: RoundStatus
+    step: str | None = None
+    """The failing step (monitor, analyze, plan, execute) when ``status`` is FAILED."""
+    detail: str | None = None
+    """Why, in words: the exception, the scaler's error kind, or the gaps of a round without data."""
+
+    @property
+    def message(self) -> str | None:
+        """One line for logs and readiness; None for a completed round."""
+        if self.status is RoundStatus.COMPLETED:
+            return None
+        if self.status is RoundStatus.NO_DATA:
+            return "no usable data this round" + (f": {self.detail}" if self.detail else "")
+        return f"{self.step} failed" + (f": {self.detail}" if self.detail else "")
+
+
+COMPLETED = RoundOutcome(RoundStatus.COMPLETED)
+
+
 @dataclass
 class RoundResult:
     """What one round did, for the summary, the telemetry and the tests."""
 
     now: float
-    skipped: str | None = None
-    """The step that failed or the reason the round did not act; None if it completed."""
+    outcome: RoundOutcome = COMPLETED
     observation: Observation | None = None
     analysis: Analysis | None = None
     decision: Decision | None = None
@@ -61,6 +96,11 @@ class RoundResult:
     def latency_ms(self) -> float:
         """Wall time of the whole round."""
         return sum(self.durations_ms.values())
+
+    @property
+    def skipped(self) -> str | None:
+        """The one-line reason the round did not complete; None if it did."""
+        return self.outcome.message
 
 
 def _worker_means(series: Any) -> dict[str, float]:
@@ -108,7 +148,7 @@ class Agent:
         self.last_round_at: float | None = None
         self.last_rescale_at: float | None = None
         self.rescales: list[dict[str, Any]] = []
-        self.recommendations: list[tuple[float, int]] = []
+        self.recommendations = Recommendations()
         self._execute_failure: str | None = None
         """Kind of the last failed rescale until one succeeds (logs state changes, not rounds)."""
         self._restore()
@@ -130,7 +170,7 @@ class Agent:
             self.last_rescale_at = loop.get("last_rescale_at")
             self.last_round_at = loop.get("last_round_at")
             self.rescales = list(loop.get("rescales", []))
-            self.recommendations = [(float(t), int(n)) for t, n in loop.get("recommendations", [])]
+            self.recommendations = Recommendations.from_list(loop.get("recommendations", []))
         except Exception as exc:
             # The store could read it but the models cannot use it: the next save would overwrite it,
             # so move it aside first (never delete what the agent learned), then start fresh.
@@ -144,7 +184,7 @@ class Agent:
             self.analyzer = Analyzer(self.settings)
             self.last_rescale_at = None
             self.last_round_at = None
-            self.rescales, self.recommendations = [], []
+            self.rescales, self.recommendations = [], Recommendations()
             return
         self.log.info(
             "knowledge.restored",
@@ -162,7 +202,7 @@ class Agent:
                 "last_round_at": self.last_round_at,
                 "last_rescale_at": self.last_rescale_at,
                 "rescales": self.rescales[-MAX_HISTORY:],
-                "recommendations": [[t, n] for t, n in self.recommendations],
+                "recommendations": self.recommendations.to_list(),
             },
         }
 
@@ -191,9 +231,8 @@ class Agent:
 
         current = analysis.parallelism
         if current is None or not observation.usable:
-            result.skipped = "no usable data this round: " + ", ".join(
-                f"{name}: {why}" for name, why in observation.gaps.items()
-            ) if observation.gaps else "no usable data this round"
+            gaps = ", ".join(f"{name}: {why}" for name, why in observation.gaps.items()) or None
+            result.outcome = RoundOutcome(RoundStatus.NO_DATA, detail=gaps)
             return self._finish(result)
 
         plan_input = self._plan_input(analysis, now, observation)
@@ -202,9 +241,8 @@ class Agent:
             return self._finish(result)
         result.decision = decision
         if decision.acted:
-            self.recommendations.append((now, decision.desired_parallelism))
-            horizon = now - max(self.config.scale_down_stabilization_s, self.config.loop_interval_s) * 2
-            self.recommendations = [(t, n) for t, n in self.recommendations if t >= horizon]
+            keep_s = max(self.config.scale_down_stabilization_s, self.config.loop_interval_s) * 2
+            self.recommendations = self.recommendations.add(now, decision.desired_parallelism, keep_s=keep_s)
 
         if decision.rescales_from(current):
             self._step(result, "execute", lambda: self._execute(result, decision, current, analysis, now))
@@ -223,7 +261,7 @@ class Agent:
             recovery_times=analysis.recovery_times,
             last_rescale_at=self.last_rescale_at,
             recovering=analysis.recovering,
-            recent_recommendations=tuple(self.recommendations),
+            recent_recommendations=self.recommendations,
             capacity_sources=analysis.capacity_sources,
             worker_cpu_avg=analysis.worker_cpu_avg,
             worker_throughput=throughput,
@@ -240,7 +278,7 @@ class Agent:
             if exc.kind != self._execute_failure:
                 self.log.error("rescale.failed", kind=exc.kind, error=str(exc), target=target, current=current)
             self._execute_failure = exc.kind
-            result.skipped = f"execute failed: {exc.kind}"
+            result.outcome = RoundOutcome(RoundStatus.FAILED, step="execute", detail=exc.kind)
             return
         if self._execute_failure is not None:
             self.log.info("rescale.recovered", was=self._execute_failure)
@@ -279,7 +317,7 @@ class Agent:
             return fn()
         except Exception as exc:
             self.log.error("loop.step_failed", step=name, error=f"{type(exc).__name__}: {exc}")
-            result.skipped = f"{name} failed: {type(exc).__name__}: {exc}"
+            result.outcome = RoundOutcome(RoundStatus.FAILED, step=name, detail=f"{type(exc).__name__}: {exc}")
             return None
         finally:
             result.durations_ms[name] = (time.perf_counter() - start) * 1000.0
@@ -301,13 +339,18 @@ class Agent:
 
     def _log_round(self, result: RoundResult) -> None:
         analysis, decision = result.analysis, result.decision
-        fields: dict[str, Any] = {"skipped": result.skipped, "ms": {k: round(v, 2) for k, v in result.durations_ms.items()}}
+        fields: dict[str, Any] = {
+            "outcome": result.outcome.status.value,
+            "skipped": result.skipped,
+            "ms": {k: round(v, 2) for k, v in result.durations_ms.items()},
+        }
         if analysis is not None:
             fields.update(analysis.summary())
         if decision is not None:
             fields.update(
                 target=decision.target_parallelism,
                 desired=decision.desired_parallelism,
+                code=decision.code.value,
                 reason=decision.reasons[-1] if decision.reasons else None,
             )
         self.log.info("loop", **fields)

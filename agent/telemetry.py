@@ -15,12 +15,15 @@ import math
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from agent.logging import get_logger
+
+if TYPE_CHECKING:
+    from agent.loop import RoundResult
 
 LOOP_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -38,6 +41,10 @@ class Telemetry:
         self.rounds = Counter("perdix_rounds", "Rounds run, by outcome (acted on data or skipped).", ["outcome"], registry=r)
         self.round_failures = Counter(
             "perdix_round_failures", "Rounds ended early by a failing step.", ["step"], registry=r
+        )
+        self.decisions = Counter(
+            "perdix_decisions", "Decisions by reason code (grace, recovering, scale-out, stabilized, ...).", ["code"],
+            registry=r,
         )
         self.parallelism_current = Gauge("perdix_parallelism_current", "Scale-out the job runs at.", registry=r)
         self.parallelism_recommended = Gauge(
@@ -84,12 +91,12 @@ class Telemetry:
 
     # ------------------------------------------------------------------ the loop
 
-    def record_round(self, result: Any) -> None:
-        """Update every metric and the readiness from one finished round (a loop.RoundResult)."""
+    def record_round(self, result: RoundResult) -> None:
+        """Update every metric and the readiness from one finished round."""
         self.loop_duration.observe(result.latency_ms / 1000.0)
-        skipped: str | None = result.skipped
-        if skipped and " failed" in skipped:
-            self.round_failures.labels(step=skipped.split(" failed", 1)[0]).inc()
+        outcome = result.outcome
+        if outcome.step is not None:
+            self.round_failures.labels(step=outcome.step).inc()
         observation, analysis, decision = result.observation, result.analysis, result.decision
         has_data = observation is not None and observation.usable and analysis is not None
         self.rounds.labels(outcome="data" if has_data else "no_data").inc()
@@ -104,11 +111,12 @@ class Telemetry:
             self.forecast_peak.set(_num(peak))
             self.recovery_predicted.set(_num(analysis.recovery_times.get(current) if current is not None else None))
             for recovery in analysis.recoveries:
-                self.recovery_measured.set(_num(recovery.get("measured_s")))
+                self.recovery_measured.set(_num(recovery.measured_s))
         else:
             for gauge in (self.workload_rate, self.consumer_lag, self.capacity, self.forecast_peak, self.recovery_predicted):
                 gauge.set(math.nan)
         if decision is not None:
+            self.decisions.labels(code=decision.code.value).inc()
             self.parallelism_recommended.set(decision.target_parallelism)
             if current is not None and decision.rescales_from(current):
                 self.recommendations.inc()
@@ -116,7 +124,7 @@ class Telemetry:
             self.parallelism_recommended.set(math.nan)
         if result.rescaled_to is not None:
             self.rescales.inc()
-        self._update_readiness(has_data, skipped)
+        self._update_readiness(has_data, outcome.message)
 
     def _update_readiness(self, has_data: bool, skipped: str | None) -> None:
         with self._lock:

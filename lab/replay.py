@@ -247,11 +247,11 @@ def summarize(
     # A recovery still running when the replay ends is judged only if it had the target's time.
     judged = [(restart, s) for restart, s in recoveries if math.isfinite(s) or job.now_s - restart.start_s > target]
     measured_errors = [
-        abs(rec["predicted_s"] - rec["measured_s"]) / rec["measured_s"]
+        abs(rec.predicted_s - rec.measured_s) / rec.measured_s
         for r in rounds
         if r.analysis is not None
         for rec in r.analysis.recoveries
-        if rec.get("predicted_s") and rec["measured_s"] > 0
+        if rec.predicted_s and rec.measured_s > 0
     ]
     wapes = [r.analysis.forecast_wape for r in rounds if r.analysis is not None and r.analysis.forecast_wape is not None]
     latencies = [r.latency_ms for r in rounds]

@@ -22,11 +22,10 @@ under-provisioned catches up would hold it forever.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
-from planner.daedalus import guard, stabilize
-from planner.types import Decision, PlanInput, PlannerConfig, keep
+from planner import guards
+from planner.types import Decision, PlanInput, PlannerConfig, decided
 
 HPA_TOLERANCE = 0.1
 """Kubernetes' default ``--horizontal-pod-autoscaler-tolerance``."""
@@ -76,13 +75,6 @@ def keda_lag_replicas(
     return hpa_replicas(current, lag / current, lag_threshold, tolerance=tolerance)
 
 
-def warm_up(plan_input: PlanInput, config: PlannerConfig) -> Decision | None:
-    """The shared guard's grace period alone (no recovery hold): reactive policies act on what they see."""
-    if plan_input.recovering:
-        plan_input = dataclasses.replace(plan_input, recovering=False)
-    return guard(plan_input, config)
-
-
 def _bounded(desired: int, config: PlannerConfig) -> int:
     return min(max(desired, config.min_parallelism), config.max_parallelism)
 
@@ -105,12 +97,12 @@ class HpaPolicy:
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """One HPA sync: the replica formula on the mean CPU, then the stabilization window."""
         current = plan_input.current_parallelism
-        held = warm_up(plan_input, config)
+        held = guards.grace_period(plan_input, config)
         if held is not None:
             return held
         cpu = plan_input.worker_cpu_avg
         if cpu is None:
-            return keep(current, "CPU unknown this round: the HPA keeps the current replicas")
+            return guards.unknown(plan_input, "CPU unknown this round: the HPA keeps the current replicas")
         raw = hpa_replicas(current, cpu, self.target_cpu, tolerance=self.tolerance)
         desired = _bounded(raw, config)
         reasons = [
@@ -118,9 +110,11 @@ class HpaPolicy:
             + (" (within tolerance)" if raw == current else "")
             + (f", bounded to {desired}" if desired != raw else "")
         ]
-        window = dataclasses.replace(config, scale_down_stabilization_s=self.scale_down_stabilization_s)
-        target = stabilize(plan_input, window, desired, reasons)
-        return Decision(target, desired, tuple(reasons), acted=True)
+        target = guards.stabilize(
+            plan_input, desired, reasons, window_s=self.scale_down_stabilization_s,
+            loop_interval_s=config.loop_interval_s, upper=config.max_parallelism,
+        )
+        return decided(current, target, desired, reasons)
 
 
 class KedaLagPolicy:
@@ -145,12 +139,12 @@ class KedaLagPolicy:
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """One HPA sync on KEDA's lag metric, then the stabilization window."""
         current = plan_input.current_parallelism
-        held = warm_up(plan_input, config)
+        held = guards.grace_period(plan_input, config)
         if held is not None:
             return held
         lag = plan_input.consumer_lag
         if lag is None:
-            return keep(current, "consumer lag unknown this round: keeping the current replicas")
+            return guards.unknown(plan_input, "consumer lag unknown this round: keeping the current replicas")
         raw = keda_lag_replicas(
             current,
             lag,
@@ -165,6 +159,8 @@ class KedaLagPolicy:
             + (f" (partitions {config.source_partitions})" if config.source_partitions else "")
             + (f", bounded to {desired}" if desired != raw else "")
         ]
-        window = dataclasses.replace(config, scale_down_stabilization_s=self.scale_down_stabilization_s)
-        target = stabilize(plan_input, window, desired, reasons)
-        return Decision(target, desired, tuple(reasons), acted=True)
+        target = guards.stabilize(
+            plan_input, desired, reasons, window_s=self.scale_down_stabilization_s,
+            loop_interval_s=config.loop_interval_s, upper=config.max_parallelism,
+        )
+        return decided(current, target, desired, reasons)

@@ -15,16 +15,22 @@ average workload and the forecast until the next loop. Guards added for producti
 the grace period after a rescale or while recovering, unknown data keeps the current scale-out, and
 scale-in waits until the lower scale-out has been wanted for the whole stabilization window (HPA
 style), so a workload hovering at a threshold does not flap. If nothing qualifies, the scale-out
-with the shortest predicted recovery is chosen (the issue's rule; the paper returns the maximum).
+with the shortest predicted recovery is chosen (the paper returns the maximum, which on a job whose
+capacity stops growing is no better and costs the most).
+
+``DaedalusPolicy.decide`` reads as its stages: guards, the recent-rescale hold, the candidate
+search, the fallback, stabilization.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from planner.types import Decision, PlanInput, PlannerConfig, keep
+from planner import guards
+from planner.types import Decision, PlanInput, PlannerConfig, ReasonCode, decided, keep
 
 
 def _fmt(rate: float) -> str:
@@ -37,39 +43,116 @@ def _forecast_max(forecast: np.ndarray, seconds: float) -> float:
     return float(np.max(forecast[:steps]))
 
 
-def guard(plan_input: PlanInput, config: PlannerConfig) -> Decision | None:
-    """The guards every adaptive policy shares: grace period and recovery hold the current scale-out."""
+@dataclass(frozen=True, eq=False)
+class _Known:
+    """What the search needs, known this round: the average workload, the forecast and today's capacity."""
+
+    workload: float
+    forecast: np.ndarray
+    capacity_now: float
+
+
+def _guards(plan_input: PlanInput, config: PlannerConfig) -> Decision | None:
+    """Grace period, recovery hold, operator bounds (in that order)."""
+    return guards.first_holding(
+        guards.grace_period(plan_input, config),
+        guards.recovering(plan_input, config),
+        guards.operator_bounds(plan_input, config),
+    )
+
+
+def _known(plan_input: PlanInput) -> _Known | Decision:
+    """The signals the search needs, or the decision to keep the scale-out because one is unknown."""
     current = plan_input.current_parallelism
-    if plan_input.last_rescale_at is not None:
-        since = plan_input.now - plan_input.last_rescale_at
-        if since < config.grace_period_s:
-            return keep(current, f"grace period: {since:.0f} s since the last rescale < {config.grace_period_s:.0f} s")
-    if plan_input.recovering:
-        return keep(current, "the job is still recovering from its last rescale or failure")
+    workload = plan_input.workload_avg
+    forecast = plan_input.forecast
+    capacity_now = plan_input.capacities.get(current)
+    if workload is None:
+        return guards.unknown(plan_input, "workload unknown this round: keeping the current scale-out")
+    if forecast is None or len(forecast) == 0:
+        return guards.unknown(plan_input, "no workload forecast yet: keeping the current scale-out")
+    if capacity_now is None:
+        return guards.unknown(plan_input, f"capacity at the current scale-out {current} unknown: keeping it")
+    return _Known(workload, forecast, capacity_now)
+
+
+def _recent_rescale_hold(plan_input: PlanInput, config: PlannerConfig, known: _Known) -> Decision | None:
+    """Algorithm 1's first check: a job rescaled recently keeps its scale-out while it still carries the load."""
+    if plan_input.last_rescale_at is None or plan_input.now - plan_input.last_rescale_at >= config.recent_rescale_window_s:
+        return None
+    next_loop_peak = _forecast_max(known.forecast, config.loop_interval_s)
+    if known.capacity_now > known.workload and known.capacity_now > next_loop_peak:
+        return keep(
+            plan_input.current_parallelism,
+            ReasonCode.KEEP,
+            f"rescaled recently and {plan_input.current_parallelism} still carries the average {_fmt(known.workload)} "
+            f"and the next loop's peak {_fmt(next_loop_peak)} (capacity {_fmt(known.capacity_now)})",
+            acted=True,
+        )
     return None
+
+
+def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons: list[str]) -> int | None:
+    """The smallest scale-out that meets every check of Algorithm 1 (see the module docstring), or None."""
+    current = plan_input.current_parallelism
+    horizon_peak = float(np.max(known.forecast))
+    lag = plan_input.consumer_lag
+    for n in range(config.min_parallelism, config.max_parallelism + 1):
+        capacity = plan_input.capacities.get(n)
+        if capacity is None:
+            reasons.append(f"{n}: capacity unknown")
+            continue
+        if capacity <= known.workload:
+            reasons.append(f"{n}: capacity {_fmt(capacity)} <= average workload {_fmt(known.workload)}")
+            continue
+        recovery = plan_input.recovery_times.get(n, math.inf)
+        if recovery > config.target_recovery_time_s:
+            shown = "never" if math.isinf(recovery) else f"{recovery:.0f} s"
+            reasons.append(f"{n}: recovery {shown} > target {config.target_recovery_time_s:.0f} s")
+            continue
+        during_recovery = _forecast_max(known.forecast, recovery)
+        if capacity < during_recovery:
+            reasons.append(f"{n}: capacity {_fmt(capacity)} < forecast {_fmt(during_recovery)} while recovering")
+            continue
+        if n == current:
+            reasons.append(f"{n}: current scale-out qualifies (recovery {recovery:.0f} s)")
+            return n
+        if n < current and lag is not None and capacity < lag:
+            reasons.append(f"{n}: consumer lag {lag:,.0f} > capacity {_fmt(capacity)}: still catching up")
+            continue
+        if capacity > horizon_peak:
+            reasons.append(
+                f"{n}: carries the forecast peak {_fmt(horizon_peak)} (capacity {_fmt(capacity)}) "
+                f"and recovers in {recovery:.0f} s"
+            )
+            return n
+        reasons.append(f"{n}: capacity {_fmt(capacity)} < forecast peak {_fmt(horizon_peak)}")
+    return None
+
+
+def _fallback(plan_input: PlanInput, config: PlannerConfig, reasons: list[str]) -> int:
+    """No candidate: the scale-out with the shortest predicted recovery (among equals the larger)."""
+    known = {
+        n: plan_input.recovery_times.get(n, math.inf)
+        for n in range(config.min_parallelism, config.max_parallelism + 1)
+        if plan_input.capacities.get(n) is not None
+    }
+    desired = min(known, key=lambda n: (known[n], -n)) if known else config.max_parallelism
+    best = known.get(desired, math.inf)
+    reasons.append(
+        f"no scale-out in [{config.min_parallelism}, {config.max_parallelism}] meets the target recovery "
+        f"time {config.target_recovery_time_s:.0f} s: choosing {desired} with the shortest recovery "
+        f"({'never' if math.isinf(best) else f'{best:.0f} s'})"
+    )
+    return desired
 
 
 def stabilize(plan_input: PlanInput, config: PlannerConfig, desired: int, reasons: list[str]) -> int:
     """Scale out at once; scale in only to the highest scale-out wanted over the stabilization window."""
-    current = plan_input.current_parallelism
-    if desired >= current or config.scale_down_stabilization_s <= 0:
-        return desired
-    start = plan_input.now - config.scale_down_stabilization_s
-    history = plan_input.recent_recommendations
-    window = [n for t, n in history if t >= start]
-    covered = bool(history) and history[0][0] <= start + config.loop_interval_s
-    if not covered:
-        reasons.append(
-            f"scale-in to {desired} held: fewer than {config.scale_down_stabilization_s:.0f} s of recommendations"
-        )
-        return current
-    target = min(current, config.max_parallelism, max([desired, *window]))
-    if target != desired:
-        reasons.append(
-            f"scale-in to {desired} stabilized at {target}: wanted within the last "
-            f"{config.scale_down_stabilization_s:.0f} s"
-        )
-    return target
+    return guards.stabilize(
+        plan_input, desired, reasons, window_s=config.scale_down_stabilization_s,
+        loop_interval_s=config.loop_interval_s, upper=config.max_parallelism,
+    )
 
 
 class DaedalusPolicy:
@@ -78,97 +161,24 @@ class DaedalusPolicy:
     name = "daedalus"
 
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
-        """Choose the scale-out for the next round (see the module docstring)."""
-        current = plan_input.current_parallelism
-        held = guard(plan_input, config)
+        """Guards → recent-rescale hold → candidate search → fallback → stabilization."""
+        held = _guards(plan_input, config)
         if held is not None:
             return held
-        bounded = min(max(current, config.min_parallelism), config.max_parallelism)
-        if bounded != current:
-            # The operator's bounds need no data: a job outside them is moved to the nearest bound.
-            return Decision(
-                bounded,
-                bounded,
-                (f"current scale-out {current} outside [{config.min_parallelism}, {config.max_parallelism}]: "
-                 f"moving to {bounded}",),
-            )
-        workload = plan_input.workload_avg
-        forecast = plan_input.forecast
-        capacity_now = plan_input.capacities.get(current)
-        if workload is None:
-            return keep(current, "workload unknown this round: keeping the current scale-out")
-        if forecast is None or len(forecast) == 0:
-            return keep(current, "no workload forecast yet: keeping the current scale-out")
-        if capacity_now is None:
-            return keep(current, f"capacity at the current scale-out {current} unknown: keeping it")
-
+        known = _known(plan_input)
+        if isinstance(known, Decision):
+            return known
+        hold = _recent_rescale_hold(plan_input, config, known)
+        if hold is not None:
+            return hold
         reasons: list[str] = []
-        if (
-            plan_input.last_rescale_at is not None
-            and plan_input.now - plan_input.last_rescale_at < config.recent_rescale_window_s
-        ):
-            next_loop_peak = _forecast_max(forecast, config.loop_interval_s)
-            if capacity_now > workload and capacity_now > next_loop_peak:
-                return keep(
-                    current,
-                    f"rescaled recently and {current} still carries the average {_fmt(workload)} "
-                    f"and the next loop's peak {_fmt(next_loop_peak)} (capacity {_fmt(capacity_now)})",
-                    acted=True,
-                )
-
-        horizon_peak = float(np.max(forecast))
-        lag = plan_input.consumer_lag
-        desired: int | None = None
-        for n in range(config.min_parallelism, config.max_parallelism + 1):
-            capacity = plan_input.capacities.get(n)
-            if capacity is None:
-                reasons.append(f"{n}: capacity unknown")
-                continue
-            if capacity <= workload:
-                reasons.append(f"{n}: capacity {_fmt(capacity)} <= average workload {_fmt(workload)}")
-                continue
-            recovery = plan_input.recovery_times.get(n, math.inf)
-            if recovery > config.target_recovery_time_s:
-                shown = "never" if math.isinf(recovery) else f"{recovery:.0f} s"
-                reasons.append(f"{n}: recovery {shown} > target {config.target_recovery_time_s:.0f} s")
-                continue
-            during_recovery = _forecast_max(forecast, recovery)
-            if capacity < during_recovery:
-                reasons.append(f"{n}: capacity {_fmt(capacity)} < forecast {_fmt(during_recovery)} while recovering")
-                continue
-            if n == current:
-                desired = n
-                reasons.append(f"{n}: current scale-out qualifies (recovery {recovery:.0f} s)")
-                break
-            if n < current and lag is not None and capacity < lag:
-                reasons.append(f"{n}: consumer lag {lag:,.0f} > capacity {_fmt(capacity)}: still catching up")
-                continue
-            if capacity > horizon_peak:
-                desired = n
-                reasons.append(
-                    f"{n}: carries the forecast peak {_fmt(horizon_peak)} (capacity {_fmt(capacity)}) "
-                    f"and recovers in {recovery:.0f} s"
-                )
-                break
-            reasons.append(f"{n}: capacity {_fmt(capacity)} < forecast peak {_fmt(horizon_peak)}")
-
+        desired = _search(plan_input, config, known, reasons)
         if desired is None:
-            known = {
-                n: plan_input.recovery_times.get(n, math.inf)
-                for n in range(config.min_parallelism, config.max_parallelism + 1)
-                if plan_input.capacities.get(n) is not None
-            }
-            # Shortest recovery; among equals the larger scale-out (more headroom).
-            desired = min(known, key=lambda n: (known[n], -n)) if known else config.max_parallelism
-            best = known.get(desired, math.inf)
-            reasons.append(
-                f"no scale-out in [{config.min_parallelism}, {config.max_parallelism}] meets the target recovery "
-                f"time {config.target_recovery_time_s:.0f} s: choosing {desired} with the shortest recovery "
-                f"({'never' if math.isinf(best) else f'{best:.0f} s'})"
-            )
-
+            desired = _fallback(plan_input, config, reasons)
+            target = stabilize(plan_input, config, desired, reasons)
+            return Decision(target, desired, tuple(reasons), ReasonCode.NO_CANDIDATE)
         target = stabilize(plan_input, config, desired, reasons)
-        return Decision(target, desired, tuple(reasons), acted=True)
+        return decided(plan_input.current_parallelism, target, desired, reasons)
 
 
 class StaticPolicy:
@@ -179,4 +189,4 @@ class StaticPolicy:
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """Always the configured static scale-out."""
         target = config.static_parallelism or config.max_parallelism
-        return Decision(target, target, (f"static policy: fixed scale-out {target}",), acted=True)
+        return decided(plan_input.current_parallelism, target, target, (f"static policy: fixed scale-out {target}",))

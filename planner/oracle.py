@@ -22,8 +22,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from planner.baselines import warm_up
-from planner.types import Decision, PlanInput, PlannerConfig, keep
+from planner import guards
+from planner.types import Decision, PlanInput, PlannerConfig, decided
 
 
 def oracle_lookahead_s(config: PlannerConfig) -> float:
@@ -68,12 +68,12 @@ class OraclePolicy:
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """Choose the smallest sufficient scale-out from the true future (see the module docstring)."""
         current = plan_input.current_parallelism
-        held = warm_up(plan_input, config)
+        held = guards.grace_period(plan_input, config)
         if held is not None:
             return held
         future = plan_input.forecast
         if future is None or len(future) == 0:
-            return keep(current, "oracle: no true future workload given (the oracle needs the oracle analyzer)")
+            return guards.unknown(plan_input, "oracle: no true future workload given (the oracle needs the oracle analyzer)")
         steps = max(1, min(len(future), int(math.ceil(oracle_lookahead_s(config)))))
         desired, reasons = smallest_sufficient(
             plan_input.capacities,
@@ -87,4 +87,4 @@ class OraclePolicy:
             known = {n: plan_input.recovery_times.get(n, math.inf) for n in plan_input.capacities}
             desired = min(known, key=lambda n: (known[n], -n)) if known else config.max_parallelism
             reasons.append(f"nothing qualifies: {desired} has the shortest true recovery")
-        return Decision(desired, desired, tuple(reasons), acted=True)
+        return decided(current, desired, desired, reasons)

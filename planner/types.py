@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Protocol
 
 import numpy as np
+
+from planner.history import Recommendations
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,8 @@ class PlanInput:
     last_rescale_at: float | None = None
     recovering: bool = False
     """True while the recovery watcher says the job has not caught up after a rescale or failure."""
-    recent_recommendations: tuple[tuple[float, int], ...] = ()
-    """(time, desired scale-out) of earlier rounds, newest last, for scale-down stabilization."""
+    recent_recommendations: Recommendations = field(default_factory=Recommendations)
+    """Desired scale-outs of earlier rounds, for scale-down stabilization."""
     capacity_sources: Mapping[int, str] = field(default_factory=dict)
     """Where each capacity came from (observed, estimated, prior), for the reasons."""
     worker_cpu_avg: float | None = None
@@ -57,6 +60,29 @@ class PlanInput:
     """Mean records/s each worker processed since the last loop (DS2's observed rate per instance)."""
     worker_cpu: Mapping[str, float] = field(default_factory=dict)
     """Mean CPU load (0..1) of each worker since the last loop (DS2's useful-time fraction per instance)."""
+
+
+class ReasonCode(str, Enum):
+    """Why a decision is what it is, as data: telemetry counts these, never the prose of the reasons."""
+
+    GRACE = "grace"
+    """Held: the grace period after a rescale has not passed."""
+    RECOVERING = "recovering"
+    """Held: the job has not caught up after its last rescale or failure."""
+    UNKNOWN_DATA = "unknown-data"
+    """Held: a signal the policy needs is unknown this round."""
+    BOUNDS = "bounds"
+    """Moved into the operator's [min, max] scale-out bounds."""
+    SCALE_OUT = "scale-out"
+    """Rescale to more workers."""
+    SCALE_IN = "scale-in"
+    """Rescale to fewer workers."""
+    STABILIZED = "stabilized"
+    """A scale-in was wanted but the stabilization window held it back (fully or in part)."""
+    NO_CANDIDATE = "no-candidate"
+    """No scale-out met every constraint: the policy's fallback chose."""
+    KEEP = "keep"
+    """The current scale-out is what the policy wants."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +95,8 @@ class Decision:
     """What the policy wanted before stabilization held it back."""
     reasons: tuple[str, ...]
     """Human-readable reasons: which constraint ruled out each smaller scale-out, which guard held."""
+    code: ReasonCode
+    """The outcome as a code (see :class:`ReasonCode`)."""
     acted: bool = True
     """False when a guard (grace period, missing data) stopped the policy from deciding at all."""
 
@@ -87,6 +115,17 @@ class Policy(Protocol):
         ...
 
 
-def keep(current: int, *reasons: str, acted: bool = False) -> Decision:
-    """A decision that keeps the current scale-out."""
-    return Decision(current, current, tuple(reasons), acted=acted)
+def keep(current: int, code: ReasonCode, *reasons: str, acted: bool = False) -> Decision:
+    """A decision that keeps the current scale-out, with the code of why."""
+    return Decision(current, current, tuple(reasons), code, acted=acted)
+
+
+def decided(current: int, target: int, desired: int, reasons: tuple[str, ...] | list[str]) -> Decision:
+    """A decision the policy reached (acted): its code follows from the current, desired and target scale-outs."""
+    if target > current:
+        code = ReasonCode.SCALE_OUT
+    elif target < current:
+        code = ReasonCode.SCALE_IN if target == desired else ReasonCode.STABILIZED
+    else:
+        code = ReasonCode.STABILIZED if desired < current else ReasonCode.KEEP
+    return Decision(target, desired, tuple(reasons), code, acted=True)

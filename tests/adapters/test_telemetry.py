@@ -61,6 +61,11 @@ def test_round_metrics_follow_the_agent_through_a_scale_out() -> None:
     assert executed, "the step should have caused a rescale"
     assert sample(registry, "perdix_rescales_total") == len(executed)
     assert sample(registry, "perdix_rescale_recommendations_total") >= len(executed)
+    # Decisions are counted by their code, one per round that planned.
+    codes = [r.decision.code.value for r in run.rounds if r.decision is not None]
+    for code in set(codes):
+        assert sample(registry, "perdix_decisions_total", code=code) == codes.count(code)
+    assert sample(registry, "perdix_decisions_total", code="scale-out") >= 1
     last = run.rounds[-1]
     assert sample(registry, "perdix_parallelism_current") == last.analysis.parallelism
     assert sample(registry, "perdix_parallelism_recommended") == last.decision.target_parallelism

@@ -10,6 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planner import DaedalusPolicy, PlanInput, PlannerConfig, StaticPolicy
+from planner.history import Recommendations
+from planner.types import ReasonCode
 
 POLICY = DaedalusPolicy()
 CONFIG = PlannerConfig(min_parallelism=1, max_parallelism=10, target_recovery_time_s=300)
@@ -47,7 +49,7 @@ def plan(
         recovery_times={n: recovery for n in range(1, 11)},
         last_rescale_at=last_rescale_at,
         recovering=recovering,
-        recent_recommendations=history,
+        recent_recommendations=Recommendations(history),
     )
 
 
@@ -180,7 +182,7 @@ def plan_inputs(draw: st.DrawFn) -> tuple[PlanInput, PlannerConfig]:
         recovery_times={n: draw(st.floats(0, 5000) | st.just(math.inf)) for n in range(1, 26)},
         last_rescale_at=draw(st.none() | st.floats(now - 5000, now)),
         recovering=draw(st.booleans()),
-        recent_recommendations=history,
+        recent_recommendations=Recommendations(history),
     )
     return inp, config
 
@@ -203,5 +205,33 @@ def test_properties_of_every_decision(case: tuple[PlanInput, PlannerConfig]) -> 
             assert inp.capacities.get(current) is not None
     if decision.target_parallelism < current and config.scale_down_stabilization_s > 0:
         # Scale-in only when every recommendation in the window (within the bounds) was at most the target.
-        window = [n for t, n in inp.recent_recommendations if t >= inp.now - config.scale_down_stabilization_s]
+        window = [n for t, n in inp.recent_recommendations.entries if t >= inp.now - config.scale_down_stabilization_s]
         assert all(min(n, config.max_parallelism) <= decision.target_parallelism for n in window)
+
+
+@given(plan_inputs())
+def test_every_decision_carries_the_code_of_what_it_does(case: tuple[PlanInput, PlannerConfig]) -> None:
+    inp, config = case
+    decision = POLICY.decide(inp, config)
+    current, target = inp.current_parallelism, decision.target_parallelism
+    if decision.code is ReasonCode.SCALE_OUT:
+        assert target > current
+    elif decision.code is ReasonCode.SCALE_IN:
+        assert target < current and target == decision.desired_parallelism
+    elif decision.code in (ReasonCode.GRACE, ReasonCode.RECOVERING, ReasonCode.UNKNOWN_DATA, ReasonCode.KEEP):
+        assert target == current
+    elif decision.code is ReasonCode.STABILIZED:
+        assert decision.desired_parallelism < current and decision.desired_parallelism < target
+    elif decision.code is ReasonCode.BOUNDS:
+        assert not config.min_parallelism <= current <= config.max_parallelism
+    # Guards hold before any data is read: in the grace period the code says so.
+    if inp.last_rescale_at is not None and inp.now - inp.last_rescale_at < config.grace_period_s:
+        assert decision.code is ReasonCode.GRACE and not decision.acted
+
+
+def test_the_recommendation_history_trims_and_answers_in_one_place() -> None:
+    history = Recommendations().add(100.0, 8, keep_s=300).add(200.0, 5, keep_s=300).add(450.0, 6, keep_s=300)
+    assert history.entries == ((200.0, 5), (450.0, 6))  # 100 s is older than 450 - 300
+    assert history.highest_since(150.0) == 6 and history.highest_since(460.0) is None
+    assert history.reaches_back_to(150.0, slack_s=60) and not history.reaches_back_to(100.0, slack_s=60)
+    assert Recommendations.from_list(history.to_list()) == history

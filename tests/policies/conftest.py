@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from planner import PlanInput, PlannerConfig
+from planner.history import Recommendations
 
 CONFIG = PlannerConfig(min_parallelism=1, max_parallelism=16, target_recovery_time_s=300, source_partitions=36)
 
@@ -36,7 +37,7 @@ def snapshot(
         recovery_times=recovery_times or {},
         last_rescale_at=last_rescale_at,
         recovering=recovering,
-        recent_recommendations=history,
+        recent_recommendations=Recommendations(history),
         worker_cpu_avg=cpu,
         worker_throughput=throughput or {},
         worker_cpu=worker_cpu or {},
