@@ -24,8 +24,8 @@ from typing import Any
 from lab.capacity_plan import RunReport, plan_capacity
 from models.streambed import (
     FAMILIES,
+    BudgetMeasurement,
     ExplorerSettings,
-    Observation,
     estimate_capacity,
     fit_surrogate,
     optimize_configuration,
@@ -81,7 +81,7 @@ def run_seed(seed: int, max_runs: int, explorer: ExplorerSettings, max_testbed_s
             explorer=explorer,
         )
     observations = [
-        Observation(o["task_slots"], o["memory_mb"], o["capacity"]) for o in model.observations if o["explored"]
+        BudgetMeasurement(o["task_slots"], o["memory_mb"], o["capacity"]) for o in model.observations if o["explored"]
     ]
     target_slots = SCALE * max_testbed_slots
     predicted = model.surrogate.capacity_at(target_slots, MEMORY_MB)

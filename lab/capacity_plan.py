@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from models.streambed import (
     CapacityEstimate,
-    CapacityModel,
+    CapacityModelFile,
     EstimatorSettings,
     ExplorerSettings,
     InfeasibleBudget,
@@ -89,7 +89,7 @@ def plan_capacity(
     slots_per_scale_out: int = 1,
     estimator: EstimatorSettings | None = None,
     explorer: ExplorerSettings | None = None,
-) -> CapacityModel:
+) -> CapacityModelFile:
     """Build a capacity model with at most ``max_runs`` testbed runs and write it to ``out_path``.
 
     The explored budgets run from ``min_testbed_slots`` (default: two per operator) to
@@ -213,7 +213,7 @@ def plan_capacity(
 
     mean_capacity = sum(o.capacity for o in explore.observations) / len(explore.observations)
     score = choice.score
-    model = CapacityModel(
+    model = CapacityModelFile(
         job=str(getattr(getattr(bed, "job", None), "name", "job")),
         surrogate=surrogate,
         memory_mb=production_memory,

@@ -186,7 +186,7 @@ class Vertex:
 
 
 @dataclass(frozen=True)
-class JobState:
+class FlinkJobStatus:
     """What /jobs/{jobId} says about the job at one moment."""
 
     job_id: str
@@ -221,7 +221,7 @@ class JobState:
         )
 
     @classmethod
-    def from_rest(cls, body: Mapping[str, Any]) -> JobState:
+    def from_rest(cls, body: Mapping[str, Any]) -> FlinkJobStatus:
         """Parse a /jobs/{jobId} answer."""
         vertices = tuple(
             Vertex(
@@ -298,7 +298,7 @@ class FlinkRestScaler:
         self._reported.discard("not_found")
         return str(matches[0]["jid"])
 
-    def job_state(self) -> JobState:
+    def job_state(self) -> FlinkJobStatus:
         """The job's state now; re-finds the job once if its id vanished (resubmitted under the same name)."""
         if self._job_id is None:
             self._job_id = self.find_job()
@@ -309,7 +309,7 @@ class FlinkRestScaler:
                 raise
             self._job_id = self.find_job()
             body = self.client.get(f"/jobs/{self._job_id}")
-        state = JobState.from_rest(body)
+        state = FlinkJobStatus.from_rest(body)
         if state.state in TERMINAL_STATES:
             self._job_id = None
             raise ScalerError(f"job {state.name} ({state.job_id}) is {state.state}", kind="not_found")
@@ -398,7 +398,7 @@ class FlinkRestScaler:
 
     # ------------------------------------------------------------------ helpers
 
-    def _resolve(self, job: JobState, targets: Mapping[str, int]) -> dict[str, int]:
+    def _resolve(self, job: FlinkJobStatus, targets: Mapping[str, int]) -> dict[str, int]:
         """Vertex id -> target from a mapping keyed by vertex id, vertex name or ``*``."""
         wanted: dict[str, int] = {}
         by_name = {v.name: v.id for v in job.vertices}
@@ -416,7 +416,7 @@ class FlinkRestScaler:
                 raise ScalerError(f"job {job.name} has no vertex {key!r} (vertices: {names})", kind="invalid_request")
         return wanted
 
-    def _check_can_rescale(self, job: JobState, wanted: Mapping[str, int]) -> None:
+    def _check_can_rescale(self, job: FlinkJobStatus, wanted: Mapping[str, int]) -> None:
         """Refuse before writing: wrong scheduler, above max parallelism, too few free slots."""
         scheduler = job.scheduler
         if scheduler is None:
@@ -432,7 +432,7 @@ class FlinkRestScaler:
                     f"vertex {vertex.name!r} of job {job.name} has max parallelism {vertex.max_parallelism}, "
                     f"below the target {target}", kind="invalid_request",
                 )
-        needed = JobState(
+        needed = FlinkJobStatus(
             job.job_id, job.name, job.state, job.scheduler,
             tuple(
                 Vertex(v.id, v.name, wanted.get(v.id, v.parallelism), v.max_parallelism, 0, v.slot_sharing_group)
@@ -464,12 +464,12 @@ class FlinkRestScaler:
             if entry.get("jid") == job_id or entry.get("state") in TERMINAL_STATES:
                 continue
             try:
-                others += JobState.from_rest(self.client.get(f"/jobs/{entry['jid']}") or {}).slots_needed
+                others += FlinkJobStatus.from_rest(self.client.get(f"/jobs/{entry['jid']}") or {}).slots_needed
             except (ScalerError, KeyError, ValueError, TypeError):
                 continue  # a job that vanished meanwhile needs no slots
         return others
 
-    def _not_adaptive(self, job: JobState) -> str:
+    def _not_adaptive(self, job: FlinkJobStatus) -> str:
         return (
             f"job {job.name} ({job.job_id}) does not run on the adaptive scheduler; in-place rescaling "
             "needs `jobmanager.scheduler: adaptive` in the Flink configuration"
@@ -482,10 +482,10 @@ class FlinkRestScaler:
             self.log.error("scale_target.unusable", kind=kind, error=message)
         return ScalerError(message, kind=kind, retryable=False)
 
-    def _await(self, before: JobState, wanted: Mapping[str, int]) -> JobState | None:
+    def _await(self, before: FlinkJobStatus, wanted: Mapping[str, int]) -> FlinkJobStatus | None:
         """Poll /jobs/{jobId} until it runs at ``wanted`` on a new execution graph; the last state read."""
         deadline = self.clock.now() + self.confirm_timeout_s
-        last: JobState | None = None
+        last: FlinkJobStatus | None = None
         while True:
             try:
                 last = self.job_state()
@@ -499,7 +499,7 @@ class FlinkRestScaler:
                 return last
             self.clock.sleep_until(min(deadline, self.clock.now() + self.poll_interval_s))
 
-    def _downtime(self, before: JobState, after: JobState | None) -> float | None:
+    def _downtime(self, before: FlinkJobStatus, after: FlinkJobStatus | None) -> float | None:
         """Seconds from the new execution graph's creation to the last subtask RUNNING; None if unknown.
 
         The old graph is cancelled right before the new one is created (tens of milliseconds here),
@@ -529,7 +529,7 @@ __all__ = [
     "DEFAULT_CONFIRM_TIMEOUT_S",
     "FlinkRestClient",
     "FlinkRestScaler",
-    "JobState",
+    "FlinkJobStatus",
     "RestRequest",
     "Vertex",
     "unreachable_reason",

@@ -15,9 +15,9 @@ from models.streambed.estimator import (
 )
 from models.streambed.explorer import (
     FAMILIES,
+    BudgetMeasurement,
     ExplorerSettings,
     FamilyScore,
-    Observation,
     ResourceExplorer,
     Surrogate,
     SurrogateChoice,
@@ -31,8 +31,8 @@ from models.streambed.explorer import (
 )
 from models.streambed.model_file import (
     SCHEMA_VERSION,
-    CapacityModel,
     CapacityModelError,
+    CapacityModelFile,
     load_capacity_prior,
     read_capacity_model,
     write_capacity_model,
@@ -50,7 +50,7 @@ __all__ = [
     "FAMILIES",
     "SCHEMA_VERSION",
     "CapacityEstimate",
-    "CapacityModel",
+    "CapacityModelFile",
     "CapacityModelError",
     "Configuration",
     "EstimationError",
@@ -58,7 +58,7 @@ __all__ = [
     "ExplorerSettings",
     "FamilyScore",
     "InfeasibleBudget",
-    "Observation",
+    "BudgetMeasurement",
     "OperatorRate",
     "Probe",
     "ResourceExplorer",

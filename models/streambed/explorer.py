@@ -56,7 +56,7 @@ class UnreachableRate(ValueError):
 
 
 @dataclass(frozen=True)
-class Observation:
+class BudgetMeasurement:
     """One measured budget: task slots, memory per slot and the MST of its best configuration."""
 
     task_slots: int
@@ -131,7 +131,7 @@ class Surrogate:
         }
 
 
-def _arrays(observations: Sequence[Observation]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _arrays(observations: Sequence[BudgetMeasurement]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     slots = np.array([o.task_slots for o in observations], dtype=float)
     memory = np.array([o.memory_mb for o in observations], dtype=float)
     capacity = np.array([o.capacity for o in observations], dtype=float)
@@ -146,7 +146,7 @@ def _fit(family: Family, slots: np.ndarray, memory: np.ndarray, capacity: np.nda
     return Surrogate(family, float(coef[0]), float(coef[1]), float(coef[2]))
 
 
-def fit_surrogate(family: Family, observations: Sequence[Observation]) -> Surrogate:
+def fit_surrogate(family: Family, observations: Sequence[BudgetMeasurement]) -> Surrogate:
     """Least-squares fit of one surrogate family."""
     if family not in _TRANSFORMS:
         raise ValueError(f"unknown surrogate family {family!r}; expected one of {FAMILIES}")
@@ -155,7 +155,7 @@ def fit_surrogate(family: Family, observations: Sequence[Observation]) -> Surrog
     return _fit(family, *_arrays(observations))
 
 
-def loocv_rmse(family: Family, observations: Sequence[Observation]) -> float:
+def loocv_rmse(family: Family, observations: Sequence[BudgetMeasurement]) -> float:
     """Leave-one-out cross-validation RMSE of a family (inf with fewer than 3 observations)."""
     if len(observations) < 3:
         return math.inf
@@ -169,7 +169,7 @@ def loocv_rmse(family: Family, observations: Sequence[Observation]) -> float:
     return float(np.sqrt(np.mean(errors**2)))
 
 
-def extrapolation_rmse(family: Family, observations: Sequence[Observation]) -> float:
+def extrapolation_rmse(family: Family, observations: Sequence[BudgetMeasurement]) -> float:
     """RMSE on the half with the most task slots of a fit on the other half (inf if too few points)."""
     ordered = sorted(observations, key=lambda o: (o.task_slots, o.memory_mb))
     half = len(ordered) // 2
@@ -204,7 +204,7 @@ class SurrogateChoice:
         return next(s for s in self.scores if s.family == self.surrogate.family)
 
 
-def select_surrogate(observations: Sequence[Observation], selection: Selection = "loocv") -> SurrogateChoice:
+def select_surrogate(observations: Sequence[BudgetMeasurement], selection: Selection = "loocv") -> SurrogateChoice:
     """Fit every family and keep the one with the lowest error under ``selection``.
 
     ``loocv`` ranks by leave-one-out RMSE; ``extrapolation`` by the paper's split (fit on the
@@ -226,7 +226,7 @@ def select_surrogate(observations: Sequence[Observation], selection: Selection =
     return SurrogateChoice(fit_surrogate(best.family, observations), selection, scores)
 
 
-def surrogate_cost(observations: Sequence[Observation]) -> float:
+def surrogate_cost(observations: Sequence[BudgetMeasurement]) -> float:
     """Eq. 9: the lowest LOOCV RMSE among the candidate families."""
     return min(loocv_rmse(family, observations) for family in FAMILIES)
 
@@ -271,7 +271,7 @@ class ResourceExplorer:
     memory_mb: Sequence[float]
     settings: ExplorerSettings = field(default_factory=ExplorerSettings)
     seed: int = 0
-    observations: list[Observation] = field(default_factory=list)
+    observations: list[BudgetMeasurement] = field(default_factory=list)
     costs: list[float] = field(default_factory=list)
     """Eq. 9 after each measurement from the fourth on (the bootstrap's cost is the first)."""
     stop_reason: str | None = None
@@ -324,7 +324,7 @@ class ResourceExplorer:
 
     def tell(self, task_slots: int, memory_mb: float, capacity: float) -> None:
         """Record a measurement, update the cost of Eq. 9 and check the stop criterion."""
-        self.observations.append(Observation(int(task_slots), float(memory_mb), float(capacity)))
+        self.observations.append(BudgetMeasurement(int(task_slots), float(memory_mb), float(capacity)))
         self._points.append((int(task_slots), float(memory_mb)))
         bootstrap = len(self._corners)
         if len(self.observations) >= bootstrap:

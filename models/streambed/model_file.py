@@ -27,7 +27,7 @@ class CapacityModelError(ValueError):
 
 
 @dataclass(frozen=True)
-class CapacityModel:
+class CapacityModelFile:
     """What StreamBed learned about a job, as stored in the capacity model file."""
 
     job: str
@@ -70,7 +70,7 @@ class CapacityModel:
         }
 
     @classmethod
-    def from_dict(cls, data: Any, *, source: str = "capacity model") -> CapacityModel:
+    def from_dict(cls, data: Any, *, source: str = "capacity model") -> CapacityModelFile:
         """Parse and validate a document; raises CapacityModelError naming ``source`` and the reason."""
 
         def fail(reason: str) -> CapacityModelError:
@@ -160,7 +160,7 @@ def _capacities(raw: Any, fail: Any) -> dict[int, float]:
     return capacities
 
 
-def write_capacity_model(path: str | os.PathLike[str], model: CapacityModel) -> Path:
+def write_capacity_model(path: str | os.PathLike[str], model: CapacityModelFile) -> Path:
     """Write the model atomically (temporary file in the same directory, then rename)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -178,7 +178,7 @@ def write_capacity_model(path: str | os.PathLike[str], model: CapacityModel) -> 
     return target
 
 
-def read_capacity_model(path: str | os.PathLike[str]) -> CapacityModel:
+def read_capacity_model(path: str | os.PathLike[str]) -> CapacityModelFile:
     """Read and validate a capacity model file."""
     source = str(path)
     try:
@@ -193,7 +193,7 @@ def read_capacity_model(path: str | os.PathLike[str]) -> CapacityModel:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise CapacityModelError(f"{source}: not valid JSON ({error})") from None
-    return CapacityModel.from_dict(data, source=source)
+    return CapacityModelFile.from_dict(data, source=source)
 
 
 def load_capacity_prior(path: str | os.PathLike[str]) -> dict[int, float]:

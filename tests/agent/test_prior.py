@@ -17,13 +17,13 @@ from cli import app
 from lab.replay import Replay
 from lab.settings import load_lab_settings
 from models.streambed.explorer import Surrogate
-from models.streambed.model_file import CapacityModel, load_capacity_prior, write_capacity_model
+from models.streambed.model_file import CapacityModelFile, load_capacity_prior, write_capacity_model
 from simulator import Trace
 
 
 def prior_file(path: Path, per_worker: float) -> Path:
     capacities = {n: per_worker * n for n in range(1, 17)}
-    model = CapacityModel(
+    model = CapacityModelFile(
         job="test",
         surrogate=Surrogate(family="linear", memory_slope=0.0, slots_slope=per_worker, intercept=0.0),
         memory_mb=2048.0,

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from models.streambed import (
     FAMILIES,
+    BudgetMeasurement,
     ExplorerSettings,
-    Observation,
     ResourceExplorer,
     Surrogate,
     UnreachableRate,
@@ -33,13 +33,13 @@ SLOTS = list(range(3, 17))
 MEMORY = [1024.0, 2048.0, 4096.0]
 
 
-def sample(truth: Surrogate, seed: int, noise: float = 0.01, count: int = 12) -> list[Observation]:
+def sample(truth: Surrogate, seed: int, noise: float = 0.01, count: int = 12) -> list[BudgetMeasurement]:
     rng = np.random.default_rng(seed)
     # Spread over the task-slot range, as the explorer's corners and search spread them.
     slots = np.linspace(3, 16, count).round().astype(int)
     memory = rng.choice(MEMORY, size=count)
     capacity = truth.predict(slots, memory) * (1 + noise * rng.standard_normal(count))
-    return [Observation(int(t), float(m), float(c)) for t, m, c in zip(slots, memory, capacity)]
+    return [BudgetMeasurement(int(t), float(m), float(c)) for t, m, c in zip(slots, memory, capacity)]
 
 
 @pytest.mark.parametrize("selection", ["loocv", "extrapolation"])
@@ -72,7 +72,7 @@ def test_loocv_matches_a_direct_leave_one_out_computation() -> None:
 
 
 def test_a_single_memory_profile_still_fits_over_task_slots() -> None:
-    observations = [Observation(t, 2048.0, 1000.0 * t + 500.0) for t in (3, 5, 8, 13)]
+    observations = [BudgetMeasurement(t, 2048.0, 1000.0 * t + 500.0) for t in (3, 5, 8, 13)]
     model = fit_surrogate("linear", observations)
     assert model.capacity_at(20, 2048.0) == pytest.approx(20_500.0)
 
@@ -150,8 +150,8 @@ def test_bad_search_spaces_and_observations_are_rejected() -> None:
     with pytest.raises(ValueError, match="search space"):
         ResourceExplorer([], MEMORY)
     with pytest.raises(ValueError, match="capacity"):
-        Observation(3, 1024.0, math.nan)
+        BudgetMeasurement(3, 1024.0, math.nan)
     with pytest.raises(ValueError, match="at least 3"):
-        select_surrogate([Observation(3, 1024.0, 1.0)])
+        select_surrogate([BudgetMeasurement(3, 1024.0, 1.0)])
     with pytest.raises(ValueError, match="unknown surrogate family"):
-        fit_surrogate("cubic", [Observation(3, 1024.0, 1.0)])  # type: ignore[arg-type]
+        fit_surrogate("cubic", [BudgetMeasurement(3, 1024.0, 1.0)])  # type: ignore[arg-type]

@@ -10,8 +10,8 @@ import pytest
 
 from models.streambed import (
     SCHEMA_VERSION,
-    CapacityModel,
     CapacityModelError,
+    CapacityModelFile,
     Surrogate,
     load_capacity_prior,
     read_capacity_model,
@@ -19,9 +19,9 @@ from models.streambed import (
 )
 
 
-def model() -> CapacityModel:
+def model() -> CapacityModelFile:
     surrogate = Surrogate("sqrt", 12.5, 50_000.0, -30_000.0)
-    return CapacityModel(
+    return CapacityModelFile(
         job="windowed-aggregation",
         surrogate=surrogate,
         memory_mb=4096.0,
