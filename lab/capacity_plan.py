@@ -97,10 +97,56 @@ def plan_capacity(
     operator the integer split of a few slots dominates the capacity (a light operator wastes a
     whole slot), which tells nothing about how the job scales and bends the surrogate; the paper
     likewise starts its larger queries above one slot per operator. The single-task configuration
-    is still measured once, for the Configuration Optimizer's operator rates. Capacities are written for scale-outs ``1..max_scale_out`` of
-    ``slots_per_scale_out`` task slots each at ``production_memory_mb`` (default: the largest
-    profile), with the task slots for ``target_rate`` at 110 % (the inverse query).
+    is still measured once, for the Configuration Optimizer's operator rates. Capacities are written
+    for scale-outs ``1..max_scale_out`` of ``slots_per_scale_out`` task slots each at
+    ``production_memory_mb`` (default: the largest profile), with the task slots for ``target_rate``
+    at 110 % (the inverse query).
+
+    Steps: check the arguments, explore the budgets on the testbed, fit and query the surrogate,
+    write the file.
     """
+    memory_profiles, production_memory = _checked_memory(
+        target_rate, max_runs, max_scale_out, slots_per_scale_out, memory_profiles_mb, production_memory_mb
+    )
+    bed: Testbed = testbed or DagTestbed(settings=DagTestbedSettings(seed=seed))
+    operators = len(bed.operator_names)
+    lowest = _lowest_budget(operators, min_testbed_slots, max_testbed_slots)
+    explore = ResourceExplorer(
+        task_slots=range(lowest, max_testbed_slots + 1),
+        memory_mb=memory_profiles,
+        settings=explorer or ExplorerSettings(),
+        seed=seed,
+    )
+    runs = _TestbedRuns(bed, estimator or EstimatorSettings(), seed=seed, max_runs=max_runs, progress=progress)
+    _explore(explore, runs, operators=operators, lowest=lowest)
+    if len(explore.observations) < 3:
+        raise CapacityPlanError(
+            f"only {len(explore.observations)} measurements within {max_runs} runs: a surrogate needs 3"
+        )
+    model = _model_file(
+        bed, explore, runs.measured, target_rate=target_rate, production_memory=production_memory,
+        max_scale_out=max_scale_out, slots_per_scale_out=slots_per_scale_out,
+        extra={
+            "stop_reason": explore.stop_reason or f"used all {max_runs} runs",
+            # Capacities outside this range of task slots are extrapolated (below it, the fitted
+            # intercept can understate a small scale-out; observed capacities replace them).
+            "explored_task_slots": [lowest, max_testbed_slots],
+            "memory_profiles_mb": memory_profiles,
+        },
+    )
+    write_capacity_model(out_path, model)
+    return model
+
+
+def _checked_memory(
+    target_rate: float,
+    max_runs: int,
+    max_scale_out: int,
+    slots_per_scale_out: int,
+    memory_profiles_mb: Sequence[float],
+    production_memory_mb: float | None,
+) -> tuple[list[float], float]:
+    """The sorted memory profiles and the production memory, after checking every argument."""
     if not math.isfinite(target_rate) or target_rate <= 0:
         raise CapacityPlanError(f"target rate must be a positive number of records/s, got {target_rate}")
     if max_runs < 3:
@@ -113,9 +159,11 @@ def plan_capacity(
     production_memory = float(production_memory_mb) if production_memory_mb is not None else memory_profiles[-1]
     if production_memory <= 0:
         raise CapacityPlanError(f"production memory must be positive, got {production_memory} MB")
+    return memory_profiles, production_memory
 
-    bed: Testbed = testbed or DagTestbed(settings=DagTestbedSettings(seed=seed))
-    operators = len(bed.operator_names)
+
+def _lowest_budget(operators: int, min_testbed_slots: int | None, max_testbed_slots: int) -> int:
+    """The smallest explored budget: two tasks per operator unless set (checked against the testbed)."""
     if max_testbed_slots < operators:
         raise CapacityPlanError(
             f"the testbed needs at least {operators} task slots (one per operator), got {max_testbed_slots}"
@@ -126,24 +174,37 @@ def plan_capacity(
             f"min testbed slots must be between {operators} (one per operator) and max testbed slots "
             f"{max_testbed_slots}, got {lowest}"
         )
-    explore = ResourceExplorer(
-        task_slots=range(lowest, max_testbed_slots + 1),
-        memory_mb=memory_profiles,
-        settings=explorer or ExplorerSettings(),
-        seed=seed,
-    )
-    estimator_settings = estimator or EstimatorSettings()
-    measured: list[_Measured] = []
+    return lowest
 
-    def run(parallelism: tuple[int, ...], memory_mb: float, purpose: Purpose) -> CapacityEstimate:
-        deployment = bed.deploy(parallelism, memory_mb, seed=seed * 10_007 + len(measured))
-        estimate = estimate_capacity(deployment, estimator_settings)
-        measured.append(_Measured(sum(parallelism), memory_mb, parallelism, estimate, purpose))
-        if progress is not None:
-            progress(
+
+class _TestbedRuns:
+    """The testbed runs made so far: each one a Capacity Estimator binary search, reported to ``progress``."""
+
+    def __init__(
+        self, bed: Testbed, settings: EstimatorSettings, *, seed: int, max_runs: int, progress: ProgressCallback | None
+    ) -> None:
+        self.bed = bed
+        self.settings = settings
+        self.seed = seed
+        self.max_runs = max_runs
+        self.progress = progress
+        self.measured: list[_Measured] = []
+
+    @property
+    def exhausted(self) -> bool:
+        """True once ``max_runs`` runs were made."""
+        return len(self.measured) >= self.max_runs
+
+    def run(self, parallelism: tuple[int, ...], memory_mb: float, purpose: Purpose) -> CapacityEstimate:
+        """Deploy one configuration and measure its maximum sustainable throughput."""
+        deployment = self.bed.deploy(parallelism, memory_mb, seed=self.seed * 10_007 + len(self.measured))
+        estimate = estimate_capacity(deployment, self.settings)
+        self.measured.append(_Measured(sum(parallelism), memory_mb, parallelism, estimate, purpose))
+        if self.progress is not None:
+            self.progress(
                 RunReport(
-                    index=len(measured),
-                    max_runs=max_runs,
+                    index=len(self.measured),
+                    max_runs=self.max_runs,
                     purpose=purpose,
                     task_slots=sum(parallelism),
                     memory_mb=memory_mb,
@@ -154,49 +215,54 @@ def plan_capacity(
             )
         return estimate
 
+
+def _explore(explore: ResourceExplorer, runs: _TestbedRuns, *, operators: int, lowest: int) -> None:
+    """The Resource Explorer's loop: ask a budget, configure it with the CO, measure it with the CE, tell."""
     single = tuple([1] * operators)
-    while not explore.finished and len(measured) < max_runs:
+    while not explore.finished and not runs.exhausted:
         task_slots, memory_mb = explore.ask()
         if task_slots == operators:
-            explore.tell(task_slots, memory_mb, run(single, memory_mb, "single-task").mst)
-            measured[-1].explored = True
+            explore.tell(task_slots, memory_mb, runs.run(single, memory_mb, "single-task").mst)
+            runs.measured[-1].explored = True
             continue
-        rates = _rates_for(measured, task_slots, memory_mb) or _rates_for(measured, task_slots, None)
+        rates = _rates_for(runs.measured, task_slots, memory_mb) or _rates_for(runs.measured, task_slots, None)
         if rates is None:
             # The CO needs operator rates: measure the single-task configuration once.
-            estimate = run(single, memory_mb, "single-task")
+            estimate = runs.run(single, memory_mb, "single-task")
             if lowest == operators:
                 explore.tell(operators, memory_mb, estimate.mst)
-                measured[-1].explored = True
-            if explore.finished or len(measured) >= max_runs:
+                runs.measured[-1].explored = True
+            if explore.finished or runs.exhausted:
                 continue
-            rates = _rates_for(measured, task_slots, memory_mb)
+            rates = _rates_for(runs.measured, task_slots, memory_mb)
             assert rates is not None
         configuration = optimize_configuration(rates, task_slots)
-        estimate = run(configuration.parallelism, memory_mb, "budget")
+        estimate = runs.run(configuration.parallelism, memory_mb, "budget")
         explore.tell(task_slots, memory_mb, estimate.mst)
-        measured[-1].explored = True
+        runs.measured[-1].explored = True
 
-    if len(explore.observations) < 3:
-        raise CapacityPlanError(
-            f"only {len(explore.observations)} measurements within {max_runs} runs: a surrogate needs 3"
-        )
+
+def _model_file(
+    bed: Testbed,
+    explore: ResourceExplorer,
+    measured: Sequence[_Measured],
+    *,
+    target_rate: float,
+    production_memory: float,
+    max_scale_out: int,
+    slots_per_scale_out: int,
+    extra: dict[str, Any],
+) -> CapacityModelFile:
+    """The chosen surrogate's capacities per scale-out, the inverse query for the target, and the evidence."""
     choice = explore.choice()
     surrogate = choice.surrogate
     capacities = {
         n: max(0.0, surrogate.capacity_at(n * slots_per_scale_out, production_memory))
         for n in range(1, max_scale_out + 1)
     }
-    extra: dict[str, Any] = {
-        "stop_reason": explore.stop_reason or f"used all {max_runs} runs",
-        # Capacities outside this range of task slots are extrapolated (below it, the fitted
-        # intercept can understate a small scale-out; observed capacities replace them).
-        "explored_task_slots": [lowest, max_testbed_slots],
-        "memory_profiles_mb": memory_profiles,
-    }
     slots_for_target: int | None = None
     try:
-        slots_for_target = surrogate.task_slots_for(target_rate, production_memory, min_slots=operators)
+        slots_for_target = surrogate.task_slots_for(target_rate, production_memory, min_slots=len(bed.operator_names))
     except UnreachableRate as unreachable:
         extra["inverse_error"] = str(unreachable)
     if slots_for_target is not None:
@@ -213,7 +279,7 @@ def plan_capacity(
 
     mean_capacity = sum(o.capacity for o in explore.observations) / len(explore.observations)
     score = choice.score
-    model = CapacityModelFile(
+    return CapacityModelFile(
         job=str(getattr(getattr(bed, "job", None), "name", "job")),
         surrogate=surrogate,
         memory_mb=production_memory,
@@ -246,8 +312,6 @@ def plan_capacity(
         testbed_runs=len(measured),
         extra=extra,
     )
-    write_capacity_model(out_path, model)
-    return model
 
 
 def _rates_for(measured: Sequence[_Measured], task_slots: int, memory_mb: float | None) -> tuple[OperatorRate, ...] | None:
