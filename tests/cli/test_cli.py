@@ -75,3 +75,15 @@ def test_simulate_static_writes_summary_and_plot(tmp_path: Path) -> None:
     # Static runs at max_parallelism (16) after its first rescale from the initial 8.
     assert summary["final_parallelism"] == 16 and summary["rescales"] == 1
     assert (out / "replay.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("policy", ["justin", "qescalor", "oracle"])
+def test_run_refuses_a_lab_only_policy_with_one_line(tmp_path: Path, policy: str) -> None:
+    path = tmp_path / "perdix.yaml"
+    path.write_text(f"policy: {policy}\nscale_target:\n  kind: flink-rest\n")
+    result = runner.invoke(app, ["run", "--config", str(path)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert f"policy: '{policy}' runs only in the lab" in lines[0] and str(path) in lines[0]
+    assert "Traceback" not in result.output

@@ -26,6 +26,9 @@ BAD_VALUES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
     ("max-cpu-above-one", {"perdix": {"maxCpu": 1.5}}, [], ["perdix.maxCpu"]),
     ("short-forecast-horizon", {"perdix": {"forecastHorizonSeconds": 30}}, [], ["perdix.forecastHorizonSeconds"]),
     ("unknown-policy", {"perdix": {"policy": "greedy"}}, [], ["perdix.policy"]),
+    # Policies that run only in the lab: perdix run would refuse them at start.
+    ("lab-only-policy-justin", {"perdix": {"policy": "justin"}}, [], ["perdix.policy"]),
+    ("lab-only-policy-oracle", {"perdix": {"policy": "oracle"}}, [], ["perdix.policy"]),
     ("unknown-mode", {"flink": {"mode": "yarn"}}, [], ["flink.mode"]),
     ("simulated-target-in-chart", {"perdix": {"scaleTarget": {"kind": "simulated"}}}, [], ["perdix.scaleTarget.kind"]),
     ("port-out-of-range", {"perdix": {"telemetry": {"metricsPort": 70000}}}, [], ["perdix.telemetry.metricsPort"]),

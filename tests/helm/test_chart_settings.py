@@ -278,3 +278,10 @@ def test_schema_is_at_least_as_strict_as_the_settings(path: str) -> None:
     if typing.get_origin(info.annotation) is typing.Literal:
         # The chart may narrow an enum (and use "" for "the chart decides"), never widen it.
         assert set(schema["enum"]) - {""} <= set(literal), path
+
+
+def test_the_policy_enum_is_what_perdix_run_runs() -> None:
+    from planner import PRODUCTION_POLICIES
+
+    schema = schema_leaves(CHART_SCHEMA["properties"]["perdix"])[("policy",)]
+    assert schema["enum"] == list(PRODUCTION_POLICIES)
