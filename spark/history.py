@@ -5,8 +5,8 @@ partition is replaced by one atomic file move. Writing is idempotent: the rows o
 range replace whatever the partition held in that range (rows outside it are kept), and a time
 appears at most once per job, so exporting the same day twice never duplicates rows.
 
-This module knows nothing about Prometheus or the simulator (those live in
-``agent/history_export.py``); it turns a frame of samples into partitions and back.
+This module knows nothing about Prometheus (``spark/export.py``) or the simulator (``lab/history.py``);
+it turns a frame of samples into partitions and back.
 """
 
 from __future__ import annotations
