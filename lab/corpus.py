@@ -44,8 +44,8 @@ def split_halves(traces: Iterable[tuple[str, str]]) -> dict[str, Half]:
     """Assign each ``(name, family)`` to a half: within each family, names sorted by the SHA-256 hex
     digest of the name alternate dev, held-out, dev, ... starting with dev.
 
-    Hashing rather than sorting by name keeps the split independent of how the traces were named;
-    alternating within a family puts every family with two or more traces in both halves.
+    The hash gives an order nobody chose, so no one picks which traces are held out; alternating
+    within a family puts every family with two or more traces in both halves.
 
     >>> split_halves([("a", "flat"), ("b", "flat"), ("c", "steps")])
     {'b': 'dev', 'a': 'held-out', 'c': 'dev'}
