@@ -2,6 +2,13 @@
 
 The simulator interpolates linearly between points. Loading validates every line and reports the
 first problem as ``file:line: reason`` so the CLI can exit 2 with one line.
+
+Rates are also bounded in magnitude. The simulators count records in int64 offsets and sum backlogs
+in float64, which hold every integer exactly only up to 2**53; past that, counts round or wrap
+silently (a rate of 1e30/s replays as zero records). So the peak rate, held for every second the
+simulator samples (duration + 1, both ends included), may produce at most ``MAX_TRACE_RECORDS`` =
+2**52 records: half the exact range, so the simulated workload noise cannot push a trace over it.
+That is about 2.1e11 records/s for a six-hour trace.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 HEADER = ("time_s", "rate")
+MAX_TRACE_RECORDS = 2**52
 
 
 class TraceError(ValueError):
@@ -56,6 +64,7 @@ def load_trace(path: Path | str) -> Trace:
         raise TraceError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
     times: list[float] = []
     rates: list[float] = []
+    line_numbers: list[int] = []
     with handle:
         reader = csv.reader(handle)
         header = next(reader, None)
@@ -82,6 +91,14 @@ def load_trace(path: Path | str) -> Trace:
                 )
             times.append(time_s)
             rates.append(rate)
+            line_numbers.append(line_no)
     if len(times) < 2:
         raise TraceError(f"{path}: a trace needs at least 2 points, found {len(times)}")
+    peak_at = max(range(len(rates)), key=rates.__getitem__)
+    seconds = times[-1] - times[0] + 1.0
+    if rates[peak_at] * seconds > MAX_TRACE_RECORDS:
+        raise TraceError(
+            f"{path}:{line_numbers[peak_at]}: rate {rates[peak_at]:g} for the trace's {seconds:g} s could produce "
+            f"{rates[peak_at] * seconds:.3g} records, more than the simulator counts exactly (2**52)"
+        )
     return Trace(name=path.stem, times=np.asarray(times), rates=np.asarray(rates))
