@@ -210,8 +210,8 @@ class Ds2PaperPolicy:
 
         counted = Ds2State(state.intervals_since_rescale + 1, state.decisions, current)
         per_instance = mean_true_rate(inputs.worker_processed_rate, inputs.worker_useful_fraction)
-        if per_instance is None:
-            reasons.append("no instance with useful time: true rate undefined")
+        if per_instance is None or not math.isfinite(target_rate * (1.0 + settings.over_provisioning) / per_instance):
+            reasons.append("no instance with useful time and output: true rate undefined")
             return keep(Ds2Code.NO_TRUE_RATE, counted)
         aggregate = per_instance * current
         operator = OperatorRates("job", current, aggregate, aggregate)

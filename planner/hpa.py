@@ -567,10 +567,10 @@ class HpaSettings:
         object.__setattr__(self, "target_percent", percent)
 
 
-class HpaPolicy:
+class KubernetesHpaPolicy:
     """The Kubernetes HPA on TaskManager CPU utilization."""
 
-    name = "hpa-k8s"
+    name = "hpa-controller"
     sync_interval_s: float = HPA_SYNC_PERIOD_S
 
     def __init__(self, target_cpu: float = 0.8, **options: Any) -> None:

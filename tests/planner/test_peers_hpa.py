@@ -16,7 +16,7 @@ from planner.hpa import (
     HpaBehavior,
     HpaCode,
     HpaInputs,
-    HpaPolicy,
+    KubernetesHpaPolicy,
     HpaState,
     PodMetric,
     TimedValue,
@@ -74,7 +74,7 @@ def test_no_ready_pod_with_a_metric_is_an_error_and_the_hpa_keeps_its_replicas()
     # TestReplicaCalcEmptyMetrics-style: the HPA cannot compute and does not rescale.
     with pytest.raises(ValueError, match="did not receive metrics"):
         resource_replicas(2, pods(0.9, 0.9, unready=(0, 1)), 50)
-    decision = HpaPolicy().decide(HpaInputs(now=0.0, current_replicas=2, pods=pods(0.9, 0.9, unready=(0, 1))), HpaState())
+    decision = KubernetesHpaPolicy().decide(HpaInputs(now=0.0, current_replicas=2, pods=pods(0.9, 0.9, unready=(0, 1))), HpaState())
     assert (decision.code, decision.target_parallelism) == (HpaCode.FAILED_GET_METRICS, 2)
 
 
@@ -103,7 +103,7 @@ def test_which_cpu_samples_count(start, ready, transition, metric_time, now, exp
 # --- the controller: stabilization and limits ----------------------------------------------------
 
 
-def run(policy: HpaPolicy, levels_by_time: list[tuple[float, float]], *, current: int, n_max: int = 20):
+def run(policy: KubernetesHpaPolicy, levels_by_time: list[tuple[float, float]], *, current: int, n_max: int = 20):
     """Sync at each (time, CPU of every pod); the job follows the HPA at once. Returns the decisions."""
     state = policy.initial_state()
     out = []
@@ -123,7 +123,7 @@ def test_scale_down_waits_for_the_stabilization_window_and_takes_its_highest_rec
     # starts by recommending the current 10. Then CPU at 10 replicas asks for 6 (48 % of 80 %) until
     # 90 s, for 8 at 105 s (64 %), and for 5 from 120 s (40 %).
     timeline = [(t, 0.48 if t <= 90 else 0.64 if t == 105 else 0.40) for t in range(0, 601, 15)]
-    decisions = {now: (current, d) for now, current, d in run(HpaPolicy(), timeline, current=10)}
+    decisions = {now: (current, d) for now, current, d in run(KubernetesHpaPolicy(), timeline, current=10)}
     # Until 300 s the initial 10 is inside the window: no scale-down.
     assert all(decisions[t][1].target_parallelism == 10 for t in range(0, 301, 15))
     assert decisions[15][1].code == HpaCode.SCALE_DOWN_STABILIZED
@@ -138,7 +138,7 @@ def test_scale_down_waits_for_the_stabilization_window_and_takes_its_highest_rec
 def test_legacy_scale_up_limit_is_twice_the_replicas_or_four() -> None:
     # TestScaleUpLimit / calculateScaleUpLimit: 2 replicas at 100 % of a 10 % target want 20,
     # get max(2 x 2, 4) = 4; at 10 replicas the limit is 20.
-    policy = HpaPolicy(target_cpu=0.1)
+    policy = KubernetesHpaPolicy(target_cpu=0.1)
     first = policy.decide(HpaInputs(now=0.0, current_replicas=2, pods=pods(1.0, 1.0), max_replicas=100), HpaState())
     assert (first.target_parallelism, first.desired_parallelism, first.code) == (4, 20, HpaCode.SCALE_UP_LIMIT)
     ten = policy.decide(HpaInputs(now=0.0, current_replicas=10, pods=pods(*[1.0] * 10), max_replicas=100), HpaState())
@@ -146,7 +146,7 @@ def test_legacy_scale_up_limit_is_twice_the_replicas_or_four() -> None:
 
 
 def test_max_replicas_bounds_the_scale_up() -> None:
-    decision = HpaPolicy(target_cpu=0.1).decide(
+    decision = KubernetesHpaPolicy(target_cpu=0.1).decide(
         HpaInputs(now=0.0, current_replicas=10, pods=pods(*[1.0] * 10), max_replicas=12), HpaState()
     )
     assert (decision.target_parallelism, decision.code) == (12, HpaCode.TOO_MANY_REPLICAS)
@@ -154,7 +154,7 @@ def test_max_replicas_bounds_the_scale_up() -> None:
 
 def test_behavior_defaults_allow_four_pods_or_double_per_fifteen_seconds() -> None:
     # TestScaleUpRCImmediately / calculateScaleUpLimitWithScalingRules with the API defaults.
-    policy = HpaPolicy(target_cpu=0.1, behavior=HpaBehavior.defaults())
+    policy = KubernetesHpaPolicy(target_cpu=0.1, behavior=HpaBehavior.defaults())
     state = HpaState()
     first = policy.decide(HpaInputs(now=0.0, current_replicas=2, pods=pods(1.0, 1.0), max_replicas=100), state)
     assert first.target_parallelism == 6  # max(2 + 4, 2 x 2)
@@ -167,7 +167,7 @@ def test_behavior_defaults_allow_four_pods_or_double_per_fifteen_seconds() -> No
 
 
 def test_behavior_scale_down_is_stabilized_for_300_s() -> None:
-    policy = HpaPolicy(behavior=HpaBehavior.defaults())
+    policy = KubernetesHpaPolicy(behavior=HpaBehavior.defaults())
     timeline = [(float(t), 0.2) for t in range(0, 331, 15)]
     decisions = {now: d for now, _, d in run(policy, timeline, current=8)}
     # 20 % of 80 % at 8 replicas wants 2; the initial recommendation of 8 holds while it is newer than
@@ -178,7 +178,7 @@ def test_behavior_scale_down_is_stabilized_for_300_s() -> None:
 
 
 def test_current_replicas_outside_the_bounds_are_brought_back_without_stabilization() -> None:
-    decision = HpaPolicy().decide(
+    decision = KubernetesHpaPolicy().decide(
         HpaInputs(now=0.0, current_replicas=30, pods=pods(*[0.8] * 30), max_replicas=20), HpaState()
     )
     assert (decision.target_parallelism, decision.code) == (20, HpaCode.TOO_MANY_REPLICAS)
@@ -207,7 +207,7 @@ def test_state_round_trips_through_json() -> None:
 def test_never_beyond_the_scale_up_limit_and_always_within_bounds(steps, start, bounds, target, with_behavior) -> None:
     low, high = bounds
     current = min(max(start, low), high)
-    policy = HpaPolicy(target_cpu=target, behavior=HpaBehavior.defaults() if with_behavior else None)
+    policy = KubernetesHpaPolicy(target_cpu=target, behavior=HpaBehavior.defaults() if with_behavior else None)
     state = policy.initial_state()
     additions: list[tuple[float, int]] = []
     for i, (cpu, unready, missing) in enumerate(steps):
