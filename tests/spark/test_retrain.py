@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from spark.registry import ModelRegistry
 from spark.retrain import main, run_serial, run_spark
 from spark.training import RetrainConfig
 from tests.conftest import ROOT
+from tests.fixtures.spark_cluster import SparkSetupError, venv_script
 from tests.spark.conftest import JOBS
 
 CONFIG = RetrainConfig(residual="naive")
@@ -118,12 +118,17 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.Capt
     assert len(err) == 1 and "missing" in err[0] and "no history" in err[0]
 
 
-@pytest.mark.skipif(shutil.which("spark-submit", path=os.path.dirname(sys.executable)) is None, reason="no spark-submit")
 def test_spark_submit_runs_the_file_unchanged(history: Path, tmp_path: Path) -> None:
+    try:
+        submit = venv_script("spark-submit")
+    except SparkSetupError as exc:
+        pytest.fail(str(exc))
     registry = tmp_path / "registry"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    # PYTHONPATH: the driver and its Python workers import this checkout's packages, not whatever
+    # copy the venv's editable install points at.
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
     command = [
-        os.path.join(os.path.dirname(sys.executable), "spark-submit"),
+        str(submit),
         "--master", "local[1]",
         "--conf", "spark.ui.enabled=false",
         "--conf", "spark.driver.host=127.0.0.1",
