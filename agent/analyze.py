@@ -26,6 +26,8 @@ from models.recovery import RecoveryPredictor
 
 UPTIME_SLACK_S = 5.0
 """Uptime may lag the wall clock by a scrape or two; a bigger shortfall is a restart."""
+WORKERS_KEPT_PER_SCALE_OUT = 4
+"""Worker regressions kept, per unit of max_parallelism, however fast pods churn (bounds the knowledge)."""
 
 
 @dataclass(frozen=True)
@@ -272,6 +274,14 @@ class Analyzer:
             current_capacity = self.capacity.capacity_now()
             if current_capacity is not None:
                 self.capacity.record_observed(parallelism, current_capacity)
+        forgotten = self.capacity.prune(
+            now=now,
+            seen=observation.worker_throughput,
+            retention_s=self.settings.worker_retention_s,
+            max_workers=WORKERS_KEPT_PER_SCALE_OUT * self.settings.max_parallelism,
+        )
+        if forgotten:
+            self.log.info("capacity.workers_forgotten", count=len(forgotten), kept=len(self.capacity.regressions))
 
         workload = observation.workload
         self._recent_workload = np.concatenate([self._recent_workload, workload])[-3600:]

@@ -113,6 +113,8 @@ class CapacityModel:
         if partition_weights is not None:
             self.set_partition_weights(partition_weights)
         self.regressions: dict[str, WelfordRegression] = {}
+        self.last_seen: dict[str, float] = {}
+        """When each worker with a regression was last seen (clock seconds), for :meth:`prune`."""
         self.observed: dict[int, float] = {}
         """Capacity recorded while the job ran at each scale-out (the most trusted source)."""
         self.skipped = 0
@@ -198,6 +200,35 @@ class CapacityModel:
         """Remember the capacity measured while running at ``parallelism`` (ignored if unknown)."""
         if capacity is not None and _positive(capacity) and parallelism >= 1:
             self.observed[int(parallelism)] = float(capacity)
+
+    def prune(
+        self, *, now: float, seen: Iterable[str], retention_s: float, max_workers: int | None = None
+    ) -> tuple[str, ...]:
+        """Mark ``seen`` as seen at ``now``; drop the regressions of workers unseen for ``retention_s``.
+
+        Pods of a Deployment get new random names on every restart, so regressions keyed by name
+        would grow without end. A dropped worker's contribution is kept where it matters: in
+        :attr:`observed`, the capacity recorded per scale-out while it ran. Beyond ``max_workers``
+        the least recently seen go first. Current workers are never dropped. Returns the names dropped.
+        """
+        for worker in seen:
+            self.last_seen[worker] = float(now)
+        for worker in self.regressions:
+            # A worker restored from a document without times starts its retention now.
+            self.last_seen.setdefault(worker, float(now))
+        keep = set(self.workers)
+        by_age = sorted(self.regressions, key=lambda w: self.last_seen[w], reverse=True)
+        dropped = [w for w in by_age if w not in keep and now - self.last_seen[w] > retention_s]
+        if max_workers is not None:
+            survivors = [w for w in by_age if w not in dropped]
+            excess = len(survivors) - max(max_workers, len(keep))
+            dropped += [w for w in reversed(survivors) if w not in keep][: max(0, excess)]
+        for worker in dropped:
+            del self.regressions[worker]
+            del self.last_seen[worker]
+        for worker in [w for w in self.last_seen if w not in self.regressions]:
+            del self.last_seen[worker]
+        return tuple(dropped)
 
     # ------------------------------------------------------------------ reading
 
@@ -339,6 +370,7 @@ class CapacityModel:
             "partitions": self.partitions,
             "partition_weights": None if self.partition_weights is None else self.partition_weights.tolist(),
             "regressions": {w: r.to_dict() for w, r in self.regressions.items()},
+            "last_seen": dict(self.last_seen),
             "observed": {str(n): c for n, c in self.observed.items()},
             "shares": {str(n): s.to_dict() for n, s in self._shares.items()},
             "workers": list(self.workers),
@@ -359,6 +391,7 @@ class CapacityModel:
             partitions=state.get("partitions"),
         )
         model.regressions = {str(w): WelfordRegression.from_dict(r) for w, r in state.get("regressions", {}).items()}
+        model.last_seen = {str(w): float(t) for w, t in (state.get("last_seen") or {}).items() if w in model.regressions}
         model.observed = {int(n): float(c) for n, c in state.get("observed", {}).items()}
         model._shares = {int(n): _Shares.from_dict(s) for n, s in state.get("shares", {}).items()}
         model.workers = tuple(state.get("workers", ()))

@@ -58,6 +58,7 @@ DISTINCT = {
     "downtime_rescale_prior_s": 45,
     "downtime_failure_prior_s": 20,
     "max_cpu": 0.85,
+    "worker_retention_s": 7200,
     "capacity_prior_path": "/etc/perdix/prior/capacity.json",
     "prometheus.url": "http://prometheus.observability.svc:9090",
     "prometheus.timeout_s": 4,
