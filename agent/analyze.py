@@ -21,7 +21,7 @@ from agent.observation import Observation
 from agent.settings import ConfigError, Settings
 from models.anomaly import RecoveryWatch
 from models.capacity import CapacityModel
-from models.forecast import WorkloadForecaster
+from models.forecast import Forecast, WorkloadForecaster
 from models.recovery import RecoveryPredictor
 
 UPTIME_SLACK_S = 5.0
@@ -163,6 +163,8 @@ class Analyzer:
             self.reloader = ModelReloader(
                 settings.model_registry, settings.job_name, agent_step_s=float(self.forecaster.resolution_s)
             )
+        self.forecasting = True
+        """False when the policy reads no forecast (the peers): the forecaster then costs nothing."""
         self.watch = RecoveryWatch()
         self._watched: WatchedRecovery | None = None
         self._last_capacities: Mapping[int, float | None] = {}
@@ -275,8 +277,11 @@ class Analyzer:
 
         workload = observation.workload
         self._recent_workload = np.concatenate([self._recent_workload, workload])[-3600:]
-        forecast = self.forecaster.step(workload)
-        self._hot_reload(forecast.wape, now)
+        if self.forecasting:
+            forecast = self.forecaster.step(workload)
+            self._hot_reload(forecast.wape, now)
+        else:
+            forecast = Forecast(None, "off", None)
 
         recoveries = self._feed_watch(observation)
 
