@@ -92,6 +92,8 @@ class Analysis:
     worker_cpu_avg: float | None = None
     restart_detected: str | None = None
     """Why the job is believed to have restarted outside Perdix this round, or None."""
+    rescaled_outside: bool = False
+    """True when that restart changed the parallelism (an operator's rescale): the loop adopts it."""
     recoveries: tuple[MeasuredRecovery, ...] = field(default=())
     """Recoveries measured to completion this round."""
 
@@ -262,7 +264,7 @@ class Analyzer:
     def analyze(self, observation: Observation, *, now: float) -> Analysis:
         """Update every model with the observation and return what they now say."""
         parallelism = observation.parallelism
-        restart = self._detect_restart(observation, now)
+        restart, rescaled_outside = self._detect_restart(observation, now)
 
         for worker, throughput in observation.worker_throughput.items():
             cpu = observation.worker_cpu.get(worker)
@@ -314,6 +316,7 @@ class Analyzer:
             recovering=self._holding(now),
             worker_cpu_avg=float(np.mean(cpu_means)) if cpu_means else None,
             restart_detected=restart,
+            rescaled_outside=rescaled_outside,
             recoveries=tuple(recoveries),
         )
 
@@ -349,9 +352,10 @@ class Analyzer:
             )
         return not overdue
 
-    def _detect_restart(self, observation: Observation, now: float) -> str | None:
-        """A restart we did not cause: uptime reset, or a parallelism nobody here asked for."""
+    def _detect_restart(self, observation: Observation, now: float) -> tuple[str | None, bool]:
+        """A restart we did not cause: uptime reset, or a parallelism nobody here asked for (the flag)."""
         reason = None
+        rescaled = False
         uptime = observation.uptime_s
         if uptime is not None and self._last_uptime is not None:
             last_at, last_uptime = self._last_uptime
@@ -363,12 +367,13 @@ class Analyzer:
         if parallelism is not None:
             if self._expected_parallelism is not None and parallelism != self._expected_parallelism and not self.watch.active:
                 reason = f"parallelism changed outside Perdix ({self._expected_parallelism} -> {parallelism})"
+                rescaled = True
             self._expected_parallelism = parallelism
         if reason is not None:
             self.log.warning("job.restart_detected", reason=reason)
             started = now - (uptime or 0.0) if uptime is not None else now
             self._start_watch(started, "failure", parallelism or 0)
-        return reason
+        return reason, rescaled
 
     def _watch_signal(self, observation: Observation) -> np.ndarray | None:
         """What the recovery watch follows: the consumer lag, or workload − throughput without one.

@@ -238,6 +238,11 @@ class Agent:
         result.analysis = analysis
         if analysis.restart_detected:
             self.events.emit(reason="JobRestarted", message=analysis.restart_detected, type_="Warning")
+        if analysis.rescaled_outside:
+            # An operator chose this scale-out: it gets the grace period and a fresh stabilization
+            # window, like a rescale of our own, instead of being reverted the same round.
+            self.last_rescale_at = now
+            self.recommendations = Recommendations()
 
         current = analysis.parallelism
         if current is None or not observation.usable:

@@ -578,6 +578,11 @@ class SimulatedFlinkJob:
         return self._committed.copy()
 
     @property
+    def end_offsets(self) -> np.ndarray:
+        """Per-partition log-end offsets: records produced so far (a copy)."""
+        return self._end.copy()
+
+    @property
     def restart_in_progress(self) -> Restart | None:
         """The stop the job is in now, with its planned downtime; None while running.
 
