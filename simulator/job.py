@@ -190,6 +190,7 @@ class JobEnvironment:
         self._arrival_sum = np.zeros(partitions)
         self._arrival_floor = np.zeros(partitions)
         self._capacity_blocks: dict[int, np.ndarray] = {}
+        self._true_capacity: dict[int, float] = {}
 
     # ------------------------------------------------------------------ arrivals
 
@@ -262,9 +263,13 @@ class JobEnvironment:
 
     def true_capacity(self, parallelism: int) -> float:
         """Highest sustainable job rate at ``parallelism``: ``min_i c_i / share_i`` (the first worker to saturate)."""
-        shares = self.shares(parallelism)
-        with np.errstate(divide="ignore"):
-            return float(np.min(np.where(shares > 0, self.worker_capacity[:parallelism] / shares, np.inf)))
+        cached = self._true_capacity.get(parallelism)
+        if cached is None:
+            shares = self.shares(parallelism)
+            with np.errstate(divide="ignore"):
+                cached = float(np.min(np.where(shares > 0, self.worker_capacity[:parallelism] / shares, np.inf)))
+            self._true_capacity[parallelism] = cached
+        return cached
 
     # ------------------------------------------------------------------ stops
 
@@ -297,7 +302,12 @@ class JobEnvironment:
 
 
 class _Series:
-    """Per-second recorded metrics, grown by doubling; columns are worker indices."""
+    """Per-second recorded metrics, grown by doubling; columns are worker indices.
+
+    Throughput, CPU and busy time are kept raw (one value per second and worker slot); the moving
+    averages the job reports are computed when a window is read (:func:`_moving_averages`), so a
+    step costs a few array writes however long the averaging window is.
+    """
 
     _COLUMNS = ("workload", "lag", "committed_lag", "parallelism", "uptime", "throughput", "cpu", "busy")
 
@@ -403,12 +413,6 @@ class SimulatedFlinkJob:
         self._replayed = 0
         self._committed_total = 0
 
-        window = config.metric_window_s
-        self._tp_ring = np.zeros((partitions, window))
-        self._cpu_ring = np.full((partitions, window), config.cpu_idle)
-        self._busy_ring = np.zeros((partitions, window))
-        self._ring_pos = 0
-        self._ring_fill = np.zeros(partitions, dtype=np.int64)
         self._series = _Series(partitions)
 
     # ------------------------------------------------------------------ control
@@ -523,35 +527,15 @@ class SimulatedFlinkJob:
         active: int,
         uptime: float,
     ) -> None:
-        pos = self._ring_pos
-        self._tp_ring[:, pos] = throughput
-        self._cpu_ring[:, pos] = cpu
-        self._busy_ring[:, pos] = busy
-        self._ring_pos = (pos + 1) % self._tp_ring.shape[1]
-        # Workers that just joined average over the seconds they have existed, not over zeros.
-        self._ring_fill[:active] = np.minimum(self._ring_fill[:active] + 1, self._tp_ring.shape[1])
-        self._ring_fill[active:] = 0
-        fill = np.maximum(self._ring_fill, 1)
-        window = self._tp_ring.shape[1]
-        rings = (self._tp_ring, self._cpu_ring, self._busy_ring)
-        if np.all(self._ring_fill[:active] == window):
-            tp_avg, cpu_avg, busy_avg = (ring.mean(axis=1) for ring in rings)
-        else:
-            # Mean over the newest ``fill`` slots of each row.
-            order = (self._ring_pos - 1 - np.arange(window)) % window
-            recent = np.arange(window)[None, :] < fill[:, None]
-            tp_avg, cpu_avg, busy_avg = ((ring[:, order] * recent).sum(axis=1) / fill for ring in rings)
-        for average in (tp_avg, cpu_avg, busy_avg):
-            average[active:] = np.nan
         self._series.append(
             workload=float(produced_now),
             lag=float((self._end - self._position).sum()),
             committed_lag=float((self._end - self._committed).sum()),
             parallelism=active,
             uptime=float(uptime),
-            throughput=tp_avg,
-            cpu=cpu_avg,
-            busy=busy_avg,
+            throughput=throughput,
+            cpu=cpu,
+            busy=busy,
         )
 
     def run_until(self, t_s: int) -> None:
@@ -618,17 +602,17 @@ class SimulatedFlinkJob:
         end = min(self._series.length, int(end_s))
         end = max(start, end)
         s = self._series
-        columns = s.throughput[start:end]
-        present = np.flatnonzero(np.any(np.isfinite(columns), axis=0)) if end > start else np.array([], int)
+        throughput, cpu, busy = _moving_averages(s, start, end, self.config.metric_window_s)
+        present = np.flatnonzero(np.any(np.isfinite(throughput), axis=0)) if end > start else np.array([], int)
         return Window(
             times=np.arange(start, end, dtype=float),
             workload=s.workload[start:end].copy(),
             lag=s.lag[start:end].copy(),
             parallelism=s.parallelism[start:end].copy(),
             uptime_s=s.uptime[start:end].copy(),
-            throughput={worker_id(i): s.throughput[start:end, i].copy() for i in present},
-            cpu={worker_id(i): s.cpu[start:end, i].copy() for i in present},
-            busy={worker_id(i): s.busy[start:end, i].copy() for i in present},
+            throughput={worker_id(i): throughput[:, i] for i in present},
+            cpu={worker_id(i): cpu[:, i] for i in present},
+            busy={worker_id(i): busy[:, i] for i in present},
             committed_lag=s.committed_lag[start:end].copy(),
         )
 
@@ -636,3 +620,34 @@ class SimulatedFlinkJob:
     def recorded_seconds(self) -> int:
         """Seconds of metrics recorded so far."""
         return self._series.length
+
+
+def _moving_averages(series: _Series, start: int, end: int, window_s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Throughput, CPU and busy time of seconds ``[start, end)`` as the job reports them.
+
+    Each is the mean of the worker's raw values over the last ``window_s`` seconds, or over the
+    seconds it has existed if it joined more recently (a new worker does not average over zeros);
+    NaN at seconds the worker did not exist (worker ``i`` exists while the parallelism exceeds ``i``).
+    """
+    workers = series.workers
+    if end <= start:
+        empty = np.empty((0, workers))
+        return empty, empty.copy(), empty.copy()
+    first = max(0, start - window_s)
+    seconds = np.arange(first, end)
+    exists = series.parallelism[first:end, None] > np.arange(workers)[None, :]
+    # Second index of each worker's latest absence at or before each second (first - 1 before the range).
+    absent_at = np.where(exists, first - 1, seconds[:, None])
+    last_absent = np.maximum.accumulate(absent_at, axis=0)
+    fill = np.minimum(seconds[:, None] - last_absent, window_s)[start - first :]
+    rows = np.arange(start, end)[:, None] - first + 1  # cumulative-sum row of each second (row 0 = before the range)
+    out = []
+    for raw in (series.throughput, series.cpu, series.busy):
+        sums = np.zeros((end - first + 1, workers))
+        np.cumsum(raw[first:end], axis=0, out=sums[1:])
+        taken = np.take_along_axis(sums, rows - np.maximum(fill, 1), axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            average = (sums[rows[:, 0]] - taken) / np.maximum(fill, 1)
+        average[fill <= 0] = np.nan
+        out.append(average)
+    return out[0], out[1], out[2]
