@@ -21,7 +21,7 @@ from agent.observation import Observation
 from agent.settings import ConfigError, Settings
 from models.anomaly import RecoveryWatch
 from models.capacity import CapacityModel
-from models.forecast import WorkloadForecaster
+from models.forecast import Forecast, WorkloadForecaster
 from models.recovery import RecoveryPredictor
 
 UPTIME_SLACK_S = 5.0
@@ -94,6 +94,8 @@ class Analysis:
     worker_cpu_avg: float | None = None
     restart_detected: str | None = None
     """Why the job is believed to have restarted outside Perdix this round, or None."""
+    rescaled_outside: bool = False
+    """True when that restart changed the parallelism (an operator's rescale): the loop adopts it."""
     recoveries: tuple[MeasuredRecovery, ...] = field(default=())
     """Recoveries measured to completion this round."""
 
@@ -165,6 +167,8 @@ class Analyzer:
             self.reloader = ModelReloader(
                 settings.model_registry, settings.job_name, agent_step_s=float(self.forecaster.resolution_s)
             )
+        self.forecasting = True
+        """False when the policy reads no forecast (the peers): the forecaster then costs nothing."""
         self.watch = RecoveryWatch()
         self._watched: WatchedRecovery | None = None
         self._last_capacities: Mapping[int, float | None] = {}
@@ -262,7 +266,7 @@ class Analyzer:
     def analyze(self, observation: Observation, *, now: float) -> Analysis:
         """Update every model with the observation and return what they now say."""
         parallelism = observation.parallelism
-        restart = self._detect_restart(observation, now)
+        restart, rescaled_outside = self._detect_restart(observation, now)
 
         for worker, throughput in observation.worker_throughput.items():
             cpu = observation.worker_cpu.get(worker)
@@ -285,8 +289,11 @@ class Analyzer:
 
         workload = observation.workload
         self._recent_workload = np.concatenate([self._recent_workload, workload])[-3600:]
-        forecast = self.forecaster.step(workload)
-        self._hot_reload(forecast.wape, now)
+        if self.forecasting:
+            forecast = self.forecaster.step(workload)
+            self._hot_reload(forecast.wape, now)
+        else:
+            forecast = Forecast(None, "off", None)
 
         recoveries = self._feed_watch(observation)
 
@@ -319,6 +326,7 @@ class Analyzer:
             recovering=self._holding(now),
             worker_cpu_avg=float(np.mean(cpu_means)) if cpu_means else None,
             restart_detected=restart,
+            rescaled_outside=rescaled_outside,
             recoveries=tuple(recoveries),
         )
 
@@ -354,9 +362,10 @@ class Analyzer:
             )
         return not overdue
 
-    def _detect_restart(self, observation: Observation, now: float) -> str | None:
-        """A restart we did not cause: uptime reset, or a parallelism nobody here asked for."""
+    def _detect_restart(self, observation: Observation, now: float) -> tuple[str | None, bool]:
+        """A restart we did not cause: uptime reset, or a parallelism nobody here asked for (the flag)."""
         reason = None
+        rescaled = False
         uptime = observation.uptime_s
         if uptime is not None and self._last_uptime is not None:
             last_at, last_uptime = self._last_uptime
@@ -368,12 +377,13 @@ class Analyzer:
         if parallelism is not None:
             if self._expected_parallelism is not None and parallelism != self._expected_parallelism and not self.watch.active:
                 reason = f"parallelism changed outside Perdix ({self._expected_parallelism} -> {parallelism})"
+                rescaled = True
             self._expected_parallelism = parallelism
         if reason is not None:
             self.log.warning("job.restart_detected", reason=reason)
             started = now - (uptime or 0.0) if uptime is not None else now
             self._start_watch(started, "failure", parallelism or 0)
-        return reason
+        return reason, rescaled
 
     def _watch_signal(self, observation: Observation) -> np.ndarray | None:
         """What the recovery watch follows: the consumer lag, or workload − throughput without one.

@@ -142,6 +142,10 @@ class Agent:
         self.events = events or _NullEvents()
         self.policy = policy or get_policy(settings.policy)
         self.analyzer = analyzer or Analyzer(settings)
+        if not self.policy.uses_forecast and isinstance(self.analyzer, Analyzer):
+            self.analyzer.forecasting = False
+        self.policy_state: dict[str, Any] | None = None
+        """What the policy asked to keep after its last round (a peer's window, delays, history)."""
         self.telemetry = telemetry
         self.config = planner_config(settings)
         self.log = get_logger("perdix.loop")
@@ -171,6 +175,9 @@ class Agent:
             self.last_round_at = loop.get("last_round_at")
             self.rescales = list(loop.get("rescales", []))
             self.recommendations = Recommendations.from_list(loop.get("recommendations", []))
+            kept = loop.get("policy_state")
+            # Another policy's state (the operator switched policies) is not this one's to read.
+            self.policy_state = kept["state"] if kept and kept.get("policy") == self.policy.name else None
         except Exception as exc:
             # The store could read it but the models cannot use it: the next save would overwrite it,
             # so move it aside first (never delete what the agent learned), then start fresh.
@@ -184,7 +191,7 @@ class Agent:
             self.analyzer = Analyzer(self.settings)
             self.last_rescale_at = None
             self.last_round_at = None
-            self.rescales, self.recommendations = [], Recommendations()
+            self.rescales, self.recommendations, self.policy_state = [], Recommendations(), None
             return
         self.log.info(
             "knowledge.restored",
@@ -203,6 +210,9 @@ class Agent:
                 "last_rescale_at": self.last_rescale_at,
                 "rescales": self.rescales[-MAX_HISTORY:],
                 "recommendations": self.recommendations.to_list(),
+                "policy_state": (
+                    {"policy": self.policy.name, "state": self.policy_state} if self.policy_state is not None else None
+                ),
             },
         }
 
@@ -228,6 +238,11 @@ class Agent:
         result.analysis = analysis
         if analysis.restart_detected:
             self.events.emit(reason="JobRestarted", message=analysis.restart_detected, type_="Warning")
+        if analysis.rescaled_outside:
+            # An operator chose this scale-out: it gets the grace period and a fresh stabilization
+            # window, like a rescale of our own, instead of being reverted the same round.
+            self.last_rescale_at = now
+            self.recommendations = Recommendations()
 
         current = analysis.parallelism
         if current is None or not observation.usable:
@@ -240,6 +255,8 @@ class Agent:
         if decision is None:
             return self._finish(result)
         result.decision = decision
+        if decision.policy_state is not None:
+            self.policy_state = dict(decision.policy_state)
         if decision.acted:
             keep_s = max(self.config.scale_down_stabilization_s, self.config.loop_interval_s) * 2
             self.recommendations = self.recommendations.add(now, decision.desired_parallelism, keep_s=keep_s)
@@ -251,6 +268,8 @@ class Agent:
     def _plan_input(self, analysis: Analysis, now: float, observation: Observation | None = None) -> PlanInput:
         throughput = _worker_means(observation.worker_throughput) if observation is not None else {}
         cpu = _worker_means(observation.worker_cpu) if observation is not None else {}
+        busy = _worker_means(observation.worker_busy) if observation is not None else {}
+        uptime = observation.uptime_s if observation is not None else None
         return PlanInput(
             now=now,
             current_parallelism=analysis.parallelism or 0,
@@ -266,6 +285,12 @@ class Agent:
             worker_cpu_avg=analysis.worker_cpu_avg,
             worker_throughput=throughput,
             worker_cpu=cpu,
+            worker_busy=busy,
+            source_rate=sum(throughput.values()) if throughput else None,
+            uptime_s=uptime,
+            job_running=uptime is None or uptime > 0,
+            partition_offsets=observation.partition_offsets if observation is not None else None,
+            policy_state=self.policy_state,
         )
 
     def _execute(self, result: RoundResult, decision: Decision, current: int, analysis: Analysis, now: float) -> None:

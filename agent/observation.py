@@ -34,6 +34,11 @@ class Observation:
     """Job uptime at the end of the window, seconds; None if unknown."""
     gaps: Mapping[str, str] = field(default_factory=dict)
     """Series name -> why it is missing or incomplete."""
+    worker_busy: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """Busy fraction 0..1 per worker (Flink's busyTimeMsPerSecond / 1000); empty if not read."""
+    partition_offsets: tuple[tuple[int, int | None], ...] | None = None
+    """Per source partition at the end of the window: (log-end offset, offset committed by the last
+    completed checkpoint); None if not read."""
 
     @property
     def latest_lag(self) -> float | None:

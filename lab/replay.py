@@ -7,7 +7,6 @@ about: worker-hours, rescales, recoveries that missed the target, lag, records l
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +20,8 @@ from agent.loop import Agent, RoundResult
 from agent.ports import KnowledgeStore, MetricSource
 from lab.settings import LabSettings
 from lab.simulated import SimulatedMonitor, SimulatedScaler
-from simulator import SimulatedFlinkJob, Trace
+from lab.slo import SloJudgement, Stop, judge
+from simulator import SimulatedFlinkJob, Trace, failure_schedule
 
 
 class ReplayError(ValueError):
@@ -87,20 +87,6 @@ class ReplayResult:
     series: dict[str, np.ndarray]
     rounds: list[RoundResult] = field(default_factory=list)
     rescales: list[tuple[int, int, bool]] = field(default_factory=list)
-
-
-def failure_schedule(duration_s: int, failures_per_hour: float, seed: int) -> list[int]:
-    """Seconds at which to inject TaskManager failures (a Poisson process)."""
-    if failures_per_hour <= 0:
-        return []
-    rng = np.random.default_rng(seed + 7919)
-    times: list[int] = []
-    t = 0.0
-    while True:
-        t += rng.exponential(3600.0 / failures_per_hour)
-        if t >= duration_s:
-            return times
-        times.append(int(t))
 
 
 class Replay:
@@ -218,23 +204,20 @@ def _series(job: SimulatedFlinkJob, rounds: list[RoundResult]) -> dict[str, np.n
     }
 
 
-def _recovery_ends(job: SimulatedFlinkJob, lag: np.ndarray, workload: np.ndarray) -> list[tuple[Any, float]]:
-    """Ground-truth recovery of every restart: seconds from the stop until the lag is back to normal."""
-    out = []
-    for restart in job.restarts:
-        before = lag[restart.start_s - 1] if restart.start_s > 0 else 0.0
-        resume = restart.start_s + restart.downtime_s
-        threshold = max(before, workload[min(resume, len(workload) - 1)] * 1.0, 1.0)
-        after = np.flatnonzero(lag[resume:] <= threshold)
-        ends = resume + int(after[0]) if after.size else math.inf
-        out.append((restart, ends - restart.start_s))
-    return out
+def judge_replay(job: SimulatedFlinkJob, target_recovery_time_s: float) -> SloJudgement:
+    """The SLO judgement (``lab.slo``) of everything the job recorded: its lag, workload and stops."""
+    window = job.window(0, job.recorded_seconds)
+    stops = [Stop.from_restart(restart) for restart in job.restarts]
+    in_progress = job.restart_in_progress
+    if in_progress is not None:
+        stops.append(Stop.from_restart(in_progress, resumed=False))
+    return judge(window.lag, window.workload, stops, target_recovery_time_s=target_recovery_time_s)
 
 
 def summarize(
     job: SimulatedFlinkJob, settings: LabSettings, rounds: list[RoundResult], scaler: SimulatedScaler, *, trace_name: str
 ) -> dict[str, Any]:
-    """The summary.json of a replay (keys fixed by the agent-loop issue)."""
+    """The summary.json of a replay: cost (worker-hours, rescales), the SLO judgement (``lab.slo``), records."""
     window = job.window(0, job.recorded_seconds)
     lag, workload, parallelism = window.lag, window.workload, window.parallelism
     accounting = job.accounting
@@ -243,9 +226,7 @@ def summarize(
     spare = np.array([capacity_by_n.get(int(n), 0.0) for n in parallelism]) - workload
     # Lag the current capacity cannot work off within the target recovery time.
     over_target = (lag > np.maximum(spare, 0.0) * target) & (lag > workload)
-    recoveries = _recovery_ends(job, lag, workload)
-    # A recovery still running when the replay ends is judged only if it had the target's time.
-    judged = [(restart, s) for restart, s in recoveries if math.isfinite(s) or job.now_s - restart.start_s > target]
+    verdict = judge_replay(job, target)
     measured_errors = [
         abs(rec.predicted_s - rec.measured_s) / rec.measured_s
         for r in rounds
@@ -264,11 +245,11 @@ def summarize(
         "rescales": len(executed),
         "rescales_proposed": len(scaler.requests),
         "failures": sum(1 for r in job.restarts if r.kind == "failure"),
-        "slo_misses": sum(1 for _, seconds in judged if seconds > target),
-        "recoveries_incomplete": len(recoveries) - len(judged),
-        "recoveries": len(recoveries),
-        # None: a judged recovery never caught up.
-        "recovery_max_s": _finite_or_none(max((s for _, s in judged), default=0.0)),
+        # Recoveries are the SLO's episodes: from a stop, or from falling behind, until caught up.
+        "recoveries": len(verdict.episodes),
+        "recoveries_incomplete": verdict.cut_short,
+        "recovery_max_s": float(verdict.longest_episode_s),
+        **verdict.to_summary(),
         "lag_over_target_s": int(over_target.sum()),
         "max_lag_records": int(lag.max()) if lag.size else 0,
         "records_produced": accounting.produced,
@@ -281,7 +262,3 @@ def summarize(
         "final_parallelism": int(job.target_parallelism),
         "target_recovery_time_s": target,
     }
-
-
-def _finite_or_none(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None

@@ -32,6 +32,8 @@ class SimulatedMonitor:
         # Workers that exist at the end of the window are the ones whose series the monitor returns.
         throughput = {w: s for w, s in window.throughput.items() if s.size and np.isfinite(s[-1])}
         cpu = {w: window.cpu[w] for w in throughput}
+        busy = {w: window.busy[w] for w in throughput if w in window.busy}
+        offsets = tuple(zip(self.job.end_offsets.tolist(), self.job.committed_offsets.tolist()))
         return Observation(
             now=now,
             times=window.times,
@@ -42,6 +44,8 @@ class SimulatedMonitor:
             parallelism=parallelism,
             uptime_s=uptime,
             gaps=gaps,
+            worker_busy=busy,
+            partition_offsets=offsets,
         )
 
 

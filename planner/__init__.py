@@ -1,19 +1,25 @@
 """Pure decision policies: ``decide(PlanInput, PlannerConfig) -> Decision``; nothing here does I/O."""
 
-from planner.baselines import HpaPolicy, KedaLagPolicy
+from collections.abc import Callable
+
 from planner.daedalus import DaedalusPolicy, StaticPolicy
-from planner.ds2 import Ds2Policy
 from planner.oracle import OraclePolicy
+from planner.peers import Ds2, FlinkAutoscaler, Hpa, KedaLag
 from planner.types import Decision, PlanInput, PlannerConfig, Policy
 
-POLICIES: dict[str, Policy] = {
-    "daedalus": DaedalusPolicy(),
-    "static": StaticPolicy(),
-    "ds2": Ds2Policy(),
-    "hpa": HpaPolicy(),
-    "keda-lag": KedaLagPolicy(),
-    "oracle": OraclePolicy(),
+POLICY_FACTORIES: dict[str, Callable[..., Policy]] = {
+    "daedalus": DaedalusPolicy,
+    "static": StaticPolicy,
+    "flink-autoscaler": FlinkAutoscaler,
+    "hpa": Hpa,
+    "keda-lag": KedaLag,
+    "ds2": Ds2,
+    "oracle": OraclePolicy,
 }
+"""Every single-vertex policy by name; a peer's factory takes its main knob (see ``planner.peers``)."""
+
+POLICIES: dict[str, Policy] = {name: factory() for name, factory in POLICY_FACTORIES.items()}
+"""Each policy with its defaults."""
 
 DAG_ONLY_POLICIES: dict[str, str] = {
     "justin": "needs per-operator memory levels and state-access metrics (planner.justin, operator-DAG testbed)",
@@ -21,7 +27,7 @@ DAG_ONLY_POLICIES: dict[str, str] = {
 }
 """Policies that decide per operator and resource provision, so they run on the operator-DAG testbed only."""
 
-PRODUCTION_POLICIES: tuple[str, ...] = ("daedalus", "static", "ds2", "hpa", "keda-lag")
+PRODUCTION_POLICIES: tuple[str, ...] = ("daedalus", "static", "flink-autoscaler", "ds2", "hpa", "keda-lag")
 """Policies ``perdix run`` can run against a real job."""
 
 LAB_ONLY_POLICIES: dict[str, str] = {
@@ -44,15 +50,13 @@ def get_policy(name: str) -> Policy:
 
 
 __all__ = [
+    "POLICY_FACTORIES",
     "DAG_ONLY_POLICIES",
     "LAB_ONLY_POLICIES",
     "PRODUCTION_POLICIES",
     "POLICIES",
     "DaedalusPolicy",
     "Decision",
-    "Ds2Policy",
-    "HpaPolicy",
-    "KedaLagPolicy",
     "OraclePolicy",
     "PlanInput",
     "PlannerConfig",

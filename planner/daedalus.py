@@ -159,6 +159,8 @@ class DaedalusPolicy:
     """Daedalus Algorithm 1 with production guards."""
 
     name = "daedalus"
+    uses_forecast = True
+    sync_interval_s: float | None = None
 
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """Guards → recent-rescale hold → candidate search → fallback → stabilization."""
@@ -185,6 +187,8 @@ class StaticPolicy:
     """A fixed scale-out (default: the maximum): the baseline every saving is measured against."""
 
     name = "static"
+    uses_forecast = False
+    sync_interval_s: float | None = None
 
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """Always the configured static scale-out."""

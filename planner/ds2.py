@@ -26,9 +26,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from planner import guards
-from planner.types import Decision, PlanInput, PlannerConfig, decided
-
 MIN_USEFUL_FRACTION = 0.01
 """Below this useful-time fraction a true rate is undefined (eq. 1 with W_u -> 0)."""
 
@@ -103,33 +100,3 @@ def mean_true_rate(throughput: Mapping[str, float], useful: Mapping[str, float])
         if worker in useful and (rate := true_rate(observed, useful[worker])) is not None and rate > 0
     ]
     return sum(rates) / len(rates) if rates else None
-
-
-class Ds2Policy:
-    """DS2 on the single-vertex job: ``ceil(source rate / mean true rate per worker)``."""
-
-    name = "ds2"
-
-    def __init__(self, target_ratio: float = 1.0) -> None:
-        self.target_ratio = target_ratio
-
-    def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
-        """One DS2 policy interval: true rates per worker, then eq. 7 for the one operator."""
-        current = plan_input.current_parallelism
-        held = guards.grace_period(plan_input, config)
-        if held is not None:
-            return held
-        source_rate = plan_input.workload_avg
-        if source_rate is None:
-            return guards.unknown(plan_input, "ds2: source rate unknown this round")
-        per_worker = mean_true_rate(plan_input.worker_throughput, plan_input.worker_cpu)
-        if per_worker is None:
-            return guards.unknown(plan_input, "ds2: no worker with useful time this round: true rate undefined")
-        operator = OperatorRates("job", 1, per_worker, per_worker)
-        raw = ds2_parallelism([operator], source_rate, target_ratio=self.target_ratio)["job"]
-        desired = min(max(raw, config.min_parallelism), config.max_parallelism)
-        reason = (
-            f"ds2: ceil({source_rate:,.0f}/s x {self.target_ratio:g} / true rate {per_worker:,.0f}/s per worker) = {raw}"
-            + (f", bounded to {desired}" if desired != raw else "")
-        )
-        return decided(current, desired, desired, (reason,))

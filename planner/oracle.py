@@ -64,6 +64,8 @@ class OraclePolicy:
     """Knows the future workload and the true capacity: the smallest scale-out that carries it and recovers in time."""
 
     name = "oracle"
+    uses_forecast = True
+    sync_interval_s: float | None = None
 
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """Choose the smallest sufficient scale-out from the true future (see the module docstring)."""

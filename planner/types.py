@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -59,7 +59,19 @@ class PlanInput:
     worker_throughput: Mapping[str, float] = field(default_factory=dict)
     """Mean records/s each worker processed since the last loop (DS2's observed rate per instance)."""
     worker_cpu: Mapping[str, float] = field(default_factory=dict)
-    """Mean CPU load (0..1) of each worker since the last loop (DS2's useful-time fraction per instance)."""
+    """Mean CPU load (0..1) of each worker since the last loop."""
+    worker_busy: Mapping[str, float] = field(default_factory=dict)
+    """Mean busy fraction (0..1, Flink's busyTimeMsPerSecond / 1000) of each worker since the last loop."""
+    source_rate: float | None = None
+    """Records/s the source read since the last loop (the sum over workers); None if unknown."""
+    uptime_s: float | None = None
+    """Seconds since the job last (re)started processing; 0 while it is down; None if unknown."""
+    job_running: bool = True
+    """False while the job is down (restarting after a rescale or failure)."""
+    partition_offsets: tuple[tuple[int, int | None], ...] | None = None
+    """Per source partition: (log-end offset, offset committed at the last completed checkpoint); None if unknown."""
+    policy_state: Mapping[str, Any] | None = None
+    """What the policy asked to keep after its last round (:attr:`Decision.policy_state`), or None."""
 
 
 class ReasonCode(str, Enum):
@@ -99,6 +111,8 @@ class Decision:
     """The outcome as a code (see :class:`ReasonCode`)."""
     acted: bool = True
     """False when a guard (grace period, missing data) stopped the policy from deciding at all."""
+    policy_state: Mapping[str, Any] | None = None
+    """JSON the policy wants back next round (a peer's metric window, stabilization, delayed scale-down)."""
 
     def rescales_from(self, current: int) -> bool:
         """True if this decision changes the scale-out."""
@@ -109,6 +123,10 @@ class Policy(Protocol):
     """A scaling policy: a pure function of the snapshot and the config."""
 
     name: str
+    uses_forecast: bool
+    """Whether the policy reads ``PlanInput.forecast`` (the agent skips forecasting for those that do not)."""
+    sync_interval_s: float | None
+    """The policy's own sync period (the lab calls it at this period); None: the agent's loop interval."""
 
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """Choose the scale-out for the next round."""

@@ -33,6 +33,9 @@ class SimulatorSettings(BaseModel):
     worker_speed_spread: float = Field(
         0.08, ge=0, lt=1, description="Standard deviation of the per-worker speed factor (heterogeneous workers)."
     )
+    capacity_noise: float = Field(
+        0.005, ge=0, description="Relative standard deviation of each worker's per-second capacity around its speed."
+    )
     cpu_idle: float = Field(0.05, ge=0, lt=1, description="CPU load of an idle worker (JVM overhead), 0..1.")
     cpu_noise: float = Field(0.02, ge=0, description="Standard deviation of per-second CPU noise, 0..1.")
     metric_window_s: int = Field(
@@ -51,7 +54,14 @@ class SimulatorSettings(BaseModel):
         0.15, ge=0, description="Log-normal sigma of downtime around its mean (0: deterministic)."
     )
     initial_parallelism: int = Field(8, ge=1, description="Scale-out the simulated job starts with.")
-    seed: int = Field(7, description="Seed of every random draw in the simulator.")
+    seed: int = Field(
+        7,
+        ge=0,
+        description=(
+            "Seed of every random draw in the simulator. Arrivals, capacity noise and downtime jitter each come "
+            "from their own stream keyed by (seed, second), so every policy replaying a trace faces the same ones."
+        ),
+    )
 
     @model_validator(mode="after")
     def _can_run(self) -> SimulatorSettings:

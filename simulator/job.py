@@ -17,17 +17,28 @@ What it models, and why each part is there:
   checkpoint and replays from there.
 * **Exactly-once accounting**: produced = (processed − replayed) + lag holds after every step, with
   each counter kept independently so the invariant is a real check.
+* **Fair randomness**: whatever is not the policy's doing (the per-second arrivals, each worker's
+  per-second capacity, the downtime of a stop, the failure instants) comes from its own random
+  stream keyed by (seed, second) through :class:`JobEnvironment`, so two policies replaying one trace
+  with one seed face the same arrivals, capacities and downtimes whatever they did before. Only the
+  CPU noise, which changes no dynamics, stays on the job's own stream.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
+from typing import Literal
 
 import numpy as np
 
 from simulator.config import SimulatorSettings
 from simulator.trace import Trace
+
+
+StopKind = Literal["rescale", "failure"]
+"""Why the job stopped processing."""
 
 
 class JobState(str, Enum):
@@ -41,7 +52,7 @@ class JobState(str, Enum):
 class Restart:
     """One stop of the job: a rescale or a failure, with its measured downtime."""
 
-    kind: str
+    kind: StopKind
     """``rescale`` or ``failure``."""
     start_s: int
     """Second at which processing stopped."""
@@ -89,43 +100,259 @@ def round_robin(partitions: int, parallelism: int) -> np.ndarray:
     return np.arange(partitions) % parallelism
 
 
+_BLOCK_S = 3600
+"""Seconds of arrivals and capacity noise drawn at once (a block is a function of the seed and its index)."""
+_STREAM_ARRIVALS = 1
+_STREAM_CAPACITY = 2
+_STREAM_DOWNTIME = 3
+_STREAM_CPU = 4
+_STOP_KIND_CODE = {"rescale": 0, "failure": 1}
+_FAILURE_STREAM_OFFSET = 7919
+
+
+def _stream(seed: int, *key: int) -> np.random.Generator:
+    """A random stream that depends on ``seed`` and ``key`` only (never on draws made elsewhere)."""
+    return np.random.default_rng(np.random.SeedSequence([seed, *key]))
+
+
+def failure_schedule(duration_s: int, failures_per_hour: float, seed: int) -> list[int]:
+    """Seconds in ``[0, duration_s)`` at which a TaskManager fails: a Poisson process of rate ``failures_per_hour``.
+
+    Inter-failure gaps are exponential with mean ``3600 / failures_per_hour`` seconds, drawn from a
+    stream of their own (``seed + 7919``), so the schedule is the same for every policy. The replay
+    injects a failure at each of these seconds (it does nothing if the job is already down).
+    """
+    if failures_per_hour <= 0:
+        return []
+    rng = np.random.default_rng(seed + _FAILURE_STREAM_OFFSET)
+    times: list[int] = []
+    t = 0.0
+    while True:
+        t += rng.exponential(3600.0 / failures_per_hour)
+        if t >= duration_s:
+            return times
+        times.append(int(t))
+
+
 def worker_id(index: int) -> str:
     """The pod-like name of worker ``index``."""
     return f"taskmanager-{index}"
 
 
+class JobEnvironment:
+    """Everything the simulated job faces that no policy can change: arrivals, capacities, downtimes.
+
+    Each is a function of the trace, the settings and the seed only, drawn from a random stream of
+    its own, and read by the job at every step; an offline planner reads the same numbers here.
+
+    * **Arrivals**: the rate at second ``t`` is the trace's, times ``1 + workload_noise · z_t`` with
+      ``z_t`` standard normal (clipped at 0); partition ``p`` receives
+      ``a_p(t) = ⌊C_p(t)⌋ − ⌊C_p(t−1)⌋`` records, where ``C_p(t) = Σ_{τ≤t} rate_τ · weight_p``, so the
+      fractional records carry over and none is lost.
+    * **Capacity**: worker slot ``i`` processes at most ``c_i(t) = capacity_rps · speed_i ·
+      (1 + capacity_noise · z_{t,i})`` records in second ``t``; noise is drawn for all
+      ``partitions``-many slots every second, and a job at scale-out ``n`` uses the first ``n``.
+    * **Downtime** of a stop of ``kind`` at second ``s`` from scale-out ``a`` to ``b``:
+      ``max(1, round(m · exp(σ·z − σ²/2)))`` with mean ``m = base + per_worker · max(a, b)``
+      (rescale) or ``base + per_worker · a`` (failure), ``σ = downtime_jitter`` and ``z`` drawn from a
+      stream keyed by (seed, kind, s).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simulator import SimulatorSettings, Trace
+    >>> env = JobEnvironment(Trace("flat", np.array([0.0, 600.0]), np.array([1000.0, 1000.0])), SimulatorSettings())
+    >>> int(env.arrivals(0, 10).sum(axis=1).mean()) in range(950, 1050)
+    True
+    >>> env.downtime_s("rescale", 120, 4, 8) == env.downtime_s("rescale", 120, 4, 8)
+    True
+    """
+
+    def __init__(self, trace: Trace, config: SimulatorSettings) -> None:
+        self.trace = trace
+        self.config = config
+        layout = np.random.default_rng(config.seed)
+        partitions = config.partitions
+        if config.partition_weights is not None:
+            weights = np.asarray(config.partition_weights, dtype=float)
+            self.partition_weights: np.ndarray = weights / weights.sum()
+        else:
+            self.partition_weights = zipf_weights(partitions, config.partition_skew, layout)
+        # A worker index keeps its speed across rescales (the same pod spec on the same node pool).
+        if config.worker_speeds is not None:
+            speeds = np.resize(np.asarray(config.worker_speeds, dtype=float), partitions)
+        else:
+            speeds = np.clip(1.0 + config.worker_speed_spread * layout.standard_normal(partitions), 0.5, 1.5)
+        self.worker_speeds: np.ndarray = speeds
+        self.worker_capacity: np.ndarray = config.worker_capacity_rps * speeds
+        """Mean records/s of every worker slot (index ``i`` is the ``i``-th worker at any scale-out)."""
+        self._arrival_blocks: list[np.ndarray] = []
+        self._arrival_sum = np.zeros(partitions)
+        self._arrival_floor = np.zeros(partitions)
+        self._capacity_blocks: dict[int, np.ndarray] = {}
+        self._true_capacity: dict[int, float] = {}
+
+    # ------------------------------------------------------------------ arrivals
+
+    def _arrival_block(self, block: int) -> np.ndarray:
+        config = self.config
+        while len(self._arrival_blocks) <= block:
+            index = len(self._arrival_blocks)
+            seconds = np.arange(index * _BLOCK_S, (index + 1) * _BLOCK_S, dtype=float)
+            rate = np.asarray(self.trace.rate_at(seconds), dtype=float)
+            noise = _stream(self.config.seed, _STREAM_ARRIVALS, index).standard_normal(_BLOCK_S)
+            if config.workload_noise:
+                rate = np.maximum(0.0, rate * (1.0 + config.workload_noise * noise))
+            running = self._arrival_sum + np.cumsum(rate[:, None] * self.partition_weights[None, :], axis=0)
+            floors = np.floor(running)
+            counts = np.diff(floors, axis=0, prepend=self._arrival_floor[None, :]).astype(np.int64)
+            self._arrival_sum, self._arrival_floor = running[-1], floors[-1]
+            self._arrival_blocks.append(counts)
+        return self._arrival_blocks[block]
+
+    def arrivals_at(self, t: int) -> np.ndarray:
+        """Records arriving in every partition during second ``t`` (a read-only view, int64)."""
+        return self._arrival_block(t // _BLOCK_S)[t % _BLOCK_S]
+
+    def arrivals(self, start_s: int, end_s: int) -> np.ndarray:
+        """Records arriving per second and partition in ``[start_s, end_s)``: shape (seconds, partitions), int64."""
+        if end_s <= start_s:
+            return np.zeros((0, self.config.partitions), dtype=np.int64)
+        first, last = start_s // _BLOCK_S, (end_s - 1) // _BLOCK_S
+        stacked = np.concatenate([self._arrival_block(b) for b in range(first, last + 1)])
+        offset = first * _BLOCK_S
+        return stacked[start_s - offset : end_s - offset].copy()
+
+    def workload(self, start_s: int, end_s: int) -> np.ndarray:
+        """Records arriving per second in ``[start_s, end_s)`` over all partitions (the recorded workload)."""
+        return self.arrivals(start_s, end_s).sum(axis=1).astype(float)
+
+    # ------------------------------------------------------------------ capacity
+
+    def _capacity_block(self, block: int) -> np.ndarray:
+        cached = self._capacity_blocks.get(block)
+        if cached is None:
+            noise = _stream(self.config.seed, _STREAM_CAPACITY, block).standard_normal(
+                (_BLOCK_S, self.config.partitions)
+            )
+            cached = self.worker_capacity[None, :] * (1.0 + self.config.capacity_noise * noise)
+            self._capacity_blocks[block] = cached
+        return cached
+
+    def capacities_at(self, t: int) -> np.ndarray:
+        """Records each worker slot can process in second ``t`` (a read-only view; slot ``i`` is worker ``i``)."""
+        return self._capacity_block(t // _BLOCK_S)[t % _BLOCK_S]
+
+    def capacities(self, start_s: int, end_s: int) -> np.ndarray:
+        """Per-second capacity of every worker slot in ``[start_s, end_s)``: shape (seconds, partitions)."""
+        if end_s <= start_s:
+            return np.zeros((0, self.config.partitions))
+        first, last = start_s // _BLOCK_S, (end_s - 1) // _BLOCK_S
+        stacked = np.concatenate([self._capacity_block(b) for b in range(first, last + 1)])
+        offset = first * _BLOCK_S
+        return stacked[start_s - offset : end_s - offset].copy()
+
+    def shares(self, parallelism: int) -> np.ndarray:
+        """Fraction of the input each of ``parallelism`` workers receives (round-robin partitions)."""
+        n = parallelism
+        return np.bincount(round_robin(self.config.partitions, n), weights=self.partition_weights, minlength=n)
+
+    def worker_capacities(self, parallelism: int) -> np.ndarray:
+        """Mean records/s of each of ``parallelism`` workers (without the per-second noise)."""
+        return self.worker_capacity[:parallelism].copy()
+
+    def true_capacity(self, parallelism: int) -> float:
+        """Highest sustainable job rate at ``parallelism``: ``min_i c_i / share_i`` (the first worker to saturate)."""
+        cached = self._true_capacity.get(parallelism)
+        if cached is None:
+            shares = self.shares(parallelism)
+            with np.errstate(divide="ignore"):
+                cached = float(np.min(np.where(shares > 0, self.worker_capacity[:parallelism] / shares, np.inf)))
+            self._true_capacity[parallelism] = cached
+        return cached
+
+    # ------------------------------------------------------------------ stops
+
+    def mean_downtime_s(self, kind: StopKind, from_parallelism: int, to_parallelism: int) -> float:
+        """Mean downtime of a stop: ``base + per_worker · max(a, b)`` (rescale) or ``base + per_worker · a`` (failure)."""
+        config = self.config
+        if kind == "failure":
+            return config.failure_downtime_base_s + config.failure_downtime_per_worker_s * from_parallelism
+        return config.rescale_downtime_base_s + config.rescale_downtime_per_worker_s * max(
+            from_parallelism, to_parallelism
+        )
+
+    def downtime_s(self, kind: StopKind, stop_s: int, from_parallelism: int, to_parallelism: int) -> int:
+        """Seconds a stop of ``kind`` at second ``stop_s`` from ``from_parallelism`` to ``to_parallelism`` lasts.
+
+        ``max(1, round(m · exp(σ·z − σ²/2)))``: log-normal around the mean ``m`` (the median is
+        corrected so the mean stays ``m``), ``z`` from the stream of (seed, kind, ``stop_s``).
+        """
+        mean = self.mean_downtime_s(kind, from_parallelism, to_parallelism)
+        jitter = self.config.downtime_jitter
+        factor = 1.0
+        if jitter:
+            z = float(_stream(self.config.seed, _STREAM_DOWNTIME, _STOP_KIND_CODE[kind], int(stop_s)).standard_normal())
+            factor = math.exp(jitter * z - jitter * jitter / 2)
+        return max(1, int(round(mean * factor)))
+
+    def failures(self, duration_s: int, failures_per_hour: float) -> list[int]:
+        """The failure instants a replay of ``duration_s`` injects (see :func:`failure_schedule`)."""
+        return failure_schedule(duration_s, failures_per_hour, self.config.seed)
+
+
 class _Series:
-    """Per-second recorded metrics, grown by doubling; columns are worker indices."""
+    """Per-second recorded metrics, grown by doubling; columns are worker indices.
+
+    Throughput, CPU and busy time are kept raw (one value per second and worker slot); the moving
+    averages the job reports are computed when a window is read (:func:`_moving_averages`), so a
+    step costs a few array writes however long the averaging window is.
+    """
+
+    _COLUMNS = ("workload", "lag", "committed_lag", "parallelism", "uptime", "throughput", "cpu", "busy")
 
     def __init__(self, workers: int, capacity: int = 4096) -> None:
         self.length = 0
         self.workers = workers
         self.workload = np.empty(capacity)
         self.lag = np.empty(capacity)
+        self.committed_lag = np.empty(capacity)
         self.parallelism = np.empty(capacity, dtype=np.int64)
         self.uptime = np.empty(capacity)
         self.throughput = np.empty((capacity, workers))
         self.cpu = np.empty((capacity, workers))
+        self.busy = np.empty((capacity, workers))
 
     def _grow(self) -> None:
-        for name in ("workload", "lag", "parallelism", "uptime", "throughput", "cpu"):
+        for name in self._COLUMNS:
             old = getattr(self, name)
             new = np.empty((old.shape[0] * 2, *old.shape[1:]), dtype=old.dtype)
             new[: self.length] = old[: self.length]
             setattr(self, name, new)
 
     def append(
-        self, workload: float, lag: float, parallelism: int, uptime: float, throughput: np.ndarray, cpu: np.ndarray
+        self,
+        *,
+        workload: float,
+        lag: float,
+        committed_lag: float,
+        parallelism: int,
+        uptime: float,
+        throughput: np.ndarray,
+        cpu: np.ndarray,
+        busy: np.ndarray,
     ) -> None:
         if self.length == self.workload.shape[0]:
             self._grow()
         i = self.length
         self.workload[i] = workload
         self.lag[i] = lag
+        self.committed_lag[i] = committed_lag
         self.parallelism[i] = parallelism
         self.uptime[i] = uptime
         self.throughput[i] = throughput
         self.cpu[i] = cpu
+        self.busy[i] = busy
         self.length += 1
 
 
@@ -135,11 +362,21 @@ class Window:
 
     times: np.ndarray
     workload: np.ndarray
+    """Records that arrived in each second."""
     lag: np.ndarray
+    """Records produced but not yet read by the live job (end offsets − read positions), after each second."""
     parallelism: np.ndarray
     uptime_s: np.ndarray
     throughput: dict[str, np.ndarray]
+    """Records/s of each worker, moving average over ``metric_window_s``."""
     cpu: dict[str, np.ndarray]
+    """CPU of each worker, 0..1, moving average over ``metric_window_s``."""
+    busy: dict[str, np.ndarray]
+    """Busy fraction of each worker (records processed / what it could process), 0..1, moving average over
+    ``metric_window_s``: what Flink's ``busyTimeMsPerSecond`` reports, read by the Flink autoscaler and DS2."""
+    committed_lag: np.ndarray
+    """Records produced but not covered by the last completed checkpoint (end offsets − committed offsets):
+    the consumer-group lag a Kafka scaler such as KEDA's sees."""
 
 
 class SimulatedFlinkJob:
@@ -148,20 +385,14 @@ class SimulatedFlinkJob:
     def __init__(self, trace: Trace, config: SimulatorSettings, *, parallelism: int | None = None) -> None:
         self.trace = trace
         self.config = config
-        self._rng = np.random.default_rng(config.seed)
+        self.environment = JobEnvironment(trace, config)
+        """Arrivals, capacities and downtimes: the same for every policy (see :class:`JobEnvironment`)."""
+        # CPU noise changes no dynamics, so one stream of the job's own is fair enough for it.
+        self._rng = _stream(config.seed, _STREAM_CPU)
         partitions = config.partitions
-        if config.partition_weights is not None:
-            weights = np.asarray(config.partition_weights, dtype=float)
-            self.partition_weights = weights / weights.sum()
-        else:
-            self.partition_weights = zipf_weights(partitions, config.partition_skew, self._rng)
-        # A worker index keeps its speed across rescales (the same pod spec on the same node pool).
-        if config.worker_speeds is not None:
-            speeds = np.resize(np.asarray(config.worker_speeds, dtype=float), partitions)
-        else:
-            speeds = np.clip(1.0 + config.worker_speed_spread * self._rng.standard_normal(partitions), 0.5, 1.5)
-        self.worker_speeds = speeds
-        self.worker_capacity = config.worker_capacity_rps * speeds
+        self.partition_weights = self.environment.partition_weights
+        self.worker_speeds = self.environment.worker_speeds
+        self.worker_capacity = self.environment.worker_capacity
 
         self.parallelism = self._checked_parallelism(parallelism or config.initial_parallelism)
         self._assignment = round_robin(partitions, self.parallelism)
@@ -171,23 +402,17 @@ class SimulatedFlinkJob:
         self._uptime_start = 0
         self._down_until = 0
         self._pending_parallelism = self.parallelism
-        self._pending_restart: tuple[str, int, int, int] | None = None
+        self._pending_restart: tuple[StopKind, int, int, int] | None = None
         self.restarts: list[Restart] = []
 
         self._end = np.zeros(partitions, dtype=np.int64)
         self._position = np.zeros(partitions, dtype=np.int64)
         self._committed = np.zeros(partitions, dtype=np.int64)
-        self._carry = np.zeros(partitions)
         self._produced = 0
         self._processed = 0
         self._replayed = 0
         self._committed_total = 0
 
-        window = config.metric_window_s
-        self._tp_ring = np.zeros((partitions, window))
-        self._cpu_ring = np.full((partitions, window), config.cpu_idle)
-        self._ring_pos = 0
-        self._ring_fill = np.zeros(partitions, dtype=np.int64)
         self._series = _Series(partitions)
 
     # ------------------------------------------------------------------ control
@@ -210,25 +435,19 @@ class SimulatedFlinkJob:
             return True
         if parallelism == self.parallelism:
             return False
-        mean = self.config.rescale_downtime_base_s + self.config.rescale_downtime_per_worker_s * max(
-            parallelism, self.parallelism
-        )
-        self._stop("rescale", parallelism, mean)
+        downtime = self.environment.downtime_s("rescale", self.now_s, self.parallelism, parallelism)
+        self._stop("rescale", parallelism, downtime)
         return True
 
     def fail(self) -> bool:
         """Inject a TaskManager failure: the job restarts at the same parallelism. False if already down."""
         if self.state is JobState.DOWN:
             return False
-        mean = self.config.failure_downtime_base_s + self.config.failure_downtime_per_worker_s * self.parallelism
-        self._stop("failure", self.parallelism, mean)
+        downtime = self.environment.downtime_s("failure", self.now_s, self.parallelism, self.parallelism)
+        self._stop("failure", self.parallelism, downtime)
         return True
 
-    def _stop(self, kind: str, next_parallelism: int, mean_downtime: float) -> None:
-        jitter = self.config.downtime_jitter
-        # Log-normal around the mean (median corrected so the mean stays ``mean_downtime``).
-        factor = float(np.exp(jitter * self._rng.standard_normal() - jitter * jitter / 2)) if jitter else 1.0
-        downtime = max(1, int(round(mean_downtime * factor)))
+    def _stop(self, kind: StopKind, next_parallelism: int, downtime: int) -> None:
         # Progress since the last completed checkpoint is lost and will be replayed.
         replayed = int((self._position - self._committed).sum())
         self._replayed += replayed
@@ -254,17 +473,11 @@ class SimulatedFlinkJob:
     def step(self) -> None:
         """Advance one simulated second: produce, (re)start, process, checkpoint, record metrics."""
         config = self.config
-        rng = self._rng
+        environment = self.environment
         t = self.now_s
-        rate = float(self.trace.rate_at(t))
-        if config.workload_noise:
-            rate = max(0.0, rate * (1.0 + config.workload_noise * rng.standard_normal()))
-        expected = rate * self.partition_weights + self._carry
-        produced = np.floor(expected)
-        self._carry = expected - produced
-        produced_int = produced.astype(np.int64)
-        self._end += produced_int
-        produced_now = int(produced_int.sum())
+        produced = environment.arrivals_at(t)
+        self._end += produced
+        produced_now = int(produced.sum())
         self._produced += produced_now
 
         if self.state is JobState.DOWN and t >= self._down_until:
@@ -278,7 +491,7 @@ class SimulatedFlinkJob:
             assignment = self._assignment
             backlog = self._end - self._position
             worker_backlog = np.bincount(assignment, weights=backlog, minlength=n)
-            capacity = self.worker_capacity[:n] * (1.0 + 0.005 * rng.standard_normal(n))
+            capacity = environment.capacities_at(t)[:n]
             target = np.minimum(capacity, worker_backlog)
             with np.errstate(divide="ignore", invalid="ignore"):
                 fraction = np.where(worker_backlog > 0, target / worker_backlog, 0.0)
@@ -299,36 +512,31 @@ class SimulatedFlinkJob:
             active = self.parallelism
 
         cpu = config.cpu_idle + (1.0 - config.cpu_idle) * busy
-        cpu += config.cpu_noise * rng.standard_normal(workers)
+        cpu += config.cpu_noise * self._rng.standard_normal(workers)
         np.clip(cpu, 0.0, 1.0, out=cpu)
-        self._record(t, produced_now, throughput, cpu, active, uptime)
+        self._record(t, produced_now, throughput, cpu, busy, active, uptime)
         self.now_s = t + 1
 
     def _record(
-        self, t: int, produced_now: int, throughput: np.ndarray, cpu: np.ndarray, active: int, uptime: float
+        self,
+        t: int,
+        produced_now: int,
+        throughput: np.ndarray,
+        cpu: np.ndarray,
+        busy: np.ndarray,
+        active: int,
+        uptime: float,
     ) -> None:
-        pos = self._ring_pos
-        self._tp_ring[:, pos] = throughput
-        self._cpu_ring[:, pos] = cpu
-        self._ring_pos = (pos + 1) % self._tp_ring.shape[1]
-        # Workers that just joined average over the seconds they have existed, not over zeros.
-        self._ring_fill[:active] = np.minimum(self._ring_fill[:active] + 1, self._tp_ring.shape[1])
-        self._ring_fill[active:] = 0
-        fill = np.maximum(self._ring_fill, 1)
-        window = self._tp_ring.shape[1]
-        if np.all(self._ring_fill[:active] == window):
-            tp_avg = self._tp_ring.mean(axis=1)
-            cpu_avg = self._cpu_ring.mean(axis=1)
-        else:
-            # Mean over the newest ``fill`` slots of each row.
-            order = (self._ring_pos - 1 - np.arange(window)) % window
-            recent = np.arange(window)[None, :] < fill[:, None]
-            tp_avg = (self._tp_ring[:, order] * recent).sum(axis=1) / fill
-            cpu_avg = (self._cpu_ring[:, order] * recent).sum(axis=1) / fill
-        tp_avg[active:] = np.nan
-        cpu_avg[active:] = np.nan
-        lag = float((self._end - self._position).sum())
-        self._series.append(float(produced_now), lag, active, float(uptime), tp_avg, cpu_avg)
+        self._series.append(
+            workload=float(produced_now),
+            lag=float((self._end - self._position).sum()),
+            committed_lag=float((self._end - self._committed).sum()),
+            parallelism=active,
+            uptime=float(uptime),
+            throughput=throughput,
+            cpu=cpu,
+            busy=busy,
+        )
 
     def run_until(self, t_s: int) -> None:
         """Step until simulated second ``t_s`` (exclusive)."""
@@ -354,6 +562,23 @@ class SimulatedFlinkJob:
         return self._committed.copy()
 
     @property
+    def end_offsets(self) -> np.ndarray:
+        """Per-partition log-end offsets: records produced so far (a copy)."""
+        return self._end.copy()
+
+    @property
+    def restart_in_progress(self) -> Restart | None:
+        """The stop the job is in now, with its planned downtime; None while running.
+
+        ``restarts`` lists a stop only once the job has resumed; a replay that ends while the job
+        is down needs this one too to judge it.
+        """
+        if self.state is not JobState.DOWN or self._pending_restart is None:
+            return None
+        kind, start, from_parallelism, replayed = self._pending_restart
+        return Restart(kind, start, self._down_until - start, from_parallelism, self._pending_parallelism, replayed)
+
+    @property
     def target_parallelism(self) -> int:
         """The scale-out the job is set to: the pending one while it restarts."""
         return self._pending_parallelism if self.state is JobState.DOWN else self.parallelism
@@ -365,15 +590,11 @@ class SimulatedFlinkJob:
 
     def shares(self, parallelism: int | None = None) -> np.ndarray:
         """Fraction of the input each worker receives at ``parallelism`` (default: the current one)."""
-        n = parallelism or self.parallelism
-        return np.bincount(round_robin(self.config.partitions, n), weights=self.partition_weights, minlength=n)
+        return self.environment.shares(parallelism or self.parallelism)
 
     def true_capacity(self, parallelism: int | None = None) -> float:
         """Highest sustainable job rate at ``parallelism``: the worker that saturates first bounds it."""
-        n = parallelism or self.parallelism
-        shares = self.shares(n)
-        with np.errstate(divide="ignore"):
-            return float(np.min(np.where(shares > 0, self.worker_capacity[:n] / shares, np.inf)))
+        return self.environment.true_capacity(parallelism or self.parallelism)
 
     def window(self, start_s: int, end_s: int) -> Window:
         """Recorded metrics of seconds ``[start_s, end_s)`` clipped to what has been simulated."""
@@ -381,19 +602,52 @@ class SimulatedFlinkJob:
         end = min(self._series.length, int(end_s))
         end = max(start, end)
         s = self._series
-        columns = s.throughput[start:end]
-        present = np.flatnonzero(np.any(np.isfinite(columns), axis=0)) if end > start else np.array([], int)
+        throughput, cpu, busy = _moving_averages(s, start, end, self.config.metric_window_s)
+        present = np.flatnonzero(np.any(np.isfinite(throughput), axis=0)) if end > start else np.array([], int)
         return Window(
             times=np.arange(start, end, dtype=float),
             workload=s.workload[start:end].copy(),
             lag=s.lag[start:end].copy(),
             parallelism=s.parallelism[start:end].copy(),
             uptime_s=s.uptime[start:end].copy(),
-            throughput={worker_id(i): s.throughput[start:end, i].copy() for i in present},
-            cpu={worker_id(i): s.cpu[start:end, i].copy() for i in present},
+            throughput={worker_id(i): throughput[:, i] for i in present},
+            cpu={worker_id(i): cpu[:, i] for i in present},
+            busy={worker_id(i): busy[:, i] for i in present},
+            committed_lag=s.committed_lag[start:end].copy(),
         )
 
     @property
     def recorded_seconds(self) -> int:
         """Seconds of metrics recorded so far."""
         return self._series.length
+
+
+def _moving_averages(series: _Series, start: int, end: int, window_s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Throughput, CPU and busy time of seconds ``[start, end)`` as the job reports them.
+
+    Each is the mean of the worker's raw values over the last ``window_s`` seconds, or over the
+    seconds it has existed if it joined more recently (a new worker does not average over zeros);
+    NaN at seconds the worker did not exist (worker ``i`` exists while the parallelism exceeds ``i``).
+    """
+    workers = series.workers
+    if end <= start:
+        empty = np.empty((0, workers))
+        return empty, empty.copy(), empty.copy()
+    first = max(0, start - window_s)
+    seconds = np.arange(first, end)
+    exists = series.parallelism[first:end, None] > np.arange(workers)[None, :]
+    # Second index of each worker's latest absence at or before each second (first - 1 before the range).
+    absent_at = np.where(exists, first - 1, seconds[:, None])
+    last_absent = np.maximum.accumulate(absent_at, axis=0)
+    fill = np.minimum(seconds[:, None] - last_absent, window_s)[start - first :]
+    rows = np.arange(start, end)[:, None] - first + 1  # cumulative-sum row of each second (row 0 = before the range)
+    out = []
+    for raw in (series.throughput, series.cpu, series.busy):
+        sums = np.zeros((end - first + 1, workers))
+        np.cumsum(raw[first:end], axis=0, out=sums[1:])
+        taken = np.take_along_axis(sums, rows - np.maximum(fill, 1), axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            average = (sums[rows[:, 0]] - taken) / np.maximum(fill, 1)
+        average[fill <= 0] = np.nan
+        out.append(average)
+    return out[0], out[1], out[2]

@@ -68,7 +68,7 @@ def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
         ("policy: justin\n", "policy: 'justin' runs only in the lab (needs per-operator memory levels"),
         ("policy: qescalor\n", "policy: 'qescalor' runs only in the lab"),
         ("policy: oracle\n", "policy: 'oracle' runs only in the lab (it reads the simulator's true future"),
-        ("policy: daedelus\n", "policy: unknown policy 'daedelus'; one of daedalus, static, ds2, hpa, keda-lag"),
+        ("policy: daedelus\n", "policy: unknown policy 'daedelus'; one of daedalus, static, flink-autoscaler, ds2, hpa, keda-lag"),
         # the simulated job is the lab's: the daemon's settings have no such section
         ("simulator:\n  partitions: 24\n", "simulator: unknown key"),
     ],

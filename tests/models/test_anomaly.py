@@ -100,5 +100,7 @@ def test_watch_measures_a_simulated_rescale() -> None:
     recovered = _watch_series(watch, gap, 600.0)
     assert recovered is not None
     truth = int(np.flatnonzero(after.lag[1:] <= lag_before * 1.05 + 100.0)[0]) + 1
-    # Reported rates are 30 s moving averages: the gap settles up to a window after the lag does.
-    assert truth <= recovered - 600.0 <= truth + 45
+    # Reported rates are 30 s moving averages: the gap settles up to a window after the lag does, and
+    # the paper's 1-sigma band (learned at the old scale-out) can take another minute of noise to hold
+    # for the 10 s it needs. The agent follows the lag itself whenever the source reports one.
+    assert truth <= recovered - 600.0 <= truth + 100

@@ -8,9 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner import Ds2Policy
-from planner.ds2 import OperatorRates, ds2_parallelism, mean_true_rate, true_rate
-from tests.policies.conftest import CONFIG, snapshot
+from planner.ds2 import OperatorRates, ds2_parallelism, true_rate
 
 
 def test_true_rate_is_observed_rate_over_useful_time() -> None:
@@ -59,24 +57,3 @@ def test_single_operator_is_the_smallest_parallelism_that_keeps_up(
     assert pi * per_instance >= source * (1 - 1e-9)
     assert pi == 1 or (pi - 1) * per_instance < source * (1 + 1e-9)
     assert pi == max(1, math.ceil(source / per_instance - 1e-9))
-
-
-def test_single_vertex_policy_uses_the_mean_true_rate_per_worker() -> None:
-    # Workers at 7,000/s with 50 % CPU and 9,000/s with 75 % CPU: true rates 14,000 and 12,000, mean 13,000.
-    plan = snapshot(
-        current=4,
-        workload=40_000,
-        throughput={"tm-0": 7_000, "tm-1": 9_000},
-        worker_cpu={"tm-0": 0.5, "tm-1": 0.75},
-    )
-    assert mean_true_rate(plan.worker_throughput, plan.worker_cpu) == pytest.approx(13_000)
-    decision = Ds2Policy().decide(plan, CONFIG)
-    assert decision.target_parallelism == 4  # ceil(40,000 / 13,000) = 4
-    faster = Ds2Policy().decide(snapshot(current=4, workload=60_000, throughput=plan.worker_throughput,
-                                         worker_cpu=plan.worker_cpu), CONFIG)
-    assert faster.target_parallelism == 5  # ceil(60,000 / 13,000) = 5, no stabilization: DS2 does not oscillate
-
-
-def test_ds2_keeps_the_scale_out_without_useful_time() -> None:
-    decision = Ds2Policy().decide(snapshot(throughput={"tm-0": 0.0}, worker_cpu={"tm-0": 0.0}), CONFIG)
-    assert decision.target_parallelism == 4 and not decision.acted

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator import JobState, SimulatedFlinkJob, SimulatorSettings, Trace
+from simulator import JobState, SimulatedFlinkJob, SimulatorSettings, Trace, failure_schedule
 
 
 def flat(rate: float, seconds: float = 100_000.0) -> Trace:
@@ -157,3 +157,115 @@ def test_parallelism_above_partitions_is_rejected() -> None:
     job = SimulatedFlinkJob(flat(1.0), config(partitions=4, initial_parallelism=2))
     with pytest.raises(ValueError, match="outside"):
         job.rescale(5)
+
+
+# --------------------------------------------------------------------------- fairness
+
+
+def noisy(**overrides: object) -> SimulatorSettings:
+    """Default noise everywhere (arrivals, capacity, downtime jitter), unlike ``config``."""
+    return SimulatorSettings(**overrides)  # type: ignore[arg-type]
+
+
+def test_arrivals_capacities_and_downtimes_do_not_depend_on_what_the_policy_did() -> None:
+    trace = Trace("ramp", np.array([0.0, 900.0]), np.array([20_000.0, 90_000.0]))
+    settings = noisy(initial_parallelism=4)
+    busy_policy, idle_policy = SimulatedFlinkJob(trace, settings), SimulatedFlinkJob(trace, settings)
+    rescales = {60: 6, 120: 9, 300: 4}  # back at 4 workers, like the idle policy, before the failure
+    for t in range(600):
+        if t in rescales:
+            busy_policy.rescale(rescales[t])
+        if t == 420:
+            busy_policy.fail()
+            idle_policy.fail()
+        busy_policy.step()
+        idle_policy.step()
+    # Every policy sees the same records arrive each second ...
+    arrived = busy_policy.window(0, 600).workload
+    assert np.array_equal(arrived, idle_policy.window(0, 600).workload)
+    assert np.array_equal(arrived, busy_policy.environment.workload(0, 600))
+    assert busy_policy.accounting.produced == idle_policy.accounting.produced
+    # ... the same worker capacities, and the same downtime for the same stop at the same second,
+    # although the busy policy made three stops (and drew three downtimes) before it.
+    assert np.array_equal(busy_policy.environment.capacities(0, 600), idle_policy.environment.capacities(0, 600))
+    assert busy_policy.restarts[-1].downtime_s == idle_policy.restarts[-1].downtime_s
+    for restart in busy_policy.restarts:
+        assert restart.downtime_s == busy_policy.environment.downtime_s(
+            restart.kind, restart.start_s, restart.from_parallelism, restart.to_parallelism
+        )
+
+
+def test_the_downtime_factor_is_keyed_by_seed_kind_and_second() -> None:
+    environment = SimulatedFlinkJob(flat(1.0), noisy(downtime_jitter=0.5)).environment
+    at_100 = environment.downtime_s("failure", 100, 8, 8)
+    assert at_100 == environment.downtime_s("failure", 100, 8, 8)
+    drawn = {environment.downtime_s("failure", s, 8, 8) for s in range(100, 140)}
+    assert len(drawn) > 5  # a different second draws a different factor
+    other_seed = SimulatedFlinkJob(flat(1.0), noisy(downtime_jitter=0.5, seed=8)).environment
+    assert [other_seed.downtime_s("failure", s, 8, 8) for s in range(100, 140)] != [
+        environment.downtime_s("failure", s, 8, 8) for s in range(100, 140)
+    ]
+
+
+def test_arrivals_are_whole_records_that_add_up_to_the_trace() -> None:
+    environment = SimulatedFlinkJob(flat(10_000.5), config()).environment
+    arrivals = environment.arrivals(0, 7300)  # crosses two of the one-hour blocks
+    assert arrivals.dtype == np.int64 and arrivals.min() >= 0
+    # Fractional records carry over, so the total is the trace's integral to within one record per partition.
+    assert abs(int(arrivals.sum()) - 10_000.5 * 7300) <= environment.config.partitions
+    assert np.array_equal(environment.arrivals(3590, 3610), arrivals[3590:3610])
+
+
+def test_a_saturated_worker_processes_its_capacity_of_that_second() -> None:
+    settings = noisy(initial_parallelism=2, metric_window_s=1, capacity_noise=0.05)
+    job = SimulatedFlinkJob(flat(100_000.0), settings)
+    job.run_until(50)
+    window = job.window(10, 50)
+    capacities = job.environment.capacities(10, 50)
+    partitions_of_worker_0 = int(np.sum(np.arange(settings.partitions) % 2 == 0))
+    # Each partition rounds its share down, so a worker may fall short by one record per partition.
+    shortfall = capacities[:, 0] - window.throughput["taskmanager-0"]
+    assert np.all((shortfall >= -1e-6) & (shortfall <= partitions_of_worker_0))
+    assert np.allclose(window.busy["taskmanager-0"], window.throughput["taskmanager-0"] / capacities[:, 0])
+
+
+def test_busy_fraction_and_committed_lag_are_recorded() -> None:
+    settings = config(initial_parallelism=4, checkpoint_interval_s=10)
+    job = SimulatedFlinkJob(flat(30_000.0), settings)
+    job.run_until(95)
+    job.rescale(2)
+    job.run_until(120)
+    window = job.window(0, 120)
+    assert set(window.busy) == {f"taskmanager-{i}" for i in range(4)}
+    for busy in window.busy.values():
+        finite = busy[np.isfinite(busy)]
+        assert np.all((finite >= 0) & (finite <= 1))
+    # Workers 2 and 3 are gone after the restart: their busy fraction is NaN, not zero.
+    assert np.all(np.isnan(window.busy["taskmanager-3"][-5:]))
+    assert np.all(window.committed_lag >= window.lag)
+    assert window.committed_lag[-1] == job.accounting.produced - job.accounting.committed
+    # While running at 4 workers the busy fraction is the load over the capacity of each worker.
+    share = job.shares(4)[0]
+    assert window.busy["taskmanager-0"][60:90].mean() == pytest.approx(
+        30_000.0 * share / job.worker_capacity[0], rel=0.02
+    )
+
+
+def test_a_stop_in_progress_is_visible_until_the_job_resumes() -> None:
+    job = SimulatedFlinkJob(flat(1_000.0), config(initial_parallelism=2))
+    job.run_until(30)
+    assert job.restart_in_progress is None
+    job.rescale(3)
+    stop = job.restart_in_progress
+    assert stop is not None and stop.kind == "rescale" and stop.start_s == 30 and stop.to_parallelism == 3
+    job.run_until(30 + stop.downtime_s + 1)
+    assert job.restart_in_progress is None
+    assert job.restarts[-1] == stop
+
+
+def test_the_failure_schedule_is_a_seeded_poisson_process() -> None:
+    assert failure_schedule(3600, 0.0, 7) == []
+    times = failure_schedule(200 * 3600, 1.0, 7)
+    assert times == failure_schedule(200 * 3600, 1.0, 7)
+    assert times == sorted(times) and 0 <= times[0] and times[-1] < 200 * 3600
+    assert 150 <= len(times) <= 250  # about one an hour

@@ -1,0 +1,246 @@
+"""The SLO judgement: one definition of "the job was behind for too long", the same for every policy.
+
+An operator does not care why a job is behind, only for how long. The judgement reads three
+per-second series of a replay (the lag after each second, the records that arrived in it, and the
+stops: rescales and failures with the second they resumed) and counts the episodes in which the
+job was behind for longer than the target recovery time:
+
+* The job is **behind** at second ``t`` when its lag exceeds one second of input:
+  ``lag_t > max(workload_t, 1)``.
+* An **episode** starts at a stop (a rescale or a failure) or, while the job is not in an episode, at
+  the first second it is behind. It ends at the first second ``e`` at which the job is no longer
+  behind, no earlier than one second after it started and no earlier than the resume of every stop
+  inside it; a stop that starts inside the episode (at or before ``e``) extends it. Its length is
+  ``e − start`` seconds.
+* An episode longer than the target recovery time is one **SLO miss**; it is
+  ``length − target`` **seconds over the target**.
+* An episode still open when the series ends is **cut short**: it is judged (a miss) only if it
+  already lasted longer than the target, otherwise it is counted apart and not judged.
+* Its **kind** is what started it: ``rescale``, ``failure`` or ``overload`` (behind while running,
+  no stop); a stop inside an episode does not change its kind.
+
+Unlike a judgement of stops alone, a policy that runs short of capacity without ever rescaling is
+judged too: its overload episodes are misses once they outlast the target.
+
+Examples
+--------
+>>> import numpy as np
+>>> lag = np.array([0, 0, 500, 900, 400, 50, 0, 0], dtype=float)
+>>> workload = np.full(8, 100.0)
+>>> verdict = judge(lag, workload, [Stop("rescale", 2, resume_s=4)], target_recovery_time_s=2)
+>>> [(e.kind, e.start_s, e.end_s, e.length_s) for e in verdict.episodes]
+[('rescale', 2, 5, 3)]
+>>> verdict.misses, verdict.seconds_over_target
+(1, 1.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+EpisodeKind = Literal["rescale", "failure", "overload"]
+"""What started an episode: a stop of that kind, or the job falling behind while running."""
+
+
+class RestartLike(Protocol):
+    """The fields of a simulator ``Restart`` (or any stop record) the judgement reads."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def start_s(self) -> int: ...
+
+    @property
+    def downtime_s(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A rescale or failure: processing stopped at ``start_s`` and resumed at ``resume_s``."""
+
+    kind: Literal["rescale", "failure"]
+    start_s: int
+    resume_s: int | None
+    """First second the job processed again; None if it was still down when the series ended."""
+
+    @classmethod
+    def from_restart(cls, restart: RestartLike, *, resumed: bool = True) -> Stop:
+        """The stop of a simulator ``Restart``; ``resumed=False`` for the one still in progress."""
+        kind: Literal["rescale", "failure"] = "failure" if restart.kind == "failure" else "rescale"
+        resume = restart.start_s + restart.downtime_s if resumed else None
+        return cls(kind, int(restart.start_s), resume)
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A stretch in which the job was stopped or behind."""
+
+    kind: EpisodeKind
+    start_s: int
+    end_s: int | None
+    """First second no longer behind (the episode covers ``[start_s, end_s)``); None if cut short."""
+    length_s: int
+    """``end_s − start_s``, or the seconds from ``start_s`` to the end of the series if cut short."""
+    stops: int
+    """Stops inside the episode, the one that started it included."""
+
+    @property
+    def complete(self) -> bool:
+        """The job caught up before the series ended."""
+        return self.end_s is not None
+
+
+@dataclass(frozen=True)
+class KindCounts:
+    """A count per episode kind."""
+
+    rescale: int = 0
+    failure: int = 0
+    overload: int = 0
+
+    @classmethod
+    def of(cls, episodes: Iterable[Episode]) -> KindCounts:
+        """How many of ``episodes`` are of each kind."""
+        kinds = [e.kind for e in episodes]
+        return cls(kinds.count("rescale"), kinds.count("failure"), kinds.count("overload"))
+
+    def to_dict(self) -> dict[str, int]:
+        """``{"rescale": …, "failure": …, "overload": …}``."""
+        return {"rescale": self.rescale, "failure": self.failure, "overload": self.overload}
+
+
+@dataclass(frozen=True)
+class SloJudgement:
+    """The episodes of one replay, judged against the target recovery time (see the module docstring)."""
+
+    target_recovery_time_s: float
+    episodes: tuple[Episode, ...]
+    duration_s: int
+    """Seconds of series judged."""
+
+    def missed(self, episode: Episode) -> bool:
+        """The episode lasted longer than the target (complete, or cut short after the target)."""
+        return episode.length_s > self.target_recovery_time_s
+
+    @property
+    def judged(self) -> tuple[Episode, ...]:
+        """Complete episodes and cut-short ones that already outlasted the target."""
+        return tuple(e for e in self.episodes if e.complete or self.missed(e))
+
+    @property
+    def misses(self) -> int:
+        """Episodes longer than the target: the SLO misses."""
+        return sum(1 for e in self.episodes if self.missed(e))
+
+    @property
+    def seconds_over_target(self) -> float:
+        """``Σ (length − target)`` over the missed episodes."""
+        target = self.target_recovery_time_s
+        return float(sum(e.length_s - target for e in self.episodes if self.missed(e)))
+
+    @property
+    def longest_episode_s(self) -> int:
+        """Length of the longest judged episode (0 if there is none)."""
+        return max((e.length_s for e in self.judged), default=0)
+
+    @property
+    def cut_short(self) -> int:
+        """Episodes still open at the end of the series and not yet longer than the target (not judged)."""
+        return len(self.episodes) - len(self.judged)
+
+    @property
+    def seconds_behind(self) -> int:
+        """Seconds spent in episodes (stopped or behind), cut-short ones included."""
+        return sum(e.length_s for e in self.episodes)
+
+    @property
+    def episodes_by_kind(self) -> KindCounts:
+        """Judged episodes per kind."""
+        return KindCounts.of(self.judged)
+
+    @property
+    def misses_by_kind(self) -> KindCounts:
+        """Misses per kind."""
+        return KindCounts.of(e for e in self.episodes if self.missed(e))
+
+    def to_summary(self) -> dict[str, Any]:
+        """The judgement's keys of a replay's summary.json."""
+        return {
+            "slo_misses": self.misses,
+            "slo_seconds_over_target": self.seconds_over_target,
+            "slo_longest_episode_s": self.longest_episode_s,
+            "slo_episodes": len(self.judged),
+            "slo_episodes_cut_short": self.cut_short,
+            "slo_episodes_by_kind": self.episodes_by_kind.to_dict(),
+            "slo_misses_by_kind": self.misses_by_kind.to_dict(),
+        }
+
+
+def behind(lag: np.ndarray, workload: np.ndarray) -> np.ndarray:
+    """Seconds at which the lag exceeds one second of input: ``lag_t > max(workload_t, 1)``."""
+    return np.asarray(lag, dtype=float) > np.maximum(np.asarray(workload, dtype=float), 1.0)
+
+
+def judge(
+    lag: Sequence[float] | np.ndarray,
+    workload: Sequence[float] | np.ndarray,
+    stops: Iterable[Stop],
+    *,
+    target_recovery_time_s: float,
+) -> SloJudgement:
+    """Find the episodes of a replay and judge them against ``target_recovery_time_s``.
+
+    Parameters
+    ----------
+    lag
+        Records waiting after each second ``t = 0 … N−1``.
+    workload
+        Records that arrived in each second.
+    stops
+        Rescales and failures; stops at or after ``N`` are ignored.
+    target_recovery_time_s
+        Longest acceptable episode, seconds.
+    """
+    behind_at = behind(np.asarray(lag), np.asarray(workload))
+    length = len(behind_at)
+    behind_seconds = np.flatnonzero(behind_at)
+    caught_up_seconds = np.flatnonzero(~behind_at)
+    ordered = sorted((s for s in stops if s.start_s < length), key=lambda s: s.start_s)
+
+    def first(seconds: np.ndarray, t: int) -> int:
+        """The first second of ``seconds`` at or after ``t``, or ``length``."""
+        i = int(np.searchsorted(seconds, t))
+        return int(seconds[i]) if i < len(seconds) else length
+
+    episodes: list[Episode] = []
+    next_stop = 0
+    t = 0
+    while t < length:
+        stop_at = ordered[next_stop].start_s if next_stop < len(ordered) else length
+        start = min(first(behind_seconds, t), stop_at)
+        if start >= length:
+            break
+        kind: EpisodeKind = ordered[next_stop].kind if stop_at == start else "overload"
+        earliest_end = start + 1
+        end = first(caught_up_seconds, earliest_end)
+        inside = 0
+        # A stop that starts before the job caught up (or in that very second) extends the episode.
+        while next_stop < len(ordered) and ordered[next_stop].start_s <= end and end < length:
+            resume = ordered[next_stop].resume_s
+            earliest_end = max(earliest_end, length if resume is None else resume)
+            inside += 1
+            next_stop += 1
+            end = first(caught_up_seconds, earliest_end)
+        if end >= length:
+            # Cut short: stops after the end of the series cannot extend it further.
+            inside += sum(1 for s in ordered[next_stop:])
+            episodes.append(Episode(kind, start, None, length - start, inside))
+            break
+        episodes.append(Episode(kind, start, end, end - start, inside))
+        t = end + 1
+    return SloJudgement(float(target_recovery_time_s), tuple(episodes), length)
