@@ -22,6 +22,8 @@ from agent.settings import ConfigError, Settings
 from models.anomaly import RecoveryWatch
 from models.capacity import CapacityModel
 from models.forecast import Forecast, WorkloadForecaster
+from models.forecast.reloaded import ReloadedForecaster
+from models.forecast.scoring import RecentWorkload, ScoringSpec
 from models.recovery import RecoveryPredictor
 
 UPTIME_SLACK_S = 5.0
@@ -175,7 +177,8 @@ class Analyzer:
         self._last_recovery: Mapping[int, float] = {}
         self._last_uptime: tuple[float, float] | None = None  # (time, uptime_s)
         self._expected_parallelism: int | None = None
-        self._recent_workload = np.empty(0)
+        self.recent = RecentWorkload(ScoringSpec(horizon_s=settings.forecast_horizon_s))
+        """The last hour of workload and the running model's forecasts over it (rates, hot reload)."""
         self._signal: str | None = None
 
     # -------------------------------------------------------------- persistence
@@ -202,6 +205,9 @@ class Analyzer:
         if prior and not self.capacity.prior:
             self.capacity.prior = dict(prior)
         self.forecaster.restore(state["forecaster"])
+        if self.reloader is not None and isinstance(self.forecaster.model, ReloadedForecaster):
+            # The registry model survived the restart: only a newer version may replace it.
+            self.reloader.current_version = self.forecaster.model.version
         self.recovery = RecoveryPredictor.from_dict(state["recovery"])
         self.watch = RecoveryWatch.from_dict(state["watch"])
         watched = state.get("watch_meta")
@@ -288,10 +294,14 @@ class Analyzer:
             self.log.info("capacity.workers_forgotten", count=len(forgotten), kept=len(self.capacity.regressions))
 
         workload = observation.workload
-        self._recent_workload = np.concatenate([self._recent_workload, workload])[-3600:]
+        self.recent.extend(observation.times, workload)
         if self.forecasting:
             forecast = self.forecaster.step(workload)
-            self._hot_reload(forecast.wape, now)
+            if observation.times.size:
+                # The forecast covers the seconds after the last sample.
+                origin = float(observation.times[-1]) + 1.0
+                self.recent.record(origin, self.forecaster.model, self.forecaster.model_forecast)
+            self._hot_reload(now)
         else:
             forecast = Forecast(None, "off", None)
 
@@ -300,7 +310,7 @@ class Analyzer:
         capacities: dict[int, float | None] = {}
         sources: dict[int, str] = {}
         recovery_times: dict[int, float] = {}
-        recent_rate = _finite_mean(self._recent_workload[-int(self.settings.checkpoint_interval_s):])
+        recent_rate = _finite_mean(self.recent.last(int(self.settings.checkpoint_interval_s)))
         for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):
             value, source = self.capacity.capacity_at(n, current=parallelism)
             capacities[n], sources[n] = value, source
@@ -330,12 +340,12 @@ class Analyzer:
             recoveries=tuple(recoveries),
         )
 
-    def _hot_reload(self, current_wape: float | None, now: float) -> None:
-        """Switch to a newer registry model whose back-test beats the current WAPE (never raises)."""
+    def _hot_reload(self, now: float) -> None:
+        """Switch to a newer registry model that forecast the recent window better (never raises)."""
         if self.reloader is None:
             return
         try:
-            model = self.reloader.check(current_wape, now=now)
+            model = self.reloader.check(self.recent, online=self.forecaster.model, now=now)
         except Exception as exc:  # a broken registry is a log line, not a failed round
             self.log.warning("model_reload.failed", error=f"{type(exc).__name__}: {exc}")
             return
