@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -166,8 +166,11 @@ class Analyzer:
         if settings.model_registry:
             from agent.model_reload import ModelReloader
 
+            # A candidate's replay is an order search plus a forecast per origin (a quarter of a second
+            # or more): it runs beside the loop, on the injected executor or a thread of its own.
             self.reloader = ModelReloader(
-                settings.model_registry, settings.job_name, agent_step_s=float(self.forecaster.resolution_s)
+                settings.model_registry, settings.job_name, agent_step_s=float(self.forecaster.resolution_s),
+                executor=executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="perdix-reload-score"),
             )
         self.forecasting = True
         """False when the policy reads no forecast (the peers): the forecaster then costs nothing."""

@@ -7,8 +7,9 @@ forecasts it issued over the last hour, the candidate replayed over the same win
 same origins, horizon and step. A candidate that beats the running model's WAPE by
 ``min_improvement`` is returned as a :class:`ReloadedForecaster` and the switch is logged with both
 scores; otherwise it is kept out and scored again later, since the running model may degrade. The
-replay costs a residual fit and a forecast per origin, so a candidate is scored at most once every
-``score_every_loops`` rounds. A damaged or unscored artifact is logged once and skipped for good; an
+replay costs a residual fit (an AutoARIMA order search for the default residual) and a forecast per
+origin, so it runs on an executor (a background thread in the daemon, never the loop's time) and a
+candidate is scored at most once every ``score_every_loops`` rounds. A damaged or unscored artifact is logged once and skipped for good; an
 unreadable registry is logged and tried again next round. ``check`` never raises into the loop and
 reads no clock: ``now`` comes from the loop.
 """
@@ -17,6 +18,10 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from typing import Any
 
 from agent.logging import get_logger
@@ -31,6 +36,37 @@ SCORE_EVERY_LOOPS = 5
 """Rounds between two scorings of the same candidate (one new origin every 5 minutes at the defaults)."""
 
 
+@dataclass(frozen=True, eq=False)
+class _PendingScore:
+    """A candidate's replay under way, and the running model's score it will be compared with."""
+
+    version: str
+    online: weakref.ref[Any]
+    running: WindowScore
+    future: Future[tuple[WindowScore | None, float]]
+
+
+def _timed_replay(
+    recent: RecentWorkload, make: Callable[[float], Forecaster], origins: tuple[float, ...]
+) -> tuple[WindowScore | None, float]:
+    """The candidate's replay score and its wall time in milliseconds (for the log and the benchmark)."""
+    started = time.perf_counter()
+    score = recent.score_replay(make, origins)
+    return score, (time.perf_counter() - started) * 1000.0
+
+
+def _submit(executor: Executor | None, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """``executor.submit``, or run at once into a finished future without an executor."""
+    if executor is not None:
+        return executor.submit(fn, *args)
+    future: Future[Any] = Future()
+    try:
+        future.set_result(fn(*args))
+    except Exception as exc:  # noqa: BLE001 - handed to whoever reads the future, as an executor would
+        future.set_exception(exc)
+    return future
+
+
 class ModelReloader:
     """Watches the registry for one job; ``check`` once per loop round."""
 
@@ -43,6 +79,7 @@ class ModelReloader:
         agent_step_s: float = 1.0,
         min_improvement: float = 0.0,
         score_every_loops: int = SCORE_EVERY_LOOPS,
+        executor: Executor | None = None,
     ) -> None:
         self.registry = registry if isinstance(registry, RegistryReader) else RegistryReader(registry)
         self.job = job
@@ -52,14 +89,17 @@ class ModelReloader:
         self.min_improvement = min_improvement
         """A new model must beat the running model's WAPE by this much (absolute), to avoid flapping."""
         self.score_every_loops = max(1, int(score_every_loops))
+        self.executor = executor
+        """Where the candidate's replay runs (a background thread in the daemon); None: in the caller."""
         self.last_score_ms: float | None = None
-        """Wall time of the newest scoring (both scores and the replay), for logs and the benchmark."""
+        """Wall time of the newest candidate replay, for logs and the benchmark."""
         self.log = get_logger("perdix.model_reload", job=job)
         self._bad: set[str] = set()
         self._reported: set[tuple[str, str]] = set()
         self._loaded: dict[str, Artifact] = {}
         self._loops = 0
         self._scored_at: dict[str, int] = {}
+        self._pending: _PendingScore | None = None
 
     def _once(self, version: str, event: str, **fields: Any) -> None:
         """Log ``event`` for ``version`` once, so a loop every minute does not repeat itself."""
@@ -114,7 +154,8 @@ class ModelReloader:
 
         ``online`` None (the agent has no model of its own yet) takes the newest scored version
         at once: there is nothing to compare it with. ``now`` is the epoch second of the next sample
-        the agent will feed (aligns the daily profile).
+        the agent will feed (aligns the daily profile). The candidate's replay runs on the executor;
+        its verdict is taken in the first check after it is done.
         """
         self._loops += 1
         artifact = self._candidate()
@@ -123,32 +164,29 @@ class ModelReloader:
         version = artifact.version
         backtest = float(artifact.metadata["backtest"]["wape"])
         if online is None:
+            self._pending = None
             return self._switch(artifact, now, reason=f"the agent has no model yet; back-test WAPE {backtest:.4f}")
-        last = self._scored_at.get(version)
-        if last is not None and self._loops - last < self.score_every_loops:
+        if self._pending is None:
+            if not self._start_scoring(artifact, recent, online):
+                return None
+        pending = self._pending
+        assert pending is not None
+        if pending.version != version or pending.online() is not online:
+            # A newer version appeared, or the running model changed: that verdict would compare the wrong pair.
+            self._pending = None
             return None
-        started = time.perf_counter()  # the scoring's cost, for the log only
-        running = recent.score_issued(online)
-        if running is None:
-            self._once(
-                version, "model_reload.waiting",
-                reason=f"the running model has fewer than {recent.spec.min_origins} scored forecasts in the window",
-            )
+        if not pending.future.done():
             return None
-        self._scored_at[version] = self._loops
+        self._pending = None
         try:
-            candidate = recent.score_replay(
-                lambda next_s: ReloadedForecaster.from_artifact(
-                    artifact.model, job=self.job, version=version, backtest_wape=backtest, agent_step_s=1.0, next_s=next_s
-                ),
-                running.origins,
-            )
+            candidate, score_ms = pending.future.result()
         except Exception as exc:  # noqa: BLE001 - a model that fails on this job's data is not adopted
             self._bad.add(version)
             self._once(version, "model_reload.corrupt", reason=f"replay failed: {type(exc).__name__}: {exc}")
             return None
-        self.last_score_ms = (time.perf_counter() - started) * 1000.0
-        scores = _scores(running, candidate, backtest, self.last_score_ms)
+        running = pending.running
+        self.last_score_ms = score_ms
+        scores = _scores(running, candidate, backtest, score_ms)
         if candidate is None or not candidate.wape < running.wape - self.min_improvement:
             self._once(
                 version, "model_reload.kept",
@@ -163,6 +201,32 @@ class ModelReloader:
             f"({len(running.origins)} origins, {running.horizon_s} s ahead in {running.step_s} s steps)",
             **scores,
         )
+
+    def _start_scoring(self, artifact: Artifact, recent: RecentWorkload, online: Forecaster) -> bool:
+        """Score the running model now (cheap) and start the candidate's replay; False when not due or not scorable."""
+        version = artifact.version
+        last = self._scored_at.get(version)
+        if last is not None and self._loops - last < self.score_every_loops:
+            return False
+        running = recent.score_issued(online)
+        if running is None:
+            self._once(
+                version, "model_reload.waiting",
+                reason=f"the running model has fewer than {recent.spec.min_origins} scored forecasts in the window",
+            )
+            return False
+        self._scored_at[version] = self._loops
+        backtest = float(artifact.metadata["backtest"]["wape"])
+
+        def make(next_s: float) -> ReloadedForecaster:
+            return ReloadedForecaster.from_artifact(
+                artifact.model, job=self.job, version=version, backtest_wape=backtest, agent_step_s=1.0, next_s=next_s
+            )
+
+        # The replay reads a copy: the loop keeps extending the window while it runs.
+        future = _submit(self.executor, _timed_replay, recent.snapshot(), make, running.origins)
+        self._pending = _PendingScore(version=version, online=weakref.ref(online), running=running, future=future)
+        return True
 
     def _switch(self, artifact: Artifact, now: float | None, *, reason: str, **fields: Any) -> ReloadedForecaster:
         forecaster = ReloadedForecaster.from_artifact(

@@ -137,6 +137,12 @@ class RecentWorkload:
         if np.all(np.isfinite(steps)):
             self._issued.append(_Issued(float(origin_s), weakref.ref(model), steps))
 
+    def snapshot(self) -> RecentWorkload:
+        """A copy of the workload (not the issued forecasts) to replay on while this one keeps growing."""
+        copy = RecentWorkload(self.spec)
+        copy._start_s, copy._values = self._start_s, self._values.copy()
+        return copy
+
     def last(self, seconds: int) -> np.ndarray:
         """The newest ``seconds`` of the grid (NaN where nothing arrived)."""
         return self._values[-seconds:] if seconds > 0 else np.empty(0)

@@ -3,6 +3,9 @@ and ignores worse, unscorable or corrupt ones."""
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -202,3 +205,26 @@ def test_refitting_the_reloaded_model_keeps_the_daily_profile(registry: ModelReg
     expected_minute = forecaster.model.seasonal(np.array([forecaster.model.next_s]))[0]
     last_profile = forecaster.model.seasonal(np.array([forecaster.model.next_s - 60]))[0]
     assert ahead[0] == pytest.approx(expected_minute + (5000.0 - last_profile))
+
+
+def test_the_replay_runs_beside_the_loop_and_a_stale_verdict_is_dropped(registry: ModelRegistry) -> None:
+    publish(registry, V1, 0.3)
+    running = ScaledPersistence(0.7).fit(np.array([1000.0]))
+    recent = window(running, the_daily_sine(3600))
+    release = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        executor.submit(release.wait)  # the executor is busy: the replay has to wait its turn
+        reloader = ModelReloader(registry, "orders", executor=executor, score_every_loops=1)
+        assert reloader.check(recent, online=running) is None  # replay submitted, the loop goes on
+        assert reloader.check(recent, online=running) is None  # not done yet
+        # The running model was replaced meanwhile (a background retrain): that verdict is no use.
+        replaced = ScaledPersistence(0.7).fit(np.array([1000.0]))
+        assert reloader.check(recent, online=replaced) is None
+        release.set()
+        deadline = time.monotonic() + 30
+        switched = None
+        while switched is None and time.monotonic() < deadline:
+            switched = reloader.check(recent, online=running)
+            time.sleep(0.01)  # polling the background replay, bounded by the deadline
+    assert switched is not None and switched.version == V1
+    assert reloader.last_score_ms is not None and reloader.last_score_ms > 0
