@@ -118,6 +118,8 @@ class OptimalSettings:
     """Width of an uncommitted-records bucket, seconds of input."""
     episode_age_bucket_s: float = 30.0
     """Width of an open episode's age bucket, seconds."""
+    least_lag_per_bucket: bool = True
+    """Keep in each bucket the row least behind as well as the cheapest."""
     prune_dominated: bool = True
     """Drop rows another row dominates (see the module docstring)."""
     use_bound: bool = True
@@ -168,6 +170,8 @@ class SolveStatistics:
     """Most states kept at one boundary."""
     states_mean: float
     """Mean states kept per boundary."""
+    simple_schedule_score: Objective
+    """The best simple schedule's score (the bound the DP prunes with; the DP's is never worse)."""
 
 
 @dataclass(frozen=True)
@@ -229,28 +233,37 @@ class _Horizon:
         self.workload = arrivals.sum(axis=1)
         self.behind_threshold = np.maximum(self.workload, 1.0)
         self.capacity = environment.capacities(0, duration_s)[:, :workers]
-        self.most_drained = self.capacity.sum(axis=1)
+        self.ones = np.ones(self.partitions)
+        self.drained_by_first = np.cumsum(self.capacity, axis=1)
+        """``[t, n − 1]``: records the first ``n`` workers can read in second t at most."""
+        self.most_drained = self.drained_by_first[:, -1]
         """Records the job could read in second t at most: every worker of the largest scale-out at full speed."""
         self.failures = frozenset(int(f) for f in failures if 0 <= f < duration_s)
         self.worker_of = np.zeros((self.partitions + 1, self.partitions), dtype=np.int64)
         for n in range(1, self.partitions + 1):
             self.worker_of[n] = np.arange(self.partitions) % n
-        self._downtimes: dict[tuple[int, int, int, int], int] = {}
+        sizes = range(self.partitions + 1)
+        self._mean_downtime = {
+            kind: np.array(
+                [[environment.mean_downtime_s(name, a, b) for b in sizes] for a in sizes]  # type: ignore[arg-type]
+            )
+            for kind, name in ((_RESCALE, "rescale"), (_FAILURE, "failure"))
+        }
 
-    def downtime_s(self, kind: int, t: int, from_parallelism: int, to_parallelism: int) -> int:
-        """The environment's downtime of a stop, memoised."""
-        key = (kind, t, from_parallelism, to_parallelism)
-        downtime = self._downtimes.get(key)
-        if downtime is None:
-            name = "failure" if kind == _FAILURE else "rescale"
-            downtime = self.environment.downtime_s(name, t, from_parallelism, to_parallelism)  # type: ignore[arg-type]
-            self._downtimes[key] = downtime
-        return downtime
+    def downtimes_s(self, kind: int, t: int, from_parallelism: np.ndarray, to_parallelism: np.ndarray) -> np.ndarray:
+        """``JobEnvironment.downtime_s`` of many stops at one second: ``max(1, round(mean · factor))``.
+
+        ``np.rint`` rounds half to even like ``round``, so the values are the environment's exactly.
+        """
+        factor = self.environment.downtime_factor("failure" if kind == _FAILURE else "rescale", t)
+        mean = self._mean_downtime[kind][from_parallelism, to_parallelism]
+        return np.maximum(1, np.rint(mean * factor)).astype(np.int64)
 
 
 _ROW_FIELDS = (
     "position",
     "committed",
+    "position_sum",
     "parallelism",
     "pending",
     "down",
@@ -268,10 +281,17 @@ _ROW_FIELDS = (
 
 
 class _Rows:
-    """Schedule prefixes stepped together, each second exactly as ``SimulatedFlinkJob.step`` steps one job."""
+    """Schedule prefixes stepped together, each second exactly as ``SimulatedFlinkJob.step`` steps one job.
+
+    The rows are kept sorted so that the running ones form a prefix (running first, then the
+    stopped ones by the second they resume); a second's work is done on that prefix only, so the
+    downtime of a stop costs nothing. ``origin`` maps each row back to its index when the batch was
+    made.
+    """
 
     position: np.ndarray
     committed: np.ndarray
+    position_sum: np.ndarray
     parallelism: np.ndarray
     pending: np.ndarray
     down: np.ndarray
@@ -292,9 +312,14 @@ class _Rows:
         for name in _ROW_FIELDS:
             setattr(self, name, arrays[name])
         self.count = len(self.parallelism)
+        self.origin = np.arange(self.count)
         self.stops: list[list[Stop]] | None = None
         self.lag_record: np.ndarray | None = None
-        self._flat: np.ndarray | None = None
+        self._flat = np.zeros((self.count, horizon.partitions), dtype=np.int64)
+        self._resume_order = np.zeros(self.count, dtype=np.int64)
+        self._live = 0
+        """Rows ``[0, _live)`` are running."""
+        self._unordered = True
 
     @classmethod
     def initial(cls, horizon: _Horizon, target_s: float, parallelism: int, count: int = 1) -> _Rows:
@@ -306,6 +331,7 @@ class _Rows:
             target_s,
             position=np.zeros((count, p)),
             committed=np.zeros((count, p)),
+            position_sum=np.zeros(count),
             parallelism=np.full(count, parallelism, dtype=np.int64),
             pending=np.full(count, parallelism, dtype=np.int64),
             down=np.zeros(count, dtype=bool),
@@ -334,16 +360,33 @@ class _Rows:
         """The accumulated objective of one row."""
         return Objective(int(self.misses[row]), float(self.over[row]), int(self.cost[row]))
 
+    def _order(self) -> None:
+        """Sort the rows: running ones first, stopped ones by the second they resume."""
+        resume = np.where(self.down, self.down_until, -1)
+        permutation = np.argsort(resume, kind="stable")
+        if np.any(permutation != np.arange(self.count)):
+            for name in _ROW_FIELDS:
+                setattr(self, name, getattr(self, name)[permutation])
+            self.origin = self.origin[permutation]
+            if self.lag_record is not None:
+                self.lag_record = self.lag_record[permutation]
+            if self.stops is not None:
+                self.stops = [self.stops[i] for i in permutation]
+        self._resume_order = resume[permutation]
+        self._live = int(np.searchsorted(self._resume_order, -1, side="right"))
+        self._flat = np.arange(self.count, dtype=np.int64)[:, None] * self.horizon.workers + self.horizon.worker_of[
+            self.parallelism
+        ]
+        self._unordered = False
+
     # ------------------------------------------------------------------ events
 
     def _stop(self, t: int, rows: np.ndarray, kind: int, targets: np.ndarray) -> None:
         horizon = self.horizon
-        downtime = np.array(
-            [horizon.downtime_s(kind, t, int(a), int(b)) for a, b in zip(self.parallelism[rows], targets)],
-            dtype=np.int64,
-        )
+        downtime = horizon.downtimes_s(kind, t, self.parallelism[rows], targets)
         # Progress since the last completed checkpoint is rolled back and will be replayed.
         self.position[rows] = self.committed[rows]
+        self.position_sum[rows] = self.committed[rows].sum(axis=1)
         self.down[rows] = True
         self.down_until[rows] = t + downtime
         self.pending[rows] = targets
@@ -359,6 +402,7 @@ class _Rows:
             name = _KIND_NAMES[kind]
             for row, end in zip(rows, resume):
                 self.stops[int(row)].append(Stop(name, t, int(end)))  # type: ignore[arg-type]
+        self._unordered = True
 
     def rescale(self, t: int, targets: np.ndarray) -> None:
         """Every row asks for ``targets[row]`` workers at second ``t`` (``SimulatedFlinkJob.rescale``)."""
@@ -380,32 +424,41 @@ class _Rows:
     def step(self, t: int) -> None:
         """Second ``t``: (re)start, read, checkpoint, then the SLO automaton on the lag after it."""
         horizon = self.horizon
-        restarting = self.down & (t >= self.down_until)
-        if restarting.any() or self._flat is None:
-            self.parallelism = np.where(restarting, self.pending, self.parallelism)
-            self.uptime_start = np.where(restarting, t, self.uptime_start)
-            self.down = self.down & ~restarting
-            offsets = np.arange(self.count, dtype=np.int64)[:, None] * horizon.workers
-            self._flat = (offsets + horizon.worker_of[self.parallelism]).ravel()
-        workers = horizon.workers
-        backlog = horizon.end_after[t] - self.position
-        worker_backlog = np.bincount(self._flat, weights=backlog.ravel(), minlength=self.count * workers).reshape(
-            self.count, workers
-        )
-        target = np.minimum(horizon.capacity[t], worker_backlog)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fraction = np.where(worker_backlog > 0, target / worker_backlog, 0.0)
-        if self.down.any():
-            fraction[self.down] = 0.0
-        take = backlog
-        np.multiply(backlog, fraction.ravel()[self._flat].reshape(backlog.shape), out=take)
-        np.floor(take, out=take)
-        self.position += take
-        uptime = t - self.uptime_start
-        checkpoint = ~self.down & (uptime > 0) & (uptime % horizon.checkpoint_interval_s == 0)
-        if checkpoint.any():
-            self.committed[checkpoint] = self.position[checkpoint]
-        self.lag = horizon.total_end[t] - self.position.sum(axis=1)
+        if self._unordered:
+            self._order()
+        live = int(np.searchsorted(self._resume_order, t, side="right"))
+        if live > self._live:
+            restarting = slice(self._live, live)
+            self.parallelism[restarting] = self.pending[restarting]
+            self.uptime_start[restarting] = t
+            self.down[restarting] = False
+            self._flat[restarting] = (
+                np.arange(self._live, live, dtype=np.int64)[:, None] * horizon.workers
+                + horizon.worker_of[self.parallelism[restarting]]
+            )
+            self._live = live
+        if live:
+            workers = horizon.workers
+            position = self.position[:live]
+            flat = self._flat[:live].ravel()
+            backlog = horizon.end_after[t] - position
+            worker_backlog = np.bincount(flat, weights=backlog.ravel(), minlength=live * workers).reshape(
+                live, workers
+            )
+            target = np.minimum(horizon.capacity[t], worker_backlog)
+            fraction = np.zeros(target.shape)
+            np.divide(target, worker_backlog, out=fraction, where=worker_backlog > 0)
+            take = backlog
+            np.multiply(backlog, np.take(fraction.ravel(), flat).reshape(backlog.shape), out=take)
+            np.floor(take, out=take)
+            position += take
+            # Whole numbers below 2**53 sum exactly in any order, so a matrix-vector product will do.
+            self.position_sum[:live] = position @ horizon.ones
+            uptime = t - self.uptime_start[:live]
+            checkpoint = np.flatnonzero((uptime > 0) & (uptime % horizon.checkpoint_interval_s == 0))
+            if checkpoint.size:
+                self.committed[checkpoint] = position[checkpoint]
+        self.lag = horizon.total_end[t] - self.position_sum
         self.cost += self.parallelism
         self._judge(t, self.lag > horizon.behind_threshold[t])
         if self.lag_record is not None:
@@ -427,15 +480,22 @@ class _Rows:
             age = t + 1 - self.episode_start
             first_missed_age = math.floor(self.target_s) + 1
             missed_now = is_open & (age == first_missed_age)
-            self.misses += missed_now
-            self.over += np.where(missed_now, first_missed_age - self.target_s, 0.0)
+            if missed_now.any():
+                self.misses += missed_now
+                self.over += np.where(missed_now, first_missed_age - self.target_s, 0.0)
             self.over += is_open & (age > first_missed_age)
 
     def advance(self, start_s: int, end_s: int, actions: dict[int, np.ndarray] | None = None) -> None:
-        """Step seconds ``[start_s, end_s)``: at each, the rescale in ``actions``, a due failure, then the step."""
+        """Step seconds ``[start_s, end_s)``: at each, the rescale in ``actions``, a due failure, then the step.
+
+        ``actions[t][i]`` is what the row made as row ``i`` of this batch asks for (rows are reordered
+        as they stop, ``origin`` tells which is which).
+        """
         for t in range(start_s, end_s):
             if actions is not None and t in actions:
-                self.rescale(t, actions[t])
+                if self._unordered:
+                    self._order()
+                self.rescale(t, actions[t][self.origin])
             if t in self.horizon.failures:
                 self.fail(t)
             self.step(t)
@@ -443,7 +503,7 @@ class _Rows:
     @property
     def uncommitted(self) -> np.ndarray:
         """Records read but not yet checkpointed, per row: what a stop now would replay."""
-        return (self.position - self.committed).sum(axis=1)
+        return self.position_sum - self.committed.sum(axis=1)
 
     @property
     def target_parallelism(self) -> np.ndarray:
@@ -496,16 +556,26 @@ def _exact_keys(rows: _Rows) -> np.ndarray:
     return np.concatenate([scalars, rows.position, rows.committed], axis=1)
 
 
-def _best_per_key(rows: _Rows, keys: np.ndarray) -> np.ndarray:
-    """Per distinct key, the index of the row with the lexicographically best objective."""
+def _best_per_key(rows: _Rows, keys: np.ndarray, *, least_lag_too: bool = False) -> np.ndarray:
+    """Per distinct key, the row with the lexicographically best (misses, over, worker-seconds, lag, …).
+
+    With ``least_lag_too`` also the row with the best (misses, over, lag, worker-seconds): in a bucket
+    the cheapest row is often the one furthest behind, and which of the two ends better depends
+    on the future.
+    """
     _, group = np.unique(keys, axis=0, return_inverse=True)
     group = group.ravel()
-    order = np.lexsort(
-        (-rows.episode_start, rows.uncommitted, rows.lag, rows.cost, rows.over, rows.misses, group)
-    )
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = group[order[1:]] != group[order[:-1]]
-    return np.sort(order[first])
+    orders = [np.lexsort((-rows.episode_start, rows.uncommitted, rows.lag, rows.cost, rows.over, rows.misses, group))]
+    if least_lag_too:
+        orders.append(
+            np.lexsort((-rows.episode_start, rows.uncommitted, rows.cost, rows.lag, rows.over, rows.misses, group))
+        )
+    kept = []
+    for order in orders:
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = group[order[1:]] != group[order[:-1]]
+        kept.append(order[first])
+    return np.unique(np.concatenate(kept))
 
 
 def _undominated(rows: _Rows, index: np.ndarray) -> np.ndarray:
@@ -570,6 +640,83 @@ def _certain_misses(rows: _Rows, now_s: int) -> np.ndarray:
     return open_within_target & ~cut_short_in_time & (rows.lag > reachable)
 
 
+def _range_minimum(values: np.ndarray, row: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """``min(values[row, low:high + 1])`` for every query (``low <= high``), by a sparse table."""
+    levels = [values]
+    width = 1
+    while 2 * width <= values.shape[1]:
+        previous = levels[-1]
+        levels.append(np.minimum(previous[:, :-width], previous[:, width:]))
+        width *= 2
+    span = high - low + 1
+    level = np.floor(np.log2(np.maximum(span, 1))).astype(np.int64)
+    out = np.empty(len(row))
+    for k in np.unique(level):
+        chosen = level == k
+        table = levels[int(k)]
+        left = table[row[chosen], low[chosen]]
+        right = table[row[chosen], high[chosen] - (1 << int(k)) + 1]
+        out[chosen] = np.minimum(left, right)
+    return out
+
+
+def _hopeless(
+    rows: _Rows, choices: np.ndarray, boundary: int, interval: int, bound: Objective | None
+) -> np.ndarray:
+    """``[state, choice]``: choosing it now makes a miss certain, and one more miss cannot beat ``bound``.
+
+    The same lower bound on the lag as :func:`_certain_misses`, tightened by the choice: after the
+    stop it causes (the uncommitted records replayed, no reading for the true downtime), the job
+    reads at most what the chosen scale-out's workers can, until the next boundary.
+    """
+    count = rows.count
+    hopeless = np.zeros((count, len(choices)), dtype=bool)
+    if bound is None:
+        return hopeless
+    horizon = rows.horizon
+    target = rows.target_s
+    at_bound = rows.misses >= bound.misses
+    span = min(int(math.floor(target)) + 1, horizon.duration_s - boundary)
+    if span <= 0 or not at_bound.any():
+        return hopeless
+    seconds = np.arange(boundary, boundary + span)
+    arrived = np.cumsum(horizon.workload[seconds])
+    in_loop = np.arange(span) < interval
+    # drained[c, j]: the most choice c can read in second boundary + j (any scale-out after the loop).
+    drained = np.where(
+        in_loop[None, :], horizon.drained_by_first[seconds][:, choices - 1].T, horizon.most_drained[seconds][None, :]
+    )
+    read = np.cumsum(drained, axis=1)
+    margin = arrived[None, :] - read - horizon.behind_threshold[seconds][None, :]
+
+    state = np.repeat(np.arange(count), len(choices))
+    choice = np.tile(np.arange(len(choices)), count)
+    chosen = choices[choice]
+    running = ~rows.down[state]
+    stops = running & (chosen != rows.parallelism[state])
+    downtime = np.zeros(len(state), dtype=np.int64)
+    if stops.any():
+        downtime[stops] = horizon.downtimes_s(_RESCALE, boundary, rows.parallelism[state][stops], chosen[stops])
+    downtime[~running] = np.maximum(rows.down_until[state][~running] - boundary, 0)
+    is_open = rows.episode_open[state]
+    start = np.where(is_open, rows.episode_start[state], boundary)
+    earliest = np.maximum(np.where(is_open, rows.episode_earliest_end[state], boundary + 1), boundary + downtime)
+    deadline = start + int(math.floor(target))
+    judged = (is_open | stops) & at_bound[state] & (start + target < horizon.duration_s)
+    low = earliest - boundary
+    high = np.minimum(deadline - boundary, span - 1)
+    # Lag at boundary + j is at least base + margin[c, j] once the job reads again (j >= downtime).
+    read_before = np.where(downtime > 0, read[choice, np.clip(downtime - 1, 0, span - 1)], 0.0)
+    base = rows.lag[state] + np.where(stops, rows.uncommitted[state], 0.0) + read_before
+    closable = np.zeros(len(state), dtype=bool)
+    query = judged & (low <= high)
+    if query.any():
+        lowest = _range_minimum(margin, choice[query], low[query], high[query])
+        closable[query] = base[query] + lowest <= 0
+    hopeless[state, choice] = judged & ~closable
+    return hopeless
+
+
 def _within_bound(rows: _Rows, now_s: int, bound: Objective | None) -> np.ndarray:
     """Rows that may still end no worse than ``bound`` (the score of a schedule already known)."""
     if bound is None:
@@ -593,7 +740,9 @@ def _merge(
     subset = rows.take(candidates)
     if settings.exact:
         return candidates[_best_per_key(subset, _exact_keys(subset))]
-    kept = _best_per_key(subset, _bucket_keys(subset, now_s, input_rate, settings))
+    kept = _best_per_key(
+        subset, _bucket_keys(subset, now_s, input_rate, settings), least_lag_too=settings.least_lag_per_bucket
+    )
     if settings.prune_dominated:
         kept = _undominated(subset, kept)
     return candidates[kept]
@@ -630,16 +779,19 @@ def _smallest_carrying(choices: np.ndarray, capacity: np.ndarray, rate: float) -
     return int(choices[carrying[0]] if carrying.size else choices[np.argmax(capacity)])
 
 
-def _heuristic_bound(
+def _simple_schedules(
     horizon: _Horizon,
     environment: JobEnvironment,
     choices: np.ndarray,
     initial: int,
     interval: int,
     target: float,
-) -> Objective:
-    """The best score of a few simple schedules: the smallest scale-out whose true capacity carries the
-    peak input of the next loop and the target after it with some headroom, and the largest one."""
+) -> tuple[Objective, tuple[tuple[int, int], ...]]:
+    """The best of a few simple schedules and its score, which bounds the DP.
+
+    Each picks, at every boundary, the smallest scale-out whose true capacity carries the peak
+    input of the next loop and the target after it with some headroom; one more stays at the largest.
+    """
     capacity = np.array([environment.true_capacity(int(n)) for n in choices])
     boundaries = list(range(interval, horizon.duration_s, interval))
     lookahead = interval + int(target)
@@ -651,7 +803,9 @@ def _heuristic_bound(
         actions[b] = np.array([*picks, int(choices[-1])], dtype=np.int64)
     rows.advance(0, horizon.duration_s, actions)
     best = int(np.lexsort((rows.cost, rows.over, rows.misses))[0])
-    return rows.objective(best)
+    made_as = int(rows.origin[best])
+    schedule = ((0, initial), *((b, int(actions[b][made_as])) for b in boundaries))
+    return rows.objective(best), schedule
 
 
 def optimal_schedule(
@@ -693,7 +847,8 @@ def optimal_schedule(
     horizon = _Horizon(environment, duration, failure_seconds, workers=max(int(choices.max()), initial))
     target = settings.target_recovery_time_s
 
-    bound = _heuristic_bound(horizon, environment, choices, initial, interval, target) if settings.use_bound else None
+    simple_score, simple_schedule = _simple_schedules(horizon, environment, choices, initial, interval, target)
+    bound = simple_score if settings.use_bound else None
     rows = _Rows.initial(horizon, target, initial)
     rows.advance(0, interval)
     pointers: list[tuple[np.ndarray, np.ndarray]] = []
@@ -701,16 +856,19 @@ def optimal_schedule(
     stepped = 0
     for boundary in range(interval, duration, interval):
         end = min(boundary + interval, duration)
-        states = rows.count
-        parent = np.repeat(np.arange(states), len(choices))
-        action = np.tile(choices, states)
+        worth = ~_hopeless(rows, choices, boundary, interval, bound)
+        if not worth.any():
+            worth[:] = True  # nothing can beat the bound: go on with everything
+        parent, which = np.nonzero(worth)
+        action = choices[which]
         expanded = rows.take(parent)
         expanded.advance(boundary, end, {boundary: action})
         stepped += expanded.count
         rate = float(horizon.workload[boundary:end].mean())
         keep = _merge(expanded, end, rate, settings, bound)
+        made_as = expanded.origin[keep]
         rows = expanded.take(keep)
-        pointers.append((parent[keep], action[keep]))
+        pointers.append((parent[made_as], action[made_as]))
         kept_counts.append(len(keep))
 
     best = int(np.lexsort((rows.cost, rows.over, rows.misses))[0])
@@ -721,16 +879,22 @@ def optimal_schedule(
         decisions.append(((k + 1) * interval, int(actions[index])))
         index = int(parents[index])
     decisions.reverse()
+    schedule: tuple[tuple[int, int], ...] = ((0, initial), *decisions)
+    predicted = rows.objective(best)
+    if simple_score.key() < predicted.key():
+        # A merge lost the simple schedule's path and nothing better was found: never return worse.
+        schedule, predicted = simple_schedule, simple_score
     statistics = SolveStatistics(
         seconds=time.perf_counter() - started,
         boundaries=len(pointers),
         rows_stepped=stepped,
         states_max=max(kept_counts, default=1),
         states_mean=float(np.mean(kept_counts)) if kept_counts else 1.0,
+        simple_schedule_score=simple_score,
     )
     return OptimalSchedule(
-        schedule=((0, initial), *decisions),
-        predicted=rows.objective(best),
+        schedule=schedule,
+        predicted=predicted,
         duration_s=duration,
         failures=failure_seconds,
         loop_interval_s=interval,
@@ -802,15 +966,23 @@ def predict_schedules(
         actions[t] = np.array([asks.get(t, -1) for _, asks in parsed], dtype=np.int64)
     for t in range(duration):
         if t in actions:
-            wanted = actions[t]
+            if rows._unordered:
+                rows._order()
+            wanted = actions[t][rows.origin]
             rows.rescale(t, np.where(wanted < 0, rows.target_parallelism, wanted))
         if t in horizon.failures:
             rows.fail(t)
         rows.step(t)
     assert rows.lag_record is not None and rows.stops is not None
+    row_of = np.argsort(rows.origin)
+
+    def as_replayed(stop: Stop) -> Stop:
+        # A stop that has not resumed when the replay ends is still in progress.
+        return stop if stop.resume_s is not None and stop.resume_s < duration else Stop(stop.kind, stop.start_s, None)
+
     return [
-        ModelRun(rows.objective(i), rows.lag_record[i], horizon.workload, tuple(rows.stops[i]))
-        for i in range(rows.count)
+        ModelRun(rows.objective(i), rows.lag_record[i], horizon.workload, tuple(map(as_replayed, rows.stops[i])))
+        for i in (int(r) for r in row_of)
     ]
 
 
