@@ -230,7 +230,7 @@ def judge(
         end = first(caught_up_seconds, earliest_end)
         inside = 0
         # A stop that starts before the job caught up (or in that very second) extends the episode.
-        while next_stop < len(ordered) and ordered[next_stop].start_s <= end and end < length:
+        while next_stop < len(ordered) and ordered[next_stop].start_s <= end < length:
             resume = ordered[next_stop].resume_s
             earliest_end = max(earliest_end, length if resume is None else resume)
             inside += 1

@@ -36,7 +36,6 @@ import numpy as np
 from simulator.config import SimulatorSettings
 from simulator.trace import Trace
 
-
 StopKind = Literal["rescale", "failure"]
 """Why the job stopped processing."""
 
@@ -290,7 +289,7 @@ class JobEnvironment:
         corrected so the mean stays ``m``), ``z`` from the stream of (seed, kind, ``stop_s``).
         """
         mean = self.mean_downtime_s(kind, from_parallelism, to_parallelism)
-        return max(1, int(round(mean * self.downtime_factor(kind, stop_s))))
+        return max(1, round(mean * self.downtime_factor(kind, stop_s)))
 
     def downtime_factor(self, kind: StopKind, stop_s: int) -> float:
         """The log-normal factor ``exp(σ·z − σ²/2)`` of a stop of ``kind`` at ``stop_s`` (1 without jitter)."""

@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lab.optimal import (
-    Objective,
     OptimalSettings,
     optimal_schedule,
     predict_schedules,
@@ -120,7 +119,7 @@ def test_the_dp_finds_the_lexicographic_minimum_of_every_schedule(name: str) -> 
     boundaries = [interval * (k + 1) for k in range(case.loops)]
     schedules = [list(zip(boundaries, picks)) for picks in itertools.product(case.scale_outs, repeat=case.loops)]
     runs = predict_schedules(
-        SMALL_TRACE(case), SMALL, schedules, duration_s=duration, failures=case.failures, target_recovery_time_s=case.target_s
+        case.trace, SMALL, schedules, duration_s=duration, failures=case.failures, target_recovery_time_s=case.target_s
     )
     # The incremental score of the model is the judgement of its series, for every schedule.
     for run in runs[:: max(1, len(runs) // 200)]:
@@ -134,14 +133,14 @@ def test_the_dp_finds_the_lexicographic_minimum_of_every_schedule(name: str) -> 
         settings = OptimalSettings(
             loop_interval_s=interval, scale_outs=case.scale_outs, target_recovery_time_s=case.target_s, exact=exact
         )
-        found = optimal_schedule(SMALL_TRACE(case), SMALL, settings=settings, duration_s=duration, failures=case.failures)
+        found = optimal_schedule(case.trace, SMALL, settings=settings, duration_s=duration, failures=case.failures)
         assert found.predicted == brute, f"exact={exact}"
         assert replay_schedule(
-            SMALL_TRACE(case), SMALL, found.schedule, duration_s=duration, failures=case.failures
+            case.trace, SMALL, found.schedule, duration_s=duration, failures=case.failures
         ).objective(case.target_s) == brute
 
 
-def SMALL_TRACE(case: BruteCase) -> Trace:  # noqa: N802 - reads as a constant of the case
+def SMALL_TRACE(case: BruteCase) -> Trace:
     return case.trace
 
 
@@ -181,11 +180,16 @@ def test_the_replayed_schedule_scores_exactly_what_the_dp_predicts(name: str) ->
 def test_the_schedule_decides_at_every_loop_boundary_within_the_range() -> None:
     settings = OptimalSettings(min_parallelism=3, max_parallelism=9)
     found = optimal_schedule(STEP, SimulatorSettings(), settings=settings, hours=0.5)
-    seconds = [second for second, _ in found.schedule]
-    assert seconds == list(range(0, 1800, 60))
-    assert found.schedule[0] == (0, SimulatorSettings().initial_parallelism)
+    assert [second for second, _ in found.schedule] == list(range(0, 1800, 60))
+    assert found.schedule[0] == (0, SimulatorSettings().initial_parallelism)  # before the first decision
     assert all(3 <= n <= 9 for _, n in found.schedule[1:])
-    assert all(found.schedule[i][1] != found.schedule[i - 1][1] for i in range(1, len(found.schedule))
-               if (found.schedule[i][0], found.schedule[i][1]) in found.rescales)
-    assert isinstance(found.predicted, Objective)
+    changes = [(t, n) for (t, n), (_, before) in zip(found.schedule[1:], found.schedule) if n != before]
+    assert found.rescales == tuple(changes)
     assert found.to_dict()["predicted_worker_hours"] == round(found.predicted.worker_hours, 3)
+
+
+def test_the_choices_stop_at_the_partition_count() -> None:
+    assert OptimalSettings(max_parallelism=16).choices(partitions=12) == tuple(range(1, 13))
+    assert OptimalSettings(scale_outs=(4, 2)).choices(partitions=12) == (2, 4)
+    with pytest.raises(ValueError, match="outside"):
+        OptimalSettings(scale_outs=(13,)).choices(partitions=12)
