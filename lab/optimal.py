@@ -94,7 +94,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.slo import SloJudgement, Stop, judge
+from lab.slo import SloJudgement, Stop, judge, stops_from
 from simulator import (
     Accounting,
     JobEnvironment,
@@ -130,7 +130,7 @@ class OptimalSettings:
     """Lag buckets per doubling of the lag (in seconds of input) above ``smallest_lag_s``."""
     smallest_lag_s: float = 1.0 / 16.0
     """Lags up to this many seconds of input (but not zero) share one bucket."""
-    uncommitted_bucket_s: float = 5.0
+    uncommitted_bucket_s: float = 2.5
     """Width of an uncommitted-records bucket, seconds of input."""
     episode_age_bucket_s: float = 30.0
     """Width of an open episode's age bucket, seconds."""
@@ -1025,6 +1025,8 @@ class ScheduleReplay:
     restarts: tuple[Restart, ...]
     accounting: Accounting
     duration_s: int
+    job: SimulatedFlinkJob
+    """The job after the replay (for a summary that reads the job itself)."""
 
     @property
     def worker_seconds(self) -> int:
@@ -1076,16 +1078,13 @@ def replay_schedule(
         if t in failure_seconds:
             job.fail()
         job.step()
-    stops = [Stop.from_restart(r) for r in job.restarts]
-    in_progress = job.restart_in_progress
-    if in_progress is not None:
-        stops.append(Stop.from_restart(in_progress, resumed=False))
     return ScheduleReplay(
         window=job.window(0, duration),
-        stops=tuple(stops),
+        stops=stops_from(job.restarts, job.restart_in_progress),
         restarts=tuple(job.restarts),
         accounting=job.accounting,
         duration_s=duration,
+        job=job,
     )
 
 

@@ -106,6 +106,10 @@ BRUTE_CASES = {
         failures=(175, 296),
         target_s=90.0,
     ),
+    # A failure in the very second of a boundary: the rescale decided there comes first, then the failure.
+    "failure at a boundary": BruteCase(
+        trace_of("flat", [(0, 30_000), (600, 30_000)]), loops=8, scale_outs=(3, 4, 6), failures=(240, 420), target_s=60.0
+    ),
     # A ramp beyond what the middle choice carries, with a tight target.
     "ramp": BruteCase(trace_of("ramp", [(0, 10_000), (540, 80_000)]), loops=8, scale_outs=(2, 5, 9), target_s=60.0),
 }
