@@ -13,7 +13,10 @@ max_parallelism]``; it minimises, in this order,
 
 An episode within the target is no miss, so the optimum may run short on purpose, for up to the
 target, and catch up before the episode would count: it is the least any policy could spend under
-this SLO, not the schedule a cautious operator would run.
+this SLO, not the schedule a cautious operator would run. An episode still open when the replay
+ends is not judged either; so that the optimum does not run short through its last minutes on
+purpose, it is chosen as if such an episode were a miss (``settle_by_end``; ``chosen_by``), while
+``predicted`` stays the judgement's score.
 
 The model
 ---------
@@ -134,6 +137,11 @@ class OptimalSettings:
     """Width of an uncommitted-records bucket, seconds of input."""
     episode_age_bucket_s: float = 30.0
     """Width of an open episode's age bucket, seconds."""
+    settle_by_end: bool = True
+    """Choose as if an episode still open (and within the target) at the end were a miss.
+
+    The judgement leaves such an episode unjudged; without this the optimum would run short for
+    its last target's worth of seconds on purpose. The predicted score is still the judgement's."""
     least_lag_per_bucket: bool = True
     """Keep in each bucket the row least behind as well as the cheapest."""
     prune_dominated: bool = True
@@ -190,7 +198,7 @@ class SolveStatistics:
     states_mean: float
     """Mean states kept per boundary."""
     simple_schedule_score: Objective
-    """The best simple schedule's score (the bound the DP prunes with; the DP's is never worse)."""
+    """The best simple schedule's score as it is chosen (the bound the DP prunes with; the DP's is never worse)."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +208,10 @@ class OptimalSchedule:
     schedule: tuple[tuple[int, int], ...]
     """(second, scale-out) at every loop boundary, starting with ``(0, initial scale-out)``."""
     predicted: Objective
+    """What the replay of the schedule scores (misses, seconds over target and worker-seconds, exactly)."""
+    chosen_by: Objective
+    """The score it was chosen by: ``predicted``, with an episode left open at the end counted as a miss
+    when ``settle_by_end`` is set."""
     duration_s: int
     failures: tuple[int, ...]
     """Seconds at which a TaskManager failure is injected."""
@@ -533,6 +545,19 @@ class _Rows:
 # ---------------------------------------------------------------------------------------------- merging
 
 
+def _final_choice(rows: _Rows, settle_by_end: bool) -> tuple[int, Objective]:
+    """The best row at the end of the replay and the score it is chosen by.
+
+    With ``settle_by_end`` an episode still open and within the target counts as a miss here (only
+    for choosing: the judgement does not judge it).
+    """
+    unsettled = rows.episode_open & (rows.horizon.duration_s - rows.episode_start <= rows.target_s)
+    misses = rows.misses + (unsettled if settle_by_end else 0)
+    best = int(np.lexsort((rows.cost, rows.over, misses))[0])
+    return best, Objective(int(misses[best]), float(rows.over[best]), int(rows.cost[best]))
+
+
+
 def _bucket_keys(rows: _Rows, now_s: int, input_rate: float, settings: OptimalSettings) -> np.ndarray:
     """The merge key of every row (one int64 column per component)."""
     rate = max(input_rate, 1.0)
@@ -814,8 +839,10 @@ def _simple_schedules(
     initial: int,
     interval: int,
     target: float,
-) -> tuple[Objective, tuple[tuple[int, int], ...]]:
-    """The best of a few simple schedules and its score, which bounds the DP.
+    settle_by_end: bool,
+) -> tuple[Objective, Objective, tuple[tuple[int, int], ...]]:
+    """The best of a few simple schedules: the score it is chosen by (which bounds the DP's), its
+    judged score, and the schedule.
 
     Each picks, at every boundary, the smallest scale-out whose true capacity carries the peak
     input of the next loop and the target after it with some headroom; one more stays at the largest.
@@ -830,10 +857,10 @@ def _simple_schedules(
         picks = [_smallest_carrying(choices, capacity, peak * (1 + m)) for m in _HEURISTIC_MARGINS]
         actions[b] = np.array([*picks, int(choices[-1])], dtype=np.int64)
     rows.advance(0, horizon.duration_s, actions)
-    best = int(np.lexsort((rows.cost, rows.over, rows.misses))[0])
+    best, chosen_by = _final_choice(rows, settle_by_end)
     made_as = int(rows.origin[best])
     schedule = ((0, initial), *((b, int(actions[b][made_as])) for b in boundaries))
-    return rows.objective(best), schedule
+    return chosen_by, rows.objective(best), schedule
 
 
 def optimal_schedule(
@@ -875,8 +902,10 @@ def optimal_schedule(
     horizon = _Horizon(environment, duration, failure_seconds, workers=max(int(choices.max()), initial))
     target = settings.target_recovery_time_s
 
-    simple_score, simple_schedule = _simple_schedules(horizon, environment, choices, initial, interval, target)
-    bound = simple_score if settings.use_bound else None
+    simple_choice, simple_score, simple_schedule = _simple_schedules(
+        horizon, environment, choices, initial, interval, target, settings.settle_by_end
+    )
+    bound = simple_choice if settings.use_bound else None
     rows = _Rows.initial(horizon, target, initial)
     rows.advance(0, interval)
     pointers: list[tuple[np.ndarray, np.ndarray]] = []
@@ -899,7 +928,7 @@ def optimal_schedule(
         pointers.append((parent[made_as], action[made_as]))
         kept_counts.append(len(keep))
 
-    best = int(np.lexsort((rows.cost, rows.over, rows.misses))[0])
+    best, chosen_by = _final_choice(rows, settings.settle_by_end)
     decisions: list[tuple[int, int]] = []
     index = best
     for k in range(len(pointers) - 1, -1, -1):
@@ -909,20 +938,21 @@ def optimal_schedule(
     decisions.reverse()
     schedule: tuple[tuple[int, int], ...] = ((0, initial), *decisions)
     predicted = rows.objective(best)
-    if simple_score.key() < predicted.key():
+    if simple_choice.key() < chosen_by.key():
         # A merge lost the simple schedule's path and nothing better was found: never return worse.
-        schedule, predicted = simple_schedule, simple_score
+        schedule, predicted, chosen_by = simple_schedule, simple_score, simple_choice
     statistics = SolveStatistics(
         seconds=time.perf_counter() - started,
         boundaries=len(pointers),
         rows_stepped=stepped,
         states_max=max(kept_counts, default=1),
         states_mean=float(np.mean(kept_counts)) if kept_counts else 1.0,
-        simple_schedule_score=simple_score,
+        simple_schedule_score=simple_choice,
     )
     return OptimalSchedule(
         schedule=schedule,
         predicted=predicted,
+        chosen_by=chosen_by,
         duration_s=duration,
         failures=failure_seconds,
         loop_interval_s=interval,
