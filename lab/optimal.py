@@ -170,8 +170,11 @@ class Objective:
     """What a schedule scores, compared lexicographically in this order."""
 
     misses: int
+    """Episodes longer than the target (:func:`lab.slo.judge`)."""
     seconds_over_target: float
+    """``Σ (length − target)`` over the missed episodes."""
     worker_seconds: int
+    """``Σ_t parallelism_t`` over the replay."""
 
     @property
     def worker_hours(self) -> float:
@@ -239,6 +242,7 @@ class OptimalSchedule:
             "failures": list(self.failures),
             "loop_interval_s": self.loop_interval_s,
             "target_recovery_time_s": self.target_recovery_time_s,
+            "ends_settled": self.chosen_by.misses == self.predicted.misses,
             "solve_s": round(self.statistics.seconds, 3),
             "states_max": self.statistics.states_max,
         }
@@ -436,8 +440,12 @@ class _Rows:
         self._unordered = True
 
     def rescale(self, t: int, targets: np.ndarray) -> None:
-        """Every row asks for ``targets[row]`` workers at second ``t`` (``SimulatedFlinkJob.rescale``)."""
+        """Every row asks for ``targets[row]`` workers at second ``t`` (``SimulatedFlinkJob.rescale``).
+
+        A negative target asks for nothing (the row keeps the scale-out it is set to).
+        """
         targets = np.asarray(targets, dtype=np.int64)
+        targets = np.where(targets < 0, self.target_parallelism, targets)
         # Down: only the scale-out to restart at changes; running at another scale-out: stop.
         self.pending = np.where(self.down, targets, self.pending)
         stopping = np.flatnonzero(~self.down & (targets != self.parallelism))
@@ -555,7 +563,6 @@ def _final_choice(rows: _Rows, settle_by_end: bool) -> tuple[int, Objective]:
     misses = rows.misses + (unsettled if settle_by_end else 0)
     best = int(np.lexsort((rows.cost, rows.over, misses))[0])
     return best, Objective(int(misses[best]), float(rows.over[best]), int(rows.cost[best]))
-
 
 
 def _bucket_keys(rows: _Rows, now_s: int, input_rate: float, settings: OptimalSettings) -> np.ndarray:
@@ -1018,19 +1025,9 @@ def predict_schedules(
     rows = _Rows.initial(horizon, target_recovery_time_s, initial, count=len(schedules))
     rows.record(duration)
     seconds = sorted({t for _, asks in parsed for t in asks if t < duration})
-    actions: dict[int, np.ndarray] = {}
-    for t in seconds:
-        # A schedule silent at t asks for what it asked for last (a no-op rescale).
-        actions[t] = np.array([asks.get(t, -1) for _, asks in parsed], dtype=np.int64)
-    for t in range(duration):
-        if t in actions:
-            if rows._unordered:
-                rows._order()
-            wanted = actions[t][rows.origin]
-            rows.rescale(t, np.where(wanted < 0, rows.target_parallelism, wanted))
-        if t in horizon.failures:
-            rows.fail(t)
-        rows.step(t)
+    # A schedule silent at a second another one rescales at asks for nothing then (-1).
+    actions = {t: np.array([asks.get(t, -1) for _, asks in parsed], dtype=np.int64) for t in seconds}
+    rows.advance(0, duration, actions)
     assert rows.lag_record is not None and rows.stops is not None
     row_of = np.argsort(rows.origin)
 
