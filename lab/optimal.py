@@ -659,11 +659,10 @@ def _undominated(rows: _Rows, index: np.ndarray) -> np.ndarray:
         ]
     )
     keep = np.ones(len(index), dtype=bool)
-    order = np.argsort(group, kind="stable")
+    shared = np.bincount(group)[group] > 1  # a row alone in its group is dominated by none
+    order = np.flatnonzero(shared)[np.argsort(group[shared], kind="stable")]
     bounds = np.flatnonzero(np.diff(group[order])) + 1
-    for members in np.split(order, bounds):
-        if len(members) < 2:
-            continue
+    for members in np.split(order, bounds) if len(order) else []:
         values = columns[members]
         # no_worse[i, j]: row i is no worse than row j in every column; equal rows: the first stands for both.
         no_worse = np.all(values[:, None, :] <= values[None, :, :], axis=2)
