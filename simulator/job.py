@@ -36,6 +36,7 @@ import numpy as np
 from simulator.config import SimulatorSettings
 from simulator.trace import Trace
 
+
 StopKind = Literal["rescale", "failure"]
 """Why the job stopped processing."""
 

@@ -7,13 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator import (
-    JobState,
-    SimulatedFlinkJob,
-    SimulatorSettings,
-    Trace,
-    failure_schedule,
-)
+from simulator import JobState, SimulatedFlinkJob, SimulatorSettings, Trace, failure_schedule
 
 
 def flat(rate: float, seconds: float = 100_000.0) -> Trace:
