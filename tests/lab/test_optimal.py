@@ -170,7 +170,9 @@ def load(name: str) -> Trace:
     return {"step": STEP, "ramp": RAMP}.get(name) or load_trace(TRACES / f"{name}.csv")
 
 
-@pytest.mark.parametrize("name", list(FAITHFUL_CASES))
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if "2 h" in n else n for n in FAITHFUL_CASES]
+)
 def test_the_replayed_schedule_scores_exactly_what_the_dp_predicts(name: str) -> None:
     trace_name, hours, failures_per_hour = FAITHFUL_CASES[name]
     trace = load(trace_name)
