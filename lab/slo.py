@@ -76,6 +76,17 @@ class Stop:
         return cls(kind, int(restart.start_s), resume)
 
 
+def stops_from(restarts: Iterable[RestartLike], in_progress: RestartLike | None = None) -> tuple[Stop, ...]:
+    """The stops of a replay: every completed restart, and the one still in progress at the end (if any).
+
+    With the simulated job: ``stops_from(job.restarts, job.restart_in_progress)``.
+    """
+    stops = [Stop.from_restart(r) for r in restarts]
+    if in_progress is not None:
+        stops.append(Stop.from_restart(in_progress, resumed=False))
+    return tuple(stops)
+
+
 @dataclass(frozen=True)
 class Episode:
     """A stretch in which the job was stopped or behind."""
@@ -230,7 +241,7 @@ def judge(
         end = first(caught_up_seconds, earliest_end)
         inside = 0
         # A stop that starts before the job caught up (or in that very second) extends the episode.
-        while next_stop < len(ordered) and ordered[next_stop].start_s <= end and end < length:
+        while next_stop < len(ordered) and ordered[next_stop].start_s <= end < length:
             resume = ordered[next_stop].resume_s
             earliest_end = max(earliest_end, length if resume is None else resume)
             inside += 1

@@ -191,6 +191,7 @@ class JobEnvironment:
         self._arrival_floor = np.zeros(partitions)
         self._capacity_blocks: dict[int, np.ndarray] = {}
         self._true_capacity: dict[int, float] = {}
+        self._downtime_factors: dict[tuple[str, int], float] = {}
 
     # ------------------------------------------------------------------ arrivals
 
@@ -289,12 +290,20 @@ class JobEnvironment:
         corrected so the mean stays ``m``), ``z`` from the stream of (seed, kind, ``stop_s``).
         """
         mean = self.mean_downtime_s(kind, from_parallelism, to_parallelism)
-        jitter = self.config.downtime_jitter
-        factor = 1.0
-        if jitter:
-            z = float(_stream(self.config.seed, _STREAM_DOWNTIME, _STOP_KIND_CODE[kind], int(stop_s)).standard_normal())
-            factor = math.exp(jitter * z - jitter * jitter / 2)
-        return max(1, int(round(mean * factor)))
+        return max(1, round(mean * self.downtime_factor(kind, stop_s)))
+
+    def downtime_factor(self, kind: StopKind, stop_s: int) -> float:
+        """The log-normal factor ``exp(σ·z − σ²/2)`` of a stop of ``kind`` at ``stop_s`` (1 without jitter)."""
+        key = (kind, int(stop_s))
+        factor = self._downtime_factors.get(key)
+        if factor is None:
+            jitter = self.config.downtime_jitter
+            factor = 1.0
+            if jitter:
+                z = float(_stream(self.config.seed, _STREAM_DOWNTIME, _STOP_KIND_CODE[kind], key[1]).standard_normal())
+                factor = math.exp(jitter * z - jitter * jitter / 2)
+            self._downtime_factors[key] = factor
+        return factor
 
     def failures(self, duration_s: int, failures_per_hour: float) -> list[int]:
         """The failure instants a replay of ``duration_s`` injects (see :func:`failure_schedule`)."""

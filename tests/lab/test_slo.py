@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lab.slo import Episode, KindCounts, Stop, judge
+from lab.slo import Episode, KindCounts, Stop, judge, stops_from
 
 RATE = 100.0
 """Records arriving every second in these cases: the job is behind when its lag exceeds 100."""
@@ -110,6 +110,11 @@ def test_a_restart_becomes_a_stop() -> None:
 
     assert Stop.from_restart(Restart("failure", 10, 12)) == Stop("failure", 10, 22)
     assert Stop.from_restart(Restart("rescale", 10, 12), resumed=False) == Stop("rescale", 10, None)
+    assert stops_from([Restart("failure", 10, 12)], Restart("rescale", 40, 9)) == (
+        Stop("failure", 10, 22),
+        Stop("rescale", 40, None),
+    )
+    assert stops_from([]) == ()
 
 
 def reference(lag: np.ndarray, workload: np.ndarray, stops: list[Stop], target: float) -> list[Episode]:
