@@ -73,14 +73,14 @@ def main(argv: list[str] | None = None) -> int:
         if names >= next_mark:
             print(f"{names:>10} | {before / 1024:>12.1f} KiB | {after / 1024:>12.1f} KiB | {before_kept} / {after_kept}")
             next_mark = (names // MARKS + 1) * MARKS
-    names = np.array([n for n, _, _ in unpruned_trail], dtype=float)
-    before = np.array([b for _, b, _ in unpruned_trail], dtype=float)
-    after = np.array([a for _, a, _ in pruned_trail], dtype=float)
-    late = names >= names[-1] / 2  # past the forecaster's and history's warm-up: growth is the workers
-    slope_before = float(np.polyfit(names[late], before[late], 1)[0]) * 1000
-    slope_after = float(np.polyfit(names[late], after[late], 1)[0]) * 1000
+    seen = np.array([n for n, _, _ in unpruned_trail], dtype=float)
+    sizes_before = np.array([b for _, b, _ in unpruned_trail], dtype=float)
+    sizes_after = np.array([a for _, a, _ in pruned_trail], dtype=float)
+    late = seen >= seen[-1] / 2  # past the forecaster's and history's warm-up: growth is the workers
+    slope_before = float(np.polyfit(seen[late], sizes_before[late], 1)[0]) * 1000
+    slope_after = float(np.polyfit(seen[late], sizes_after[late], 1)[0]) * 1000
     print(f"knowledge added per 1,000 workers seen: before pruning {slope_before / 1024:.1f} KiB, "
-          f"after pruning {slope_after / 1024:.1f} KiB (largest document {after.max() / 1024:.1f} KiB)")
+          f"after pruning {slope_after / 1024:.1f} KiB (largest document {sizes_after.max() / 1024:.1f} KiB)")
     worst = 0.0
     for mine, reference in zip(pruned.rounds, unpruned.rounds):
         if mine.analysis is None or reference.analysis is None:
