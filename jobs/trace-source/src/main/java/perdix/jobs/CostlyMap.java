@@ -6,20 +6,26 @@ import org.apache.flink.api.common.functions.RichMapFunction;
 /**
  * Passes records through at no more than {@code capacity} records per second per subtask.
  *
- * <p>Each record costs {@code 1 / capacity} seconds of a virtual work clock; the operator parks until
- * the clock when it runs more than a millisecond ahead of the wall clock. Parking holds the task's
- * thread without using a core, and Flink counts the time as busy (it is neither waiting for input nor
- * back-pressured), so busyTimeMsPerSecond reads throughput / capacity and a saturated subtask carries
- * exactly {@code capacity} records/s as long as the real per-record work is below the budget. The
- * clock keeps at most {@link #SLACK_NANOS} of credit from idle time, so a burst after a pause is short.
+ * <p>Each record holds the task's thread for {@code 1 / capacity} seconds of wall time: the operator
+ * parks until a work clock that advances by that cost per record. Parking does not use a core, and
+ * Flink counts the time as busy (the task is neither waiting for input nor back-pressured), so
+ * busyTimeMsPerSecond reads throughput / capacity, and a saturated subtask carries {@code capacity}
+ * records/s as long as Flink's own work per record stays below the cost.
+ *
+ * <p>The clock runs on through gaps shorter than {@link #GAP_NANOS}: such a gap is Flink's own work
+ * between two records (or a park that overslept), which the record's cost already pays for. A longer
+ * gap is idle time (the source waits milliseconds for new records, a network buffer takes as long to
+ * fill), and the clock restarts at the next record, so idle time is never spent as work. Every record
+ * parks at once rather than in batches, for the same reason: work deferred to a later park would be
+ * absorbed by the idle time between bursts, and the busy time would under-read.
  */
 public final class CostlyMap extends RichMapFunction<LogRecord, LogRecord> {
     private static final long serialVersionUID = 1L;
-    static final long SLACK_NANOS = 2_000_000L;
-    static final long MIN_PARK_NANOS = 1_000_000L;
+    static final long GAP_NANOS = 200_000L;
 
     private final double capacity;
     private transient long costNanos;
+    /** When the work of the records so far is done, on the System.nanoTime() clock. */
     private transient long due;
 
     public CostlyMap(double capacity) {
@@ -38,13 +44,13 @@ public final class CostlyMap extends RichMapFunction<LogRecord, LogRecord> {
             return record;
         }
         long now = System.nanoTime();
-        if (due - now < -SLACK_NANOS) {
-            due = now - SLACK_NANOS;
+        if (now - due > GAP_NANOS) {
+            due = now;
         }
         due += costNanos;
-        long ahead = due - now;
-        if (ahead > MIN_PARK_NANOS) {
-            LockSupport.parkNanos(ahead);
+        long wait = due - now;
+        if (wait > 0) {
+            LockSupport.parkNanos(wait);
         }
         return record;
     }
