@@ -207,6 +207,8 @@ class FlinkCluster:
             "heartbeat.timeout": "20 s",
             # Fresh job details on every read (the default caches them 3 s), so a rescale is seen at once.
             "rest.cache.execution-graph.timeout": "200 ms",
+            # Fresh metrics in the REST API (the default refreshes them every 10 s).
+            "metrics.fetcher.update-interval": "1 s",
             "web.submit.enable": True,
             "web.cancel.enable": True,
         }

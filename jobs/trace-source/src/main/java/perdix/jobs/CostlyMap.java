@@ -13,15 +13,17 @@ import org.apache.flink.api.common.functions.RichMapFunction;
  * records/s as long as Flink's own work per record stays below the cost.
  *
  * <p>The clock runs on through gaps shorter than {@link #GAP_NANOS}: such a gap is Flink's own work
- * between two records (or a park that overslept), which the record's cost already pays for. A longer
- * gap is idle time (the source waits milliseconds for new records, a network buffer takes as long to
- * fill), and the clock restarts at the next record, so idle time is never spent as work. Every record
+ * between two records, or a park that woke late because the cores were busy, which the record's cost
+ * already pays for. A longer gap is idle time (the source waits 10 ms for new records once it has
+ * read everything, a network buffer takes as long to fill), and the clock restarts at the next
+ * record, so idle time is never spent as work; a gap below the threshold that was really idle counts
+ * as busy. Every record
  * parks at once rather than in batches, for the same reason: work deferred to a later park would be
  * absorbed by the idle time between bursts, and the busy time would under-read.
  */
 public final class CostlyMap extends RichMapFunction<LogRecord, LogRecord> {
     private static final long serialVersionUID = 1L;
-    static final long GAP_NANOS = 200_000L;
+    static final long GAP_NANOS = 1_000_000L;
 
     private final double capacity;
     private transient long costNanos;

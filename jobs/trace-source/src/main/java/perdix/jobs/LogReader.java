@@ -22,8 +22,8 @@ import org.apache.flink.core.io.InputStatus;
 final class LogReader implements SourceReader<LogRecord, LogSplit> {
     /** Records taken from one partition before the next partition's turn. */
     static final int BURST = 64;
-    /** How long to wait before looking again when every partition is read up to its end. */
-    static final long IDLE_WAIT_MS = 2;
+    /** How long to wait before looking again when every partition is read up to its end (each wake-up costs busy time). */
+    static final long IDLE_WAIT_MS = 10;
     /** Partition ends are re-read from the clock at least this often while records are pending. */
     static final long REFRESH_MS = 5;
 
