@@ -290,6 +290,32 @@ class FlinkCluster:
             raise
         return self
 
+    def add_taskmanager(self, *, timeout_s: float = 60.0) -> FlinkProcess:
+        """Start one more TaskManager (a replacement after ``kill``) and wait until it is registered."""
+        def ids() -> set[str]:
+            return {str(tm.get("id")) for tm in (rest_get(f"{self.rest_url}/taskmanagers") or {}).get("taskmanagers", [])}
+
+        # A killed TaskManager stays registered until its heartbeat times out, so wait for a new id, not a count.
+        before = ids()
+        index = 1 + max((int(p.role.rsplit("-", 1)[1]) for p in self.processes if p.role.startswith("taskmanager-")), default=-1)
+        proc = self._start(f"taskmanager-{index}", "taskmanager.sh")
+
+        def registered() -> bool:
+            self.check_alive()
+            return bool(ids() - before)
+
+        poll(registered, timeout_s=timeout_s, interval_s=0.3, what=f"TaskManager {proc.role} registered")
+        return proc
+
+    def kill(self, role: str) -> None:
+        """SIGKILL one process of the cluster by its pid, as a crash would end it, and forget it."""
+        proc = next((p for p in self.processes if p.role == role), None)
+        if proc is None:
+            raise FlinkLabError(f"no process {role} in this cluster ({', '.join(p.role for p in self.processes)})")
+        proc.process.kill()
+        proc.process.wait(timeout=10)
+        self.processes.remove(proc)
+
     def check_alive(self) -> None:
         """FlinkProcessExited (with the log's last lines) if any JVM of the cluster has exited."""
         for proc in self.processes:
