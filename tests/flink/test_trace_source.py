@@ -8,8 +8,10 @@ and one map subtask carries 4,000 records/s: parallelism 2 and 3 keep up, 1 fall
 2, is rescaled to 3 and then to 1, production stops, the job drains, and then:
 
 - the recommended queries of lab/flink/promql.py read the workload within 10 % of the production
-  rate at every second, across both rescales, the running source parallelism and the uptime resets;
-- one slot carries the configured capacity when saturated, and the busy fraction reads it too;
+  rate at every second whose 60-s window spans both rescales, the running source parallelism and the
+  uptime resets;
+- one slot carries the configured capacity when saturated, and the busy fractions of three slots that
+  are not saturated read it too (busy = floor + throughput / capacity);
 - the verifying sink saw every produced record exactly once (none lost, none twice).
 
 Everything missing (Flink, Java, Prometheus) fails the test with the reason; nothing is skipped.
@@ -24,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from agent.execute.flink_rest import FlinkRestScaler
@@ -40,10 +43,12 @@ RATE = 6000.0
 """Records produced per second over all partitions."""
 CAPACITY = 4000.0
 """Records per second one subtask of the costly map carries."""
-RESCALES = ((25.0, 3), (45.0, 1))
+RESCALES = ((20.0, 3), (40.0, 1))
 """(seconds after the epoch, new parallelism); the job starts at 2."""
-END_S = 75.0
+END_S = 80.0
 """Production stops this many seconds after the epoch."""
+WINDOW_S = 60
+"""The recommended queries' window: every workload point checked spans both rescales."""
 TOLERANCE = 0.10
 
 
@@ -137,13 +142,13 @@ def run(flink_cluster: FlinkCluster, prometheus: PrometheusServer, jar: Path) ->
         flink_cluster.cancel(job.job_id)
 
 
-def queries(job: TraceJob, window: str = "30s") -> FlinkQueries:
+def queries(job: TraceJob, window_s: int = WINDOW_S) -> FlinkQueries:
     """The recommended queries, narrowed to this job."""
     return FlinkQueries(
         source=f'operator_name="Source:_log",job_id="{job.job_id}"',
         source_task=f'task_name=~"Source:_log.*",job_id="{job.job_id}"',
         job=f'job_id="{job.job_id}"',
-        window=window,
+        window_s=window_s,
     )
 
 
@@ -164,20 +169,26 @@ def test_workload_query_stays_within_ten_percent_of_the_production_rate_across_r
 ) -> None:
     job, epoch = run["job"], run["epoch"]
     q = queries(job)
-    # Every window lies inside production: from 30 s after the epoch to its end, one point per second.
-    series = query_range(prometheus, q.workload, epoch + 30, epoch + END_S)
+    # One point per second whose window lies inside production and spans both rescales.
+    series = query_range(prometheus, q.workload, epoch + WINDOW_S, epoch + END_S)
     assert len(series) == 1, series
     values = [(float(t) - epoch, float(v)) for t, v in series[0]["values"]]
-    assert len(values) >= END_S - 30 - 2, values
+    assert len(values) >= END_S - WINDOW_S - 1, values
     worst = max(values, key=lambda tv: abs(tv[1] - RATE))
     print(f"workload {q.workload}\n  rescales {run['rescales']}\n  worst {worst}, "
           f"range {min(v for _, v in values):.0f}..{max(v for _, v in values):.0f}")
     assert abs(worst[1] - RATE) <= TOLERANCE * RATE, values
+    # The job's own ground truth agrees with the schedule: the enumerator's gauge rises at the production rate.
+    truth = TraceJobQueries(job=f'job_id="{job.job_id}"')
+    produced = query_range(prometheus, truth.production_rate(WINDOW_S), epoch + WINDOW_S, epoch + END_S)
+    assert all(abs(float(v) - RATE) <= 0.01 * RATE for _, v in produced[0]["values"]), produced
+    log_end = [float(v) for _, v in query_range(prometheus, truth.log_end_rate(WINDOW_S), epoch + WINDOW_S, epoch + END_S)[0]["values"]]
+    print(f"  readers' log end (position + pending): {min(log_end):.0f}..{max(log_end):.0f}")
     # Flink's per-second meter, for comparison: 10 s after the rescale to 3 it still reads far too low,
     # because every new attempt's meter starts at zero and averages over 60 s.
     at = epoch + RESCALES[0][0] + 10
     meter = float(query_at(prometheus, q.meter_read_rate, at)[0]["value"][1])
-    counted = float(query_at(prometheus, queries(job, window="10s").read_rate, at)[0]["value"][1])
+    counted = float(query_at(prometheus, queries(job, window_s=10).read_rate, at)[0]["value"][1])
     print(f"  10 s after the rescale to 3: meter {meter:.0f}/s, counters {counted:.0f}/s")
     assert meter < 0.5 * counted, (meter, counted)
 
@@ -192,16 +203,16 @@ def test_parallelism_uptime_and_backlog_follow_the_rescales(run: dict[str, Any],
         uptime = float(query_at(prometheus, q.uptime, epoch + at_s)[0]["value"][1])
         assert uptime < (at_s + 6) * 1000 and (at_s == 10.0 or uptime < 12_000), (at_s, uptime)
     # At parallelism 1 the backlog grows at the production rate minus what the slot carries.
-    at = epoch + END_S - 1
-    growth = float(query_at(prometheus, q.backlog_growth, at)[0]["value"][1])
-    read = float(query_at(prometheus, q.read_rate, at)[0]["value"][1])
+    at, saturated = epoch + END_S - 1, queries(job, window_s=20)
+    growth = float(query_at(prometheus, saturated.backlog_growth, at)[0]["value"][1])
+    read = float(query_at(prometheus, saturated.read_rate, at)[0]["value"][1])
     assert growth > 0.2 * RATE and abs(growth + read - RATE) <= TOLERANCE * RATE, (growth, read)
 
 
 def test_one_slot_carries_the_configured_capacity(run: dict[str, Any], prometheus: PrometheusServer) -> None:
     job, epoch = run["job"], run["epoch"]
-    q = queries(job, window="20s")
-    # Saturated at parallelism 1 (the 20 s before the production ends lie 10 s after the rescale to 1).
+    q = queries(job, window_s=20)
+    # Saturated at parallelism 1 (the 20 s before the production ends lie 20 s after the rescale to 1).
     at = epoch + END_S
     throughput = by_worker(prometheus, q.throughput, at)
     busy = by_worker(prometheus, q.busy_fraction, at)
@@ -210,19 +221,20 @@ def test_one_slot_carries_the_configured_capacity(run: dict[str, Any], prometheu
     print(f"saturated: {carried:.0f} records/s at busy {busy[worker]:.3f} (configured {CAPACITY:.0f})")
     assert abs(carried - CAPACITY) <= TOLERANCE * CAPACITY
     assert busy[worker] >= 0.95
-    # Not saturated at parallelism 3: throughput / busy fraction still reads the capacity, a little low: a
-    # subtask that is not saturated also spends busy time on its own wake-ups and on parks that oversleep
-    # on the shared cores (measured 9-13 % below the configured cost on the 2-core machine).
-    q3 = queries(job, window="15s")
+    # Not saturated at parallelism 3: busy = floor + throughput / capacity. Flink's own busy time (wake-ups of a
+    # caught-up reader, per-record work) is a floor of 30-40 ms/s per subtask even with no cost at all, so the
+    # ratio throughput / busy reads low at low load; the regression over the three subtasks finds the capacity.
+    q3 = queries(job, window_s=15)
     at = epoch + RESCALES[1][0] - 1
     throughput = by_worker(prometheus, q3.throughput, at)
     busy = by_worker(prometheus, q3.busy_fraction, at)
     assert len(throughput) == 3 and set(busy) == set(throughput), (throughput, busy)
-    estimates = {w: throughput[w] / busy[w] for w in throughput}
-    print("at 3: " + ", ".join(f"{throughput[w]:.0f}/s busy {busy[w]:.3f} -> {estimates[w]:.0f}" for w in throughput))
-    for worker, estimate in estimates.items():
-        assert 0.2 < busy[worker] < 0.9, (worker, busy[worker])
-        assert abs(estimate - CAPACITY) <= 0.20 * CAPACITY, (worker, estimate)
+    workers = sorted(throughput, key=throughput.get)
+    slope, floor = np.polyfit([throughput[w] for w in workers], [busy[w] for w in workers], 1)
+    print("at 3: " + ", ".join(f"{throughput[w]:.0f}/s busy {busy[w]:.3f} (ratio {throughput[w] / busy[w]:.0f})" for w in workers)
+          + f"; regression: capacity {1 / slope:.0f}/s, floor {floor:.3f}")
+    assert all(0.2 < busy[w] < 0.95 for w in workers), busy
+    assert abs(1 / slope - CAPACITY) <= TOLERANCE * CAPACITY and -0.05 < floor < 0.15, (1 / slope, floor)
 
 
 def test_every_record_was_verified_once(run: dict[str, Any], prometheus: PrometheusServer) -> None:

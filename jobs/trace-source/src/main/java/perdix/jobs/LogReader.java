@@ -11,6 +11,7 @@ import org.apache.flink.api.connector.source.ReaderOutput;
 import org.apache.flink.api.connector.source.SourceReader;
 import org.apache.flink.api.connector.source.SourceReaderContext;
 import org.apache.flink.core.io.InputStatus;
+import org.apache.flink.metrics.Counter;
 
 /**
  * Reads the reader's partitions round-robin, a burst at a time, never past what is produced.
@@ -31,6 +32,8 @@ final class LogReader implements SourceReader<LogRecord, LogSplit> {
     private final List<Cursor> cursors = new ArrayList<>();
     private volatile Cursor[] published = new Cursor[0];
     private final ScheduledExecutorService timer;
+    /** FLIP-33 numRecordsIn of the source: records taken from the log (Flink counts numRecordsOut itself). */
+    private final Counter recordsIn;
 
     private int current;
     private int burst;
@@ -59,6 +62,7 @@ final class LogReader implements SourceReader<LogRecord, LogSplit> {
             thread.setDaemon(true);
             return thread;
         });
+        recordsIn = context.metricGroup().getIOMetricGroup().getNumRecordsInCounter();
         context.metricGroup().setPendingRecordsGauge(this::pendingRecords);
         context.metricGroup().gauge("producedRecords", this::producedRecords);
     }
@@ -84,6 +88,7 @@ final class LogReader implements SourceReader<LogRecord, LogSplit> {
             cursor = cursors.get(current);
         }
         output.collect(new LogRecord(cursor.partition, cursor.next));
+        recordsIn.inc();
         cursor.next = cursor.next + 1;
         burst++;
         readable--;
