@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
@@ -92,7 +92,7 @@ def flink_home(venv: Path = FLINK_VENV) -> Path:
     python = flink_python(venv)
     found = subprocess.run(
         [str(python), "-c", "import os, pyflink; print(os.path.dirname(pyflink.__file__))"],
-        capture_output=True, text=True,
+        capture_output=True, text=True, check=False,
     )
     home = Path(found.stdout.strip())
     if found.returncode != 0 or not (home / "bin" / "jobmanager.sh").exists():
@@ -102,7 +102,7 @@ def flink_home(venv: Path = FLINK_VENV) -> Path:
 
 def install_flink() -> None:
     """Run scripts/install-flink.sh (a no-op when Flink is installed); FlinkLabError with its last line on failure."""
-    done = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, text=True)
+    done = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
         raise FlinkLabError(f"scripts/install-flink.sh failed: {lines[-1]}")
@@ -157,8 +157,9 @@ class FlinkCluster:
         """host:port of every process's Prometheus reporter, for a scrape config."""
         return [f"127.0.0.1:{p.metrics_port}" for p in self.processes]
 
-    def __enter__(self) -> FlinkCluster:
-        return self.start()
+    def __enter__(self) -> Self:
+        self.start()
+        return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
         self.stop()
@@ -261,13 +262,14 @@ class FlinkCluster:
                 ["bash", str(self.home / "bin" / script), "start-foreground",
                  "-D", f"metrics.reporter.prom.port={port}"],
                 stdout=out, stderr=subprocess.STDOUT, env=self.env(), cwd=self.workdir,
-                start_new_session=True, preexec_fn=_die_with_parent,
+                # Before exec, no thread of ours runs in the child: the fork-and-threads hazard does not apply.
+                start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
         proc = FlinkProcess(role, process, port, log)
         self.processes.append(proc)
         return proc
 
-    def start(self, timeout_s: float = 90.0) -> FlinkCluster:
+    def start(self, timeout_s: float = 90.0) -> Self:
         """Start the JobManager and the TaskManagers; return once all TaskManagers are registered.
 
         A start that fails stops whatever it started before raising.

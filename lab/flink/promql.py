@@ -34,6 +34,11 @@ TASK = "flink_taskmanager_job_task"
 OPERATOR = "flink_taskmanager_job_task_operator"
 
 
+def _series(name: str, matcher: str) -> str:
+    """``name{matcher}``, or the bare name when there is no matcher."""
+    return f"{name}{{{matcher}}}" if matcher else name
+
+
 @dataclass(frozen=True)
 class FlinkQueries:
     """The queries for one source; ``source`` selects its operator, ``source_task`` the task it runs in."""
@@ -101,7 +106,7 @@ class FlinkQueries:
     @property
     def uptime(self) -> str:
         """Job uptime in ms; it restarts at 0 with every in-place rescale or failover."""
-        return f"max(flink_jobmanager_job_uptime{{{self.job}}})"
+        return f"max({_series('flink_jobmanager_job_uptime', self.job)})"
 
     taskmanagers: str = "max(flink_jobmanager_numRegisteredTaskManagers)"
     """TaskManagers registered with the JobManager."""
@@ -116,18 +121,18 @@ class FlinkQueries:
 class TraceJobQueries:
     """The trace job's own accounting gauges (jobs/trace-source)."""
 
-    job: str = 'job_name=~".+"'
-    """Label matcher of the job (the reporter's job_name: the name with characters such as '-' as '_')."""
+    job: str = ""
+    """Label matcher of the job, e.g. ``job_name="perdix_trace_test"`` (the reporter writes '-' as '_'); empty: any."""
 
     @property
     def produced(self) -> str:
         """Records produced in the partitions of the running readers (missing while they restart)."""
-        return f"sum({OPERATOR}_producedRecords{{{self.job}}})"
+        return f"sum({_series(f'{OPERATOR}_producedRecords', self.job)})"
 
     @property
     def produced_all(self) -> str:
         """Records produced in all partitions, from the JobManager's split enumerator (kept through restarts)."""
-        return f"max(flink_jobmanager_job_operator_coordinator_enumerator_producedRecords{{{self.job}}})"
+        return f"max({_series('flink_jobmanager_job_operator_coordinator_enumerator_producedRecords', self.job)})"
 
     def production_rate(self, window_s: int = 60) -> str:
         """The true production rate, records/s: the slope of the enumerator's gauge (the ground truth)."""
@@ -139,4 +144,4 @@ class TraceJobQueries:
 
     def verifier(self, name: str) -> str:
         """Sum over the verifier's subtasks of ``verifiedRecords``, ``aheadRecords``, ``duplicateRecords`` or ``lostRecords``."""
-        return f"sum({OPERATOR}_{name}{{{self.job}}})"
+        return f"sum({_series(f'{OPERATOR}_{name}', self.job)})"

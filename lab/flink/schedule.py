@@ -26,7 +26,7 @@ from pathlib import Path
 _MASK64 = (1 << 64) - 1
 
 
-def _splitmix64(seed: int) -> "_SplitMix64":
+def _splitmix64(seed: int) -> _SplitMix64:
     return _SplitMix64(seed & _MASK64)
 
 
@@ -147,8 +147,7 @@ class ProductionSchedule:
         s = (now_ms - self.epoch_ms) / 1000.0
         if not s > 0.0:
             return 0.0
-        if s > self.end_s:
-            s = self.end_s
+        s = min(s, self.end_s)
         if self.rate is not None:
             return self.rate * s
         return self._integral(s * self.compress) / self.compress

@@ -204,7 +204,7 @@ def build_jar(*, sources: Path = JOB_SOURCES, cache_dir: Path | None = None, hom
     java_files = sorted((sources / "src" / "main" / "java").rglob("*.java"))
     if not java_files:
         raise BuildFailed(f"no Java sources under {sources / 'src' / 'main' / 'java'}")
-    version = subprocess.run([javac, "-version"], capture_output=True, text=True)
+    version = subprocess.run([javac, "-version"], capture_output=True, text=True, check=False)
     digest = hashlib.sha256()
     digest.update((version.stdout + version.stderr).encode())
     for path in classpath:
@@ -221,14 +221,14 @@ def build_jar(*, sources: Path = JOB_SOURCES, cache_dir: Path | None = None, hom
         compiled = subprocess.run(
             [javac, "--release", "17", "-nowarn", "-encoding", "UTF-8", "-d", str(classes),
              "-cp", os.pathsep.join(str(p) for p in classpath), *map(str, java_files)],
-            capture_output=True, text=True,
+            capture_output=True, text=True, check=False,
         )
         if compiled.returncode != 0:
             raise BuildFailed(f"javac failed: {_first_error(compiled.stderr + compiled.stdout, sources)}")
         built = Path(work) / "job.jar"
         packed = subprocess.run(
             [jar, "--create", "--file", str(built), "--main-class", MAIN_CLASS, "-C", str(classes), "."],
-            capture_output=True, text=True,
+            capture_output=True, text=True, check=False,
         )
         if packed.returncode != 0:
             raise BuildFailed(f"jar failed: {_first_error(packed.stderr + packed.stdout, sources)}")
@@ -336,7 +336,7 @@ def wait_running(rest_url: str, job_id: str, *, timeout_s: float = 90.0) -> dict
             return None
         if details.get("state") in ("FAILED", "CANCELED", "FINISHED"):
             exceptions = rest_get(f"{rest_url}/jobs/{job_id}/exceptions") or {}
-            root = str((exceptions.get("rootException") or "")).strip().splitlines()
+            root = str(exceptions.get("rootException") or "").strip().splitlines()
             raise SubmitFailed(f"job {job_id} is {details['state']}: {root[0] if root else 'no exception recorded'}")
         vertices = details.get("vertices") or []
         if details.get("state") == "RUNNING" and vertices and all(

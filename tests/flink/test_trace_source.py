@@ -229,7 +229,7 @@ def test_one_slot_carries_the_configured_capacity(run: dict[str, Any], prometheu
     throughput = by_worker(prometheus, q3.throughput, at)
     busy = by_worker(prometheus, q3.busy_fraction, at)
     assert len(throughput) == 3 and set(busy) == set(throughput), (throughput, busy)
-    workers = sorted(throughput, key=throughput.get)
+    workers = sorted(throughput, key=lambda worker: throughput[worker])
     slope, floor = np.polyfit([throughput[w] for w in workers], [busy[w] for w in workers], 1)
     print("at 3: " + ", ".join(f"{throughput[w]:.0f}/s busy {busy[w]:.3f} (ratio {throughput[w] / busy[w]:.0f})" for w in workers)
           + f"; regression: capacity {1 / slope:.0f}/s, floor {floor:.3f}")
