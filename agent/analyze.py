@@ -277,10 +277,11 @@ class Analyzer:
         parallelism = observation.parallelism
         restart, rescaled_outside = self._detect_restart(observation, now)
 
+        load = observation.worker_load(self.settings.utilization)
         for worker, throughput in observation.worker_throughput.items():
-            cpu = observation.worker_cpu.get(worker)
-            if cpu is not None:
-                self.capacity.update(worker, cpu, throughput)
+            utilization = load.get(worker)
+            if utilization is not None:
+                self.capacity.update(worker, observation.settled(utilization), observation.settled(throughput))
         workers = sorted(observation.worker_throughput)
         if parallelism is not None and len(workers) == parallelism:
             self.capacity.set_workers(workers)
@@ -296,7 +297,7 @@ class Analyzer:
         if forgotten:
             self.log.info("capacity.workers_forgotten", count=len(forgotten), kept=len(self.capacity.regressions))
 
-        workload = observation.workload
+        workload = observation.settled(observation.workload)
         self.recent.extend(observation.times, workload)
         if self.forecasting:
             forecast = self.forecaster.step(workload)

@@ -108,10 +108,10 @@ def build_parts(settings: Settings, *, clock: Clock, telemetry: Telemetry | None
         scaler = FlinkRestScaler(settings.scale_target, clock=clock)
 
     try:
-        check_prometheus(settings.prometheus)
+        check_prometheus(settings.prometheus, skip=settings.skipped_queries)
     except (MonitorError, ConfigError) as exc:
         raise StartupError(str(exc)) from None
-    monitor = PrometheusMonitor(settings.prometheus, on_error=telemetry.monitor_error)
+    monitor = PrometheusMonitor(settings.prometheus, on_error=telemetry.monitor_error, skip=settings.skipped_queries)
 
     knowledge: KnowledgeStore
     if settings.knowledge.store == "configmap":

@@ -39,6 +39,16 @@ class Observation:
     partition_offsets: tuple[tuple[int, int | None], ...] | None = None
     """Per source partition at the end of the window: (log-end offset, offset committed by the last
     completed checkpoint); None if not read."""
+    rates_settled: np.ndarray | None = None
+    """Per sample: False where the rates (workload, throughput, busy) were taken over a window that reaches
+    back before the job's last restart (replayed records, new series); the models skip those samples.
+    None: every sample is settled (e.g. the simulator's rates are per second)."""
+
+    def settled(self, series: np.ndarray) -> np.ndarray:
+        """``series`` with the unsettled samples (see :attr:`rates_settled`) as NaN."""
+        if self.rates_settled is None or self.rates_settled.all():
+            return series
+        return np.where(self.rates_settled, series, np.nan)
 
     @property
     def latest_lag(self) -> float | None:
@@ -54,10 +64,15 @@ class Observation:
 
     @property
     def usable(self) -> bool:
-        """True when the round has enough data to act on: workload, workers and parallelism."""
+        """True when the round has enough data to act on: workload, workers (with a load) and parallelism."""
         return (
             self.parallelism is not None
             and self.workload_mean is not None
             and bool(self.worker_throughput)
-            and bool(self.worker_cpu)
+            and bool(self.worker_cpu or self.worker_busy)
         )
+
+    def worker_load(self, utilization: str) -> Mapping[str, np.ndarray]:
+        """Each worker's load series: busy time or CPU as asked, the other when that one was not read."""
+        preferred, other = (self.worker_busy, self.worker_cpu) if utilization == "busy" else (self.worker_cpu, self.worker_busy)
+        return preferred or other

@@ -29,33 +29,65 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
+_SOURCE = 'operator_name=~"{source}",job_name=~"{job}"'
+_TASKS = 'job_name=~"{job}"'
+
+
+def _busy_share(kind: str, *, drop_nan: bool = False) -> str:
+    series = f"flink_taskmanager_job_task_accumulate{kind}TimeMs{{{_TASKS}}}"
+    if drop_nan:
+        # The first scrape of a new task attempt reads NaN, which would make rate() NaN for a whole window.
+        return f"sum by ({{worker_label}}, task_id, subtask_index) (rate(({series} >= 0)[{{window}}s:{{step}}s]))"
+    return f"sum by ({{worker_label}}, task_id, subtask_index) (rate({series}[{{window}}s]))"
+
+
+_BUSY = _busy_share("Busy", drop_nan=True)
+
+
 class PromQLQueries(_Section):
-    """PromQL queries the Prometheus monitor runs; defaults fit the Flink Prometheus reporter and Kafka."""
+    """PromQL queries the Prometheus monitor runs; the defaults need nothing but Flink's Prometheus reporter.
+
+    Placeholders: ``{worker_label}`` (prometheus.worker_label), ``{window}`` (prometheus.rate_window_s),
+    ``{step}`` (prometheus.step_s, the subqueries' resolution), ``{source}`` (prometheus.source_operator) and
+    ``{job}`` (prometheus.flink_job). Rates come from
+    Flink's counters with ``rate()``: the per-second meters restart at zero with every task restart and
+    climb for a minute, the counters do not (a restart starts new series, which ``sum(rate())`` adds up).
+    """
 
     workload: str = Field(
-        'sum(kafka_server_brokertopicmetrics_messagesinpersec_oneminuterate{topic="input"})',
-        description="Records/s arriving at the source (the workload).",
+        f"sum(rate(flink_taskmanager_job_task_operator_numRecordsOut{{{_SOURCE}}}[{{window}}s]))"
+        f" + delta(sum(flink_taskmanager_job_task_operator_pendingRecords{{{_SOURCE}}})[{{window}}s:{{step}}s]) / {{window}}",
+        description="Records/s arriving at the source: what the sources read (numRecordsOut counters) plus the "
+        "growth of their backlog (FLIP-33 pendingRecords) over the same window. Needs: numRecordsOut, pendingRecords.",
     )
     throughput: str = Field(
-        'sum(flink_taskmanager_job_task_numRecordsOutPerSecond{task_name=~"Source.*"}) by ({worker_label})',
-        description="Records/s leaving the source per worker; `{worker_label}` is replaced by prometheus.worker_label.",
+        f"sum by ({{worker_label}}) (rate(flink_taskmanager_job_task_operator_numRecordsOut{{{_SOURCE}}}[{{window}}s]))",
+        description="Records/s the source reads per worker. Needs: the sources' numRecordsOut.",
+    )
+    busy: str = Field(
+        f"max by ({{worker_label}}) ({_BUSY} / ({_BUSY} + {_busy_share('Idle')} + {_busy_share('BackPressured')}))",
+        description="Busy fraction (0..1) of each worker's busiest task over the window: accumulated busy time "
+        "over busy + idle + back-pressured time (what busyTimeMsPerSecond averages, from counters). "
+        "Needs: accumulateBusyTimeMs, accumulateIdleTimeMs, accumulateBackPressuredTimeMs.",
     )
     cpu: str = Field(
         "avg(avg_over_time(flink_taskmanager_Status_JVM_CPU_Load[1m])) by ({worker_label})",
-        description="CPU load (0..1) per worker, a one-minute moving average.",
+        description="CPU load (0..1) per worker, a one-minute moving average (read when utilization is cpu, or "
+        "by the hpa policy). Needs: Status.JVM.CPU.Load.",
     )
     consumer_lag: str = Field(
-        "sum(flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max)",
-        description="Records available at the source but not yet processed.",
+        f"sum(flink_taskmanager_job_task_operator_pendingRecords{{{_SOURCE}}})",
+        description="Records available at the sources but not yet read (FLIP-33 pendingRecords, summed over the "
+        "source readers; Flink's KafkaSource reports it). Needs: pendingRecords.",
     )
     parallelism: str = Field(
-        "max(flink_jobmanager_numRegisteredTaskManagers)",
-        description="Number of registered TaskManagers (the scale-out in reactive mode). With scale_target.kind "
-        "flink-rest the default is the job's running source subtasks instead (see FLINK_REST_PARALLELISM_QUERY).",
+        f"max(count by (operator_id) (flink_taskmanager_job_task_operator_numRecordsOut{{{_SOURCE}}}))",
+        description="The scale-out: running subtasks of the source (an in-place rescale leaves TaskManagers "
+        "registered but idle; in reactive mode it equals the TaskManagers' slots). Needs: numRecordsOut.",
     )
     uptime: str = Field(
-        "max(flink_jobmanager_job_uptime)",
-        description="Job uptime in milliseconds; a reset means the job restarted.",
+        'max(flink_jobmanager_job_uptime{job_name=~"{job}"})',
+        description="Job uptime in milliseconds; a reset means the job restarted. Needs: the JobManager's uptime.",
     )
 
     @field_validator("*")
@@ -69,11 +101,12 @@ class PromQLQueries(_Section):
         return query
 
 
-FLINK_REST_PARALLELISM_QUERY = (
-    'max(count by (task_name) (flink_taskmanager_job_task_numRecordsOutPerSecond{task_name=~"Source.*"}))'
-)
-"""Default parallelism query of the flink-rest target: an in-place rescale on the adaptive scheduler leaves
-TaskManagers registered but idle, so the scale-out is the number of running source subtasks, not of TaskManagers."""
+KAFKA_BROKER_QUERIES: dict[str, str] = {
+    "workload": 'sum(rate(kafka_server_brokertopicmetrics_messagesin_total{topic="TOPIC"}[{window}s]))',
+    "consumer_lag": 'sum(kafka_consumergroup_lag{consumergroup="GROUP",topic="TOPIC"})',
+}
+"""The documented alternative for jobs whose Kafka brokers and consumer groups are scraped too (JMX and
+kafka_exporter): arrivals at the topic and the group's total lag (TOPIC and GROUP to fill in)."""
 
 
 class PrometheusSettings(_Section):
@@ -86,9 +119,32 @@ class PrometheusSettings(_Section):
         120.0, gt=0, description="A series whose newest sample is older than this is a gap, seconds."
     )
     worker_label: str = Field(
-        "pod", description="Label that names a worker: `pod` on Kubernetes, `tm_id` on a standalone cluster."
+        "tm_id", description="Label that names a worker: `tm_id` (Flink's own, everywhere) or `pod` (Kubernetes "
+        "service discovery)."
+    )
+    rate_window_s: int = Field(
+        60, ge=5, description="Window of the rate() and delta() in the queries ({window}), seconds. Samples whose "
+        "window reaches back before the job's last restart are dropped from the workload (a restart replays records)."
+    )
+    source_operator: str = Field(
+        "Source:.*", description="Regular expression of the source operators' names ({source}); Flink names a source "
+        "'Source: NAME' and the reporter writes it 'Source:_NAME'."
+    )
+    flink_job: str = Field(
+        ".*", description="Regular expression of the Flink job's name ({job}) for clusters that run several jobs "
+        "(the reporter replaces characters such as '-' by '_')."
     )
     queries: PromQLQueries = Field(default_factory=PromQLQueries, description="The PromQL queries.")
+
+    def render(self, query: str) -> str:
+        """``query`` with its placeholders filled (str.format would choke on PromQL's braces)."""
+        return (
+            query.replace("{worker_label}", self.worker_label)
+            .replace("{window}", str(self.rate_window_s))
+            .replace("{step}", f"{self.step_s:g}")
+            .replace("{source}", self.source_operator)
+            .replace("{job}", self.flink_job)
+        )
 
 
 class ScaleTargetSettings(_Section):
@@ -192,6 +248,10 @@ class Settings(BaseSettings):
     downtime_failure_prior_s: float = Field(
         15.0, ge=0, description="Expected downtime of a failure before any was measured, seconds."
     )
+    utilization: Literal["busy", "cpu"] = Field(
+        "busy", description="What a worker's load is read from: Flink's busy time (prometheus.queries.busy; right "
+        "also for jobs that wait on I/O) or the JVM's CPU load (prometheus.queries.cpu)."
+    )
     max_cpu: float = Field(
         1.0, gt=0, le=1, description="CPU load (0..1) a worker is allowed to reach; its capacity is read there."
     )
@@ -236,22 +296,6 @@ class Settings(BaseSettings):
             raise ValueError(f"{name!r} {cls.refused_policies[name]}; {cls.policy_context} takes one of {choices}")
         raise ValueError(f"unknown policy {name!r}; one of {choices}")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _flink_rest_parallelism(cls, data: Any) -> Any:
-        """On the flink-rest target, default the parallelism query to the running source subtasks."""
-        if not isinstance(data, dict):
-            return data
-        target = data.get("scale_target")
-        kind = target.get("kind") if isinstance(target, dict) else getattr(target, "kind", None)
-        prometheus = data.get("prometheus") or {}
-        if kind != "flink-rest" or not isinstance(prometheus, dict):
-            return data
-        queries = prometheus.get("queries") or {}
-        if not isinstance(queries, dict) or "parallelism" in queries:
-            return data  # set explicitly: taken as given
-        return {**data, "prometheus": {**prometheus, "queries": {**queries, "parallelism": FLINK_REST_PARALLELISM_QUERY}}}
-
     @model_validator(mode="after")
     def _bounds(self) -> Settings:
         if self.min_parallelism > self.max_parallelism:
@@ -269,6 +313,13 @@ class Settings(BaseSettings):
     def partitions(self) -> int | None:
         """Source partitions, when the operator set them."""
         return self.source_partitions
+
+    @property
+    def skipped_queries(self) -> frozenset[str]:
+        """The utilization query nothing reads (busy time or CPU), which the monitor does not run."""
+        wants_cpu = self.utilization == "cpu" or self.policy == "hpa"
+        wants_busy = self.utilization == "busy" or self.policy in ("flink-autoscaler", "ds2")
+        return frozenset(name for name, wanted in (("cpu", wants_cpu), ("busy", wants_busy)) if not wanted)
 
     @classmethod
     def settings_customise_sources(
@@ -388,7 +439,7 @@ def load_settings(
 
 
 __all__ = [
-    "FLINK_REST_PARALLELISM_QUERY",
+    "KAFKA_BROKER_QUERIES",
     "ConfigError",
     "KnowledgeSettings",
     "PrometheusSettings",

@@ -56,7 +56,9 @@ def export_history(
             client = prometheus_client(settings.prometheus.url, timeout_s=settings.prometheus.timeout_s)
             result = export_from_prometheus(
                 client=client, job=job, since=start, until=end, out=out,
-                queries=settings.prometheus.queries.model_dump(), worker_label=settings.prometheus.worker_label,
+                queries={name: settings.prometheus.render(query)
+                         for name, query in settings.prometheus.queries.model_dump().items()},
+                worker_label=settings.prometheus.worker_label,
                 step_s=float(step_s),
             )
     except (ExportError, HistoryError, OSError) as exc:

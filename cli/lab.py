@@ -16,6 +16,7 @@ from rich.table import Table
 from agent.logging import configure_logging
 from agent.settings import ConfigError
 from cli.app import ConfigOption, app, console, fail, hours_done, print_summary, progress_bar, settings_from
+from lab.evaluate import DEFAULT_POLICIES
 from lab.settings import LabSettings
 from simulator import Trace, TraceError, load_trace
 
@@ -109,22 +110,30 @@ def _serve_metrics(
 
 @app.command("evaluate")
 def evaluate(
-    trace: list[Path] = typer.Option(..., "--trace", help="Workload trace CSV; repeat for several.", dir_okay=False),
+    trace: list[Path] = typer.Option(None, "--trace", help="Workload trace CSV; repeat for several.", dir_okay=False),
+    corpus: str = typer.Option(
+        None, "--corpus", help="Every trace of the corpus (traces/corpus): dev, held-out or all (with or instead of --trace)."
+    ),
     policies: str = typer.Option(
-        "daedalus,ds2,hpa,keda-lag,static,oracle", "--policies", help="Comma-separated policies to compare."
+        ",".join(DEFAULT_POLICIES), "--policies", help="Comma-separated policies to compare (optimal: the offline schedule)."
+    ),
+    sweep: bool = typer.Option(
+        False, "--sweep", help="Also run each policy over its main knob and plot worker-hours against SLO misses."
     ),
     out: Path = typer.Option(Path("out/evaluate"), "--out", help="Directory for summary.json, report.md and plots."),
     hours: float = typer.Option(None, "--hours", min=0.0, help="Replay only the first H hours of each trace."),
     failures_per_hour: float = typer.Option(
-        0.0, "--failures-per-hour", min=0.0, help="Inject TaskManager failures at this Poisson rate (same for all)."
+        1.0, "--failures-per-hour", min=0.0, help="Inject TaskManager failures at this Poisson rate (the same instants "
+        "for every policy and the optimal schedule); 0 for none."
     ),
     seed: int = typer.Option(None, "--seed", help="Simulator seed shared by every replay (default: settings)."),
     jobs: int = typer.Option(None, "--jobs", min=1, help="Replays run in parallel (default: CPUs, at most 2)."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write a plot per trace (and fronts with --sweep)."),
     config: Path = ConfigOption,
     log_level: str = typer.Option("error", "--log-level", help="debug, info, warning or error."),
 ) -> None:
-    """Replay every trace under every policy on identical simulator seeds and compare them with the oracle."""
-    from lab.evaluate import EvaluateError, default_jobs, parse_policies, plan_pairs, run_pairs
+    """Replay every trace under every policy on identical simulator seeds and compare them with the optimal schedule."""
+    from lab.evaluate import EvaluateError, corpus_refs, default_jobs, parse_policies, plan_runs, run_all, trace_refs
     from lab.report import write_outputs
 
     settings = settings_from(
@@ -133,38 +142,42 @@ def evaluate(
         LabSettings,
     )
     configure_logging(settings.telemetry.log_format, settings.telemetry.log_level)
+    if not trace and corpus is None:
+        fail("give --trace TRACE (repeatable) or --corpus dev|held-out|all")
     try:
         names = parse_policies(policies)
-        pairs = plan_pairs(trace, names)
+        refs = trace_refs(trace or []) + (corpus_refs(corpus) if corpus is not None else [])
+        runs = plan_runs(refs, names, sweep=sweep)
     except EvaluateError as exc:
         fail(str(exc))
-    _check_replayable(trace, settings, hours)
+    _check_replayable([ref.path for ref in refs], settings, hours)
     with progress_bar("evaluate") as bar:
-        tasks = {
-            (pair.trace_name, pair.policy): bar.add_task(f"{pair.trace_name} / {pair.policy}", total=None, sim="queued")
-            for pair in pairs
-        }
+        if len(runs) <= 24:
+            tasks = {run.key: bar.add_task(f"{run.trace.name} / {run.label}", total=None, sim="queued") for run in runs}
 
-        def progress(key: tuple[str, str], done_s: int, total_s: int) -> None:
-            bar.update(tasks[key], completed=done_s, total=total_s, sim=hours_done(done_s, total_s))
+            def progress(key: tuple[str, str], done_s: int, total_s: int) -> None:
+                bar.update(tasks[key], completed=done_s, total=total_s, sim=hours_done(done_s, total_s))
+        else:
+            # Many runs: one bar that counts finished runs.
+            overall = bar.add_task(f"{len(runs)} runs on {len(refs)} traces", total=len(runs), sim="")
+            finished: set[tuple[str, str]] = set()
 
-        results = run_pairs(
-            pairs, settings, hours=hours, failures_per_hour=failures_per_hour, jobs=jobs or default_jobs(),
+            def progress(key: tuple[str, str], done_s: int, total_s: int) -> None:
+                if done_s >= total_s and key not in finished:
+                    finished.add(key)
+                    bar.update(overall, completed=len(finished), sim=f"last: {key[0]} / {key[1]}")
+
+        results = run_all(
+            runs, settings, hours=hours, failures_per_hour=failures_per_hour, jobs=jobs or default_jobs(),
             on_progress=progress,
         )
-        dag_testbed = _dag_testbed(trace, hours, bar) if "justin" in names else None
+        dag_testbed = _dag_testbed([ref.path for ref in refs], hours, bar) if "justin" in names else None
     paths = write_outputs(
-        results,
-        [path.stem for path in trace],
-        names,
-        out,
-        hours=hours,
-        failures_per_hour=failures_per_hour,
-        seed=settings.simulator.seed,
-        dag_testbed=dag_testbed,
+        results, names, out, hours=hours, failures_per_hour=failures_per_hour, seed=settings.simulator.seed,
+        target_recovery_time_s=settings.target_recovery_time_s, dag_testbed=dag_testbed, plots=plots,
     )
     print(paths["report"].read_text())
-    console.print("\n".join(f"{name}: {path}" for name, path in paths.items()))
+    console.print(f"summary: {paths['summary']}\nreport:  {paths['report']}" + (f"\nplots:   {out}/*.png" if plots else ""))
 
 
 def _check_replayable(traces: list[Path], settings: LabSettings, hours: float | None) -> None:

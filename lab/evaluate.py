@@ -1,15 +1,23 @@
 """The policy lab: every trace under every policy on identical simulator seeds, side by side.
 
-Each (trace, policy) pair is one replay of the simulated job (``lab.replay``) with the same
-simulator seed and the same failure schedule, so the only difference between two rows is the
-policy. Pairs run in parallel processes. The oracle (true future, true capacity, true recovery) is
-the lower bound: every row carries its worker-hours relative to the oracle's and the share of the
-static policy's waste it saved. Policies that decide per operator and resource provision (Justin,
-QEScalor) do not apply to the single-vertex job and are reported as n/a with the reason.
+Each run is one replay of the simulated job (``lab.replay``) under one policy, at one setting of
+its main knob, with the same simulator seed and the same failure instants as every other run of
+that trace: arrivals, worker capacities and downtimes do not depend on the policy
+(``simulator.JobEnvironment``), so the only difference between two rows is the policy. Each policy
+decides at its own sync period (the peers' real ones: 15 s for the Flink autoscaler, the HPA and
+KEDA, 10 s for DS2; the agent's loop for Daedalus). ``optimal`` is the offline schedule with full
+knowledge (``lab.optimal``), the lower bound every row is measured against. Runs go to parallel
+processes.
+
+A sweep runs each policy over its main knob (Daedalus: its target recovery time; the Flink
+autoscaler: target utilization; HPA: target CPU; KEDA: lagThreshold; DS2: target ratio); every run
+is judged against the lab's one target recovery time, so the points of a policy form its cost
+against SLO-misses front.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -20,10 +28,24 @@ from typing import Any
 import numpy as np
 
 from lab.settings import LabSettings
-from planner import DAG_ONLY_POLICIES, POLICIES
+from planner import DAG_ONLY_POLICIES, POLICY_FACTORIES
 
 SERIES_STEP_S = 10
 """Resolution of the per-second series kept for the plots (a 6 h run stays small to ship between processes)."""
+
+OPTIMAL = "optimal"
+"""The offline schedule with full knowledge (``lab.optimal``): a lab policy of its own."""
+
+DEFAULT_POLICIES = ("daedalus", "flink-autoscaler", "hpa", "keda-lag", "ds2", "static", OPTIMAL)
+
+SWEEPS: dict[str, tuple[float, ...]] = {
+    "daedalus": (150.0, 225.0, 300.0, 450.0, 600.0),
+    "flink-autoscaler": (0.5, 0.6, 0.7, 0.8, 0.9),
+    "hpa": (0.5, 0.6, 0.7, 0.8, 0.9),
+    "keda-lag": (10_000.0, 25_000.0, 50_000.0, 100_000.0, 200_000.0),
+    "ds2": (1.0, 1.1, 1.2, 1.35, 1.5),
+}
+"""Each policy's main knob over a sweep (Daedalus's is the target recovery time it plans with, seconds)."""
 
 
 class EvaluateError(ValueError):
@@ -31,22 +53,51 @@ class EvaluateError(ValueError):
 
 
 @dataclass(frozen=True)
-class Pair:
-    """One replay of the lab: a trace under a policy."""
+class TraceRef:
+    """A trace to replay, with its corpus family and half when it comes from the corpus."""
 
-    trace_path: Path
-    trace_name: str
-    policy: str
+    path: Path
+    name: str
+    family: str | None = None
+    half: str | None = None
 
 
 @dataclass(frozen=True)
-class PairResult:
+class Run:
+    """One replay of the lab: a trace under a policy at one setting of its knob (None: the default)."""
+
+    trace: TraceRef
+    policy: str
+    knob: float | None = None
+
+    @property
+    def label(self) -> str:
+        """``policy`` or ``policy@knob``."""
+        return self.policy if self.knob is None else f"{self.policy}@{self.knob:g}"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(trace name, label): what a result is filed under."""
+        return (self.trace.name, self.label)
+
+
+@dataclass(frozen=True)
+class RunResult:
     """The summary and the thinned series of one replay."""
 
-    trace_name: str
-    policy: str
+    run: Run
     summary: dict[str, Any]
     series: dict[str, np.ndarray]
+
+    @property
+    def trace_name(self) -> str:
+        """The trace's name."""
+        return self.run.trace.name
+
+    @property
+    def policy(self) -> str:
+        """The run's label (policy, or policy@knob in a sweep)."""
+        return self.run.label
 
 
 def parse_policies(text: str) -> list[str]:
@@ -54,7 +105,7 @@ def parse_policies(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     if not names:
         raise EvaluateError("--policies: no policy named")
-    known = set(POLICIES) | set(DAG_ONLY_POLICIES)
+    known = set(POLICY_FACTORIES) | set(DAG_ONLY_POLICIES) | {OPTIMAL}
     for name in names:
         if name not in known:
             raise EvaluateError(f"--policies: unknown policy {name!r}; known: {', '.join(sorted(known))}")
@@ -63,80 +114,131 @@ def parse_policies(text: str) -> list[str]:
     return names
 
 
-def plan_pairs(traces: Sequence[Path], policies: Sequence[str]) -> list[Pair]:
-    """Every runnable (trace, policy) pair; raises EvaluateError on duplicate trace names."""
+def trace_refs(paths: Sequence[Path]) -> list[TraceRef]:
+    """Traces given by path; raises EvaluateError on duplicate names."""
     names: dict[str, Path] = {}
-    for path in traces:
+    for path in paths:
         if path.stem in names:
             raise EvaluateError(f"--trace: {path} and {names[path.stem]} have the same name {path.stem!r}")
         names[path.stem] = path
-    return [Pair(path, path.stem, policy) for path in traces for policy in policies if policy in POLICIES]
+    return [TraceRef(path, path.stem) for path in paths]
 
 
-def run_pair(
-    pair: Pair,
+def corpus_refs(half: str) -> list[TraceRef]:
+    """The corpus traces of one half (``dev``, ``held-out``) or ``all``; EvaluateError on a bad index."""
+    from lab.corpus import CorpusError, select
+
+    if half not in ("dev", "held-out", "all"):
+        raise EvaluateError(f"--corpus: {half!r} is not one of dev, held-out, all")
+    try:
+        traces = select(half)  # type: ignore[arg-type]
+    except CorpusError as exc:
+        raise EvaluateError(str(exc)) from None
+    return [TraceRef(t.path, t.name, t.family, t.half) for t in traces]
+
+
+def plan_runs(traces: Sequence[TraceRef], policies: Sequence[str], *, sweep: bool = False) -> list[Run]:
+    """Every runnable (trace, policy, knob); with ``sweep`` each swept policy at every knob of :data:`SWEEPS`.
+
+    The default setting of every policy is always run (a sweep adds the other knobs), so a sweep's
+    report still compares the policies as they ship.
+    """
+    runs: list[Run] = []
+    for trace in traces:
+        for policy in policies:
+            if policy in DAG_ONLY_POLICIES:
+                continue
+            runs.append(Run(trace, policy))
+            if sweep and policy in SWEEPS:
+                runs.extend(Run(trace, policy, knob) for knob in SWEEPS[policy])
+    return runs
+
+
+def run_one(
+    run: Run,
     settings: LabSettings,
     *,
     hours: float | None,
     failures_per_hour: float,
     progress: Callable[[int, int], None] | None = None,
-) -> PairResult:
-    """Replay one trace under one policy (in whatever process calls it)."""
-    from lab.replay import replay
+) -> RunResult:
+    """Replay one trace under one policy setting (in whatever process calls it)."""
     from simulator import load_trace
 
-    trace = load_trace(pair.trace_path)
-    run_settings = settings.model_copy(update={"policy": pair.policy})
-    result = replay(trace, run_settings, hours=hours, failures_per_hour=failures_per_hour, progress=progress)
-    series = result.series
+    trace = load_trace(run.trace.path)
+    if run.policy == OPTIMAL:
+        from lab.optimal import optimal_run
+
+        summary, series = optimal_run(trace, settings, hours=hours, failures_per_hour=failures_per_hour)
+        return RunResult(run, summary, _thinned(series))
+    from lab.replay import Replay
+
+    policy = POLICY_FACTORIES[run.policy]() if run.knob is None or run.policy == "daedalus" else (
+        POLICY_FACTORIES[run.policy](run.knob)
+    )
+    update: dict[str, Any] = {"policy": run.policy}
+    if policy.sync_interval_s is not None:
+        update["loop_interval_s"] = policy.sync_interval_s
+    if run.policy == "daedalus" and run.knob is not None:
+        update["target_recovery_time_s"] = run.knob  # the target it plans with; the SLO stays the lab's
+    run_settings = settings.model_copy(update=update)
+    replay = Replay(
+        trace, run_settings, hours=hours, failures_per_hour=failures_per_hour, policy=policy,
+        judged_target_s=settings.target_recovery_time_s,
+    )
+    replay.run(progress=progress)
+    result = replay.result()
+    summary = {**result.summary, "policy": run.policy, "knob": run.knob, "sync_interval_s": run_settings.loop_interval_s}
+    return RunResult(run, summary, _thinned(result.series))
+
+
+def _thinned(series: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     keep = slice(None, None, SERIES_STEP_S)
-    thinned = {name: np.asarray(series[name][keep]) for name in ("time_s", "workload", "parallelism", "lag")}
-    return PairResult(pair.trace_name, pair.policy, result.summary, thinned)
+    return {name: np.asarray(series[name][keep]) for name in ("time_s", "workload", "parallelism", "lag")}
 
 
-def _worker_run(
-    pair: Pair, settings: LabSettings, hours: float | None, failures_per_hour: float, queue: Any
-) -> PairResult:
+def _worker_run(run: Run, settings: LabSettings, hours: float | None, failures_per_hour: float, queue: Any) -> RunResult:
     """Process-pool entry: quiet logs, progress through ``queue``."""
     from agent.logging import configure_logging
 
     configure_logging(settings.telemetry.log_format, settings.telemetry.log_level)
-    key = (pair.trace_name, pair.policy)
 
     def progress(done_s: int, total_s: int) -> None:
         # Every 10 simulated minutes is plenty for a progress bar and keeps the queue quiet.
         if done_s % 600 == 0 or done_s >= total_s:
-            queue.put((key, done_s, total_s))
+            queue.put((run.key, done_s, total_s))
 
-    return run_pair(pair, settings, hours=hours, failures_per_hour=failures_per_hour, progress=progress)
+    return run_one(run, settings, hours=hours, failures_per_hour=failures_per_hour, progress=progress)
 
 
-def run_pairs(
-    pairs: Sequence[Pair],
+def run_all(
+    runs: Sequence[Run],
     settings: LabSettings,
     *,
     hours: float | None,
     failures_per_hour: float,
     jobs: int,
     on_progress: Callable[[tuple[str, str], int, int], None] | None = None,
-) -> list[PairResult]:
-    """Run every pair, ``jobs`` at a time in separate processes (1: in this process), in pair order."""
-    if jobs <= 1 or len(pairs) <= 1:
+) -> list[RunResult]:
+    """Run every run, ``jobs`` at a time in separate processes (1: in this process), in run order."""
+    if jobs <= 1 or len(runs) <= 1:
         results = []
-        for pair in pairs:
-            key = (pair.trace_name, pair.policy)
-            callback = (lambda d, t, key=key: on_progress(key, d, t)) if on_progress else None
-            results.append(run_pair(pair, settings, hours=hours, failures_per_hour=failures_per_hour, progress=callback))
+        for run in runs:
+            callback = (lambda d, t, key=run.key: on_progress(key, d, t)) if on_progress else None
+            results.append(run_one(run, settings, hours=hours, failures_per_hour=failures_per_hour, progress=callback))
         return results
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
+    # The longest runs first (the optimal schedule, then the policies that sync every 15 s), so the
+    # pool does not end on one long straggler.
+    order = sorted(range(len(runs)), key=lambda i: (runs[i].policy != OPTIMAL, runs[i].policy == "static"))
     with context.Manager() as manager, ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         queue = manager.Queue()
-        futures: dict[Future[PairResult], int] = {
-            pool.submit(_worker_run, pair, settings, hours, failures_per_hour, queue): i for i, pair in enumerate(pairs)
+        futures: dict[Future[RunResult], int] = {
+            pool.submit(_worker_run, runs[i], settings, hours, failures_per_hour, queue): i for i in order
         }
-        done: dict[int, PairResult] = {}
+        done: dict[int, RunResult] = {}
         pending = set(futures)
         while pending:
             finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
@@ -149,8 +251,8 @@ def run_pairs(
                 done[futures[future]] = result
                 if on_progress is not None:
                     total = int(result.summary["duration_s"])
-                    on_progress((result.trace_name, result.policy), total, total)
-        return [done[i] for i in range(len(pairs))]
+                    on_progress(result.run.key, total, total)
+        return [done[i] for i in range(len(runs))]
 
 
 DAG_POLICIES = ("ds2", "justin")
@@ -198,3 +300,26 @@ def default_jobs() -> int:
         available = os.cpu_count() or 1
     return max(1, min(2, available))
 
+
+def below_front(point: tuple[float, int], others: Sequence[tuple[float, int]]) -> bool:
+    """True if ``point`` (worker-hours, misses) uses fewer worker-hours than every one of ``others`` that has
+    no more misses: no setting of that policy is at least as good on both counts.
+
+    >>> below_front((50.0, 0), [(60.0, 0), (40.0, 3)])
+    True
+    >>> below_front((50.0, 1), [(48.0, 1)])
+    False
+    """
+    hours, misses = point
+    return all(hours < other_hours for other_hours, other_misses in others if other_misses <= misses)
+
+
+def pareto(points: Sequence[tuple[float, int]]) -> list[tuple[float, int]]:
+    """The non-dominated points (worker-hours, misses), by worker-hours."""
+    kept = [p for p in points if not any(q != p and q[0] <= p[0] and q[1] <= p[1] for q in points)]
+    return sorted(set(kept))
+
+
+def finite(value: float | None) -> float | None:
+    """None for missing or non-finite values (JSON has no NaN)."""
+    return value if value is not None and math.isfinite(value) else None

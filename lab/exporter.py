@@ -2,19 +2,24 @@
 
 ``perdix simulate --serve-metrics HOST:PORT --speed X`` steps the simulated job on a ScaledClock (X
 simulated seconds per wall second) and serves, in the Prometheus text format, the series the default
-PromQL queries read, under the names the Flink Prometheus reporter and Kafka use, with label ``pod``:
+PromQL queries read, under the names and labels Flink 2.3's Prometheus reporter uses (see
+docs/flink-metrics.md); every per-task series carries ``tm_id`` and ``pod`` (the worker),
+``subtask_index`` and the task attempt, which changes with every restart, as Flink's does:
 
-- ``kafka_server_brokertopicmetrics_messagesinpersec_oneminuterate{topic}``: arrival rate;
-- ``flink_taskmanager_job_task_numRecordsOutPerSecond{task_name="Source: ...",pod}``: per worker;
-- ``flink_taskmanager_Status_JVM_CPU_Load{pod}``: CPU load 0..1 per worker (moving average);
-- ``flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max{pod}``: each
-  worker's share of the lag, so their sum is the job's lag;
+- ``flink_taskmanager_job_task_operator_numRecordsOut{operator_name="Source:_<topic>"}``: records the
+  source subtask read in this attempt (a counter);
+- ``flink_taskmanager_job_task_operator_pendingRecords{operator_name="Source:_<topic>"}``: records waiting
+  in the subtask's partitions (FLIP-33), so their sum is the job's lag;
+- ``flink_taskmanager_job_task_accumulateBusyTimeMs`` / ``...IdleTimeMs`` / ``...BackPressuredTimeMs``:
+  the task's busy and idle time in this attempt, milliseconds of wall time (counters);
+- ``flink_taskmanager_Status_JVM_CPU_Load``: CPU load 0..1 per worker (moving average);
 - ``flink_jobmanager_numRegisteredTaskManagers`` and ``flink_jobmanager_job_uptime`` (milliseconds).
 
-Rates are records per *wall* second and the uptime is wall time, so an agent on the wall clock sees a
-consistent job at any speed: at X times speed it looks like a job X times faster in every rate, whose
-restarts take 1/X of the time. With ``follow`` set (a Scaler, e.g. the Kubernetes one), the job
-follows the scale target's replica count like Flink's reactive mode follows its TaskManagers.
+While the job restarts no task series exist (Flink's go stale), only the JobManager's. Counts are
+records and times are wall time, so an agent on the wall clock sees a consistent job at any speed: at X
+times speed it looks like a job X times faster in every rate, whose restarts take 1/X of the time.
+With ``follow`` set (a Scaler, e.g. the Kubernetes one), the job follows the scale target's replica
+count like Flink's reactive mode follows its TaskManagers.
 """
 
 from __future__ import annotations
@@ -33,14 +38,19 @@ from agent.clock import ScaledClock
 from agent.logging import get_logger
 from agent.ports import Scaler
 from agent.telemetry import TEXT, EndpointServer, Route
-from simulator import JobState, SimulatedFlinkJob, SimulatorSettings, Trace
+from simulator import JobState, SimulatedFlinkJob, SimulatorSettings, Trace, worker_id
 
-WORKLOAD = "kafka_server_brokertopicmetrics_messagesinpersec_oneminuterate"
-THROUGHPUT = "flink_taskmanager_job_task_numRecordsOutPerSecond"
+RECORDS_OUT = "flink_taskmanager_job_task_operator_numRecordsOut"
+PENDING = "flink_taskmanager_job_task_operator_pendingRecords"
+BUSY = "flink_taskmanager_job_task_accumulateBusyTimeMs"
+IDLE = "flink_taskmanager_job_task_accumulateIdleTimeMs"
+BACKPRESSURED = "flink_taskmanager_job_task_accumulateBackPressuredTimeMs"
 CPU = "flink_taskmanager_Status_JVM_CPU_Load"
-LAG = "flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max"
 REGISTERED = "flink_jobmanager_numRegisteredTaskManagers"
 UPTIME = "flink_jobmanager_job_uptime"
+JOB_NAME = "simulated_job"
+TASK_LABELS = ["job_name", "task_name", "task_id", "subtask_index", "task_attempt_num", "tm_id", "pod"]
+OPERATOR_LABELS = [*TASK_LABELS, "operator_name", "operator_id"]
 
 
 class ExporterError(ValueError):
@@ -135,44 +145,48 @@ class SimulationExporter(Collector):
         """The current values of every series (called on each scrape)."""
         with self._lock:
             job = self.job
-            now = job.recorded_seconds
-            if now == 0:
+            if job.recorded_seconds == 0:
                 return
-            # The last wall second of simulated seconds, so a 1 s scrape sees every arrival once.
-            span = max(1, int(round(self.speed)))
-            window = job.window(max(0, now - span), now)
             running = job.state is JobState.RUNNING
-            parallelism = int(window.parallelism[-1])
-            uptime_s = float(window.uptime_s[-1])
-            lag = float(window.lag[-1])
-            shares = job.shares(job.parallelism) if running else None
-            throughput = {w: float(s[-1]) for w, s in window.throughput.items() if np.isfinite(s[-1])}
-            cpu = {w: float(window.cpu[w][-1]) for w in throughput}
-            workload = float(np.mean(window.workload))
+            parallelism = job.parallelism
+            read, busy_s = job.attempt_totals()
+            backlogs = job.worker_backlogs()
+            attempt = len(job.restarts)
+            last = job.window(job.recorded_seconds - 1, job.recorded_seconds)
+            uptime_s = float(last.uptime_s[-1])
+            cpu = {w: float(s[-1]) for w, s in last.cpu.items() if np.isfinite(s[-1])}
         speed = self.speed
-        family = GaugeMetricFamily(WORKLOAD, "Messages in per second (simulated Kafka topic).", labels=["topic"])
-        family.add_metric([self.topic], workload * speed)
-        yield family
         registered = GaugeMetricFamily(REGISTERED, "Registered TaskManagers (simulated).")
         registered.add_metric([], parallelism)
         yield registered
-        up = GaugeMetricFamily(UPTIME, "Job uptime in milliseconds (wall time).")
-        up.add_metric([], uptime_s / speed * 1000.0)
+        up = GaugeMetricFamily(UPTIME, "Job uptime in milliseconds (wall time).", labels=["job_name"])
+        up.add_metric([JOB_NAME], uptime_s / speed * 1000.0)
         yield up
-        out = GaugeMetricFamily(THROUGHPUT, "Records out per second per source subtask.", labels=["task_name", "pod"])
-        load = GaugeMetricFamily(CPU, "JVM CPU load per TaskManager.", labels=["pod"])
-        lag_family = GaugeMetricFamily(LAG, "Records lag per source reader.", labels=["pod"])
-        for index, worker in enumerate(sorted(throughput, key=_worker_index)):
-            out.add_metric(["Source: " + self.topic, worker], throughput[worker] * speed)
-            load.add_metric([worker], cpu[worker])
-            share = float(shares[_worker_index(worker)]) if shares is not None and _worker_index(worker) < len(shares) else 1.0 / max(1, len(throughput))
-            lag_family.add_metric([worker], lag * share)
-        if not throughput:
-            # While the job restarts no reader reports; the lag is still there, on the JobManager's books.
-            lag_family.add_metric(["jobmanager"], lag)
-        yield out
+        load = GaugeMetricFamily(CPU, "JVM CPU load per TaskManager.", labels=["tm_id", "pod"])
+        for worker, value in sorted(cpu.items(), key=lambda item: _worker_index(item[0])):
+            load.add_metric([worker, worker], value)
         yield load
-        yield lag_family
+        if not running:
+            return
+        source = "Source:_" + self.topic
+        task = source + "____process"
+        records = GaugeMetricFamily(RECORDS_OUT, "Records the source subtask emitted in this attempt.", labels=OPERATOR_LABELS)
+        pending = GaugeMetricFamily(PENDING, "Records waiting in the subtask's partitions.", labels=OPERATOR_LABELS)
+        times = {name: GaugeMetricFamily(name, f"{name} in this attempt, ms.", labels=TASK_LABELS) for name in (BUSY, IDLE, BACKPRESSURED)}
+        uptime_wall_ms = uptime_s / speed * 1000.0
+        for index in range(parallelism):
+            worker = worker_id(index)
+            task_labels = [JOB_NAME, task, "task-0", str(index), str(attempt), worker, worker]
+            operator_labels = [*task_labels, source, "op-source"]
+            records.add_metric(operator_labels, float(read[index]))
+            pending.add_metric(operator_labels, float(backlogs[index]))
+            busy_ms = float(busy_s[index]) / speed * 1000.0
+            times[BUSY].add_metric(task_labels, busy_ms)
+            times[IDLE].add_metric(task_labels, max(0.0, uptime_wall_ms - busy_ms))
+            times[BACKPRESSURED].add_metric(task_labels, 0.0)
+        yield records
+        yield pending
+        yield from times.values()
 
 
 def _worker_index(worker: str) -> int:

@@ -102,6 +102,7 @@ import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -1122,6 +1123,40 @@ def replay_schedule(
     )
 
 
+def optimal_run(
+    trace: Trace, settings: Any, *, hours: float | None, failures_per_hour: float
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The ``optimal`` row of the lab: solve, replay the schedule through the real job, summarize it like a policy.
+
+    ``settings`` is the lab's settings tree (loop interval, bounds, target, simulator). Raises
+    AssertionError if the replay does not score what the planner predicted (the model is exact).
+    """
+    from lab.replay import job_summary, series_of
+
+    options = OptimalSettings(
+        loop_interval_s=int(settings.loop_interval_s),
+        min_parallelism=settings.min_parallelism,
+        max_parallelism=min(settings.max_parallelism, settings.simulator.partitions),
+        target_recovery_time_s=settings.target_recovery_time_s,
+    )
+    found = optimal_schedule(trace, settings.simulator, settings=options, hours=hours, failures_per_hour=failures_per_hour)
+    replayed = replay_schedule(trace, settings.simulator, found.schedule, hours=hours, failures_per_hour=failures_per_hour)
+    scored = replayed.objective(options.target_recovery_time_s)
+    if scored != found.predicted:
+        raise AssertionError(f"{trace.name}: the optimal schedule replayed as {scored}, predicted {found.predicted}")
+    summary = job_summary(
+        replayed.job,
+        trace_name=trace.name,
+        policy="optimal",
+        target_recovery_time_s=options.target_recovery_time_s,
+        rescales=len(found.rescales),
+        rescales_proposed=len(found.rescales),
+    )
+    summary["failures_injected"] = len(found.failures)
+    summary["optimal"] = {"solve_s": round(found.statistics.seconds, 2), "states_max": found.statistics.states_max}
+    return summary, series_of(replayed.job)
+
+
 __all__ = [
     "ModelRun",
     "Objective",
@@ -1129,6 +1164,7 @@ __all__ = [
     "OptimalSettings",
     "ScheduleReplay",
     "SolveStatistics",
+    "optimal_run",
     "optimal_schedule",
     "predict_schedules",
     "replay_duration_s",

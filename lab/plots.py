@@ -12,9 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from lab.evaluate import PairResult  # noqa: E402
+from lab.evaluate import RunResult  # noqa: E402
 from lab.replay import ReplayResult  # noqa: E402
-from planner import POLICIES  # noqa: E402
 
 
 def plot_replay(result: ReplayResult, path: Path) -> None:
@@ -48,7 +47,7 @@ def plot_replay(result: ReplayResult, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_trace(trace: str, results: Sequence[PairResult], path: Path) -> None:
+def plot_trace(trace: str, results: Sequence[RunResult], path: Path) -> None:
     """Workload, parallelism per policy and lag per policy of one trace."""
     fig, (ax_rate, ax_par, ax_lag) = plt.subplots(3, 1, figsize=(11, 8), sharex=True, constrained_layout=True)
     fig.suptitle(f"{trace}: parallelism and lag per policy")
@@ -69,21 +68,31 @@ def plot_trace(trace: str, results: Sequence[PairResult], path: Path) -> None:
     plt.close(fig)
 
 
-def plot_bars(summary: dict[str, Any], path: Path) -> None:
-    """Grouped bars: worker-hours and SLO misses per policy, one group per trace."""
-    traces = list(summary["traces"])
-    policies = [p for p in next(iter(summary["traces"].values())) if p in POLICIES] if traces else []
-    fig, (ax_hours, ax_miss) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
-    width = 0.8 / max(1, len(policies))
-    x = np.arange(len(traces))
-    for i, policy in enumerate(policies):
-        hours = [summary["traces"][t][policy]["worker_hours"] for t in traces]
-        misses = [summary["traces"][t][policy]["slo_misses"] for t in traces]
-        ax_hours.bar(x + i * width, hours, width, label=policy)
-        ax_miss.bar(x + i * width, misses, width, label=policy)
-    for ax, title in ((ax_hours, "worker-hours"), (ax_miss, "SLO misses")):
-        ax.set_xticks(x + width * (len(policies) - 1) / 2, traces)
-        ax.set_title(title)
-    ax_hours.legend(fontsize=8)
+def plot_fronts(
+    trace: str,
+    fronts: dict[str, list[dict[str, Any]]],
+    optimal: dict[str, Any] | None,
+    daedalus: dict[str, Any] | None,
+    path: Path,
+) -> None:
+    """Worker-hours against SLO misses of every swept setting, one front per policy, the optimal point marked."""
+    fig, ax = plt.subplots(figsize=(8, 5.5), constrained_layout=True)
+    for policy, points in fronts.items():
+        hours = [p["worker_hours"] for p in points]
+        misses = [p["slo_misses"] for p in points]
+        (line,) = ax.plot(hours, misses, "o-", lw=0.8, ms=4, label=policy)
+        for p in points:
+            if p["knob"] is not None:
+                ax.annotate(f"{p['knob']:g}", (p["worker_hours"], p["slo_misses"]), fontsize=6, color=line.get_color(),
+                            xytext=(3, 3), textcoords="offset points")
+    if daedalus is not None:
+        ax.plot([daedalus["worker_hours"]], [daedalus["slo_misses"]], "*", ms=14, color="black", label="daedalus (default)")
+    if optimal is not None:
+        ax.plot([optimal["worker_hours"]], [optimal["slo_misses"]], "D", ms=9, color="gold", markeredgecolor="black",
+                label="optimal")
+    ax.set_xlabel("worker-hours")
+    ax.set_ylabel("SLO misses")
+    ax.set_title(f"{trace}: cost against SLO misses per setting")
+    ax.legend(fontsize=8)
     fig.savefig(path, dpi=110)
     plt.close(fig)

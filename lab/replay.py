@@ -20,7 +20,8 @@ from agent.loop import Agent, RoundResult
 from agent.ports import KnowledgeStore, MetricSource
 from lab.settings import LabSettings
 from lab.simulated import SimulatedMonitor, SimulatedScaler
-from lab.slo import SloJudgement, Stop, judge
+from lab.slo import SloJudgement, judge, stops_from
+from planner import Policy
 from simulator import SimulatedFlinkJob, Trace, failure_schedule
 
 
@@ -101,7 +102,12 @@ class Replay:
         failures_per_hour: float = 0.0,
         knowledge: KnowledgeStore | None = None,
         monitor: MetricSource | None = None,
+        policy: Policy | None = None,
+        judged_target_s: float | None = None,
     ) -> None:
+        """``policy``: a policy object (e.g. a peer with another knob) instead of ``settings.policy``'s
+        default; ``judged_target_s``: the target recovery time the SLO is judged against, when the policy
+        plans with another (a sweep of Daedalus's own target)."""
         duration = int(trace.duration_s if hours is None else min(hours * 3600.0, trace.duration_s))
         if duration < settings.loop_interval_s:
             raise ReplayError(
@@ -117,6 +123,8 @@ class Replay:
         self.monitor = monitor or SimulatedMonitor(self.job)
         self.failures = set(failure_schedule(duration, failures_per_hour, settings.simulator.seed))
         self.rounds: list[RoundResult] = []
+        self.policy = policy
+        self.judged_target_s = settings.target_recovery_time_s if judged_target_s is None else judged_target_s
         self.agent = self.start_agent()
 
     def start_agent(self) -> Agent:
@@ -137,6 +145,7 @@ class Replay:
             scaler=self.scaler,
             knowledge=self.knowledge,
             analyzer=analyzer,
+            policy=self.policy,
         )
 
     def run(self, until_s: int | None = None, progress: Callable[[int, int], None] | None = None) -> None:
@@ -163,7 +172,12 @@ class Replay:
 
     def result(self) -> ReplayResult:
         """Summary and series of what has run so far."""
-        summary = summarize(self.job, self.settings, self.rounds, self.scaler, trace_name=self.trace.name)
+        summary = summarize(
+            self.job, self.settings, self.rounds, self.scaler, trace_name=self.trace.name,
+            judged_target_s=self.judged_target_s,
+        )
+        # Injected so far; one that lands while the job is already down is absorbed by that stop.
+        summary["failures_injected"] = sum(1 for t in self.failures if t < self.job.now_s)
         return ReplayResult(
             summary=summary, series=_series(self.job, self.rounds), rounds=self.rounds, rescales=self.scaler.requests
         )
@@ -207,26 +221,20 @@ def _series(job: SimulatedFlinkJob, rounds: list[RoundResult]) -> dict[str, np.n
 def judge_replay(job: SimulatedFlinkJob, target_recovery_time_s: float) -> SloJudgement:
     """The SLO judgement (``lab.slo``) of everything the job recorded: its lag, workload and stops."""
     window = job.window(0, job.recorded_seconds)
-    stops = [Stop.from_restart(restart) for restart in job.restarts]
-    in_progress = job.restart_in_progress
-    if in_progress is not None:
-        stops.append(Stop.from_restart(in_progress, resumed=False))
+    stops = stops_from(job.restarts, job.restart_in_progress)
     return judge(window.lag, window.workload, stops, target_recovery_time_s=target_recovery_time_s)
 
 
 def summarize(
-    job: SimulatedFlinkJob, settings: LabSettings, rounds: list[RoundResult], scaler: SimulatedScaler, *, trace_name: str
+    job: SimulatedFlinkJob,
+    settings: LabSettings,
+    rounds: list[RoundResult],
+    scaler: SimulatedScaler,
+    *,
+    trace_name: str,
+    judged_target_s: float | None = None,
 ) -> dict[str, Any]:
-    """The summary.json of a replay: cost (worker-hours, rescales), the SLO judgement (``lab.slo``), records."""
-    window = job.window(0, job.recorded_seconds)
-    lag, workload, parallelism = window.lag, window.workload, window.parallelism
-    accounting = job.accounting
-    target = settings.target_recovery_time_s
-    capacity_by_n = {int(n): job.true_capacity(int(n)) for n in np.unique(parallelism) if n > 0}
-    spare = np.array([capacity_by_n.get(int(n), 0.0) for n in parallelism]) - workload
-    # Lag the current capacity cannot work off within the target recovery time.
-    over_target = (lag > np.maximum(spare, 0.0) * target) & (lag > workload)
-    verdict = judge_replay(job, target)
+    """The summary.json of a replay: the job's (:func:`job_summary`) and what the agent measured of itself."""
     measured_errors = [
         abs(rec.predicted_s - rec.measured_s) / rec.measured_s
         for r in rounds
@@ -237,13 +245,49 @@ def summarize(
     wapes = [r.analysis.forecast_wape for r in rounds if r.analysis is not None and r.analysis.forecast_wape is not None]
     latencies = [r.latency_ms for r in rounds]
     executed = [req for req in scaler.requests if not req[2]]
+    summary = job_summary(
+        job,
+        trace_name=trace_name,
+        policy=settings.policy,
+        target_recovery_time_s=settings.target_recovery_time_s if judged_target_s is None else judged_target_s,
+        rescales=len(executed),
+        rescales_proposed=len(scaler.requests),
+    )
+    summary.update(
+        recovery_error_median=float(np.median(measured_errors)) if measured_errors else None,
+        forecast_wape_median=float(np.median(wapes)) if wapes else None,
+        loop_latency_p95_ms=float(np.percentile(latencies, 95)) if latencies else None,
+        dry_run=settings.dry_run,
+    )
+    return summary
+
+
+def job_summary(
+    job: SimulatedFlinkJob,
+    *,
+    trace_name: str,
+    policy: str,
+    target_recovery_time_s: float,
+    rescales: int,
+    rescales_proposed: int,
+) -> dict[str, Any]:
+    """What the simulated job went through, whoever scaled it: cost, the SLO judgement (``lab.slo``), records."""
+    window = job.window(0, job.recorded_seconds)
+    lag, workload, parallelism = window.lag, window.workload, window.parallelism
+    accounting = job.accounting
+    target = target_recovery_time_s
+    capacity_by_n = {int(n): job.true_capacity(int(n)) for n in np.unique(parallelism) if n > 0}
+    spare = np.array([capacity_by_n.get(int(n), 0.0) for n in parallelism]) - workload
+    # Lag the current capacity cannot work off within the target recovery time.
+    over_target = (lag > np.maximum(spare, 0.0) * target) & (lag > workload)
+    verdict = judge_replay(job, target)
     return {
         "trace": trace_name,
-        "policy": settings.policy,
+        "policy": policy,
         "duration_s": int(job.now_s),
         "worker_hours": round(float(parallelism.sum()) / 3600.0, 3),
-        "rescales": len(executed),
-        "rescales_proposed": len(scaler.requests),
+        "rescales": rescales,
+        "rescales_proposed": rescales_proposed,
         "failures": sum(1 for r in job.restarts if r.kind == "failure"),
         # Recoveries are the SLO's episodes: from a stop, or from falling behind, until caught up.
         "recoveries": len(verdict.episodes),
@@ -255,10 +299,11 @@ def summarize(
         "records_produced": accounting.produced,
         "records_processed": accounting.effective_processed,
         "records_lost": accounting.lost,
-        "recovery_error_median": float(np.median(measured_errors)) if measured_errors else None,
-        "forecast_wape_median": float(np.median(wapes)) if wapes else None,
-        "loop_latency_p95_ms": float(np.percentile(latencies, 95)) if latencies else None,
-        "dry_run": settings.dry_run,
         "final_parallelism": int(job.target_parallelism),
         "target_recovery_time_s": target,
     }
+
+
+def series_of(job: SimulatedFlinkJob) -> dict[str, np.ndarray]:
+    """The per-second series of everything the job recorded (no agent rounds)."""
+    return _series(job, [])

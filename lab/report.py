@@ -1,20 +1,29 @@
 """The lab's reports: summary.json, report.md and the plots of a replay or of an evaluation.
 
 Kept apart from the runners (``lab.replay``, ``lab.evaluate``) so that running and reporting do not
-import each other.
+import each other. Every cost is also given as a multiple of the optimal schedule's (``× optimal``)
+on the same replay; misses are the SLO misses of ``lab.slo``, judged the same way for every row.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lab.evaluate import DAG_POLICIES, PairResult
-from lab.plots import plot_bars, plot_replay, plot_trace
+from lab.evaluate import DAG_POLICIES, OPTIMAL, RunResult, below_front, pareto
+from lab.plots import plot_fronts, plot_replay, plot_trace
 from lab.replay import ReplayResult
 from planner import DAG_ONLY_POLICIES
+
+PEERS = ("flink-autoscaler", "hpa", "keda-lag", "ds2")
+"""The policies operators run today, whose fronts Daedalus is compared against."""
+
+GOAL_MEDIAN_X_OPTIMAL = 1.10
+GOAL_WORST_X_OPTIMAL = 1.20
 
 
 def write_replay_outputs(result: ReplayResult, out_dir: Path) -> dict[str, Path]:
@@ -33,71 +42,112 @@ def _ratio(value: float | None, reference: float | None) -> float | None:
     return round(value / reference, 4)
 
 
-def savings_captured(static: float, policy: float, oracle: float) -> float | None:
-    """(static - policy) / (static - oracle): the share of what could be saved that the policy saved."""
-    if static - oracle <= 1e-9:
-        return None
-    return round((static - policy) / (static - oracle), 4)
-
-
-def build_summary(results: Sequence[PairResult], traces: Sequence[str], policies: Sequence[str]) -> dict[str, Any]:
-    """``{"traces": {TRACE: {POLICY: {...summary..., "worker_hours_vs_oracle": x}}}}`` (n/a rows say why)."""
-    by_key = {(r.trace_name, r.policy): r.summary for r in results}
-    out: dict[str, Any] = {}
-    for trace in traces:
-        rows: dict[str, Any] = {}
-        oracle = by_key.get((trace, "oracle"))
-        static = by_key.get((trace, "static"))
+def build_summary(results: Sequence[RunResult], policies: Sequence[str]) -> dict[str, Any]:
+    """The evaluation as data: every run per trace (with × optimal), each policy over the traces, fronts, verdicts."""
+    by_trace: dict[str, dict[str, Any]] = {}
+    for result in results:
+        trace = result.run.trace
+        entry = by_trace.setdefault(trace.name, {"family": trace.family, "half": trace.half, "runs": {}})
+        entry["runs"][result.run.label] = dict(result.summary)
+    for entry in by_trace.values():
+        optimal = entry["runs"].get(OPTIMAL)
+        for label, row in entry["runs"].items():
+            row["worker_hours_vs_optimal"] = _ratio(row["worker_hours"], optimal["worker_hours"] if optimal else None)
         for policy in policies:
             if policy in DAG_ONLY_POLICIES:
                 where = " (its DAG-testbed run is under dag_testbed)" if policy in DAG_POLICIES else ""
-                rows[policy] = {
-                    "status": "n/a",
-                    "reason": f"operator-DAG testbed only: {DAG_ONLY_POLICIES[policy]}{where}",
-                }
+                entry["runs"][policy] = {"status": "n/a", "reason": f"operator-DAG testbed only: {DAG_ONLY_POLICIES[policy]}{where}"}
+    summary: dict[str, Any] = {"traces": by_trace, "policies": _per_policy(by_trace, policies)}
+    fronts, verdicts = _fronts(by_trace)
+    if fronts:
+        summary["fronts"] = fronts
+        summary["verdicts"] = verdicts
+    return summary
+
+
+def _runs_at_default(entry: dict[str, Any], policy: str) -> dict[str, Any] | None:
+    row = entry["runs"].get(policy)
+    return row if row is not None and row.get("status") != "n/a" else None
+
+
+def _per_policy(by_trace: dict[str, dict[str, Any]], policies: Sequence[str]) -> dict[str, Any]:
+    """Each policy at its default over all traces: × optimal median and worst, misses, misses where optimal has none."""
+    out: dict[str, Any] = {}
+    for policy in policies:
+        if policy in DAG_ONLY_POLICIES:
+            continue
+        ratios, misses, avoidable = [], 0, 0
+        for entry in by_trace.values():
+            row = _runs_at_default(entry, policy)
+            if row is None:
                 continue
-            summary = dict(by_key[(trace, policy)])
-            hours = summary["worker_hours"]
-            summary["worker_hours_vs_oracle"] = _ratio(hours, oracle["worker_hours"] if oracle else None)
-            summary["savings_captured"] = (
-                savings_captured(static["worker_hours"], hours, oracle["worker_hours"]) if oracle and static else None
+            if row.get("worker_hours_vs_optimal") is not None:
+                ratios.append(row["worker_hours_vs_optimal"])
+            misses += row["slo_misses"]
+            optimal = entry["runs"].get(OPTIMAL)
+            if row["slo_misses"] and optimal is not None and optimal["slo_misses"] == 0:
+                avoidable += 1
+        out[policy] = {
+            "x_optimal_median": round(statistics.median(ratios), 4) if ratios else None,
+            "x_optimal_worst": round(max(ratios), 4) if ratios else None,
+            "slo_misses": misses,
+            "traces_with_misses_optimal_avoids": avoidable,
+            "traces": len(ratios),
+        }
+    return out
+
+
+def _fronts(by_trace: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per trace and policy the swept points (knob, worker-hours, misses); per trace and peer, Daedalus below its front."""
+    fronts: dict[str, Any] = {}
+    verdicts: dict[str, Any] = {}
+    for name, entry in by_trace.items():
+        points: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for label, row in entry["runs"].items():
+            if row.get("status") == "n/a" or "@" not in label:
+                continue
+            points[row["policy"]].append(
+                {"knob": row["knob"], "worker_hours": row["worker_hours"], "slo_misses": row["slo_misses"]}
             )
-            rows[policy] = summary
-        out[trace] = rows
-    return {"traces": out}
+        if not points:
+            continue
+        for policy, swept in points.items():
+            default = entry["runs"].get(policy)
+            if default is not None:
+                swept.append({"knob": None, "worker_hours": default["worker_hours"], "slo_misses": default["slo_misses"]})
+            swept.sort(key=lambda p: (p["worker_hours"], p["slo_misses"]))
+        fronts[name] = dict(points)
+        daedalus = entry["runs"].get("daedalus")
+        if daedalus is None:
+            continue
+        point = (daedalus["worker_hours"], daedalus["slo_misses"])
+        verdicts[name] = {
+            peer: below_front(point, [(p["worker_hours"], p["slo_misses"]) for p in points[peer]])
+            for peer in PEERS
+            if peer in points
+        }
+    return fronts, verdicts
 
 
-def goal_checks(rows: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
-    """The issue's goal figures for Daedalus on one trace: (goal, met or None if not measurable, figure)."""
-    daedalus = rows.get("daedalus")
-    if not daedalus or daedalus.get("status") == "n/a":
+def goal_checks(summary: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+    """Daedalus's goals over every trace of the summary: (goal, met or None if not measurable, figure)."""
+    per = summary["policies"].get("daedalus")
+    if not per:
         return []
     checks: list[tuple[str, bool | None, str]] = []
-    ratio = daedalus.get("worker_hours_vs_oracle")
-    checks.append(("worker-hours <= 1.10 x oracle", None if ratio is None else ratio <= 1.10, f"{ratio}"))
-    captured = daedalus.get("savings_captured")
-    checks.append(("savings captured >= 0.85", None if captured is None else captured >= 0.85, f"{captured}"))
-    for rival in ("hpa", "keda-lag", "ds2"):
-        other = rows.get(rival)
-        if not other or other.get("status") == "n/a":
-            continue
-        fewer = daedalus["worker_hours"] < other["worker_hours"]
-        no_more_misses = daedalus["slo_misses"] <= other["slo_misses"]
-        checks.append(
-            (
-                f"fewer worker-hours than {rival}, no more SLO misses",
-                fewer and no_more_misses,
-                f"{daedalus['worker_hours']:.2f} vs {other['worker_hours']:.2f} h, "
-                f"{daedalus['slo_misses']} vs {other['slo_misses']} misses",
-            )
-        )
-    checks.append(
-        (
-            "zero SLO misses and zero records lost",
-            daedalus["slo_misses"] == 0 and daedalus["records_lost"] == 0,
-            f"{daedalus['slo_misses']} misses, {daedalus['records_lost']} lost",
-        )
-    )
+    median, worst = per["x_optimal_median"], per["x_optimal_worst"]
+    checks.append((f"worker-hours <= {GOAL_MEDIAN_X_OPTIMAL:.2f} x optimal at the median trace",
+                   None if median is None else median <= GOAL_MEDIAN_X_OPTIMAL, f"{median}"))
+    checks.append((f"worker-hours <= {GOAL_WORST_X_OPTIMAL:.2f} x optimal on the worst trace",
+                   None if worst is None else worst <= GOAL_WORST_X_OPTIMAL, f"{worst}"))
+    avoidable = per["traces_with_misses_optimal_avoids"]
+    checks.append(("zero SLO misses on every trace where the optimal schedule has none", avoidable == 0,
+                   f"{avoidable} of {per['traces']} traces"))
+    verdicts = summary.get("verdicts")
+    if verdicts:
+        total = sum(len(v) for v in verdicts.values())
+        below = sum(sum(1 for ok in v.values() if ok) for v in verdicts.values())
+        checks.append(("below every peer's Pareto front on every trace", below == total, f"{below} of {total}"))
     return checks
 
 
@@ -111,99 +161,159 @@ def _cell(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def render_report(summary: dict[str, Any], *, hours: float | None, failures_per_hour: float, seed: int) -> str:
-    """``report.md``: one table per trace and the Daedalus goal checks."""
+COLUMNS = [
+    ("worker-hours", "worker_hours", 2),
+    ("× optimal", "worker_hours_vs_optimal", 3),
+    ("SLO misses", "slo_misses", 0),
+    ("s over target", "slo_seconds_over_target", 0),
+    ("longest episode s", "slo_longest_episode_s", 0),
+    ("rescales", "rescales", 0),
+    ("max lag", "max_lag_records", 0),
+    ("records lost", "records_lost", 0),
+]
+
+
+def _trace_table(name: str, entry: dict[str, Any]) -> list[str]:
+    lines = [f"### {name}" + (f" ({entry['family']}, {entry['half']})" if entry.get("family") else ""), ""]
+    lines.append("| policy | " + " | ".join(c[0] for c in COLUMNS) + " |")
+    lines.append("|---|" + "---:|" * len(COLUMNS))
+    for label, row in entry["runs"].items():
+        if "@" in label:
+            continue
+        if row.get("status") == "n/a":
+            lines.append(f"| {label} | n/a: {row['reason']} |" + " |" * (len(COLUMNS) - 1))
+            continue
+        lines.append(f"| {label} | " + " | ".join(_cell(row.get(key), d) for _, key, d in COLUMNS) + " |")
+    return lines + [""]
+
+
+def _policy_table(title: str, per: dict[str, Any]) -> list[str]:
+    lines = [f"## {title}", "", "| policy | × optimal, median | × optimal, worst | SLO misses | traces with misses the optimal avoids |",
+             "|---|---:|---:|---:|---:|"]
+    for policy, row in per.items():
+        lines.append(
+            f"| {policy} | {_cell(row['x_optimal_median'], 3)} | {_cell(row['x_optimal_worst'], 3)} | "
+            f"{row['slo_misses']} | {row['traces_with_misses_optimal_avoids']} of {row['traces']} |"
+        )
+    return lines + [""]
+
+
+def render_report(summary: dict[str, Any], *, hours: float | None, failures_per_hour: float, seed: int,
+                  target_recovery_time_s: float) -> str:
+    """``report.md``: each policy over the traces, each half and family, each trace, the fronts and the goals."""
+    by_trace = summary["traces"]
     lines = [
         "# Policy lab",
         "",
-        f"Simulated replays on identical seeds (simulator seed {seed}), "
-        f"{'whole traces' if hours is None else f'first {hours:g} h of each trace'}, "
-        f"{failures_per_hour:g} injected failures per hour. Oracle = true future workload, true capacity and "
-        "true recovery: the lower bound. Savings captured = (static − policy) / (static − oracle).",
+        f"Simulated replays on identical seeds (simulator seed {seed}): the same arrivals, worker capacities, "
+        f"downtimes and {failures_per_hour:g} injected TaskManager failures per hour for every policy; "
+        f"{'whole traces' if hours is None else f'first {hours:g} h of each trace'}. An SLO miss is an episode "
+        f"(from a stop or from falling behind, until the lag is back under one second of input) longer than "
+        f"{target_recovery_time_s:.0f} s. Optimal = the offline schedule with full knowledge that first minimises "
+        "misses, then worker-hours (`lab/optimal.py`).",
         "",
     ]
-    columns = [
-        ("worker-hours", "worker_hours", 2),
-        ("× oracle", "worker_hours_vs_oracle", 3),
-        ("savings captured", "savings_captured", 3),
-        ("rescales", "rescales", 0),
-        ("SLO misses", "slo_misses", 0),
-        ("recoveries", "recoveries", 0),
-        ("max recovery s", "recovery_max_s", 0),
-        ("lag over target s", "lag_over_target_s", 0),
-        ("max lag", "max_lag_records", 0),
-        ("records lost", "records_lost", 0),
-    ]
-    for trace, rows in summary["traces"].items():
-        lines += [f"## {trace}", "", "| policy | " + " | ".join(c[0] for c in columns) + " |"]
-        lines.append("|---|" + "---:|" * len(columns))
-        for policy, row in rows.items():
-            if row.get("status") == "n/a":
-                lines.append(f"| {policy} | n/a: {row['reason']} |" + " |" * (len(columns) - 1))
-                continue
-            lines.append(f"| {policy} | " + " | ".join(_cell(row.get(key), d) for _, key, d in columns) + " |")
-        checks = goal_checks(rows)
-        if checks:
-            lines += ["", "Daedalus goals:", ""]
-            for goal, met, figure in checks:
-                mark = "n/a" if met is None else ("met" if met else "**missed**")
-                lines.append(f"- {goal}: {mark} ({figure})")
+    lines += _policy_table("Each policy over all traces", summary["policies"])
+    halves = sorted({e["half"] for e in by_trace.values() if e.get("half")})
+    families = sorted({e["family"] for e in by_trace.values() if e.get("family")})
+    policies = [p for p in summary["policies"]]
+    for half in halves:
+        sub = {n: e for n, e in by_trace.items() if e.get("half") == half}
+        lines += _policy_table(f"The {half} half", _per_policy(sub, policies))
+    checks = goal_checks(summary)
+    if checks:
+        lines += ["## Daedalus goals", ""]
+        lines += [f"- {goal}: {'n/a' if met is None else ('met' if met else '**missed**')} ({figure})" for goal, met, figure in checks]
         lines.append("")
+    verdicts = summary.get("verdicts")
+    if verdicts:
+        peers = [p for p in PEERS if any(p in v for v in verdicts.values())]
+        lines += ["## Daedalus against each peer's front", "",
+                  "Below the front: fewer worker-hours than every setting of that peer with no more misses.", "",
+                  "| trace | " + " | ".join(peers) + " |", "|---|" + "---|" * len(peers)]
+        for name, verdict in verdicts.items():
+            lines.append(f"| {name} | " + " | ".join(("below" if verdict[p] else "**not below**") if p in verdict else "–" for p in peers) + " |")
+        lines.append("")
+    if families:
+        for family in families:
+            lines += [f"## Family: {family}", ""]
+            for name, entry in by_trace.items():
+                if entry.get("family") == family:
+                    lines += _trace_table(name, entry)
+    else:
+        lines += ["## Traces", ""]
+        for name, entry in by_trace.items():
+            lines += _trace_table(name, entry)
     dag = summary.get("dag_testbed")
     if dag:
-        lines += [
-            "## Operator-DAG testbed: DS2 and Justin",
-            "",
-            "Per-operator policies on the windowed-aggregation query at each trace's median and peak rate, "
-            "six policy intervals from one task per operator. QEScalor is not run: the testbed gives every "
-            "slot the same CPU and memory, so its mixed provisions cannot be deployed.",
-            "",
-            "| trace | rate | policy | final parallelism | slot memory MB | task slots | managed memory MB | "
-            "cache hit rate | sustains | first sustaining step | configurations after |",
-            "|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|",
-        ]
-        for trace, by_rate in dag.items():
-            for label, rows in by_rate.items():
-                for policy in DAG_POLICIES:
-                    row = rows[policy]
-                    shape = "/".join(str(p) for p in row["parallelism"].values())
-                    lines.append(
-                        f"| {trace} | {label} {rows['rate']:,.0f}/s | {policy} | {shape} | {row['slot_memory_mb']:.0f} | "
-                        f"{row['task_slots']} | {row['managed_memory_mb']:.0f} | {_cell(row['cache_hit_rate'], 3)} | "
-                        f"{'yes' if row['sustains'] else 'no'} | {_cell(row['first_sustaining_step'])} | "
-                        f"{_cell(row['configurations_after_sustaining'])} |"
-                    )
-        lines.append("")
+        lines += _dag_table(dag)
     return "\n".join(lines)
 
 
+def _dag_table(dag: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Operator-DAG testbed: DS2 and Justin",
+        "",
+        "Per-operator policies on the windowed-aggregation query at each trace's median and peak rate, "
+        "six policy intervals from one task per operator. QEScalor is not run: the testbed gives every "
+        "slot the same CPU and memory, so its mixed provisions cannot be deployed.",
+        "",
+        "| trace | rate | policy | final parallelism | slot memory MB | task slots | managed memory MB | "
+        "cache hit rate | sustains | first sustaining step | configurations after |",
+        "|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|",
+    ]
+    for trace, by_rate in dag.items():
+        for label, rows in by_rate.items():
+            for policy in DAG_POLICIES:
+                row = rows[policy]
+                shape = "/".join(str(p) for p in row["parallelism"].values())
+                lines.append(
+                    f"| {trace} | {label} {rows['rate']:,.0f}/s | {policy} | {shape} | {row['slot_memory_mb']:.0f} | "
+                    f"{row['task_slots']} | {row['managed_memory_mb']:.0f} | {_cell(row['cache_hit_rate'], 3)} | "
+                    f"{'yes' if row['sustains'] else 'no'} | {_cell(row['first_sustaining_step'])} | "
+                    f"{_cell(row['configurations_after_sustaining'])} |"
+                )
+    return lines + [""]
+
+
 def write_outputs(
-    results: Sequence[PairResult],
-    traces: Sequence[str],
+    results: Sequence[RunResult],
     policies: Sequence[str],
     out_dir: Path,
     *,
     hours: float | None,
     failures_per_hour: float,
     seed: int,
+    target_recovery_time_s: float,
     dag_testbed: dict[str, Any] | None = None,
+    plots: bool = True,
 ) -> dict[str, Path]:
-    """summary.json, report.md, one PNG per trace and the bar chart; returns their paths."""
+    """summary.json, report.md, one PNG per trace (and a front plot per trace of a sweep); returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = build_summary(results, traces, policies)
+    summary = build_summary(results, policies)
+    summary["settings"] = {
+        "hours": hours, "failures_per_hour": failures_per_hour, "seed": seed,
+        "target_recovery_time_s": target_recovery_time_s,
+    }
     if dag_testbed:
         summary["dag_testbed"] = dag_testbed
     paths: dict[str, Path] = {"summary": out_dir / "summary.json", "report": out_dir / "report.md"}
     paths["summary"].write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
-    paths["report"].write_text(render_report(summary, hours=hours, failures_per_hour=failures_per_hour, seed=seed))
-    for trace in traces:
-        trace_results = [r for r in results if r.trace_name == trace]
-        if trace_results:
-            paths[f"plot:{trace}"] = out_dir / f"{trace}.png"
-            plot_trace(trace, trace_results, paths[f"plot:{trace}"])
-    if results:
-        paths["bars"] = out_dir / "worker_hours_slo.png"
-        plot_bars(summary, paths["bars"])
+    paths["report"].write_text(render_report(
+        summary, hours=hours, failures_per_hour=failures_per_hour, seed=seed, target_recovery_time_s=target_recovery_time_s,
+    ))
+    if plots:
+        for trace in summary["traces"]:
+            trace_results = [r for r in results if r.trace_name == trace and "@" not in r.run.label]
+            if trace_results:
+                paths[f"plot:{trace}"] = out_dir / f"{trace}.png"
+                plot_trace(trace, trace_results, paths[f"plot:{trace}"])
+            if trace in summary.get("fronts", {}):
+                paths[f"fronts:{trace}"] = out_dir / f"{trace}.fronts.png"
+                optimal = summary["traces"][trace]["runs"].get(OPTIMAL)
+                plot_fronts(trace, summary["fronts"][trace], optimal, summary["traces"][trace]["runs"].get("daedalus"),
+                            paths[f"fronts:{trace}"])
     return paths
 
 
+__all__ = ["PEERS", "build_summary", "goal_checks", "pareto", "render_report", "write_outputs", "write_replay_outputs"]

@@ -570,6 +570,24 @@ class SimulatedFlinkJob:
         """Per-partition offsets of the last completed checkpoint (a copy)."""
         return self._committed.copy()
 
+    def attempt_totals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Records each current worker read, and seconds it was busy, since the job last (re)started.
+
+        What Flink's counters (numRecordsOut, accumulateBusyTimeMs) hold: they start at zero with every
+        task attempt. Empty while the job is down (no task runs).
+        """
+        if self.state is JobState.DOWN:
+            return np.zeros(0), np.zeros(0)
+        series, n = self._series, self.parallelism
+        start = min(self._uptime_start, series.length)
+        return series.throughput[start : series.length, :n].sum(axis=0), series.busy[start : series.length, :n].sum(axis=0)
+
+    def worker_backlogs(self) -> np.ndarray:
+        """Records waiting in each current worker's partitions (its readers' pendingRecords); empty while down."""
+        if self.state is JobState.DOWN:
+            return np.zeros(0)
+        return np.bincount(self._assignment, weights=(self._end - self._position), minlength=self.parallelism)
+
     @property
     def end_offsets(self) -> np.ndarray:
         """Per-partition log-end offsets: records produced so far (a copy)."""

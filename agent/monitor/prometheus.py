@@ -33,8 +33,9 @@ from agent.settings import ConfigError, PrometheusSettings
 
 SCALAR_QUERIES = ("workload", "consumer_lag", "parallelism", "uptime")
 """Queries that must answer with exactly one series."""
-WORKER_QUERIES = ("throughput", "cpu")
+WORKER_QUERIES = ("throughput", "busy", "cpu")
 """Queries that must answer with one series per worker, told apart by ``worker_label``."""
+
 LIVE_TAIL_POINTS = 3
 """A worker counts as present if its series has a value in the last few grid points."""
 
@@ -65,11 +66,6 @@ def connect(settings: PrometheusSettings) -> PrometheusConnect:
         retry=Retry(total=0, raise_on_status=False),
         timeout=settings.timeout_s,
     )
-
-
-def render(query: str, worker_label: str) -> str:
-    """The query with its ``{worker_label}`` placeholder filled (str.format would choke on PromQL braces)."""
-    return query.replace("{worker_label}", worker_label)
 
 
 def _run(fn: Callable[[], Any], settings: PrometheusSettings) -> Any:
@@ -108,7 +104,7 @@ def _error_detail(text: str) -> str:
     return match.group(1) if match else text[:200]
 
 
-def check_prometheus(settings: PrometheusSettings) -> None:
+def check_prometheus(settings: PrometheusSettings, *, skip: frozenset[str] = frozenset()) -> None:
     """At start: raise MonitorError if Prometheus does not answer, ConfigError naming a query it rejects.
 
     Every configured query runs once as an instant query, so a malformed PromQL query fails the start
@@ -122,7 +118,9 @@ def check_prometheus(settings: PrometheusSettings) -> None:
     except QueryFailed as exc:
         raise MonitorError(f"prometheus.url: {settings.url} does not answer like Prometheus: {exc}") from None
     for name, query in settings.queries.model_dump().items():
-        rendered = render(query, settings.worker_label)
+        if name in skip:
+            continue
+        rendered = settings.render(query)
         try:
             _run(lambda: prom.custom_query(rendered), settings)
         except QueryFailed as exc:
@@ -172,11 +170,13 @@ class PrometheusMonitor:
         *,
         client: PrometheusConnect | None = None,
         on_error: Callable[[str], None] | None = None,
+        skip: frozenset[str] = frozenset(),
     ) -> None:
+        """``skip``: queries not to run (the utilization signal the agent does not read)."""
         self.settings = settings
         self.client = client or connect(settings)
         self.queries = {
-            name: render(query, settings.worker_label) for name, query in settings.queries.model_dump().items()
+            name: settings.render(query) for name, query in settings.queries.model_dump().items() if name not in skip
         }
         self.on_error = on_error
         self.log = get_logger("perdix.monitor", url=settings.url)
@@ -250,6 +250,7 @@ class PrometheusMonitor:
         nan = np.full(grid.size, np.nan)
         throughput = workers.get("throughput", {})
         cpu = workers.get("cpu", {})
+        busy = workers.get("busy", {})
         return Observation(
             now=now,
             times=grid.times,
@@ -260,7 +261,22 @@ class PrometheusMonitor:
             parallelism=_last_int(scalars.get("parallelism")),
             uptime_s=_last_seconds(scalars.get("uptime")),
             gaps=gaps,
+            worker_busy={w: s for w, s in busy.items() if w in throughput} if throughput else busy,
+            rates_settled=self._settled(scalars.get("uptime")),
         )
+
+    def _settled(self, uptime: np.ndarray | None) -> np.ndarray | None:
+        """Per sample: False where a rate window reaches back before the job's last restart, else True.
+
+        A restart replays the records read since the last checkpoint (the source counts them twice
+        while the backlog grows by as many) and starts new series part-way through the window, so a
+        rate over such a window is not the job's steady rate: the models skip those samples.
+        """
+        if uptime is None:
+            return None
+        with np.errstate(invalid="ignore"):
+            young = uptime / 1000.0 < self.settings.rate_window_s  # NaN compares False: unknown counts as settled
+        return ~young
 
     def _stale(self, series: np.ndarray, grid: Grid, now: float) -> float | None:
         """Age of the newest sample if it is older than stale_after_s, else None."""

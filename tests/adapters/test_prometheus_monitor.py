@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from structlog.testing import capture_logs
 
-from agent.monitor.prometheus import PrometheusMonitor, check_prometheus, render
+from agent.monitor.prometheus import PrometheusMonitor, check_prometheus
 from agent.ports import MonitorError
 from agent.settings import ConfigError, PrometheusSettings, PromQLQueries
 from tests.fakes.prometheus_api import Canned, FakePrometheus
@@ -32,8 +32,8 @@ def fake_prometheus() -> Iterator[FakePrometheus]:
         fake.stop()
 
 
-def q(name: str, worker_label: str = "pod") -> str:
-    return render(getattr(PromQLQueries(), name), worker_label)
+def q(name: str, worker_label: str = "pod", **settings: object) -> str:
+    return PrometheusSettings(worker_label=worker_label, **settings).render(getattr(PromQLQueries(), name))  # type: ignore[arg-type]
 
 
 def healthy(fake: FakePrometheus) -> None:
@@ -42,6 +42,7 @@ def healthy(fake: FakePrometheus) -> None:
         q("workload"): Canned([({}, lambda t: 2000.0)]),
         q("throughput"): Canned([({"pod": "tm-0"}, lambda t: 1000.0), ({"pod": "tm-1"}, lambda t: 1000.0)]),
         q("cpu"): Canned([({"pod": "tm-0"}, lambda t: 0.5), ({"pod": "tm-1"}, lambda t: 0.6)]),
+        q("busy"): Canned([({"pod": "tm-0"}, lambda t: 0.4), ({"pod": "tm-1"}, lambda t: 0.45)]),
         q("consumer_lag"): Canned([({}, lambda t: 50.0)]),
         q("parallelism"): Canned([({}, lambda t: 2.0)]),
         q("uptime"): Canned([({}, lambda t: 600_000.0)]),
@@ -49,7 +50,7 @@ def healthy(fake: FakePrometheus) -> None:
 
 
 def monitor_for(fake: FakePrometheus, errors: list[str] | None = None, **settings: object) -> PrometheusMonitor:
-    config = PrometheusSettings(url=fake.url, **settings)  # type: ignore[arg-type]
+    config = PrometheusSettings(url=fake.url, **{"worker_label": "pod", **settings})  # type: ignore[arg-type]
     return PrometheusMonitor(config, on_error=errors.append if errors is not None else None)
 
 
@@ -60,6 +61,7 @@ def test_a_healthy_answer_lands_on_one_grid_with_no_gaps(fake_prometheus: FakePr
     np.testing.assert_array_equal(obs.workload, np.full(60, 2000.0))
     assert set(obs.worker_throughput) == set(obs.worker_cpu) == {"tm-0", "tm-1"}
     np.testing.assert_array_equal(obs.worker_cpu["tm-1"], np.full(60, 0.6))
+    np.testing.assert_array_equal(obs.worker_busy["tm-1"], np.full(60, 0.45))
     assert obs.parallelism == 2 and obs.uptime_s == 600.0 and obs.latest_lag == 50.0
     assert dict(obs.gaps) == {} and obs.usable
     ranges = [p for path, p in fake_prometheus.requests if path == "/api/v1/query_range"]
@@ -193,3 +195,29 @@ def test_start_check_gives_one_line_for_an_unreachable_url_and_names_a_rejected_
     with pytest.raises(ConfigError) as config_error:
         check_prometheus(PrometheusSettings(url=fake_prometheus.url))
     assert str(config_error.value).startswith("prometheus.queries.consumer_lag: ") and "parse error" in str(config_error.value)
+
+
+def test_rate_samples_whose_window_reaches_back_before_a_restart_are_not_settled(fake_prometheus: FakePrometheus) -> None:
+    # The job restarted at 1030 (uptime 0 there): with a 20 s rate window the workload, throughput and
+    # busy samples of 1030..1049 cover a restart (replayed records, new series): the models skip them.
+    healthy(fake_prometheus)
+    for name in ("workload", "throughput", "busy"):
+        fake_prometheus.answers[q(name, rate_window_s=20)] = fake_prometheus.answers[q(name)]
+    fake_prometheus.answers[q("uptime")] = Canned([({}, lambda t: 600_000.0 + (t - 1000) * 1000 if t < 1030 else (t - 1030) * 1000.0)])
+    obs = monitor_for(fake_prometheus, rate_window_s=20).observe(since=SINCE, now=NOW)
+    young = (GRID >= 1030) & (GRID < 1050)
+    assert obs.rates_settled is not None and (obs.rates_settled == ~young).all()
+    for series in (obs.workload, obs.worker_throughput["tm-0"], obs.worker_busy["tm-0"]):
+        assert np.isfinite(series).all(), "the round keeps every sample (the planner's average, readiness)"
+        settled = obs.settled(series)
+        assert np.isnan(settled[young]).all() and np.isfinite(settled[~young]).all()
+    assert "workload" not in obs.gaps and obs.usable, "a restart window is not a monitor problem"
+
+
+def test_a_skipped_query_is_never_sent(fake_prometheus: FakePrometheus) -> None:
+    healthy(fake_prometheus)
+    config = PrometheusSettings(url=fake_prometheus.url, worker_label="pod")
+    obs = PrometheusMonitor(config, skip=frozenset({"cpu"})).observe(since=SINCE, now=NOW)
+    sent = {p["query"] for path, p in fake_prometheus.requests if path == "/api/v1/query_range"}
+    assert q("cpu") not in sent and q("busy") in sent
+    assert obs.worker_cpu == {} and set(obs.worker_busy) == {"tm-0", "tm-1"} and obs.usable

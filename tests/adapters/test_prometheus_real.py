@@ -19,17 +19,26 @@ from tests.fixtures.prometheus import PrometheusServer, TinyExporter, poll
 pytestmark = pytest.mark.e2e
 
 UPTIME = "flink_jobmanager_job_uptime"
+WINDOW_S = 5
+"""The queries' rate window in these tests (the smallest allowed: the server runs for seconds)."""
 
 
 def export_job(exporter: TinyExporter) -> None:
-    """The series of a two-TaskManager job, under the names the default queries use."""
-    exporter.set("kafka_server_brokertopicmetrics_messagesinpersec_oneminuterate", 2000.0, topic="input")
-    for pod, cpu in (("tm-0", 0.5), ("tm-1", 0.7)):
-        exporter.set("flink_taskmanager_job_task_numRecordsOutPerSecond", 1000.0, task_name="Source: input", pod=pod)
-        exporter.set("flink_taskmanager_Status_JVM_CPU_Load", cpu, pod=pod)
-        exporter.set("flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max", 25.0, pod=pod)
+    """The series of a two-TaskManager job under the names and labels of Flink's reporter: 1000 records/s read
+    per source subtask (counters), 25 pending each, busy 50 % and 70 % of the time, up for ten minutes."""
+    start = time.time()
+    for index, (tm, busy) in enumerate((("tm-0", 0.5), ("tm-1", 0.7))):
+        task = {"job_name": "orders", "task_name": "Source:_input____map", "task_id": "t0", "subtask_index": str(index),
+                "tm_id": tm, "pod": tm}
+        source = {**task, "operator_name": "Source:_input", "operator_id": "op0"}
+        exporter.set("flink_taskmanager_job_task_operator_numRecordsOut", lambda t: 1000.0 * (t - start), **source)
+        exporter.set("flink_taskmanager_job_task_operator_pendingRecords", 25.0, **source)
+        exporter.set("flink_taskmanager_job_task_accumulateBusyTimeMs", lambda t, b=busy: 1000.0 * b * (t - start), **task)
+        exporter.set("flink_taskmanager_job_task_accumulateIdleTimeMs", lambda t, b=busy: 1000.0 * (1 - b) * (t - start), **task)
+        exporter.set("flink_taskmanager_job_task_accumulateBackPressuredTimeMs", 0.0, **task)
+        exporter.set("flink_taskmanager_Status_JVM_CPU_Load", busy + 0.05, tm_id=tm, pod=tm)
     exporter.set("flink_jobmanager_numRegisteredTaskManagers", 2.0)
-    exporter.set(UPTIME, 600_000.0)
+    exporter.set(UPTIME, 600_000.0, job_name="orders")
 
 
 @pytest.fixture(scope="module")
@@ -38,30 +47,32 @@ def scraped(prometheus: PrometheusServer, tiny_exporter: TinyExporter) -> float:
     export_job(tiny_exporter)
     first = prometheus.wait_for(UPTIME, timeout_s=30)
     first_at = float(first[0]["value"][0])
-    poll(lambda: time.time() > first_at + 4, timeout_s=10, what="four seconds of samples")
-    return first_at
+    poll(lambda: time.time() > first_at + WINDOW_S + 4, timeout_s=20, what="a rate window and four seconds of samples")
+    return first_at + WINDOW_S
 
 
 def test_default_queries_on_real_prometheus_fill_one_grid_without_gaps(prometheus: PrometheusServer, scraped: float) -> None:
-    monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url))
+    monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S))
     since = math.ceil(scraped) + 1.0
     now = time.time()
     obs = monitor.observe(since=since, now=now)
 
     assert dict(obs.gaps) == {}, obs.gaps
     assert obs.times[0] == since and np.all(np.diff(obs.times) == 1.0) and obs.times[-1] < now
-    np.testing.assert_allclose(obs.workload, 2000.0)
+    np.testing.assert_allclose(obs.workload, 2000.0, rtol=0.03)  # reads plus a flat backlog
     np.testing.assert_allclose(obs.consumer_lag, 50.0)
     assert set(obs.worker_throughput) == {"tm-0", "tm-1"}
-    np.testing.assert_allclose(obs.worker_cpu["tm-1"], 0.7)
+    np.testing.assert_allclose(obs.worker_throughput["tm-0"], 1000.0, rtol=0.03)
+    np.testing.assert_allclose(obs.worker_busy["tm-1"], 0.7, rtol=0.03)
+    np.testing.assert_allclose(obs.worker_cpu["tm-1"], 0.75)
     assert obs.parallelism == 2 and obs.uptime_s == 600.0 and obs.usable
 
 
 def test_a_worker_label_the_series_do_not_carry_is_a_wrong_shape_gap(prometheus: PrometheusServer, scraped: float) -> None:
-    monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url, worker_label="tm_id"))
+    monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url, worker_label="host", rate_window_s=WINDOW_S))
     now = time.time()
     obs = monitor.observe(since=now - 3, now=now)
-    assert obs.gaps["throughput"].startswith("wrong shape") and "'tm_id'" in obs.gaps["throughput"]
+    assert obs.gaps["throughput"].startswith("wrong shape") and "'host'" in obs.gaps["throughput"]
     assert obs.worker_throughput == {} and not obs.usable
     assert obs.parallelism == 2
 

@@ -18,12 +18,13 @@ from agent.execute.kubernetes import KubernetesScaler
 from agent.settings import PromQLQueries, ScaleTargetSettings
 from cli import app
 from lab.exporter import (
+    BUSY,
     CPU,
-    LAG,
+    IDLE,
+    PENDING,
+    RECORDS_OUT,
     REGISTERED,
-    THROUGHPUT,
     UPTIME,
-    WORKLOAD,
     ExporterError,
     SimulationExporter,
     parse_address,
@@ -157,24 +158,44 @@ def scrape(sim: SimulationExporter) -> dict[str, list[tuple[dict[str, str], floa
     return {f.name: [(s.labels, s.value) for s in f.samples] for f in text_string_to_metric_families(text)}
 
 
-def test_exporter_serves_what_the_default_queries_read_with_rates_per_wall_second() -> None:
+def test_exporter_serves_what_the_default_queries_read_with_counts_per_wall_second() -> None:
     sim = exporter(speed=4.0)
     with sim._lock:
         sim.job.run_until(120)
     families = scrape(sim)
-    assert {WORKLOAD, THROUGHPUT, CPU, LAG, REGISTERED, UPTIME} <= set(families)
+    assert {RECORDS_OUT, PENDING, BUSY, IDLE, CPU, REGISTERED, UPTIME} <= set(families)
     queries = PromQLQueries()
-    for name in (WORKLOAD, THROUGHPUT, CPU, LAG, REGISTERED, UPTIME):
+    for name in (RECORDS_OUT, PENDING, BUSY, IDLE, UPTIME):
         assert any(name in q for q in queries.model_dump().values()), f"{name} is not what a default query reads"
-    ((labels, workload),) = families[WORKLOAD]
-    assert labels == {"topic": "input"} and workload == pytest.approx(2000.0 * 4, rel=0.01)
-    pods = {s[0]["pod"] for s in families[THROUGHPUT]}
-    assert len(pods) == 3 and all(s[0]["task_name"].startswith("Source") for s in families[THROUGHPUT])
-    assert sum(v for _, v in families[THROUGHPUT]) == pytest.approx(2000.0 * 4, rel=0.05)
-    assert {s[0]["pod"] for s in families[CPU]} == pods
-    assert sum(v for _, v in families[LAG]) == pytest.approx(sim.job.accounting.lag, abs=1e-6)
+    # Counters of this attempt: the records each source subtask read, their sum what the job read.
+    records = families[RECORDS_OUT]
+    pods = {labels["pod"] for labels, _ in records}
+    assert len(pods) == 3 and all(labels["operator_name"].startswith("Source:_") for labels, _ in records)
+    assert all(labels["tm_id"] == labels["pod"] for labels, _ in records)
+    read = sim.job.accounting.processed
+    assert sum(v for _, v in records) == pytest.approx(read, rel=0.01)
+    assert sum(v for _, v in families[PENDING]) == pytest.approx(sim.job.accounting.lag, abs=1e-6)
+    # Busy plus idle time add up to the attempt's wall time (119 simulated s at 4x).
+    for (labels, busy), (_, idle) in zip(sorted(families[BUSY], key=str), sorted(families[IDLE], key=str)):
+        assert busy + idle == pytest.approx(119 / 4 * 1000.0, rel=0.02)
+    assert {labels["pod"] for labels, _ in families[CPU]} == pods
     assert families[REGISTERED][0][1] == 3
     assert families[UPTIME][0][1] == pytest.approx(119 / 4 * 1000.0)
+
+
+def test_exporter_starts_new_series_at_a_restart_and_none_while_down() -> None:
+    sim = exporter(speed=1.0)
+    with sim._lock:
+        sim.job.run_until(60)
+    first = {labels["task_attempt_num"] for labels, _ in scrape(sim)[RECORDS_OUT]}
+    with sim._lock:
+        sim.job.rescale(2)
+        sim.job.step()
+    assert RECORDS_OUT not in scrape(sim) or not scrape(sim)[RECORDS_OUT], "no task series while the job is down"
+    with sim._lock:
+        sim.job.run_until(200)
+    after = scrape(sim)[RECORDS_OUT]
+    assert len(after) == 2 and {labels["task_attempt_num"] for labels, _ in after}.isdisjoint(first)
 
 
 def test_exporter_follows_the_scale_target_like_reactive_mode(kube_api: FakeKubeAPI, kube_client: Any) -> None:

@@ -50,7 +50,8 @@ class NoCpuYet:
         if now > self.until:
             return observation
         blank = {w: np.full_like(c, np.nan) for w, c in observation.worker_cpu.items()}
-        return replace(observation, worker_cpu=blank)
+        idle = {w: np.full_like(c, np.nan) for w, c in observation.worker_busy.items()}
+        return replace(observation, worker_cpu=blank, worker_busy=idle)
 
 
 def test_the_first_decision_uses_the_prior_before_anything_is_observed(tmp_path: Path) -> None:

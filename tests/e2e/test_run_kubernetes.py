@@ -159,10 +159,8 @@ def agent_config(world: dict[str, Any], *, dry_run: bool, port: int) -> Path:
         "forecast_horizon_s": 60,
         "prometheus": {
             "url": world["prometheus"].url, "timeout_s": 2, "stale_after_s": 10,
-            # The exporter already averages CPU over the simulator's 2 s metric window, like the
-            # throughput; the default query's extra 1 m avg_over_time would lag the CPU behind the
-            # throughput on the ramp and bias the capacity fit (the defaults are tested elsewhere).
-            "queries": {"cpu": "avg(flink_taskmanager_Status_JVM_CPU_Load) by ({worker_label})"},
+            # The default queries on a quick job: rates over 10 s (the simulated restarts take 2-3 s).
+            "rate_window_s": 10, "worker_label": "pod",
         },
         "scale_target": {
             "kind": "deployment", "name": TASKMANAGERS, "namespace": "default",
@@ -171,7 +169,6 @@ def agent_config(world: dict[str, Any], *, dry_run: bool, port: int) -> Path:
         "knowledge": {"store": "configmap", "configmap": "perdix-knowledge"},
         "telemetry": {"metrics_host": "127.0.0.1", "metrics_port": port, "not_ready_after_failed_loops": 2,
                       "log_format": "json", "log_level": "info"},
-        "simulator": SIMULATOR,
     }
     path = world["tmp"] / f"agent-{'dry' if dry_run else 'real'}.yaml"
     path.write_text(yaml.safe_dump(settings))

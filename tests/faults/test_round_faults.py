@@ -43,7 +43,7 @@ def settings_for(tmp_path: Path, prometheus: FakePrometheus, kubeconfig: Path, *
         "loop_interval_s": INTERVAL,
         "min_parallelism": 1,
         "max_parallelism": 8,
-        "prometheus": {"url": prometheus.url, "timeout_s": 0.5, "stale_after_s": 30},
+        "prometheus": {"url": prometheus.url, "timeout_s": 0.5, "stale_after_s": 30, "worker_label": "pod"},
         "scale_target": {"kind": "deployment", "name": "flink-taskmanager", "kubeconfig": str(kubeconfig),
                          "request_timeout_s": 2, "max_retries": 3},
         "knowledge": {"store": "file", "path": str(tmp_path / "knowledge.json")},

@@ -158,9 +158,9 @@ def agent_settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir:
             "worker_label": "tm_id",
             "timeout_s": 5.0,
             "queries": {
-                # No Kafka here: the workload is what the datagen sources emit. Every other query is the default
-                # (parallelism: the flink-rest default, the running source subtasks).
-                "workload": 'sum(flink_taskmanager_job_task_numRecordsOutPerSecond{task_name=~"Source.*"})',
+                # The datagen source reports no backlog: the workload is what it emits (its counters). Every
+                # other query is the default (parallelism: the running source subtasks).
+                "workload": 'sum(rate(flink_taskmanager_job_task_operator_numRecordsOut{operator_name=~"Source:.*"}[{window}s]))',
             },
         },
         "scale_target": {
@@ -204,11 +204,11 @@ def test_default_queries_with_tm_id_read_the_real_job(prometheus: PrometheusServ
     assert details is not None
     running_s = (details["now"] - details["timestamps"]["RUNNING"]) / 1000
     assert observation.uptime_s is not None and 0 < observation.uptime_s <= running_s + 2
-    # No Kafka in this test: the default workload and lag queries are named gaps, never zeros.
+    # The datagen source reports no pendingRecords: the default workload and lag queries are named gaps, never zeros.
     assert set(observation.gaps) == {"workload", "consumer_lag"}, observation.gaps
-    # The reactive-mode default counts TaskManagers: equal here only because the job uses every one of them.
-    registered = prometheus.query(PromQLQueries().parallelism)
-    assert registered[0]["value"][1] == "3"
+    # The default scale-out is the running source subtasks (the trace job's tests cover a source with a backlog).
+    running = prometheus.query(settings.prometheus.render(PromQLQueries().parallelism))
+    assert running[0]["value"][1] == "3"
 
 
 def test_dry_run_recommends_and_writes_nothing(

@@ -107,7 +107,7 @@ def chart_values(prometheus_url: str, kubeconfig: Path, port: int) -> dict[str, 
             "forecastHorizonSeconds": 60,
             "downtimeRescalePriorSeconds": 3,
             "downtimeFailurePriorSeconds": 2,
-            "prometheus": {"url": prometheus_url, "timeoutSeconds": 2, "staleAfterSeconds": 10},
+            "prometheus": {"url": prometheus_url, "timeoutSeconds": 2, "staleAfterSeconds": 10, "rateWindowSeconds": 10},
             # Outside a cluster the agent needs a kubeconfig; in a pod it uses the projected token.
             "scaleTarget": {"kubeconfig": str(kubeconfig), "requestTimeoutSeconds": 2},
             # Loopback only in tests (the chart binds all interfaces inside the pod).

@@ -160,14 +160,14 @@ class FakePrometheus(BaseHTTPRequestHandler):
             return
         stamps = start + step * np.arange(points)
         query = params["query"]
-        if "messagesinpersec" in query:
+        if "+ delta(" in query:  # the workload: reads plus backlog growth
             series = [({}, 100.0 + stamps % 3600)]
+        elif query.startswith("max(count by"):  # the running source subtasks
+            series = [({}, 2.0 + 0 * stamps)]
         elif "numRecordsOut" in query:
             # Two workers; the exporter must sum them. Worker 2 is absent for the first hour.
             series = [({"pod": "tm-1"}, 60.0 + 0 * stamps), ({"pod": "tm-2"}, np.where(stamps < T0 + 3600, np.nan, 40.0))]
-        elif "numRegisteredTaskManagers" in query:
-            series = [({}, 2.0 + 0 * stamps)]
-        else:
+        else:  # the backlog
             series = [({}, 7.0 + 0 * stamps)]
         result = [
             {"metric": labels, "values": [[float(t), str(v)] for t, v in zip(stamps, values) if np.isfinite(v)]}

@@ -127,8 +127,8 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
 {{- $p := .Values.perdix -}}
 {{- $t := include "perdix.scaleTarget" . | fromYaml -}}
 {{- $q := $p.prometheus.queries -}}
-{{- $queries := dict "workload" $q.workload "throughput" $q.throughput "cpu" $q.cpu "consumer_lag" $q.consumerLag "parallelism" $q.parallelism "uptime" $q.uptime -}}
-{{- $prometheus := dict "url" $p.prometheus.url "timeout_s" $p.prometheus.timeoutSeconds "step_s" $p.prometheus.stepSeconds "stale_after_s" $p.prometheus.staleAfterSeconds "worker_label" $p.prometheus.workerLabel "queries" $queries -}}
+{{- $queries := dict "workload" $q.workload "throughput" $q.throughput "busy" $q.busy "cpu" $q.cpu "consumer_lag" $q.consumerLag "parallelism" $q.parallelism "uptime" $q.uptime -}}
+{{- $prometheus := dict "url" $p.prometheus.url "timeout_s" $p.prometheus.timeoutSeconds "step_s" $p.prometheus.stepSeconds "stale_after_s" $p.prometheus.staleAfterSeconds "worker_label" $p.prometheus.workerLabel "rate_window_s" $p.prometheus.rateWindowSeconds "source_operator" $p.prometheus.sourceOperator "flink_job" $p.prometheus.flinkJob "queries" $queries -}}
 {{- $st := $p.scaleTarget -}}
 {{- $scaleTarget := dict "kind" $t.kind "name" $t.name "namespace" $t.namespace "kubeconfig" $st.kubeconfig "rest_url" $st.restUrl "job" $st.job "request_timeout_s" $st.requestTimeoutSeconds "max_retries" $st.maxRetries "recommendation_events" $st.recommendationEvents -}}
 {{- $knowledge := dict "store" $p.knowledge.store "path" $p.knowledge.path "configmap" (include "perdix.knowledgeConfigMap" .) -}}
@@ -156,6 +156,7 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
   "checkpoint_interval_s" $p.checkpointIntervalSeconds
   "downtime_rescale_prior_s" $p.downtimeRescalePriorSeconds
   "downtime_failure_prior_s" $p.downtimeFailurePriorSeconds
+  "utilization" $p.utilization
   "max_cpu" $p.maxCpu
   "worker_retention_s" $p.workerRetentionSeconds
   "capacity_prior_path" $p.capacityPriorPath

@@ -1,0 +1,401 @@
+"""A real Apache Flink session cluster on loopback, for the lab's benchmarks, CLI commands and the tests.
+
+Flink comes from the PyPI package ``apache-flink`` (its ``pyflink/`` directory is a full Flink
+distribution), installed by ``scripts/install-flink.sh`` into ``.tools/flink-venv``. The cluster is
+one JobManager on the adaptive scheduler and N TaskManagers with one slot each, checkpointing on,
+and the Prometheus reporter on a port of its own per process. Configuration, logs and pid files live
+in a working directory of the caller's; the installed distribution is never modified. Every process
+is started with ``start-foreground`` (the scripts ``exec`` the JVM, so the pid we hold is the JVM's)
+and stopped by that pid, whatever happens (``stop`` in a ``finally``, or the cluster as a context
+manager; the JVMs also get SIGTERM when this process dies). Nothing sleeps blindly: every wait polls
+with a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+FLINK_VENV = ROOT / ".tools" / "flink-venv"
+INSTALL_SCRIPT = ROOT / "scripts" / "install-flink.sh"
+
+
+class FlinkLabError(RuntimeError):
+    """A lab Flink problem, said in one line (what is missing or what failed, and what to do)."""
+
+
+class FlinkNotInstalled(FlinkLabError):
+    """The Flink distribution (or Java) is not where the lab looks for it."""
+
+
+class FlinkProcessExited(FlinkLabError):
+    """A JobManager or TaskManager JVM of the cluster exited."""
+
+
+class DeadlineExceeded(FlinkLabError, TimeoutError):
+    """A wait ran out of time."""
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def poll(check: Callable[[], Any], *, timeout_s: float, interval_s: float = 0.2, what: str = "condition") -> Any:
+    """Call ``check`` until it returns a truthy value and return that; DeadlineExceeded after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise DeadlineExceeded(f"timed out after {timeout_s:g} s waiting for {what} (last: {last!r})")
+        time.sleep(interval_s)  # polling interval, bounded by the deadline
+
+
+def rest_get(url: str, timeout_s: float = 2.0) -> Any:
+    """JSON of a GET, or None when nothing (or an error) answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return json.loads(response.read().decode())
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def flink_python(venv: Path = FLINK_VENV) -> Path:
+    """The Flink venv's python; FlinkNotInstalled when the distribution is not installed there."""
+    python = venv / "bin" / "python"
+    if not python.exists() or not list(venv.glob(".installed-*")):
+        raise FlinkNotInstalled(f"Flink is not installed in {venv}: run scripts/install-flink.sh (or `make test`)")
+    return python
+
+
+def flink_home(venv: Path = FLINK_VENV) -> Path:
+    """The Flink distribution inside the installed pyflink package (bin/, lib/, plugins/)."""
+    python = flink_python(venv)
+    found = subprocess.run(
+        [str(python), "-c", "import os, pyflink; print(os.path.dirname(pyflink.__file__))"],
+        capture_output=True, text=True, check=False,
+    )
+    home = Path(found.stdout.strip())
+    if found.returncode != 0 or not (home / "bin" / "jobmanager.sh").exists():
+        raise FlinkNotInstalled(f"no Flink distribution in the pyflink package of {venv}: run scripts/install-flink.sh")
+    return home
+
+
+def install_flink() -> None:
+    """Run scripts/install-flink.sh (a no-op when Flink is installed); FlinkLabError with its last line on failure."""
+    done = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+        raise FlinkLabError(f"scripts/install-flink.sh failed: {lines[-1]}")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the parent dies, so no JVM outlives a killed run."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@dataclass
+class FlinkProcess:
+    """One JVM of the cluster."""
+
+    role: str
+    process: subprocess.Popen[bytes]
+    metrics_port: int
+    log: Path
+
+
+@dataclass
+class FlinkCluster:
+    """A loopback session cluster: one JobManager (adaptive scheduler), ``taskmanagers`` one-slot TaskManagers."""
+
+    workdir: Path
+    taskmanagers: int = 3
+    checkpoint_interval_s: int = 5
+    extra_config: dict[str, Any] = field(default_factory=dict)
+    """Overrides of config(); a None value drops the key, so Flink's own default applies."""
+    home: Path = field(default_factory=flink_home)
+    rest_port: int = field(default_factory=free_port)
+    processes: list[FlinkProcess] = field(default_factory=list)
+    jobs: list[str] = field(default_factory=list)
+
+    @property
+    def rest_url(self) -> str:
+        """Base URL of the JobManager's REST API."""
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    @property
+    def conf_dir(self) -> Path:
+        """The cluster's own configuration directory."""
+        return self.workdir / "conf"
+
+    @property
+    def metrics_targets(self) -> list[str]:
+        """host:port of every process's Prometheus reporter, for a scrape config."""
+        return [f"127.0.0.1:{p.metrics_port}" for p in self.processes]
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ configuration
+
+    def config(self) -> dict[str, Any]:
+        """The cluster's config.yaml, flat keys; small memory, loopback, adaptive scheduler."""
+        shipped = yaml.safe_load((self.home / "conf" / "config.yaml").read_text()) or {}
+        java_opts = (((shipped.get("env") or {}).get("java") or {}).get("opts") or {}).get("all", "")
+        config: dict[str, Any] = {
+            # The distribution's own JVM flags (module opens Flink needs on Java 17) plus a small, fast JVM.
+            "env.java.opts.all": f"{java_opts} -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss512k",
+            "env.log.dir": str(self.workdir / "log"),
+            "env.pid.dir": str(self.workdir / "pid"),
+            "jobmanager.rpc.address": "127.0.0.1",
+            "jobmanager.rpc.port": free_port(),
+            "jobmanager.bind-host": "127.0.0.1",
+            "jobmanager.memory.process.size": "800m",
+            "jobmanager.scheduler": "adaptive",
+            # Rescale as soon as asked: no cooldown, no waiting for more resources than are there.
+            "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "0 s",
+            "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "1 s",
+            "jobmanager.adaptive-scheduler.resource-stabilization-timeout": "1 s",
+            "jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout": "1 s",
+            "jobmanager.adaptive-scheduler.rescale-trigger.max-delay": "1 s",
+            "rest.address": "127.0.0.1",
+            "rest.bind-address": "127.0.0.1",
+            "rest.port": self.rest_port,
+            "taskmanager.host": "127.0.0.1",
+            "taskmanager.bind-host": "127.0.0.1",
+            "taskmanager.numberOfTaskSlots": 1,
+            "taskmanager.memory.process.size": "900m",
+            "taskmanager.memory.managed.size": "32m",
+            "taskmanager.memory.network.min": "32m",
+            "taskmanager.memory.network.max": "32m",
+            "taskmanager.memory.jvm-metaspace.size": "192m",
+            "taskmanager.memory.jvm-overhead.min": "96m",
+            "execution.checkpointing.interval": f"{self.checkpoint_interval_s} s",
+            "parallelism.default": 1,
+            "metrics.reporter.prom.factory.class": "org.apache.flink.metrics.prometheus.PrometheusReporterFactory",
+            # Every process gets its own free port through -D (see _start); this range is the fallback.
+            "metrics.reporter.prom.port": "29249-29299",
+            "metrics.reporter.prom.interval": "1 s",
+            "heartbeat.interval": "2 s",
+            "heartbeat.timeout": "20 s",
+            # Fresh job details on every read (the default caches them 3 s), so a rescale is seen at once.
+            "rest.cache.execution-graph.timeout": "200 ms",
+            # Fresh metrics in the REST API (the default refreshes them every 10 s).
+            "metrics.fetcher.update-interval": "1 s",
+            "web.submit.enable": True,
+            "web.cancel.enable": True,
+        }
+        config.update(self.extra_config)
+        return {key: value for key, value in config.items() if value is not None}
+
+    def write_config(self) -> None:
+        """Write config.yaml and the log4j files into the cluster's own conf dir."""
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        for sub in ("log", "pid"):
+            (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+        (self.conf_dir / "config.yaml").write_text(yaml.safe_dump(self.config(), sort_keys=True))
+        log4j = (
+            "rootLogger.level = INFO\n"
+            "rootLogger.appenderRef.file.ref = FileAppender\n"
+            "appender.file.name = FileAppender\n"
+            "appender.file.type = FILE\n"
+            "appender.file.append = false\n"
+            "appender.file.fileName = ${sys:log.file}\n"
+            "appender.file.layout.type = PatternLayout\n"
+            "appender.file.layout.pattern = %d{HH:mm:ss,SSS} %-5p %-40c{1.} - %m%n\n"
+            "logger.akka.name = org.apache.pekko\n"
+            "logger.akka.level = WARN\n"
+        )
+        for name in ("log4j-console.properties", "log4j-cli.properties", "log4j.properties"):
+            (self.conf_dir / name).write_text(log4j)
+
+    def env(self) -> dict[str, str]:
+        """Environment for Flink's scripts: our conf, logs and pids; the flink venv's python for PyFlink."""
+        env = dict(os.environ)
+        python = str(FLINK_VENV / "bin" / "python")
+        env.update(
+            FLINK_CONF_DIR=str(self.conf_dir),
+            FLINK_LOG_DIR=str(self.workdir / "log"),
+            FLINK_PID_DIR=str(self.workdir / "pid"),
+            PYFLINK_CLIENT_EXECUTABLE=python,
+            PYFLINK_EXECUTABLE=python,
+        )
+        env.pop("FLINK_HOME", None)
+        env.pop("PYTHONPATH", None)
+        return env
+
+    # ------------------------------------------------------------------ processes
+
+    def _start(self, role: str, script: str) -> FlinkProcess:
+        port = free_port()
+        log = self.workdir / "log" / f"{role}.out"
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                ["bash", str(self.home / "bin" / script), "start-foreground",
+                 "-D", f"metrics.reporter.prom.port={port}"],
+                stdout=out, stderr=subprocess.STDOUT, env=self.env(), cwd=self.workdir,
+                # Before exec, no thread of ours runs in the child: the fork-and-threads hazard does not apply.
+                start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
+            )
+        proc = FlinkProcess(role, process, port, log)
+        self.processes.append(proc)
+        return proc
+
+    def start(self, timeout_s: float = 90.0) -> Self:
+        """Start the JobManager and the TaskManagers; return once all TaskManagers are registered.
+
+        A start that fails stops whatever it started before raising.
+        """
+        try:
+            self.write_config()
+            self._start("jobmanager", "jobmanager.sh")
+            # The TaskManagers retry the registration, so they start at once (the JVMs start in parallel).
+            for index in range(self.taskmanagers):
+                self._start(f"taskmanager-{index}", "taskmanager.sh")
+
+            def registered() -> bool:
+                self.check_alive()
+                overview = rest_get(f"{self.rest_url}/overview")
+                return bool(overview) and overview.get("taskmanagers") == self.taskmanagers
+
+            poll(registered, timeout_s=timeout_s, interval_s=0.5, what=f"{self.taskmanagers} registered TaskManagers")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def add_taskmanager(self, *, timeout_s: float = 60.0) -> FlinkProcess:
+        """Start one more TaskManager (a replacement after ``kill``) and wait until it is registered."""
+        def ids() -> set[str]:
+            return {str(tm.get("id")) for tm in (rest_get(f"{self.rest_url}/taskmanagers") or {}).get("taskmanagers", [])}
+
+        # A killed TaskManager stays registered until its heartbeat times out, so wait for a new id, not a count.
+        before = ids()
+        index = 1 + max((int(p.role.rsplit("-", 1)[1]) for p in self.processes if p.role.startswith("taskmanager-")), default=-1)
+        proc = self._start(f"taskmanager-{index}", "taskmanager.sh")
+
+        def registered() -> bool:
+            self.check_alive()
+            return bool(ids() - before)
+
+        poll(registered, timeout_s=timeout_s, interval_s=0.3, what=f"TaskManager {proc.role} registered")
+        return proc
+
+    def kill(self, role: str) -> None:
+        """SIGKILL one process of the cluster by its pid, as a crash would end it, and forget it."""
+        proc = next((p for p in self.processes if p.role == role), None)
+        if proc is None:
+            raise FlinkLabError(f"no process {role} in this cluster ({', '.join(p.role for p in self.processes)})")
+        proc.process.kill()
+        proc.process.wait(timeout=10)
+        self.processes.remove(proc)
+
+    def check_alive(self) -> None:
+        """FlinkProcessExited (with the log's last lines) if any JVM of the cluster has exited."""
+        for proc in self.processes:
+            if proc.process.poll() is not None:
+                raise FlinkProcessExited(
+                    f"Flink {proc.role} exited with {proc.process.returncode}; log tail: {self.log_tail(proc, 5)!r}"
+                )
+
+    def log_tail(self, proc: FlinkProcess, lines: int = 15) -> str:
+        """Last lines of a process's logs, for failure messages."""
+        texts = []
+        for path in [proc.log, *sorted((self.workdir / "log").glob(f"*{proc.role.split('-')[0]}*.log"))]:
+            try:
+                texts.append("\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
+            except OSError:
+                continue
+        return "\n".join(texts)
+
+    def stop(self) -> None:
+        """Stop every process this cluster started, by pid: SIGTERM, then SIGKILL after 15 s."""
+        for proc in self.processes:
+            if proc.process.poll() is None:
+                proc.process.send_signal(signal.SIGTERM)
+        for proc in self.processes:
+            try:
+                proc.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.process.kill()
+                proc.process.wait(timeout=5)
+        self.processes.clear()
+
+    # ------------------------------------------------------------------ jobs
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        """GET /jobs/{id}, or None."""
+        return rest_get(f"{self.rest_url}/jobs/{job_id}")
+
+    def wait_running(
+        self, job_id: str, parallelism: int | Mapping[str, int] | None, *, timeout_s: float = 60.0
+    ) -> dict[str, Any]:
+        """Poll until the job is RUNNING with every subtask RUNNING; return the job's details.
+
+        ``parallelism``: one for every vertex, or per vertex name (vertices not named: any), or None (any).
+        """
+
+        def wanted(vertex: Mapping[str, Any]) -> bool:
+            if parallelism is None:
+                return True
+            if isinstance(parallelism, int):
+                return bool(vertex.get("parallelism") == parallelism)
+            target = parallelism.get(str(vertex.get("name")))
+            return target is None or vertex.get("parallelism") == target
+
+        def running() -> dict[str, Any] | None:
+            self.check_alive()
+            details = self.job(job_id)
+            if not details or details.get("state") != "RUNNING":
+                return None
+            vertices = details.get("vertices") or []
+            if vertices and all(
+                v.get("status") == "RUNNING" and (v.get("tasks") or {}).get("RUNNING") == v.get("parallelism") and wanted(v)
+                for v in vertices
+            ):
+                return details
+            return None
+
+        return poll(running, timeout_s=timeout_s, interval_s=0.3, what=f"job {job_id} running at {parallelism}")
+
+    def cancel(self, job_id: str, *, timeout_s: float = 30.0) -> None:
+        """Cancel a job and wait until it has stopped (best effort if REST is down)."""
+        request = urllib.request.Request(f"{self.rest_url}/jobs/{job_id}?mode=cancel", method="PATCH")
+        try:
+            urllib.request.urlopen(request, timeout=5).close()
+        except (urllib.error.URLError, OSError):
+            return
+
+        def gone() -> bool:
+            details = self.job(job_id)
+            return details is None or details.get("state") in ("CANCELED", "FAILED", "FINISHED")
+
+        poll(gone, timeout_s=timeout_s, interval_s=0.3, what=f"job {job_id} cancelled")
