@@ -176,6 +176,8 @@ class Analyzer:
         """False when the policy reads no forecast (the peers): the forecaster then costs nothing."""
         self.watch = RecoveryWatch()
         self._watched: WatchedRecovery | None = None
+        self._last_ends: tuple[float, np.ndarray] | None = None
+        """Time and log-end offsets of the source partitions at the last round (for their rates)."""
         self._last_capacities: Mapping[int, float | None] = {}
         self._last_recovery: Mapping[int, float] = {}
         self._last_uptime: tuple[float, float] | None = None  # (time, uptime_s)
@@ -277,6 +279,7 @@ class Analyzer:
         parallelism = observation.parallelism
         restart, rescaled_outside = self._detect_restart(observation, now)
 
+        self._learn_partition_weights(observation, now)
         load = observation.worker_load(self.settings.utilization)
         for worker, throughput in observation.worker_throughput.items():
             utilization = load.get(worker)
@@ -343,6 +346,18 @@ class Analyzer:
             rescaled_outside=rescaled_outside,
             recoveries=tuple(recoveries),
         )
+
+    def _learn_partition_weights(self, observation: Observation, now: float) -> None:
+        """Records produced per partition since the last round (log-end offsets) give the partition weights,
+        and with them the skew at scale-outs the job has not run (round-robin assignment)."""
+        offsets = observation.partition_offsets
+        if not offsets:
+            return
+        ends = np.asarray([end for end, _ in offsets], dtype=float)
+        last, self._last_ends = self._last_ends, (now, ends)
+        if last is None or last[1].shape != ends.shape or now <= last[0]:
+            return
+        self.capacity.observe_partition_records(ends - last[1])
 
     def _hot_reload(self, now: float) -> None:
         """Switch to a newer registry model that forecast the recent window better (never raises)."""

@@ -134,6 +134,18 @@ class CapacityModel:
             raise ValueError("partition weights must be finite, non-negative, with a positive sum")
         self.partition_weights = array / array.sum()
 
+    def observe_partition_records(self, records: Iterable[float], *, smoothing: float = 0.2) -> None:
+        """Fold one interval's records per source partition into the partition weights (an exponential
+        moving average of the shares, so a drifting key distribution is followed)."""
+        counts = np.asarray(list(records), dtype=float)
+        if counts.size == 0 or not np.all(np.isfinite(counts)) or np.any(counts < 0) or counts.sum() <= 0:
+            return
+        shares = counts / counts.sum()
+        if self.partition_weights is None or self.partition_weights.size != shares.size:
+            self.partition_weights = shares
+        else:
+            self.partition_weights = (1.0 - smoothing) * self.partition_weights + smoothing * shares
+
     def update(self, worker_id: str, cpu: Any, throughput: Any) -> int:
         """Add one worker's per-second CPU (0..1) and throughput (records/s); returns samples used.
 
@@ -329,16 +341,16 @@ class CapacityModel:
     def _estimate_from_weights(self, parallelism: int) -> float | None:
         assert self.partition_weights is not None
         shares = round_robin_shares(self.partition_weights, parallelism)
-        # Reader i runs on the i-th worker in natural order (StatefulSet-style names keep their
-        # index across rescales); workers never seen are assumed typical of the known ones.
-        ordered = sorted(self.regressions, key=natural_key)
-        known = [c for w in ordered if (c := self.worker_capacity(w)) is not None]
+        # Reader i runs on the i-th current worker in natural order (StatefulSet-style names keep their
+        # index across rescales); readers beyond today's workers are assumed typical of them. Only the
+        # current workers count: names that churned away say nothing about the pods that will run.
+        known = [c for w in self.workers if (c := self.worker_capacity(w)) is not None]
         if not known:
             return None
         typical = float(np.median(known))
         capacities = []
         for index in range(parallelism):
-            value = self.worker_capacity(ordered[index]) if index < len(ordered) else None
+            value = self.worker_capacity(self.workers[index]) if index < len(self.workers) else None
             capacities.append(typical if value is None else value)
         with np.errstate(divide="ignore"):
             ratios = np.where(shares > 0, np.asarray(capacities) / np.where(shares > 0, shares, 1.0), np.inf)
