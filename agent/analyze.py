@@ -22,6 +22,7 @@ from agent.settings import ConfigError, Settings
 from models.anomaly import RecoveryWatch
 from models.capacity import CapacityModel
 from models.forecast import Forecast, WorkloadForecaster
+from models.forecast.envelope import RiseEnvelope
 from models.forecast.reloaded import ReloadedForecaster
 from models.forecast.scoring import RecentWorkload, ScoringSpec
 from models.recovery import RecoveryPredictor
@@ -50,6 +51,8 @@ class WatchedRecovery:
     """Where the downtime came from: ``scaler`` or ``uptime``."""
     overdue: bool = False
     """True once it has outlasted the target recovery time (logged once)."""
+    falling_behind: bool = False
+    """True once the job ran again but its backlog grew (logged once)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The knowledge document's form."""
@@ -94,6 +97,8 @@ class Analysis:
     recovery_times: Mapping[int, float]
     recovering: bool
     worker_cpu_avg: float | None = None
+    forecast_upper: np.ndarray | None = None
+    """The workload as high as it may rise (``models.forecast.envelope``): what decisions plan for."""
     restart_detected: str | None = None
     """Why the job is believed to have restarted outside Perdix this round, or None."""
     rescaled_outside: bool = False
@@ -117,6 +122,29 @@ class Analysis:
             "predicted_recovery_s": None if recovery is None or math.isinf(recovery) else round(recovery, 1),
             "recovering": self.recovering,
         }
+
+
+FALLING_BEHIND_MIN_S = 10
+"""Seconds of running (after the restart settled) the backlog's trend needs before it says anything."""
+
+
+def _falling_behind(observation: Observation) -> bool:
+    """The job runs (its uptime covers the samples) and its backlog grew over them by more than a second of input.
+
+    Only seconds after the restart plus a few to settle count: while down, every job's backlog grows.
+    """
+    uptime = observation.uptime_s
+    times, lag = observation.times, observation.consumer_lag
+    if uptime is None or uptime <= 0 or times.size == 0:
+        return False
+    running = times >= times[-1] - uptime + 5
+    finite = running & np.isfinite(lag)
+    if int(finite.sum()) < FALLING_BEHIND_MIN_S:
+        return False
+    seconds, backlog = times[finite], lag[finite]
+    slope = float(np.polyfit(seconds - seconds[0], backlog, 1)[0])
+    rate = observation.workload_mean or 0.0
+    return slope * (seconds[-1] - seconds[0]) > max(rate, 1.0)
 
 
 def _round(value: float | None) -> float | None:
@@ -155,6 +183,7 @@ class Analyzer:
             wape_threshold=settings.wape_threshold,
             retrain_after=settings.retrain_after_poor_loops,
             update_maxiter=settings.forecast_update_maxiter,
+            select=settings.forecast_selection,
             executor=executor,
         )
         self.recovery = RecoveryPredictor(
@@ -184,6 +213,8 @@ class Analyzer:
         self._expected_parallelism: int | None = None
         self.recent = RecentWorkload(ScoringSpec(horizon_s=settings.forecast_horizon_s))
         """The last hour of workload and the running model's forecasts over it (rates, hot reload)."""
+        self.envelope = RiseEnvelope(quantile=settings.forecast_quantile)
+        """How far the workload has risen within each lead time (the upper forecast decisions plan for)."""
         self._signal: str | None = None
 
     # -------------------------------------------------------------- persistence
@@ -199,6 +230,7 @@ class Analyzer:
             "last_uptime": list(self._last_uptime) if self._last_uptime else None,
             "expected_parallelism": self._expected_parallelism,
             "watch_signal": self._signal,
+            "envelope": self.envelope.to_dict(),
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -221,6 +253,7 @@ class Analyzer:
         self._last_uptime = (float(last[0]), float(last[1])) if last else None
         self._expected_parallelism = state.get("expected_parallelism")
         self._signal = state.get("watch_signal")
+        self.envelope.restore(state.get("envelope") or {})
 
     def observed_scale_outs(self) -> list[int]:
         """Scale-outs whose capacity was observed (not estimated)."""
@@ -318,14 +351,22 @@ class Analyzer:
         sources: dict[int, str] = {}
         recovery_times: dict[int, float] = {}
         recent_rate = _finite_mean(self.recent.last(int(self.settings.checkpoint_interval_s)))
+        self.envelope.update(workload)
+        level = _finite_mean(self.recent.last(60))
+        upper = (
+            self.envelope.upper(forecast.values, level)
+            if forecast.values is not None and level is not None
+            else forecast.values
+        )
         for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):
             value, source = self.capacity.capacity_at(n, current=parallelism)
             capacities[n], sources[n] = value, source
-            if value is None or forecast.values is None or recent_rate is None:
+            if value is None or upper is None or recent_rate is None:
                 continue
             kind = "failure" if n == parallelism else "rescale"
+            # A recovery must outrun the workload as high as it may rise, not only its expected path.
             recovery_times[n] = self.recovery.predict(
-                capacity=value, forecast=forecast.values, recent_workload_rate=recent_rate, kind=kind, parallelism=n
+                capacity=value, forecast=upper, recent_workload_rate=recent_rate, kind=kind, parallelism=n
             )
         self._last_capacities, self._last_recovery = capacities, recovery_times
 
@@ -335,12 +376,13 @@ class Analyzer:
             workload_avg=observation.workload_mean,
             consumer_lag=observation.latest_lag,
             forecast=forecast.values,
+            forecast_upper=upper,
             forecast_source=forecast.source,
             forecast_wape=forecast.wape,
             capacities=capacities,
             capacity_sources=sources,
             recovery_times=recovery_times,
-            recovering=self._holding(now),
+            recovering=self._holding(now, observation),
             worker_cpu_avg=float(np.mean(cpu_means)) if cpu_means else None,
             restart_detected=restart,
             rescaled_outside=rescaled_outside,
@@ -371,14 +413,20 @@ class Analyzer:
         if model is not None:
             self.forecaster.adopt(model)
 
-    def _holding(self, now: float) -> bool:
-        """True while a recovery is being watched and has not yet outlasted the target.
+    def _holding(self, now: float, observation: Observation) -> bool:
+        """True while a recovery is being watched, is working its backlog off, and has not outlasted the target.
 
-        A job that has not caught up within the target recovery time was under-provisioned by the
-        last decision: holding it longer would only let the backlog grow, so the planner may act
-        again (the watch keeps measuring for the record).
+        A job that has not caught up within the target recovery time, or that runs again but whose
+        backlog grows, was under-provisioned by the last decision: holding it would only let the
+        backlog grow, so the planner may act again (the watch keeps measuring for the record).
         """
         if not self.watch.active or self.watch.started_at is None:
+            return False
+        if _falling_behind(observation):
+            if self._watched is not None and not self._watched.falling_behind:
+                self._watched = replace(self._watched, falling_behind=True)
+                self.log.warning("recovery.falling_behind", started_at=self.watch.started_at,
+                                 parallelism=self._watched.parallelism)
             return False
         overdue = now - self.watch.started_at > self.settings.target_recovery_time_s
         if overdue and self._watched is not None and not self._watched.overdue:

@@ -291,6 +291,7 @@ class Agent:
             current_parallelism=analysis.parallelism or 0,
             workload_avg=analysis.workload_avg,
             forecast=analysis.forecast,
+            forecast_upper=analysis.forecast_upper,
             consumer_lag=analysis.consumer_lag,
             capacities=analysis.capacities,
             recovery_times=analysis.recovery_times,

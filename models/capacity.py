@@ -33,6 +33,11 @@ MAX_CPU_LOAD = 1.5
 MAX_RECORDS_PER_S = 1e12
 """Throughput samples above this are corrupt and are skipped."""
 
+RATIO_MIN_LOAD = 0.1
+"""Seconds below this load say too little about a worker's records per unit of load (a busy floor dominates)."""
+RATIO_DECAY = 0.999
+"""Per loaded second: the ratio follows a worker whose speed changes within about a quarter of an hour."""
+
 SOURCES = ("observed", "estimated", "prior", "unknown")
 """Where a capacity came from, most trusted first."""
 
@@ -115,6 +120,8 @@ class CapacityModel:
         self.regressions: dict[str, WelfordRegression] = {}
         self.last_seen: dict[str, float] = {}
         """When each worker with a regression was last seen (clock seconds), for :meth:`prune`."""
+        self.ratios: dict[str, tuple[float, float]] = {}
+        """Per worker: decayed sums of throughput and of load over loaded seconds (records per unit of load)."""
         self.observed: dict[int, float] = {}
         """Capacity recorded while the job ran at each scale-out (the most trusted source)."""
         self.skipped = 0
@@ -170,6 +177,14 @@ class CapacityModel:
             )
             self.regressions[worker_id] = regression
         used = regression.update_many(cpu_array[valid], tp_array[valid])
+        loaded = valid & (cpu_array >= RATIO_MIN_LOAD)
+        if np.any(loaded):
+            old_rate, old_load = self.ratios.get(worker_id, (0.0, 0.0))
+            decay = RATIO_DECAY ** int(np.count_nonzero(loaded))
+            self.ratios[worker_id] = (
+                old_rate * decay + float(tp_array[loaded].sum()),
+                old_load * decay + float(cpu_array[loaded].sum()),
+            )
         # Kept until set_workers() so shares are measured on seconds all current workers share.
         self._pending[worker_id] = (np.where(valid, cpu_array, np.nan), np.where(valid, tp_array, np.nan))
         return used
@@ -238,6 +253,7 @@ class CapacityModel:
         for worker in dropped:
             del self.regressions[worker]
             del self.last_seen[worker]
+            self.ratios.pop(worker, None)
         for worker in [w for w in self.last_seen if w not in self.regressions]:
             del self.last_seen[worker]
         return tuple(dropped)
@@ -245,16 +261,24 @@ class CapacityModel:
     # ------------------------------------------------------------------ reading
 
     def worker_capacity(self, worker_id: str) -> float | None:
-        """The worker's throughput at ``max_cpu`` from its regression, or None without a sound line."""
+        """The worker's throughput at ``max_cpu``: from its regression, else from its records per unit of load.
+
+        The regression needs the load to have varied; a worker at a steady load (or saturated) still
+        shows how much it processes per unit of load (the true processing rate of DS2 and the Flink
+        autoscaler), which read at ``max_cpu`` is its capacity. None with neither.
+        """
         regression = self.regressions.get(worker_id)
-        if regression is None:
+        if regression is not None:
+            slope = regression.slope
+            # Throughput falling with CPU is noise, not a machine: no line.
+            value = regression.predict(self.max_cpu) if slope is not None and slope > 0 else None
+            if value is not None and _positive(value):
+                return value
+        ratio = self.ratios.get(worker_id)
+        if ratio is None or ratio[1] <= 0:
             return None
-        slope = regression.slope
-        if slope is None or slope <= 0:
-            # Throughput falling with CPU is noise, not a machine: no estimate.
-            return None
-        value = regression.predict(self.max_cpu)
-        return value if value is not None and _positive(value) else None
+        value = ratio[0] / ratio[1] * self.max_cpu
+        return value if _positive(value) else None
 
     def shares(self, parallelism: int | None = None) -> dict[str, float] | None:
         """Measured input share of each worker at ``parallelism`` (default: the current one), or None."""
@@ -279,8 +303,23 @@ class CapacityModel:
         worker's expected maximum CPU is proportional to the most loaded worker's, and the job's
         capacity is the sum of the worker capacities read there (see :meth:`capacity_by_cpu`).
         """
+        by_weights = self.capacity_by_weights()
+        if by_weights is not None:
+            return by_weights
         by_regression = self.capacity_by_regression()
         return by_regression if by_regression is not None else self.capacity_by_cpu()
+
+    def capacity_by_weights(self) -> float | None:
+        """min_i capacity_i / share_i with the shares from the partition weights (round-robin), when known.
+
+        Exact where the measured shares are blind: when the busiest worker is saturated its throughput
+        understates its input, so shares measured from throughput (or the CPU-proportional rule) would
+        overstate the job; the weights give each worker's input share whatever it processes.
+        """
+        n = len(self.workers)
+        if self.partition_weights is None or n == 0 or n > self.partition_weights.size:
+            return None
+        return self._estimate_from_weights(n)
 
     def capacity_by_regression(self) -> float | None:
         """min_i capacity_i / share_i from sound regressions and measured shares only, else None."""
@@ -383,6 +422,7 @@ class CapacityModel:
             "partition_weights": None if self.partition_weights is None else self.partition_weights.tolist(),
             "regressions": {w: r.to_dict() for w, r in self.regressions.items()},
             "last_seen": dict(self.last_seen),
+            "ratios": {w: list(r) for w, r in self.ratios.items()},
             "observed": {str(n): c for n, c in self.observed.items()},
             "shares": {str(n): s.to_dict() for n, s in self._shares.items()},
             "workers": list(self.workers),
@@ -404,6 +444,7 @@ class CapacityModel:
         )
         model.regressions = {str(w): WelfordRegression.from_dict(r) for w, r in state.get("regressions", {}).items()}
         model.last_seen = {str(w): float(t) for w, t in (state.get("last_seen") or {}).items() if w in model.regressions}
+        model.ratios = {str(w): (float(r[0]), float(r[1])) for w, r in (state.get("ratios") or {}).items()}
         model.observed = {int(n): float(c) for n, c in state.get("observed", {}).items()}
         model._shares = {int(n): _Shares.from_dict(s) for n, s in state.get("shares", {}).items()}
         model.workers = tuple(state.get("workers", ()))

@@ -8,7 +8,11 @@ Paper 001, section 3.2. For each candidate scale-out ``i`` from min to max:
 4. if ``i`` is the current scale-out, keep it;
 5. if ``i`` is below the current one and the consumer lag exceeds ``C_i``, the job is still catching
    up: wait rather than scale in;
-6. ``C_i > max TSF`` over the whole horizon: the decision is long-lived.
+6. ``C_i > max TSF`` over the whole horizon when scaling out (one scale-out to what carries the
+   forecast peak, not a staircase), and over the *hold* of a scale-in when scaling in: its recovery
+   plus the time until the agent can act again and its next decision has landed (grace period or
+   loop interval, then a loop). A scale-in only has to last until the agent can undo it in time;
+   asking it to carry the whole horizon's peak keeps a job with a daily cycle at its peak size.
 
 Before the search, a job rescaled in the last ten minutes keeps its scale-out while it carries the
 average workload and the forecast until the next loop. Guards added for production: no decision in
@@ -49,6 +53,9 @@ class _Known:
 
     workload: float
     forecast: np.ndarray
+    """The expected workload (the point forecast): what a long-lived scale-out is sized for."""
+    upper: np.ndarray
+    """The workload as high as it may rise: what must hold through a recovery, or until a scale-in can be undone."""
     capacity_now: float
 
 
@@ -73,14 +80,15 @@ def _known(plan_input: PlanInput) -> _Known | Decision:
         return guards.unknown(plan_input, "no workload forecast yet: keeping the current scale-out")
     if capacity_now is None:
         return guards.unknown(plan_input, f"capacity at the current scale-out {current} unknown: keeping it")
-    return _Known(workload, forecast, capacity_now)
+    upper = plan_input.forecast_upper if plan_input.forecast_upper is not None else forecast
+    return _Known(workload, forecast, upper, capacity_now)
 
 
 def _recent_rescale_hold(plan_input: PlanInput, config: PlannerConfig, known: _Known) -> Decision | None:
     """Algorithm 1's first check: a job rescaled recently keeps its scale-out while it still carries the load."""
     if plan_input.last_rescale_at is None or plan_input.now - plan_input.last_rescale_at >= config.recent_rescale_window_s:
         return None
-    next_loop_peak = _forecast_max(known.forecast, config.loop_interval_s)
+    next_loop_peak = _forecast_max(known.upper, config.loop_interval_s)
     if known.capacity_now > known.workload and known.capacity_now > next_loop_peak:
         return keep(
             plan_input.current_parallelism,
@@ -110,7 +118,7 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
             shown = "never" if math.isinf(recovery) else f"{recovery:.0f} s"
             reasons.append(f"{n}: recovery {shown} > target {config.target_recovery_time_s:.0f} s")
             continue
-        during_recovery = _forecast_max(known.forecast, recovery)
+        during_recovery = _forecast_max(known.upper, recovery)
         if capacity < during_recovery:
             reasons.append(f"{n}: capacity {_fmt(capacity)} < forecast {_fmt(during_recovery)} while recovering")
             continue
@@ -120,6 +128,17 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
         if n < current and lag is not None and capacity < lag:
             reasons.append(f"{n}: consumer lag {lag:,.0f} > capacity {_fmt(capacity)}: still catching up")
             continue
+        if n < current:
+            hold_s = scale_in_hold_s(recovery, config)
+            hold_peak = _forecast_max(known.upper, hold_s)
+            if capacity > hold_peak:
+                reasons.append(
+                    f"{n}: carries the forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity "
+                    f"{_fmt(capacity)}) and recovers in {recovery:.0f} s"
+                )
+                return n
+            reasons.append(f"{n}: capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold")
+            continue
         if capacity > horizon_peak:
             reasons.append(
                 f"{n}: carries the forecast peak {_fmt(horizon_peak)} (capacity {_fmt(capacity)}) "
@@ -128,6 +147,12 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
             return n
         reasons.append(f"{n}: capacity {_fmt(capacity)} < forecast peak {_fmt(horizon_peak)}")
     return None
+
+
+def scale_in_hold_s(recovery_s: float, config: PlannerConfig) -> float:
+    """How long a scale-in must carry the forecast: its recovery, then until the agent may act again
+    (the grace period or the next loop, whichever is later), then one loop for that decision to land."""
+    return recovery_s + max(config.grace_period_s, config.loop_interval_s) + config.loop_interval_s
 
 
 def _fallback(plan_input: PlanInput, config: PlannerConfig, reasons: list[str]) -> int:

@@ -47,6 +47,9 @@ class PlanInput:
     """Sustainable records/s per candidate scale-out; None where unknown."""
     recovery_times: Mapping[int, float]
     """Predicted recovery time per candidate scale-out (rescale to it, or failure at the current one), s."""
+    forecast_upper: np.ndarray | None = None
+    """The workload as high as it may rise over the horizon (a quantile of its recent rises), records/s;
+    what a decision that must hold plans for. None: the forecast itself."""
     last_rescale_at: float | None = None
     recovering: bool = False
     """True while the recovery watcher says the job has not caught up after a rescale or failure."""

@@ -36,6 +36,7 @@ import numpy as np
 
 from models.forecast.arima import ArimaForecaster
 from models.forecast.base import Forecaster
+from models.forecast.candidates import RollingScores, SeasonalNaive, naive_forecast
 from models.forecast.linear import LinearForecaster
 from models.forecast.metrics import wape
 from models.forecast.reloaded import ReloadedForecaster
@@ -48,6 +49,10 @@ MODEL_CLASSES: dict[str, Any] = {
     ReloadedForecaster.name: ReloadedForecaster,
 }
 """Forecaster classes by ``name``, to rebuild a persisted model."""
+
+
+SEASON_CHECK_ROUNDS = 10
+"""Rounds between two searches for the workload's period (an FFT over up to two days of minute means)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,12 +93,15 @@ class WorkloadForecaster:
         min_fit_s: int | None = None,
         min_linear_s: int = 30,
         model_factory: Callable[[], Forecaster] | None = None,
+        select: bool = True,
     ) -> None:
         """``resolution_s``: seconds averaged per model step; ``min_fit_s``: finite seconds of history
         before the first fit (default half the window); ``model_factory``: builds an unfitted model
         (picklable for process pools; default pmdarima ARIMA over ``window_s``); ``update_maxiter``: optimiser
         iterations the default ARIMA spends per update re-estimating its parameters on the newest window
-        (0: the parameters of the last fit, only the state is filtered)."""
+        (0: the parameters of the last fit, only the state is filtered); ``select``: forecast with whichever
+        candidate (the model, linear, naive, seasonal) had the lowest recent WAPE over the horizon, instead
+        of the model with the linear fallback."""
         if horizon_s < 1 or window_s < 1 or resolution_s < 1:
             raise ValueError("horizon_s, window_s and resolution_s must be at least 1")
         if wape_threshold <= 0 or retrain_after < 1:
@@ -115,6 +123,12 @@ class WorkloadForecaster:
         self._own_executor: ThreadPoolExecutor | None = None
 
         self._raw: deque[float] = deque(maxlen=max(self.window_s, self.linear_window_s))
+        self.select = bool(select)
+        self.seasonal = SeasonalNaive()
+        self.scores = RollingScores(self.horizon_s)
+        self.chosen: str | None = None
+        """The candidate the last forecast came from (with ``select``)."""
+        self._rounds = 0
         self._buckets: deque[float] = deque(maxlen=self.window_points)
         self._bucket_count = 0
         """Buckets completed since the start (the index of the next one)."""
@@ -142,12 +156,16 @@ class WorkloadForecaster:
         values = np.where(bad, np.nan, values)
 
         self._score(values)
+        self.scores.observe(values)
+        self.seasonal.update(values)
         new_buckets = self._ingest(values)
         self._collect()
         if self.model is not None and new_buckets:
             self._update_model(new_buckets)
         self._maybe_fit()
-        return self._forecast()
+        if not self.select:
+            return self._forecast()
+        return self._select()
 
     def _score(self, actual: np.ndarray) -> None:
         previous = self._last_model_forecast
@@ -281,6 +299,38 @@ class WorkloadForecaster:
 
     # ------------------------------------------------------------------ forecasting
 
+    def _select(self) -> Forecast:
+        """Every candidate's forecast now; the one with the lowest recent WAPE over the horizon is used.
+
+        Until candidates have been scored the model is preferred (as without selection), then the line,
+        then the level held.
+        """
+        self._rounds += 1
+        if self._rounds % SEASON_CHECK_ROUNDS == 1:
+            self.seasonal.find_period()
+        recent = np.asarray(self._raw, dtype=float)
+        model_values = self._model_forecast() if self.model is not None else None
+        self._last_model_forecast = model_values
+        candidates = {
+            "model": model_values,
+            "linear": self.linear_forecast(),
+            "naive": naive_forecast(recent, self.horizon_s),
+            "seasonal": self.seasonal.predict(self.horizon_s),
+        }
+        for name, values in candidates.items():
+            self.scores.record(name, values)
+        available = {n: v for n, v in candidates.items() if v is not None and np.all(np.isfinite(v))}
+        if not available:
+            return self._result(None, "unknown")
+        scored = {n: score for n in available if (score := self.scores.score(n)) is not None}
+        if scored:
+            name = min(scored, key=scored.__getitem__)
+        else:
+            name = next(n for n in ("model", "linear", "naive", "seasonal") if n in available)
+        self.chosen = name
+        source = self.model.name if name == "model" and self.model is not None else name
+        return self._result(available[name], source)
+
     def _forecast(self) -> Forecast:
         model_values = self._model_forecast() if self.model is not None else None
         self._last_model_forecast = model_values
@@ -353,6 +403,8 @@ class WorkloadForecaster:
             "fits_failed": self.fits_failed,
             "skipped": self.skipped,
             "model": model_state,
+            "seasonal": self.seasonal.to_dict(),
+            "scores": self.scores.to_dict(),
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -366,6 +418,8 @@ class WorkloadForecaster:
         self.skipped = int(state.get("skipped", 0))
         self._raw.clear()
         self._raw.extend(_from_json(state.get("raw", [])))
+        self.seasonal.restore(state.get("seasonal") or {})
+        self.scores.restore(state.get("scores") or {})
         if int(state.get("resolution_s", -1)) != self.resolution_s:
             return
         self._buckets.clear()

@@ -8,9 +8,9 @@ import numpy as np
 from structlog.testing import capture_logs
 
 from agent.knowledge.file import FileKnowledgeStore
-from models.forecast.reloaded import ReloadedForecaster
 from lab.replay import Replay
 from lab.settings import load_lab_settings
+from models.forecast.reloaded import ReloadedForecaster
 from simulator import Trace
 from spark.registry import ModelRegistry
 from tests.spark.test_reload import V1, V2, publish

@@ -62,11 +62,31 @@ def test_bad_samples_are_skipped_counted_and_never_make_a_capacity() -> None:
     assert model.capacity_at(4) == (None, "unknown")
 
 
-def test_flat_cpu_series_gives_no_worker_estimate() -> None:
+def test_flat_cpu_series_falls_back_to_records_per_unit_of_load() -> None:
+    """No regression line at a steady load, but the worker still shows its records per unit of load:
+    5000 records/s at half load read at full load is about 10 000 (DS2's true processing rate)."""
     model = CapacityModel(min_cpu_std=0.02)
     rng = np.random.default_rng(3)
     model.update("w", 0.5 + 0.003 * rng.standard_normal(120), 5000 + 10 * rng.standard_normal(120))
+    capacity = model.worker_capacity("w")
+    assert capacity is not None and capacity == pytest.approx(10_000, rel=0.01)
+
+
+def test_idle_worker_gives_no_ratio_estimate() -> None:
+    """Below RATIO_MIN_LOAD a busy floor dominates: those seconds say nothing about the speed."""
+    model = CapacityModel(min_cpu_std=0.02)
+    model.update("w", np.full(60, 0.05), np.full(60, 50.0))
     assert model.worker_capacity("w") is None
+
+
+def test_ratio_survives_persistence_and_pruning() -> None:
+    model = CapacityModel(min_cpu_std=0.02)
+    model.update("w", np.full(60, 0.4), np.full(60, 4000.0))
+    restored = CapacityModel.from_dict(model.to_dict())
+    assert restored.worker_capacity("w") == pytest.approx(10_000)
+    restored.prune(now=0, seen=["w"], retention_s=60)
+    assert restored.prune(now=120, seen=[], retention_s=60) == ("w",)
+    assert "w" not in restored.ratios and restored.worker_capacity("w") is None
 
 
 def test_sources_in_order_of_trust() -> None:
@@ -210,3 +230,17 @@ def test_pruning_keeps_the_observed_capacities_and_survives_a_restore() -> None:
     legacy = CapacityModel.from_dict(state)
     assert legacy.prune(now=100, seen=legacy.workers, retention_s=60) == ()
     assert set(legacy.prune(now=161, seen=legacy.workers, retention_s=60)) == {"old-1", "old-2"}
+
+
+def test_capacity_now_reads_input_shares_from_partition_weights_when_the_busiest_worker_saturates() -> None:
+    """A saturated worker's throughput understates its input; shares measured from throughput would
+    call it 'equal' and overstate the job. The partition weights give the true shares: 3 of 4
+    partitions' records land on worker a (weights 0.5, 0.1, 0.25, 0.15 round-robin over 2 readers),
+    so the job carries capacity_a / 0.75."""
+    model = CapacityModel(min_cpu_std=0.02)
+    for worker in ("a", "b"):
+        model.update(worker, np.full(60, 1.0), np.full(60, 6000.0))
+    model.set_workers(["a", "b"])
+    model.set_partition_weights([0.5, 0.1, 0.25, 0.15])
+    assert model.capacity_by_weights() == pytest.approx(6000.0 / 0.75)
+    assert model.capacity_now() == pytest.approx(6000.0 / 0.75)

@@ -80,7 +80,7 @@ def _manager(**kwargs: Any) -> WorkloadForecaster:
 
 
 def test_unknown_then_linear_then_model() -> None:
-    manager = _manager()
+    manager = _manager(select=False)
     first = manager.step(np.full(5, 100.0))
     assert first.source == "unknown" and first.values is None
     second = manager.step(np.full(25, 100.0))
@@ -100,7 +100,7 @@ def test_nan_and_negative_samples_are_skipped_not_forecast() -> None:
 
 
 def test_poor_wape_switches_to_linear_and_retrains_after_n_loops() -> None:
-    manager = _manager(retrain_after=3, wape_threshold=0.25)
+    manager = _manager(retrain_after=3, wape_threshold=0.25, select=False)
     manager.step(np.full(60, 100.0))
     assert manager.model is not None and ConstantForecaster.fits >= 1
     fits_before = manager.fits_started
@@ -115,7 +115,7 @@ def test_poor_wape_switches_to_linear_and_retrains_after_n_loops() -> None:
     assert manager.poor_loops == 0
     # The inline executor delivered the new model at once; it is trusted until scored.
     assert result.source == "fake" and result.wape is None
-    good = _manager()
+    good = _manager(select=False)
     good.step(np.full(60, 100.0))
     assert good.step(np.full(60, 101.0)).source == "fake", "a good WAPE keeps the model"
 
@@ -223,3 +223,45 @@ def test_manager_never_raises_on_garbage(samples: list[float]) -> None:
     result = manager.step(np.array(samples, dtype=float))
     if result.values is not None:
         assert np.all(np.isfinite(result.values)) and np.all(result.values >= 0)
+
+
+def test_selection_uses_the_candidate_with_the_lowest_recent_wape() -> None:
+    """The model is stuck at 100 while the workload runs at 200: once the candidates' horizons have
+    arrived and been scored, the held level (or the line) wins and the model is not used."""
+    manager = _manager()
+    first = manager.step(np.full(60, 200.0))
+    assert first.source == "fake", "unscored, the model is preferred as without selection"
+    for _ in range(8):
+        result = manager.step(np.full(60, 200.0))
+    assert manager.scores.score("model") == pytest.approx(0.5, abs=0.05)
+    assert result.source in {"naive", "linear"} and manager.chosen == result.source
+    assert result.values == pytest.approx(np.full(120, 200.0))
+
+
+def test_selection_finds_a_cycle_and_forecasts_it_from_the_last_one() -> None:
+    """A 20-minute square wave: holding the level or extending the line is wrong at every edge; the
+    last cycle repeated is right, and the period is found from the history alone."""
+    manager = _manager(horizon_s=600, window_s=600, min_fit_s=300)
+
+    def square(seconds: np.ndarray) -> np.ndarray:
+        return np.where((seconds // 600) % 2 == 0, 1000.0, 3000.0)
+
+    for minute in range(180):
+        result = manager.step(square(np.arange(minute * 60, (minute + 1) * 60)))
+    assert manager.seasonal.period_s == 1200
+    scores = {name: manager.scores.score(name) for name in ("model", "linear", "naive", "seasonal")}
+    assert scores["seasonal"] is not None and scores["seasonal"] < 0.05
+    assert all(s is not None and s > 0.2 for n, s in scores.items() if n != "seasonal")
+    assert result.source == "seasonal"
+    ahead = square(np.arange(180 * 60, 180 * 60 + 600))
+    assert result.values == pytest.approx(ahead, rel=0.02)
+
+
+def test_selection_state_survives_a_restart() -> None:
+    manager = _manager()
+    for _ in range(8):
+        manager.step(np.full(60, 200.0))
+    restored = _manager()
+    restored.restore(manager.to_dict())
+    assert restored.scores.score("model") == pytest.approx(manager.scores.score("model"))
+    assert list(restored.seasonal.history) == pytest.approx(list(manager.seasonal.history))

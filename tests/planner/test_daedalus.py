@@ -235,3 +235,28 @@ def test_the_recommendation_history_trims_and_answers_in_one_place() -> None:
     assert history.highest_since(150.0) == 6 and history.highest_since(460.0) is None
     assert history.reaches_back_to(150.0, slack_s=60) and not history.reaches_back_to(100.0, slack_s=60)
     assert Recommendations.from_list(history.to_list()) == history
+
+
+def test_a_scale_in_carries_its_hold_not_the_whole_horizon() -> None:
+    """A peak late in the horizon keeps no job at its peak size: the scale-in must only carry the
+    forecast until Perdix can act again and that decision has landed (recovery 100 s + grace 180 s +
+    a loop = 340 s here); scaling out still sizes for the horizon's peak in one step."""
+    forecast = [30_000] * 500 + [75_000] * 400
+    steady = tuple((10_000 - 600 + 60 * i, 4) for i in range(11))
+    scale_in = POLICY.decide(plan(current=8, workload=30_000, forecast=forecast, history=steady), CONFIG)
+    assert scale_in.target_parallelism == 4
+    assert any("340 s hold" in r for r in scale_in.reasons)
+    scale_out = POLICY.decide(plan(current=2, workload=30_000, forecast=forecast), CONFIG)
+    assert scale_out.target_parallelism == 8, "one scale-out to what carries the peak, not a staircase"
+
+
+def test_the_upper_forecast_bounds_what_a_scale_in_must_hold() -> None:
+    """The point forecast is flat, but the workload has been rising up to 1.4x within minutes: the
+    scale-in is sized for that rise over its hold (42k), not for the flat 30k."""
+    steady = tuple((10_000 - 600 + 60 * i, 4) for i in range(11))
+    inp = plan(current=8, workload=30_000, forecast=30_000, history=steady)
+    upper = np.minimum(30_000 * (1 + np.arange(1, 901) / 300 * 0.4), 42_000)
+    flat = POLICY.decide(inp, CONFIG)
+    assert flat.target_parallelism == 4
+    bounded = POLICY.decide(PlanInput(**{**inp.__dict__, "forecast_upper": upper}), CONFIG)
+    assert bounded.target_parallelism == 5

@@ -153,6 +153,8 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
   "wape_threshold" $p.wapeThreshold
   "retrain_after_poor_loops" $p.retrainAfterPoorLoops
   "forecast_update_maxiter" $p.forecastUpdateMaxiter
+  "forecast_selection" $p.forecastSelection
+  "forecast_quantile" $p.forecastQuantile
   "checkpoint_interval_s" $p.checkpointIntervalSeconds
   "downtime_rescale_prior_s" $p.downtimeRescalePriorSeconds
   "downtime_failure_prior_s" $p.downtimeFailurePriorSeconds

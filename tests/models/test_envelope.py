@@ -1,0 +1,56 @@
+"""The rise envelope: how far the workload rises within a lead time, from its own history."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from models.forecast.envelope import RiseEnvelope
+
+
+def test_a_flat_workload_rises_by_nothing() -> None:
+    envelope = RiseEnvelope(quantile=0.95)
+    envelope.update(np.full(3600, 1000.0))
+    assert envelope.ratio(600) == 1.0
+    assert envelope.upper(np.full(900, 900.0), 1000.0) == pytest.approx(np.full(900, 1000.0))
+
+
+def test_steps_set_the_tail_and_the_quantile_chooses_how_much_of_it() -> None:
+    """A workload that doubles for ten minutes once an hour: within 5 minutes it doubles from a
+    small share of moments, so the 0.95 quantile sees the doubling and the median does not."""
+    hour = np.concatenate([np.full(3000, 1000.0), np.full(600, 2000.0)])
+    high, typical = RiseEnvelope(quantile=0.95), RiseEnvelope(quantile=0.5)
+    for envelope in (high, typical):
+        envelope.update(np.tile(hour, 2))
+    assert high.ratio(300) == pytest.approx(2.0)
+    assert typical.ratio(300) == 1.0
+    assert high.ratio(10) <= high.ratio(300), "a rise within a short lead is within a longer one too"
+
+
+def test_too_little_history_plans_for_the_forecast_alone() -> None:
+    envelope = RiseEnvelope()
+    envelope.update(np.full(50, 1000.0))
+    forecast = np.linspace(1000, 1500, 900)
+    assert envelope.upper(forecast, 1000.0) == pytest.approx(forecast)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.floats(0, 1e6), st.just(float("nan"))), max_size=2000), st.floats(0.5, 0.99))
+def test_the_upper_forecast_is_never_below_the_forecast(samples: list[float], quantile: float) -> None:
+    envelope = RiseEnvelope(quantile=quantile)
+    envelope.update(np.asarray(samples))
+    forecast = np.linspace(0, 5000, 300)
+    upper = envelope.upper(forecast, 1000.0)
+    assert np.all(upper >= forecast) and np.all(upper >= 1000.0)
+    ratios = [envelope.ratio(lead) for lead in (10, 60, 300, 900)]
+    assert ratios == sorted(ratios) and ratios[0] >= 1.0
+
+
+def test_the_history_survives_a_restart() -> None:
+    envelope = RiseEnvelope(quantile=0.9)
+    envelope.update(np.linspace(1000, 4000, 3600))
+    restored = RiseEnvelope(quantile=0.9)
+    restored.restore(envelope.to_dict())
+    assert restored.ratio(600) == pytest.approx(envelope.ratio(600), rel=1e-3)
