@@ -213,7 +213,7 @@ class Analyzer:
         self._expected_parallelism: int | None = None
         self.recent = RecentWorkload(ScoringSpec(horizon_s=settings.forecast_horizon_s))
         """The last hour of workload and the running model's forecasts over it (rates, hot reload)."""
-        self.envelope = RiseEnvelope(quantile=settings.forecast_quantile)
+        self.envelope = RiseEnvelope(quantile=settings.forecast_quantile or 0.5)
         """How far the workload has risen within each lead time (the upper forecast decisions plan for)."""
         self._signal: str | None = None
 
@@ -355,7 +355,7 @@ class Analyzer:
         level = _finite_mean(self.recent.last(60))
         upper = (
             self.envelope.upper(forecast.values, level)
-            if forecast.values is not None and level is not None
+            if forecast.values is not None and level is not None and self.settings.forecast_quantile is not None
             else forecast.values
         )
         for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):

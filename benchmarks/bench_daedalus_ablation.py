@@ -1,142 +1,76 @@
-"""Which mechanism costs Daedalus against the oracle: forecast, capacity, recovery prediction, holds.
+"""Which mechanism costs Daedalus against the optimal schedule, on a half of the trace corpus.
 
-Replays Daedalus on the shipped traces with one estimate at a time replaced by the simulator's truth
-(the oracle analyzer's forecast, capacities or recovery times), without the recovery hold, without
-scale-down stabilization, and with everything true at once. The gap each substitution closes is
-what that mechanism costs. Further variants apply candidate fixes from outside the analyzer (current lag
-in the recovery prediction, a WAPE margin, a trend floor, the true future for the recovery prediction
-only) so a proposed change can be measured before it is made. Benchmark-only: the product never sees
-the truth.
-Run: .venv/bin/python -m benchmarks.bench_daedalus_ablation [--hours 6] [--jobs 2]
+Every variant replays Daedalus over the same traces, with the same injected failures, as
+``perdix evaluate`` does, and is compared with the optimal schedule of each trace (the lab's
+dynamic program with full knowledge): worker-hours × optimal at the median and the worst trace,
+SLO misses, and *avoidable* misses (on traces where the optimal schedule has none — it never has).
+
+Two kinds of variant:
+
+* **directions** — the settings Daedalus ships with, then each of this round's mechanisms turned
+  back to turn 1's (fixed holds, ARIMA with the linear fallback, the point forecast alone) or to
+  another value (the rise quantile), so each is measured on its own against the defaults;
+* **truths** — one estimate at a time replaced by the simulator's truth (forecast, capacities,
+  recovery times), and all of them at once: the gap each closes is what that estimate costs.
+  Benchmark-only: the product never sees the truth.
+
+Develop on ``--half dev``; confirm on ``--half held-out`` once.
+Run: .venv/bin/python -m benchmarks.bench_daedalus_ablation [--half dev] [--hours 6] [--jobs 2]
+     [--variants NAME,...] [--optimal-from evaluate-summary.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 from typing import Any
 
 from agent.analyze import Analyzer
 from agent.loop import Agent
 from agent.observation import Observation
-from benchmarks.common import SHIPPED_TRACES, TRACES
+from lab.corpus import CorpusTrace, select
 from lab.oracle import OracleAnalyzer
 from lab.replay import Replay, _InlineExecutor
 from lab.settings import LabSettings, load_lab_settings
-from simulator import load_trace
+
+TURN_1_HOLDS = {"scale_down_stabilization_s": 600.0, "recent_rescale_window_s": 600.0, "grace_period_s": 180.0}
+"""Turn 1's fixed holds: ten minutes of stabilization and of the recent-rescale check, three of grace."""
 
 VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "daedalus": (frozenset(), {}),
+    "turn-1 holds": (frozenset(), TURN_1_HOLDS),
+    "ARIMA + linear fallback": (frozenset(), {"forecast_selection": False}),
+    "point forecast only": (frozenset(), {"forecast_quantile": None}),
+    "rise quantile 0.5": (frozenset(), {"forecast_quantile": 0.5}),
+    "rise quantile 0.8": (frozenset(), {"forecast_quantile": 0.8}),
+    "rise quantile 0.9": (frozenset(), {"forecast_quantile": 0.9}),
     "true forecast": (frozenset({"forecast"}), {}),
     "true capacity": (frozenset({"capacities"}), {}),
     "true recovery": (frozenset({"recovery_times"}), {}),
-    "no recovery hold": (frozenset({"no_hold"}), {}),
-    "no stabilization": (frozenset(), {"scale_down_stabilization_s": 0.0}),
-    "lag in recovery": (frozenset({"lag_in_recovery"}), {}),
-    "forecast x (1+WAPE)": (frozenset({"forecast_margin"}), {}),
-    "both fixes": (frozenset({"lag_in_recovery", "forecast_margin"}), {}),
-    "true future in recovery only": (frozenset({"future_in_recovery"}), {}),
-    "WAPE margin in recovery only": (frozenset({"margin_in_recovery"}), {}),
-    "trend floor in recovery only": (frozenset({"trend_in_recovery"}), {}),
-    "level floor in recovery only": (frozenset({"level_in_recovery"}), {}),
-    "level floor + lag": (frozenset({"level_in_recovery", "lag_in_recovery"}), {}),
-    "last 3 s floor in recovery only": (frozenset({"level3_in_recovery"}), {}),
-    "all true + no holds": (
-        frozenset({"forecast", "capacities", "recovery_times", "no_hold"}),
-        {"scale_down_stabilization_s": 0.0},
-    ),
+    "all true": (frozenset({"forecast", "capacities", "recovery_times"}), {}),
 }
-
-
-PROPOSED_FIXES = frozenset(
-    {"lag_in_recovery", "forecast_margin", "future_in_recovery", "margin_in_recovery", "trend_in_recovery",
-     "level_in_recovery", "level3_in_recovery"}
-)
-"""Truths that are not the oracle's answers but candidate fixes applied to the real analysis."""
-
-
-def _level_floor(future: Any, recent: Any, statistic: Any) -> Any:
-    """``future`` floored at ``statistic`` of the finite ``recent`` samples (unchanged without any)."""
-    import numpy as np
-
-    finite = recent[np.isfinite(recent)]
-    return np.maximum(future, float(statistic(finite))) if finite.size else future
+"""Variant name -> (estimates replaced by the truth, settings overrides)."""
 
 
 class AblationAnalyzer:
-    """The real analyzer with some of its answers replaced by the truth."""
+    """The real analyzer with some of its answers replaced by the simulator's truth."""
 
     def __init__(self, inner: Analyzer, oracle: OracleAnalyzer, truths: frozenset[str]) -> None:
         self.inner, self.oracle, self.truths = inner, oracle, truths
 
     def analyze(self, observation: Observation, *, now: float) -> Any:
-        """The real analysis, with the chosen fields taken from the oracle's (or a proposed fix applied)."""
+        """The real analysis (its models keep learning), with the chosen fields taken from the oracle's."""
         real = self.inner.analyze(observation, now=now)
-        if not self.truths:
-            return real
-        if self.truths & PROPOSED_FIXES:
-            real = self._proposed_fixes(real, observation, now)
         truth = self.oracle.analyze(observation, now=now)
-        changes: dict[str, Any] = {}
-        for name in ("forecast", "capacities", "recovery_times"):
-            if name in self.truths:
-                changes[name] = getattr(truth, name)
-        if "no_hold" in self.truths:
-            changes["recovering"] = False
+        changes: dict[str, Any] = {name: getattr(truth, name) for name in sorted(self.truths)}
+        if "forecast" in self.truths:
+            changes["forecast_upper"] = truth.forecast
         return dataclasses.replace(real, **changes)
-
-    def _proposed_fixes(self, real: Any, observation: Observation, now: float) -> Any:
-        """The fixes proposed to the lead, applied from outside: lag in the recovery prediction, WAPE margin."""
-        import numpy as np
-
-        forecast = real.forecast
-        if forecast is None:
-            return real
-        future = forecast
-        if "future_in_recovery" in self.truths:
-            # The recovery predictor sees the true future; the planner's peak checks keep the forecast.
-            start = int(now)
-            future = self.oracle.job.trace.per_second(start, start + len(forecast))
-        wape = real.forecast_wape if real.forecast_wape is not None else self.inner.settings.wape_threshold
-        if "margin_in_recovery" in self.truths:
-            # Proposed fix: a pessimistic forecast for the recovery prediction only.
-            future = forecast * (1.0 + wape)
-        if "forecast_margin" in self.truths:
-            forecast = forecast * (1.0 + wape)
-            future = forecast
-        if "trend_in_recovery" in self.truths:
-            # Proposed fix: never let the recovery prediction assume less than the recent linear trend.
-            history = self.inner.recent.last(900)
-            history = history[np.isfinite(history)]
-            if history.size >= 120:
-                slope = float(np.polyfit(np.arange(history.size, dtype=float), history, 1)[0])
-                level = float(history[-60:].mean())
-                trend = level + slope * np.arange(1, len(forecast) + 1, dtype=float)
-                future = np.maximum(future, trend)
-        if "level_in_recovery" in self.truths:
-            # Proposed fix: never let the recovery prediction assume less than the last 10 s's level.
-            future = _level_floor(future, observation.workload[-10:], np.mean)
-        if "level3_in_recovery" in self.truths:
-            # Proposed fix: a step seconds before the loop shows in the median of the last 3 s.
-            future = _level_floor(future, observation.workload[-3:], np.median)
-        lag = observation.latest_lag if "lag_in_recovery" in self.truths else 0.0
-        settings = self.inner.settings
-        recent = self.inner.recent.last(int(settings.checkpoint_interval_s))
-        recent = recent[np.isfinite(recent)]
-        if not recent.size:
-            return dataclasses.replace(real, forecast=forecast)
-        recovery_times = {}
-        for n, capacity in real.capacities.items():
-            if capacity is None:
-                continue
-            kind = "failure" if n == real.parallelism else "rescale"
-            recovery_times[n] = self.inner.recovery.predict(
-                capacity=capacity, forecast=future, recent_workload_rate=float(recent.mean()),
-                kind=kind, parallelism=n, current_lag=lag or 0.0,
-            )
-        return dataclasses.replace(real, forecast=forecast, recovery_times=recovery_times)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -148,7 +82,9 @@ class AblationReplay(Replay):
     truths: frozenset[str] = frozenset()
 
     def start_agent(self) -> Agent:
-        """The agent with the ablation analyzer."""
+        """The agent with the ablation analyzer (a plain one when nothing is replaced)."""
+        if not self.truths:
+            return super().start_agent()
         self.background = _InlineExecutor()
         analyzer = AblationAnalyzer(
             Analyzer(self.settings, executor=self.background),  # type: ignore[arg-type]
@@ -161,45 +97,120 @@ class AblationReplay(Replay):
         )
 
 
-def run(trace_name: str, variant: str, hours: float) -> tuple[str, str, dict[str, Any], float]:
-    """One ablated replay; returns its summary and wall time."""
+def _settings(overrides: dict[str, Any]) -> LabSettings:
     from agent.logging import configure_logging
 
     configure_logging("console", "error")
+    return load_lab_settings(None, {"policy": "daedalus", "telemetry.log_level": "error", **overrides})
+
+
+def run_variant(trace: CorpusTrace, variant: str, hours: float | None, failures: float) -> tuple[str, str, dict[str, Any], float]:
+    """One Daedalus replay of a variant; returns its summary and wall time."""
+    from simulator import load_trace
+
     truths, overrides = VARIANTS[variant]
-    settings: LabSettings = load_lab_settings(None, {"policy": "daedalus", "telemetry.log_level": "error", **overrides})
-    trace = load_trace(TRACES / f"{trace_name}.csv")
+    settings = _settings(overrides)
     start = time.perf_counter()
     replay = AblationReplay.__new__(AblationReplay)
     replay.truths = truths
-    Replay.__init__(replay, trace, settings, hours=hours)
+    Replay.__init__(replay, load_trace(trace.path), settings, hours=hours, failures_per_hour=failures)
     replay.run()
-    return trace_name, variant, replay.result().summary, time.perf_counter() - start
+    return trace.name, variant, replay.result().summary, time.perf_counter() - start
+
+
+def run_optimal(trace: CorpusTrace, hours: float | None, failures: float) -> tuple[str, str, dict[str, Any], float]:
+    """The optimal schedule of the trace (the lab's dynamic program), same failures as the replays."""
+    from lab.optimal import optimal_run
+    from simulator import load_trace
+
+    settings = _settings({})
+    start = time.perf_counter()
+    summary, _ = optimal_run(load_trace(trace.path), settings, hours=hours, failures_per_hour=failures)
+    return trace.name, "optimal", summary, time.perf_counter() - start
+
+
+def _stored_optimal(path: Path) -> dict[str, dict[str, Any]]:
+    """Optimal summaries by trace from a ``perdix evaluate`` summary.json (same hours and failures!)."""
+    document = json.loads(path.read_text())
+    return {
+        name: entry["runs"]["optimal"]
+        for name, entry in document.get("traces", {}).items()
+        if "optimal" in entry.get("runs", {})
+    }
+
+
+def table(results: dict[str, dict[str, dict[str, Any]]], optimal: dict[str, dict[str, Any]], variants: list[str]) -> list[str]:
+    """One line per variant: × optimal (median, worst), misses, avoidable misses and traces with them."""
+    lines = [
+        f"{'variant':<26} {'x opt median':>12} {'x opt worst':>11} {'misses':>6} {'avoidable':>9} "
+        f"{'traces':>6} {'rescales':>8}"
+    ]
+    lines.append("-" * len(lines[0]))
+    for variant in variants:
+        ratios, misses, avoidable, traces, rescales = [], 0, 0, 0, 0
+        for name, best in optimal.items():
+            summary = results.get(variant, {}).get(name)
+            if summary is None:
+                continue
+            ratios.append(summary["worker_hours"] / best["worker_hours"])
+            misses += summary["slo_misses"]
+            rescales += summary["rescales"]
+            if best["slo_misses"] == 0 and summary["slo_misses"]:
+                avoidable += summary["slo_misses"]
+                traces += 1
+        if not ratios:
+            continue
+        lines.append(
+            f"{variant:<26} {statistics.median(ratios):>12.3f} {max(ratios):>11.3f} {misses:>6} {avoidable:>9} "
+            f"{traces:>6} {rescales:>8}"
+        )
+    return lines
 
 
 def main() -> None:
-    """Run every variant on every shipped trace and print worker-hours and SLO misses."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--hours", type=float, default=6.0)
+    """Run the variants on a corpus half and print the ablation table (and one line per run as it ends)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--half", default="dev", choices=("dev", "held-out", "all"))
+    parser.add_argument("--hours", type=float, default=6.0, help="hours of each trace replayed (0: all)")
+    parser.add_argument("--failures-per-hour", type=float, default=1.0)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated; known: " + ", ".join(VARIANTS))
+    parser.add_argument("--traces", default=None, help="comma-separated trace names (default: the whole half)")
+    parser.add_argument("--optimal-from", type=Path, default=None,
+                        help="reuse the optimal runs of a `perdix evaluate` summary.json with the same hours and failures")
+    parser.add_argument("--json", type=Path, default=None, help="also write every summary here")
     args = parser.parse_args()
-    variants = [v.strip() for v in args.variants.split(",")]
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
-        raise SystemExit(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
-    header = f"{'trace':<11} {'variant':<19} {'worker-h':>9} {'rescales':>8} {'slo miss':>8} {'lag>tgt s':>9} {'wall s':>7}"
-    print(header)
-    print("-" * len(header), flush=True)
+        parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    traces = select(args.half)
+    if args.traces:
+        wanted = {t.strip() for t in args.traces.split(",")}
+        traces = [t for t in traces if t.name in wanted]
+        if missing := wanted - {t.name for t in traces}:
+            parser.error(f"--traces: {sorted(missing)} not in the {args.half} half")
+    hours = args.hours or None
+    optimal = _stored_optimal(args.optimal_from) if args.optimal_from else {}
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run, t, v, args.hours) for t in SHIPPED_TRACES for v in variants]
-        for future in as_completed(futures):
-            trace_name, variant, s, wall = future.result()
-            print(
-                f"{trace_name:<11} {variant:<19} {s['worker_hours']:>9.2f} {s['rescales']:>8} {s['slo_misses']:>8} "
-                f"{s['lag_over_target_s']:>9} {wall:>7.0f}",
-                flush=True,
-            )
+        futures = [pool.submit(run_optimal, t, hours, args.failures_per_hour) for t in traces if t.name not in optimal]
+        futures += [pool.submit(run_variant, t, v, hours, args.failures_per_hour) for t in traces for v in variants]
+        for done, future in enumerate(as_completed(futures), 1):
+            name, variant, summary, wall = future.result()
+            if variant == "optimal":
+                optimal[name] = summary
+            else:
+                results.setdefault(variant, {})[name] = summary
+            print(f"[{done}/{len(futures)}] {name:<22} {variant:<26} {summary['worker_hours']:8.1f} worker-h "
+                  f"{summary['slo_misses']:3} misses {wall:6.0f} s", flush=True)
+    optimal = {t.name: optimal[t.name] for t in traces if t.name in optimal}
+    print(f"\n{args.half} half, {len(optimal)} traces, {args.hours:g} h each, {args.failures_per_hour:g} failure/h, "
+          f"{time.perf_counter() - started:.0f} s")
+    print("\n".join(table(results, optimal, variants)))
+    if args.json:
+        args.json.write_text(json.dumps({"optimal": optimal, "variants": results}, indent=1, default=float))
 
 
 if __name__ == "__main__":
