@@ -54,7 +54,7 @@ from lab.flink.harness import (
 )
 from lab.flink.schedule import ProductionSchedule, read_trace
 from lab.flink.trace_job import JobCounts, TraceJobOptions
-from lab.slo import judge
+from lab.slo import DEFAULT_FALLING_BEHIND_ALLOWANCE_S, judge
 
 DEFAULT_TIME = {
     "loop_interval_s": 60.0,
@@ -207,7 +207,9 @@ def summarize(
     epoch: float, target: float, events: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """The run's summary: the keys of ``lab.replay.job_summary`` where they apply, plus the real job's own."""
-    verdict = judge(record.lag, record.workload, stops_from_log(rescales, epoch), target_recovery_time_s=target)
+    # The SLO's falling-behind allowance (60 s) is a time constant like the target: compressed alike.
+    verdict = judge(record.lag, record.workload, stops_from_log(rescales, epoch), target_recovery_time_s=target,
+                    falling_behind_allowance_s=DEFAULT_FALLING_BEHIND_ALLOWANCE_S / setup.compress)
     slot_seconds = float(record.parallelism.sum())
     ideal, _ = ideal_slot_seconds(setup)
     capacity = np.array([setup.capacities.get(int(n), 0.0) for n in record.parallelism])
