@@ -350,7 +350,9 @@ def main() -> None:
             runs: dict[str, PolicyRun] = {}
             for policy in policies:
                 print(f"{policy}: replaying ...", flush=True)
-                runs[policy] = run_policy(harness, setup, policy, work / policy, initial=int(slots[0]))
+                # Every policy starts where the ideal starts, except static, which holds the largest scale-out throughout.
+                initial = args.taskmanagers if policy == "static" else int(slots[0])
+                runs[policy] = run_policy(harness, setup, policy, work / policy, initial=initial)
                 s = runs[policy].summary
                 print(f"{policy}: {s['slot_seconds']:,.0f} slot-seconds ({s['x_ideal']:.3f}× ideal), {s['rescales']} rescales, "
                       f"{s['slo_misses']} SLO misses, max backlog {s['max_lag_records']:,}, produced {s['records_produced']:,}, "
