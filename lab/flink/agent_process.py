@@ -20,10 +20,12 @@ from typing import Any, Self
 
 import yaml
 
-from lab.flink.cluster import FlinkLabError, _die_with_parent, poll
+from lab.flink.cluster import ROOT, FlinkLabError, _die_with_parent, poll
 
-PERDIX = Path(sys.executable).with_name("perdix")
-"""The ``perdix`` entry point of the running interpreter's environment."""
+PERDIX = [sys.executable, "-m", "cli"]
+"""``perdix`` as this checkout runs it: the running interpreter on the sources next to this file. The
+``perdix`` console script would import whatever checkout the environment's editable install points at
+(another worktree), and a script never puts the working directory on the path."""
 
 
 class PerdixExited(FlinkLabError):
@@ -43,7 +45,7 @@ class PerdixProcess:
         self.config.write_text(yaml.safe_dump(settings))
         self.log_path = workdir / "perdix.log"
         self.knowledge = Path(settings["knowledge"]["path"])
-        self.args = [str(PERDIX), "run", "--config", str(self.config), "--dry-run" if dry_run else "--no-dry-run"]
+        self.args = [*PERDIX, "run", "--config", str(self.config), "--dry-run" if dry_run else "--no-dry-run"]
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -63,6 +65,7 @@ class PerdixProcess:
         if self.process is not None and self.process.poll() is None:
             raise FlinkLabError(f"perdix run is already running (pid {self.process.pid})")
         env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
         # One BLAS thread, as `make` runs everything: the loop's small fits lose time to hand-offs.
         env.setdefault("OPENBLAS_NUM_THREADS", "1")
         env.setdefault("OMP_NUM_THREADS", "1")
