@@ -11,21 +11,17 @@ Perdix to decide a rescale to 2. Every process is stopped by its pid, whatever h
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from agent.monitor.prometheus import PrometheusMonitor
 from agent.settings import PromQLQueries, load_settings
+from lab.flink.agent_process import PerdixProcess
 from tests.fixtures.flink import FlinkCluster, poll
 from tests.fixtures.prometheus import PrometheusServer
 from tests.flink.proxy import RecordingProxy
@@ -33,7 +29,6 @@ from tests.flink.proxy import RecordingProxy
 pytestmark = pytest.mark.e2e
 
 JOB_NAME = "perdix-e2e"
-PERDIX = Path(sys.executable).with_name("perdix")
 
 
 @pytest.fixture(scope="module")
@@ -73,69 +68,6 @@ def proxy(flink_cluster: FlinkCluster) -> Iterator[RecordingProxy]:
         yield recording
     finally:
         recording.stop()
-
-
-class PerdixRun:
-    """``perdix run --config FILE`` as a subprocess, its JSON log read as it grows; stopped by pid."""
-
-    def __init__(self, workdir: Path, settings: dict[str, Any], *, dry_run: bool) -> None:
-        self.config = workdir / "perdix.yaml"
-        self.config.write_text(yaml.safe_dump(settings))
-        self.log_path = workdir / "perdix.log"
-        self.knowledge = Path(settings["knowledge"]["path"])
-        self.args = [str(PERDIX), "run", "--config", str(self.config), "--dry-run" if dry_run else "--no-dry-run"]
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> PerdixRun:
-        with self.log_path.open("wb") as out:
-            self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> int | None:
-        """SIGTERM (graceful: the knowledge is flushed), SIGKILL after 30 s; the exit code."""
-        process, self.process = self.process, None
-        if process is None:
-            return None
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
-        return process.returncode
-
-    def events(self) -> list[dict[str, Any]]:
-        """Every JSON log line so far."""
-        out = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict):
-                out.append(entry)
-        return out
-
-    def wait_for(self, predicate: Any, *, timeout_s: float, what: str) -> dict[str, Any]:
-        """The first log event matching ``predicate``; fails with the log's tail if the process died or time ran out."""
-
-        def found() -> dict[str, Any] | None:
-            if self.process is not None and self.process.poll() is not None:
-                raise AssertionError(f"perdix run exited with {self.process.returncode}: {self.tail()}")
-            return next((e for e in self.events() if predicate(e)), None)
-
-        try:
-            return poll(found, timeout_s=timeout_s, interval_s=0.3, what=what)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n--- perdix log ---\n{self.tail()}") from None
-
-    def tail(self, lines: int = 25) -> str:
-        """The last lines of the log."""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def agent_settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir: Path) -> dict[str, Any]:
@@ -215,7 +147,7 @@ def test_dry_run_recommends_and_writes_nothing(
     prometheus: PrometheusServer, flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy, tmp_path: Path
 ) -> None:
     settings = agent_settings(prometheus, proxy, tmp_path)
-    with PerdixRun(tmp_path, settings, dry_run=True) as agent:
+    with PerdixProcess(tmp_path, settings, dry_run=True) as agent:
         recommended = agent.wait_for(lambda e: e.get("event") == "rescale.dry_run", timeout_s=60, what="a dry-run rescale")
         code = agent.stop()
     assert code == 0, agent.tail()
@@ -233,7 +165,7 @@ def test_perdix_rescales_the_real_job_in_place_and_learns_its_downtime(
     prometheus: PrometheusServer, flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy, tmp_path: Path
 ) -> None:
     settings = agent_settings(prometheus, proxy, tmp_path)
-    with PerdixRun(tmp_path, settings, dry_run=False) as agent:
+    with PerdixProcess(tmp_path, settings, dry_run=False) as agent:
         rescale = agent.wait_for(lambda e: e.get("event") == "rescale", timeout_s=90, what="a rescale")
         # The next rounds read the new parallelism back through Prometheus.
         agent.wait_for(

@@ -10,6 +10,9 @@ and one map subtask carries 4,000 records/s: parallelism 2 and 3 keep up, 1 fall
 - the recommended queries of lab/flink/promql.py read the workload within 10 % of the production
   rate at every second whose 60-s window spans both rescales, the running source parallelism and the
   uptime resets;
+- Perdix's own default queries (agent/settings.py ``PromQLQueries``, rendered by
+  ``PrometheusSettings.render``), read through its ``PrometheusMonitor``, say the same: the contract
+  between the agent as shipped and a real job's metrics;
 - one slot carries the configured capacity when saturated, and the busy fractions of three slots that
   are not saturated read it too (busy = floor + throughput / capacity);
 - the verifying sink saw every produced record exactly once (none lost, none twice).
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,12 +32,13 @@ import numpy as np
 import pytest
 
 from agent.execute.flink_rest import FlinkRestScaler
-from agent.settings import ScaleTargetSettings
+from agent.monitor.prometheus import PrometheusMonitor
+from agent.settings import PromQLQueries, ScaleTargetSettings, load_settings
 from lab.flink import trace_job
 from lab.flink.promql import FlinkQueries, TraceJobQueries
 from lab.flink.trace_job import TraceJob, TraceJobOptions
 from tests.fixtures.flink import FlinkCluster, poll
-from tests.fixtures.prometheus import PrometheusServer, http_get
+from tests.fixtures.prometheus import PrometheusServer
 
 pytestmark = pytest.mark.e2e
 
@@ -71,19 +74,13 @@ def prometheus(flink_cluster: FlinkCluster, tmp_path_factory: pytest.TempPathFac
 
 
 def query_range(server: PrometheusServer, promql: str, start: float, end: float, step: float = 1.0) -> list[dict[str, Any]]:
-    """A range query's series; fails with Prometheus' error when it rejects the query."""
-    params = urllib.parse.urlencode({"query": promql, "start": start, "end": end, "step": step})
-    status, body = http_get(f"{server.url}/api/v1/query_range?{params}", timeout_s=10.0)
-    assert status == 200, f"Prometheus rejected {promql}: {body[:300]}"
-    return list(json.loads(body)["data"]["result"])
+    """A range query's series (QueryRejected with Prometheus' reason if it rejects the query)."""
+    return server.query_range(promql, start, end, step)
 
 
 def query_at(server: PrometheusServer, promql: str, at: float) -> list[dict[str, Any]]:
-    """An instant query at ``at``; fails with Prometheus' error when it rejects the query."""
-    params = urllib.parse.urlencode({"query": promql, "time": at})
-    status, body = http_get(f"{server.url}/api/v1/query?{params}", timeout_s=10.0)
-    assert status == 200, f"Prometheus rejected {promql}: {body[:300]}"
-    return list(json.loads(body)["data"]["result"])
+    """An instant query at ``at`` (QueryRejected with Prometheus' reason if it rejects the query)."""
+    return server.query_at(promql, at)
 
 
 def by_worker(server: PrometheusServer, promql: str, at: float) -> dict[str, float]:
@@ -250,3 +247,67 @@ def test_every_record_was_verified_once(run: dict[str, Any], prometheus: Prometh
     }
     assert totals == {"verifiedRecords": expected, "aheadRecords": 0, "duplicateRecords": 0, "lostRecords": 0}, totals
     assert float(query_at(prometheus, job.produced_all, time.time())[0]["value"][1]) == expected
+
+
+def perdix_monitor(job: TraceJob, prometheus: PrometheusServer, *, window_s: int | None = None) -> PrometheusMonitor:
+    """Perdix's monitor with the shipped default queries; only the URL and the job's name (the cluster ran other
+    jobs) set, and the rate window when ``window_s`` is given."""
+    settings = load_settings(None, {
+        "prometheus.url": prometheus.url,
+        "prometheus.flink_job": job.options.job_name.replace("-", "_"),
+        "prometheus.rate_window_s": window_s,
+        "scale_target.kind": "flink-rest",
+    })
+    monitor = PrometheusMonitor(settings.prometheus)
+    assert settings.prometheus.rate_window_s == (window_s or WINDOW_S)  # the shipped window is the lab queries' one
+    for name, query in PromQLQueries().model_dump().items():
+        assert monitor.queries[name] == settings.prometheus.render(query), name
+    return monitor
+
+
+def test_perdix_default_queries_read_the_job_through_its_monitor_across_rescales(
+    run: dict[str, Any], prometheus: PrometheusServer
+) -> None:
+    job, epoch = run["job"], run["epoch"]
+    monitor = perdix_monitor(job, prometheus)
+    # The windows of the workload points from 60 s to 80 s span the task restarts of both in-place rescales.
+    observation = monitor.observe(since=epoch + WINDOW_S, now=epoch + END_S)
+    workload = observation.workload
+    assert np.isfinite(workload).all(), (observation.gaps, workload)
+    worst = float(workload[np.argmax(np.abs(workload - RATE))])
+    print(f"Perdix's default workload query, 60-s windows over both rescales: {workload.min():.0f}..{workload.max():.0f} "
+          f"(worst {worst:.0f}, production {RATE:.0f}/s)")
+    assert abs(worst - RATE) <= TOLERANCE * RATE, (
+        f"the default workload query read {worst:.0f}/s against {RATE:.0f}/s produced: {monitor.queries['workload']}"
+    )
+    # Every sample of this window comes after a restart younger than the rate window: none is fed to the models.
+    assert observation.rates_settled is not None and not observation.rates_settled.any()
+    # Backlog and throughput are the lab's verified queries' numbers.
+    lab = queries(job)
+    backlog = np.array([float(v) for _, v in query_range(prometheus, lab.backlog, epoch + WINDOW_S, epoch + END_S - 1)[0]["values"]])
+    assert np.allclose(observation.consumer_lag[: backlog.size], backlog, rtol=1e-9), (observation.consumer_lag, backlog)
+    read = float(query_at(prometheus, lab.read_rate, epoch + END_S - 1)[0]["value"][1])
+    summed = sum(float(series[-1]) for series in observation.worker_throughput.values())
+    assert abs(summed - read) <= 1e-6 * read, (observation.worker_throughput, read)
+    for worker, busy in observation.worker_busy.items():
+        finite = busy[np.isfinite(busy)]
+        assert finite.size and ((finite > 0) & (finite <= 1.0)).all(), (worker, busy)
+
+
+def test_perdix_default_queries_follow_parallelism_uptime_and_a_saturated_slot(
+    run: dict[str, Any], prometheus: PrometheusServer
+) -> None:
+    job, epoch = run["job"], run["epoch"]
+    monitor = perdix_monitor(job, prometheus)
+    for at_s, parallelism in ((12.0, 2), (RESCALES[0][0] + 12, 3), (RESCALES[1][0] + 12, 1)):
+        observation = monitor.observe(since=epoch + at_s - 5, now=epoch + at_s)
+        assert observation.parallelism == parallelism, (at_s, observation.parallelism, observation.gaps)
+        assert observation.uptime_s is not None and observation.uptime_s < at_s + 6, (at_s, observation.uptime_s)
+    # At parallelism 1 the default busy query reads the saturated slot, over a 20-s window that lies after the
+    # rescale to 1 (a 60-s one would average it with the three slots before); the backlog grows.
+    observation = perdix_monitor(job, prometheus, window_s=20).observe(since=epoch + END_S - 5, now=epoch + END_S)
+    assert observation.parallelism == 1
+    latest = {w: float(s[np.isfinite(s)][-1]) for w, s in observation.worker_busy.items() if np.isfinite(s).any()}
+    assert max(latest.values()) >= 0.9, latest
+    lag = observation.consumer_lag
+    assert lag[-1] > lag[0] > 0, lag
