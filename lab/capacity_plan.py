@@ -293,6 +293,7 @@ def _model_file(
         capacities=capacities,
         validation={
             "selection": choice.selection,
+            "families_identifiable": choice.identifiable,
             "loocv_rmse": _json_number(score.loocv_rmse),
             "extrapolation_rmse": _json_number(score.extrapolation_rmse),
             "relative_loocv_error": _json_number(score.loocv_rmse / mean_capacity) if mean_capacity > 0 else None,

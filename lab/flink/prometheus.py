@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from lab.flink.cluster import FlinkLabError, free_port, poll
 
@@ -30,6 +30,21 @@ Sample = tuple[float, float]
 
 class PrometheusError(FlinkLabError):
     """Prometheus is missing, does not answer, or rejected a query (one line, naming the server)."""
+
+
+class PromQL(Protocol):
+    """What the testbed asks of a Prometheus: instant and range queries (the client below, or a test fake)."""
+
+    @property
+    def url(self) -> str: ...
+
+    def instant(self, query: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
+        """An instant query's series as (labels, value)."""
+        ...
+
+    def range(self, query: str, start: float, end: float, step_s: float = 1.0) -> list[tuple[dict[str, str], list[Sample]]]:
+        """A range query's series as (labels, [(time, value), ...])."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -175,7 +190,7 @@ class LocalPrometheus:
         return " | ".join(text.strip().splitlines()[-lines:])
 
 
-def wait_for_samples(client: PrometheusClient, query: str, *, timeout_s: float, what: str) -> None:
+def wait_for_samples(client: PromQL, query: str, *, timeout_s: float, what: str) -> None:
     """Poll until ``query`` returns a series (the scrape caught up); PrometheusError after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while not client.instant(query):

@@ -43,7 +43,7 @@ import numpy as np
 
 from lab.flink import trace_job
 from lab.flink.cluster import FlinkCluster, FlinkLabError, poll, rest_get
-from lab.flink.prometheus import LocalPrometheus, PrometheusClient, PrometheusError, wait_for_samples
+from lab.flink.prometheus import LocalPrometheus, PrometheusClient, PromQL, wait_for_samples
 from lab.flink.promql import FlinkQueries
 from lab.flink.trace_job import TraceJob, TraceJobOptions
 from models.streambed import EstimatorSettings
@@ -187,12 +187,14 @@ class FlinkTestbed:
     """The trace job on a running session cluster, measured through a Prometheus that scrapes it."""
 
     rest_url: str
-    prometheus: PrometheusClient
+    prometheus: PromQL
     settings: FlinkTestbedSettings = field(default_factory=FlinkTestbedSettings)
     jar: Path | None = None
     on_phase: PhaseCallback | None = None
     check_alive: Callable[[], None] | None = None
     """Raises when the cluster's processes died (a local cluster); called while waiting."""
+    process_ids: tuple[int, ...] = ()
+    """The JVMs of a local cluster (for CPU accounting); empty for an existing one."""
     operator_names: tuple[str, ...] = (OPERATOR,)
     memory_mb: float = 0.0
     """Memory per task slot, read from the cluster on first use."""
@@ -410,7 +412,7 @@ def open_flink_testbed(
         with LocalPrometheus(workdir / "prometheus", cluster.metrics_targets) as prometheus:
             testbed = FlinkTestbed(
                 cluster.rest_url, prometheus.client, settings, jar=jar, on_phase=on_phase,
-                check_alive=cluster.check_alive,
+                check_alive=cluster.check_alive, process_ids=tuple(p.process.pid for p in cluster.processes),
             )
             try:
                 yield testbed

@@ -197,6 +197,9 @@ class SurrogateChoice:
     surrogate: Surrogate
     selection: Selection
     scores: tuple[FamilyScore, ...]
+    identifiable: bool = True
+    """False when no dimension has three distinct values: every family then draws the same line
+    through the measured budgets, the scores differ by noise only, and the linear one is kept."""
 
     @property
     def score(self) -> FamilyScore:
@@ -209,10 +212,16 @@ def select_surrogate(observations: Sequence[BudgetMeasurement], selection: Selec
 
     ``loocv`` ranks by leave-one-out RMSE; ``extrapolation`` by the paper's split (fit on the
     smaller half of the budgets, test on the larger), falling back to LOOCV while that split is
-    undefined. Ties keep the simpler family in the order linear, logarithmic, sqrt.
+    undefined. Ties keep the simpler family in the order linear, logarithmic, sqrt. A family bends
+    its dimension only where that dimension has at least three distinct values: with two task-slot
+    counts and two memory profiles or fewer, the data cannot tell the families apart, so the linear
+    one is kept (``identifiable`` False) rather than the one the noise favours.
     """
     if len(observations) < 3:
         raise ValueError(f"need at least 3 observations to select a surrogate, got {len(observations)}")
+    identifiable = (
+        len({o.task_slots for o in observations}) >= 3 or len({o.memory_mb for o in observations}) >= 3
+    )
     scores = tuple(
         FamilyScore(family, loocv_rmse(family, observations), extrapolation_rmse(family, observations))
         for family in FAMILIES
@@ -222,8 +231,8 @@ def select_surrogate(observations: Sequence[BudgetMeasurement], selection: Selec
     def key(score: FamilyScore) -> float:
         return score.extrapolation_rmse if use_split else score.loocv_rmse
 
-    best = min(scores, key=key)
-    return SurrogateChoice(fit_surrogate(best.family, observations), selection, scores)
+    best = min(scores, key=key) if identifiable else scores[0]
+    return SurrogateChoice(fit_surrogate(best.family, observations), selection, scores, identifiable)
 
 
 def surrogate_cost(observations: Sequence[BudgetMeasurement]) -> float:
