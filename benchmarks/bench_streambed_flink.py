@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from lab.capacity_plan import RunReport, plan_capacity
-from lab.flink.testbed import FlinkTestbed, FlinkTestbedSettings, PhaseEvent, estimator_settings, open_flink_testbed
+from lab.flink.testbed import (
+    FlinkTestbed,
+    FlinkTestbedSettings,
+    PhaseEvent,
+    estimator_settings,
+    open_flink_testbed,
+)
 from models.streambed import EstimatorSettings, estimate_capacity
 
 
@@ -92,31 +98,33 @@ def main() -> None:
     meter = CpuMeter()
     runs: list[RunReport] = []
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="perdix-bench-streambed-") as workdir:
-        with open_flink_testbed(slots=max(checks + [high]), settings=settings, workdir=Path(workdir), on_phase=meter) as bed:
-            meter.pids = bed.process_ids
-            up_s = time.monotonic() - started
-            print(f"cluster of {max(checks + [high])} one-slot TaskManagers ({bed.memory_mb:.0f} MB per slot) up in "
-                  f"{up_s:.0f} s; plan at {low}-{high} slots, {args.max_runs} runs", flush=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="perdix-bench-streambed-") as workdir,
+        open_flink_testbed(slots=max(checks + [high]), settings=settings, workdir=Path(workdir), on_phase=meter) as bed,
+    ):
+        meter.pids = bed.process_ids
+        up_s = time.monotonic() - started
+        print(f"cluster of {max(checks + [high])} one-slot TaskManagers ({bed.memory_mb:.0f} MB per slot) up in "
+              f"{up_s:.0f} s; plan at {low}-{high} slots, {args.max_runs} runs", flush=True)
 
-            def progress(report: RunReport) -> None:
-                runs.append(report)
-                print(f"  run {report.index}/{report.max_runs}: {report.task_slots} slots, MST {report.mst:,.0f} rec/s", flush=True)
+        def progress(report: RunReport) -> None:
+            runs.append(report)
+            print(f"  run {report.index}/{report.max_runs}: {report.task_slots} slots, MST {report.mst:,.0f} rec/s", flush=True)
 
-            plan_started = time.monotonic()
-            model = plan_capacity(
-                target_rate=10 * args.capacity_per_slot, max_runs=args.max_runs, out_path=args.out / "capacity.json",
-                progress=progress, testbed=bed, min_testbed_slots=low, max_testbed_slots=high,
-                memory_profiles_mb=(bed.memory_mb,), production_memory_mb=bed.memory_mb, max_scale_out=max(checks),
-                estimator=estimator, job_name=bed.job_name, testbed_info=bed.describe(),
-            )
-            plan_s = time.monotonic() - plan_started
-            print(f"model: {model.surrogate.family} ({'' if model.validation['families_identifiable'] else 'families not identifiable, '}"
-                  f"LOOCV RMSE {model.validation['loocv_rmse'] or float('nan'):,.0f}); plan took {plan_s:.0f} s", flush=True)
-            measured: dict[int, list[float]] = {}
-            for slots in checks:
-                print(f"  measuring {slots} slots", flush=True)
-                measured[slots] = measure_mst(bed, slots, estimator, args.repeats)
+        plan_started = time.monotonic()
+        model = plan_capacity(
+            target_rate=10 * args.capacity_per_slot, max_runs=args.max_runs, out_path=args.out / "capacity.json",
+            progress=progress, testbed=bed, min_testbed_slots=low, max_testbed_slots=high,
+            memory_profiles_mb=(bed.memory_mb,), production_memory_mb=bed.memory_mb, max_scale_out=max(checks),
+            estimator=estimator, job_name=bed.job_name, testbed_info=bed.describe(),
+        )
+        plan_s = time.monotonic() - plan_started
+        print(f"model: {model.surrogate.family} ({'' if model.validation['families_identifiable'] else 'families not identifiable, '}"
+              f"LOOCV RMSE {model.validation['loocv_rmse'] or float('nan'):,.0f}); plan took {plan_s:.0f} s", flush=True)
+        measured: dict[int, list[float]] = {}
+        for slots in checks:
+            print(f"  measuring {slots} slots", flush=True)
+            measured[slots] = measure_mst(bed, slots, estimator, args.repeats)
 
     planned: dict[int, list[float]] = {}
     for o in model.observations:
@@ -146,6 +154,7 @@ def main() -> None:
         "testbed_runs": model.testbed_runs, "plan_s": plan_s, "cluster_start_s": up_s,
         "surrogate": model.surrogate.to_dict(), "validation": model.validation, "rows": rows,
         "saturated_cores": cores, "phases": meter.phases,
+        "runs": [{"index": r.index, "slots": r.task_slots, "mst": r.mst, "purpose": r.purpose} for r in runs],
     }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     plot(rows, model, args.out / "streambed_flink.png", low, high)

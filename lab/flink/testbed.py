@@ -43,7 +43,12 @@ import numpy as np
 
 from lab.flink import trace_job
 from lab.flink.cluster import FlinkCluster, FlinkLabError, poll, rest_get
-from lab.flink.prometheus import LocalPrometheus, PrometheusClient, PromQL, wait_for_samples
+from lab.flink.prometheus import (
+    LocalPrometheus,
+    PrometheusClient,
+    PromQL,
+    wait_for_samples,
+)
 from lab.flink.promql import FlinkQueries
 from lab.flink.trace_job import TraceJob, TraceJobOptions
 from models.streambed import EstimatorSettings
@@ -197,7 +202,7 @@ class FlinkTestbed:
     """The JVMs of a local cluster (for CPU accounting); empty for an existing one."""
     operator_names: tuple[str, ...] = (OPERATOR,)
     memory_mb: float = 0.0
-    """Memory per task slot, read from the cluster on first use."""
+    """Memory per task slot; read from the cluster (process memory / slots) unless given."""
     job: TraceJob | None = None
     """The job that runs now (at most one)."""
     submissions: int = 0
@@ -408,13 +413,15 @@ def open_flink_testbed(
     if workdir is None:
         raise FlinkTestbedError("a local testbed cluster needs a working directory")
     jar = trace_job.build_jar()
-    with FlinkCluster(workdir / "flink", taskmanagers=slots) as cluster:
-        with LocalPrometheus(workdir / "prometheus", cluster.metrics_targets) as prometheus:
-            testbed = FlinkTestbed(
-                cluster.rest_url, prometheus.client, settings, jar=jar, on_phase=on_phase,
-                check_alive=cluster.check_alive, process_ids=tuple(p.process.pid for p in cluster.processes),
-            )
-            try:
-                yield testbed
-            finally:
-                testbed.close()
+    with (
+        FlinkCluster(workdir / "flink", taskmanagers=slots) as cluster,
+        LocalPrometheus(workdir / "prometheus", cluster.metrics_targets) as prometheus,
+    ):
+        testbed = FlinkTestbed(
+            cluster.rest_url, prometheus.client, settings, jar=jar, on_phase=on_phase,
+            check_alive=cluster.check_alive, process_ids=tuple(p.process.pid for p in cluster.processes),
+        )
+        try:
+            yield testbed
+        finally:
+            testbed.close()

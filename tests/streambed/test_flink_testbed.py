@@ -15,7 +15,13 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
-from lab.flink.testbed import FlinkTestbed, FlinkTestbedError, FlinkTestbedRun, FlinkTestbedSettings, PhaseEvent
+from lab.flink.testbed import (
+    FlinkTestbed,
+    FlinkTestbedError,
+    FlinkTestbedRun,
+    FlinkTestbedSettings,
+    PhaseEvent,
+)
 from lab.flink.trace_job import TraceJob, TraceJobOptions
 from models.streambed import is_sustainable
 
