@@ -230,6 +230,9 @@ def capacity_plan(
     measure_s: int = typer.Option(None, "--measure-s", help="Flink: observation per probe and warmup, seconds (default 10)."),
     rampup_s: int = typer.Option(None, "--rampup-s", help="Flink: wait after each submission before observing, seconds (default 3)."),
     probes: int = typer.Option(None, "--probes", help="Flink: most probes of the binary search per testbed run (default 4)."),
+    cluster_warmup_s: float = typer.Option(
+        None, "--cluster-warmup-s", help="Flink: run the job at an overload on every slot this long before the first run (default 45; 0: none)."
+    ),
     skew: float = typer.Option(None, "--skew", help="Flink: Zipf skew of the partitions (default 0: even load over the slots)."),
     rest_url: str = typer.Option(None, "--rest-url", help="Flink: REST URL of an existing testbed cluster (default: start a local one)."),
     prometheus: str = typer.Option(None, "--prometheus", help="Flink: URL of the Prometheus that scrapes that cluster each second."),
@@ -244,7 +247,7 @@ def capacity_plan(
     flink_options = {
         "--min-slots": min_slots, "--max-slots": max_slots, "--capacity-per-slot": capacity_per_slot,
         "--max-rate": max_rate, "--min-rate-fraction": min_rate_fraction, "--measure-s": measure_s,
-        "--rampup-s": rampup_s, "--probes": probes, "--skew": skew, "--rest-url": rest_url,
+        "--rampup-s": rampup_s, "--probes": probes, "--cluster-warmup-s": cluster_warmup_s, "--skew": skew, "--rest-url": rest_url,
         "--prometheus": prometheus, "--workdir": workdir,
     }
     flink: _FlinkPlan | None = None
@@ -259,6 +262,7 @@ def capacity_plan(
             min_rate_fraction=0.8 if min_rate_fraction is None else min_rate_fraction,
             measure_s=10 if measure_s is None else measure_s, rampup_s=3 if rampup_s is None else rampup_s,
             probes=4 if probes is None else probes, skew=0.0 if skew is None else skew, seed=seed,
+            cluster_warmup_s=45.0 if cluster_warmup_s is None else cluster_warmup_s,
             rest_url=rest_url, prometheus=prometheus, workdir=workdir,
         )
     else:
@@ -336,6 +340,7 @@ def _flink_plan(
     probes: int,
     skew: float,
     seed: int,
+    cluster_warmup_s: float,
     rest_url: str | None,
     prometheus: str | None,
     workdir: Path | None,
@@ -356,7 +361,9 @@ def _flink_plan(
     if rest_url is not None and workdir is not None:
         fail("--workdir is for a local cluster; an existing one (--rest-url) keeps its own files")
     try:
-        settings = FlinkTestbedSettings(capacity_per_slot=capacity_per_slot, max_rate=max_rate, skew=skew, seed=seed)
+        settings = FlinkTestbedSettings(
+            capacity_per_slot=capacity_per_slot, max_rate=max_rate, skew=skew, seed=seed, cluster_warmup_s=cluster_warmup_s
+        )
     except ValueError as exc:
         # The settings name the field (``max_rate: invalid value -1.0``); the user typed the flag.
         field, _, reason = str(exc).partition(":")
@@ -380,8 +387,16 @@ def _plan_on_flink(
     current: dict[str, Any] = {"task": None, "index": 0}
 
     def on_phase(event: PhaseEvent) -> None:
-        """A bar per testbed run: one step for the warmup and each probe."""
+        """A bar for the cluster's warm-up, and one per testbed run: a step for its warmup and each probe."""
+        if event.kind == "cluster-warmup":
+            current["task"] = bar.add_task(
+                f"cluster warm-up: {event.parallelism} slots at {event.rate:,.0f}/s for {plan.settings.cluster_warmup_s:g} s",
+                total=1, unit="",
+            )
+            return
         if event.kind == "warmup":
+            if current["task"] is not None and current["index"] == 0:
+                bar.update(current["task"], completed=1)
             current["index"] += 1
             current["task"] = bar.add_task(
                 f"run {current['index']}: {event.parallelism} slots, warmup at {event.rate:,.0f}/s", total=phases, unit="phases"

@@ -2,9 +2,9 @@
 
 The session cluster of tests/fixtures/flink.py (three one-slot TaskManagers) and a real Prometheus
 scraping it each second are the existing testbed cluster the command is pointed at (``--rest-url``,
-``--prometheus``). The plan explores 1-2 slots in three testbed runs of the trace job (chained
-shape, 2000 records/s per slot, even partitions), each a binary search over fresh submissions at
-fixed rates. Then:
+``--prometheus``). After a 20-s warm-up of the cluster, the plan explores 1-2 slots in three
+testbed runs of the trace job (chained shape, 2000 records/s per slot, even partitions), each a
+binary search over fresh submissions at fixed rates. Then:
 
 - the capacity model file is valid, loads as the agent's prior, and its capacity at 1 slot is within
   10 % of the configured per-slot capacity (a saturated slot carries 96-99 % of it on the shared
@@ -58,7 +58,8 @@ def plan(flink_cluster: FlinkCluster, prometheus: PrometheusServer, tmp_path_fac
     result = CliRunner().invoke(app, [
         "capacity-plan", "--testbed", "flink", "--rest-url", flink_cluster.rest_url, "--prometheus", prometheus.url,
         "--min-slots", "1", "--max-slots", "2", "--max-runs", "3", "--capacity-per-slot", f"{CAPACITY:g}",
-        "--measure-s", "6", "--rampup-s", "2", "--probes", "3", "--target-rate", "10000", "--max-scale-out", "4",
+        "--measure-s", "6", "--rampup-s", "2", "--probes", "3", "--cluster-warmup-s", "20", "--target-rate", "10000",
+        "--max-scale-out", "4",
         "--out", str(out),
     ])
     print(result.output)

@@ -138,6 +138,7 @@ def test_the_testbed_takes_one_job_wide_parallelism_at_its_own_memory() -> None:
         (["--testbed", "flink", "--capacity-per-slot", "0"], "--capacity-per-slot: invalid value 0.0"),
         (["--testbed", "flink", "--max-rate", "-1"], "--max-rate: invalid value -1.0"),
         (["--testbed", "flink", "--skew", "-1"], "--skew: invalid value -1.0"),
+        (["--testbed", "flink", "--cluster-warmup-s", "-1"], "--cluster-warmup-s: invalid value -1.0"),
         (["--testbed", "flink", "--min-rate-fraction", "1"], "--min-rate-fraction: must be in [0, 1)"),
         # an existing cluster needs the Prometheus that scrapes it, and keeps its own files
         (["--testbed", "flink", "--rest-url", "http://127.0.0.1:1"], "--rest-url and --prometheus go together"),
