@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,10 +22,14 @@ from agent.settings import ConfigError, Settings
 from models.anomaly import RecoveryWatch
 from models.capacity import CapacityModel
 from models.forecast import Forecast, WorkloadForecaster
+from models.forecast.reloaded import ReloadedForecaster
+from models.forecast.scoring import RecentWorkload, ScoringSpec
 from models.recovery import RecoveryPredictor
 
 UPTIME_SLACK_S = 5.0
 """Uptime may lag the wall clock by a scrape or two; a bigger shortfall is a restart."""
+WORKERS_KEPT_PER_SCALE_OUT = 4
+"""Worker regressions kept, per unit of max_parallelism, however fast pods churn (bounds the knowledge)."""
 
 
 @dataclass(frozen=True)
@@ -162,18 +166,24 @@ class Analyzer:
         if settings.model_registry:
             from agent.model_reload import ModelReloader
 
+            # A candidate's replay is an order search plus a forecast per origin (a quarter of a second
+            # or more): it runs beside the loop, on the injected executor or a thread of its own.
             self.reloader = ModelReloader(
-                settings.model_registry, settings.job_name, agent_step_s=float(self.forecaster.resolution_s)
+                settings.model_registry, settings.job_name, agent_step_s=float(self.forecaster.resolution_s),
+                executor=executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="perdix-reload-score"),
             )
         self.forecasting = True
         """False when the policy reads no forecast (the peers): the forecaster then costs nothing."""
         self.watch = RecoveryWatch()
         self._watched: WatchedRecovery | None = None
+        self._last_ends: tuple[float, np.ndarray] | None = None
+        """Time and log-end offsets of the source partitions at the last round (for their rates)."""
         self._last_capacities: Mapping[int, float | None] = {}
         self._last_recovery: Mapping[int, float] = {}
         self._last_uptime: tuple[float, float] | None = None  # (time, uptime_s)
         self._expected_parallelism: int | None = None
-        self._recent_workload = np.empty(0)
+        self.recent = RecentWorkload(ScoringSpec(horizon_s=settings.forecast_horizon_s))
+        """The last hour of workload and the running model's forecasts over it (rates, hot reload)."""
         self._signal: str | None = None
 
     # -------------------------------------------------------------- persistence
@@ -200,6 +210,9 @@ class Analyzer:
         if prior and not self.capacity.prior:
             self.capacity.prior = dict(prior)
         self.forecaster.restore(state["forecaster"])
+        if self.reloader is not None and isinstance(self.forecaster.model, ReloadedForecaster):
+            # The registry model survived the restart: only a newer version may replace it.
+            self.reloader.current_version = self.forecaster.model.version
         self.recovery = RecoveryPredictor.from_dict(state["recovery"])
         self.watch = RecoveryWatch.from_dict(state["watch"])
         watched = state.get("watch_meta")
@@ -266,6 +279,7 @@ class Analyzer:
         parallelism = observation.parallelism
         restart, rescaled_outside = self._detect_restart(observation, now)
 
+        self._learn_partition_weights(observation, now)
         load = observation.worker_load(self.settings.utilization)
         for worker, throughput in observation.worker_throughput.items():
             utilization = load.get(worker)
@@ -277,12 +291,24 @@ class Analyzer:
             current_capacity = self.capacity.capacity_now()
             if current_capacity is not None:
                 self.capacity.record_observed(parallelism, current_capacity)
+        forgotten = self.capacity.prune(
+            now=now,
+            seen=observation.worker_throughput,
+            retention_s=self.settings.worker_retention_s,
+            max_workers=WORKERS_KEPT_PER_SCALE_OUT * self.settings.max_parallelism,
+        )
+        if forgotten:
+            self.log.info("capacity.workers_forgotten", count=len(forgotten), kept=len(self.capacity.regressions))
 
         workload = observation.settled(observation.workload)
-        self._recent_workload = np.concatenate([self._recent_workload, workload])[-3600:]
+        self.recent.extend(observation.times, workload)
         if self.forecasting:
             forecast = self.forecaster.step(workload)
-            self._hot_reload(forecast.wape, now)
+            if observation.times.size:
+                # The forecast covers the seconds after the last sample.
+                origin = float(observation.times[-1]) + 1.0
+                self.recent.record(origin, self.forecaster.model, self.forecaster.model_forecast)
+            self._hot_reload(now)
         else:
             forecast = Forecast(None, "off", None)
 
@@ -291,7 +317,7 @@ class Analyzer:
         capacities: dict[int, float | None] = {}
         sources: dict[int, str] = {}
         recovery_times: dict[int, float] = {}
-        recent_rate = _finite_mean(self._recent_workload[-int(self.settings.checkpoint_interval_s):])
+        recent_rate = _finite_mean(self.recent.last(int(self.settings.checkpoint_interval_s)))
         for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):
             value, source = self.capacity.capacity_at(n, current=parallelism)
             capacities[n], sources[n] = value, source
@@ -321,12 +347,24 @@ class Analyzer:
             recoveries=tuple(recoveries),
         )
 
-    def _hot_reload(self, current_wape: float | None, now: float) -> None:
-        """Switch to a newer registry model whose back-test beats the current WAPE (never raises)."""
+    def _learn_partition_weights(self, observation: Observation, now: float) -> None:
+        """Records produced per partition since the last round (log-end offsets) give the partition weights,
+        and with them the skew at scale-outs the job has not run (round-robin assignment)."""
+        offsets = observation.partition_offsets
+        if not offsets:
+            return
+        ends = np.asarray([end for end, _ in offsets], dtype=float)
+        last, self._last_ends = self._last_ends, (now, ends)
+        if last is None or last[1].shape != ends.shape or now <= last[0]:
+            return
+        self.capacity.observe_partition_records(ends - last[1])
+
+    def _hot_reload(self, now: float) -> None:
+        """Switch to a newer registry model that forecast the recent window better (never raises)."""
         if self.reloader is None:
             return
         try:
-            model = self.reloader.check(current_wape, now=now)
+            model = self.reloader.check(self.recent, online=self.forecaster.model, now=now)
         except Exception as exc:  # a broken registry is a log line, not a failed round
             self.log.warning("model_reload.failed", error=f"{type(exc).__name__}: {exc}")
             return

@@ -17,7 +17,7 @@ import numpy as np
 
 from agent.analyze import Analysis, Analyzer
 from agent.clock import Clock
-from agent.knowledge.document import SCHEMA_VERSION
+from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge, encode_document
 from agent.logging import get_logger
 from agent.observation import Observation
 from agent.ports import EventSink, KnowledgeStore, MetricSource, Scaler, ScalerError
@@ -78,6 +78,18 @@ class RoundOutcome:
 COMPLETED = RoundOutcome(RoundStatus.COMPLETED)
 
 
+@dataclass(frozen=True)
+class KnowledgeSave:
+    """How the round's knowledge write went: the document's size and, when it was not written, why."""
+
+    size_bytes: int | None
+    """Size of the encoded document; None when it could not even be encoded."""
+    failure: str | None = None
+    """None when written; ``too_large`` (over the store's limit), ``encode`` or ``store`` otherwise."""
+    detail: str | None = None
+    """The error, in words."""
+
+
 @dataclass
 class RoundResult:
     """What one round did, for the summary, the telemetry and the tests."""
@@ -91,6 +103,8 @@ class RoundResult:
     durations_ms: dict[str, float] = field(default_factory=dict)
     background_ms: float = 0.0
     """Time spent on background work (model fits) that a replay ran inline; not loop latency."""
+    knowledge: KnowledgeSave | None = None
+    """How the knowledge write at the end of the round went."""
 
     @property
     def latency_ms(self) -> float:
@@ -155,6 +169,8 @@ class Agent:
         self.recommendations = Recommendations()
         self._execute_failure: str | None = None
         """Kind of the last failed rescale until one succeeds (logs state changes, not rounds)."""
+        self._knowledge_failure: str | None = None
+        """Kind of the last failed knowledge write until one succeeds (an Event per change, not per round)."""
         self._restore()
 
     # ---------------------------------------------------------------- knowledge
@@ -349,10 +365,7 @@ class Agent:
 
     def _finish(self, result: RoundResult) -> RoundResult:
         start = time.perf_counter()
-        try:
-            self.knowledge.save(self.document())
-        except Exception as exc:
-            self.log.error("knowledge.save_failed", error=f"{type(exc).__name__}: {exc}")
+        result.knowledge = self._save_knowledge()
         result.durations_ms["knowledge"] = (time.perf_counter() - start) * 1000.0
         self._log_round(result)
         if self.telemetry is not None:
@@ -361,6 +374,30 @@ class Agent:
             except Exception as exc:
                 self.log.error("telemetry.failed", error=str(exc))
         return result
+
+    def _save_knowledge(self) -> KnowledgeSave:
+        """Write the document; a failed write leaves the stored one as it was and the loop running."""
+        document = self.document()
+        size: int | None = None
+        try:
+            size = len(encode_document(document).encode())
+            self.knowledge.save(document)
+            save = KnowledgeSave(size_bytes=size)
+        except KnowledgeTooLarge as exc:
+            save = KnowledgeSave(size_bytes=exc.size_bytes, failure="too_large", detail=str(exc))
+        except ValueError as exc:
+            save = KnowledgeSave(size_bytes=size, failure="encode" if size is None else "store", detail=str(exc))
+        except Exception as exc:
+            save = KnowledgeSave(size_bytes=size, failure="store", detail=f"{type(exc).__name__}: {exc}")
+        if save.failure is not None:
+            self.log.error("knowledge.save_failed", kind=save.failure, size_bytes=save.size_bytes, error=save.detail)
+            if save.failure != self._knowledge_failure:
+                # One Event per change of trouble: a document that stays too large fails every round.
+                self.events.emit(reason="KnowledgeNotSaved", message=save.detail or save.failure, type_="Warning")
+        elif self._knowledge_failure is not None:
+            self.log.info("knowledge.save_recovered", was=self._knowledge_failure, size_bytes=save.size_bytes)
+        self._knowledge_failure = save.failure
+        return save
 
     def _log_round(self, result: RoundResult) -> None:
         analysis, decision = result.analysis, result.decision

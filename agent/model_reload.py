@@ -1,9 +1,15 @@
-"""Hot reload: switch the running agent to a model from the registry when its back-test beats the current one.
+"""Hot reload: switch the running agent to a registry model when it would have forecast this job better.
 
-The loop calls :meth:`ModelReloader.check` once per round with the current forecaster's recent
-WAPE. If the registry holds a committed version newer than the one in use whose back-test WAPE is
-lower, ``check`` returns it as a :class:`ReloadedForecaster` (a Forecaster at the agent's 1 s step)
-and logs why; otherwise it returns None. A damaged artifact is logged once and skipped for good; an
+The analyzer calls :meth:`ModelReloader.check` once per round with the recent workload and the
+running model. If the registry holds a committed version newer than the one in use, it is scored
+like with like against the running model (:mod:`models.forecast.scoring`): the running model on the
+forecasts it issued over the last hour, the candidate replayed over the same window, both at the
+same origins, horizon and step. A candidate that beats the running model's WAPE by
+``min_improvement`` is returned as a :class:`ReloadedForecaster` and the switch is logged with both
+scores; otherwise it is kept out and scored again later, since the running model may degrade. The
+replay costs a residual fit (an AutoARIMA order search for the default residual) and a forecast per
+origin, so it runs on an executor (a background thread in the daemon, never the loop's time) and a
+candidate is scored at most once every ``score_every_loops`` rounds. A damaged or unscored artifact is logged once and skipped for good; an
 unreadable registry is logged and tried again next round. ``check`` never raises into the loop and
 reads no clock: ``now`` comes from the loop.
 """
@@ -11,101 +17,54 @@ reads no clock: ``now`` comes from the loop.
 from __future__ import annotations
 
 import math
+import time
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from agent.logging import get_logger
-from models.forecast.seasonal import SeasonalForecaster
-from models.registry import CorruptArtifact, RegistryReader
+from models.forecast.base import Forecaster
+from models.forecast.reloaded import ReloadedForecaster
+from models.forecast.scoring import RecentWorkload, WindowScore
+from models.registry import Artifact, CorruptArtifact, RegistryReader
+
+__all__ = ["ModelReloader", "ReloadedForecaster"]
+
+SCORE_EVERY_LOOPS = 5
+"""Rounds between two scorings of the same candidate (one new origin every 5 minutes at the defaults)."""
 
 
-class ReloadedForecaster:
-    """A registry model (fitted at ``model.step_s``) behind the Forecaster verbs at the agent's step.
+@dataclass(frozen=True, eq=False)
+class _PendingScore:
+    """A candidate's replay under way, and the running model's score it will be compared with."""
 
-    Samples arrive every ``agent_step_s``; each full model step is averaged and fed to the model, the
-    partial one waits in a buffer. Forecasts are the model's steps held constant over their seconds.
-    """
+    version: str
+    online: weakref.ref[Any]
+    running: WindowScore
+    future: Future[tuple[WindowScore | None, float]]
 
-    name = "registry"
 
-    def __init__(
-        self, model: SeasonalForecaster, *, job: str, version: str, backtest_wape: float, agent_step_s: float = 1.0
-    ) -> None:
-        ratio = model.step_s / agent_step_s
-        if ratio < 1 or abs(ratio - round(ratio)) > 1e-9:
-            raise ValueError(f"model step {model.step_s} s is not a multiple of the agent step {agent_step_s} s")
-        self.model = model
-        self.job = job
-        self.version = version
-        self.backtest_wape = backtest_wape
-        self.agent_step_s = agent_step_s
-        self.ratio = int(round(ratio))
-        self._buffer = np.empty(0)
+def _timed_replay(
+    recent: RecentWorkload, make: Callable[[float], Forecaster], origins: tuple[float, ...]
+) -> tuple[WindowScore | None, float]:
+    """The candidate's replay score and its wall time in milliseconds (for the log and the benchmark)."""
+    started = time.perf_counter()
+    score = recent.score_replay(make, origins)
+    return score, (time.perf_counter() - started) * 1000.0
 
-    def fit(self, y: np.ndarray) -> ReloadedForecaster:
-        """Restart the residual model on ``y``; the daily profile learned from weeks of history is kept.
 
-        Refitting the whole model on the agent's 15-min window would throw that profile away.
-        """
-        steps = self._steps(np.asarray(y, dtype=float).ravel(), keep_partial=False)
-        if np.isfinite(steps).any():
-            self.model.refit_residual(steps)
-        return self
-
-    def _steps(self, y: np.ndarray, *, keep_partial: bool) -> np.ndarray:
-        data = np.concatenate([self._buffer, y]) if keep_partial else y
-        full = data.size // self.ratio * self.ratio
-        if keep_partial:
-            self._buffer = data[full:].copy()
-        else:
-            self._buffer = np.empty(0)
-        blocks = data[:full].reshape(-1, self.ratio) if full else np.empty((0, self.ratio))
-        with np.errstate(invalid="ignore"):
-            counts = np.isfinite(blocks).sum(axis=1)
-            sums = np.where(np.isfinite(blocks), blocks, 0.0).sum(axis=1)
-        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-
-    def update(self, y: np.ndarray) -> None:
-        """Feed new samples at the agent's step (NaN gaps allowed)."""
-        steps = self._steps(np.asarray(y, dtype=float).ravel(), keep_partial=True)
-        if steps.size:
-            self.model.update(steps)
-
-    def predict(self, horizon: int) -> np.ndarray:
-        """Forecast ``horizon`` agent steps ahead."""
-        horizon = int(horizon)
-        if horizon <= 0:
-            return np.empty(0)
-        elapsed = self._buffer.size
-        model_steps = math.ceil((horizon + elapsed) / self.ratio)
-        values = np.repeat(self.model.predict(model_steps), self.ratio)
-        return values[elapsed : elapsed + horizon]
-
-    def to_dict(self) -> dict[str, Any]:
-        """State for the knowledge store (the model, where it came from, the partial step)."""
-        return {
-            "name": self.name,
-            "job": self.job,
-            "version": self.version,
-            "backtest_wape": self.backtest_wape,
-            "agent_step_s": self.agent_step_s,
-            "buffer": [float(v) if math.isfinite(v) else None for v in self._buffer],
-            "model": self.model.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, state: dict[str, Any]) -> ReloadedForecaster:
-        """Rebuild from :meth:`to_dict`."""
-        forecaster = cls(
-            SeasonalForecaster.from_dict(state["model"]),
-            job=str(state["job"]),
-            version=str(state["version"]),
-            backtest_wape=float(state["backtest_wape"]),
-            agent_step_s=float(state["agent_step_s"]),
-        )
-        forecaster._buffer = np.array([np.nan if v is None else float(v) for v in state["buffer"]], dtype=float)
-        return forecaster
+def _submit(executor: Executor | None, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """``executor.submit``, or run at once into a finished future without an executor."""
+    if executor is not None:
+        return executor.submit(fn, *args)
+    future: Future[Any] = Future()
+    try:
+        future.set_result(fn(*args))
+    except Exception as exc:  # noqa: BLE001 - handed to whoever reads the future, as an executor would
+        future.set_exception(exc)
+    return future
 
 
 class ModelReloader:
@@ -119,6 +78,8 @@ class ModelReloader:
         current_version: str | None = None,
         agent_step_s: float = 1.0,
         min_improvement: float = 0.0,
+        score_every_loops: int = SCORE_EVERY_LOOPS,
+        executor: Executor | None = None,
     ) -> None:
         self.registry = registry if isinstance(registry, RegistryReader) else RegistryReader(registry)
         self.job = job
@@ -126,10 +87,19 @@ class ModelReloader:
         """Version in use, or None while the agent runs its own online model."""
         self.agent_step_s = agent_step_s
         self.min_improvement = min_improvement
-        """A new model must beat the current WAPE by this much (absolute), to avoid flapping."""
+        """A new model must beat the running model's WAPE by this much (absolute), to avoid flapping."""
+        self.score_every_loops = max(1, int(score_every_loops))
+        self.executor = executor
+        """Where the candidate's replay runs (a background thread in the daemon); None: in the caller."""
+        self.last_score_ms: float | None = None
+        """Wall time of the newest candidate replay, for logs and the benchmark."""
         self.log = get_logger("perdix.model_reload", job=job)
         self._bad: set[str] = set()
         self._reported: set[tuple[str, str]] = set()
+        self._loaded: dict[str, Artifact] = {}
+        self._loops = 0
+        self._scored_at: dict[str, int] = {}
+        self._pending: _PendingScore | None = None
 
     def _once(self, version: str, event: str, **fields: Any) -> None:
         """Log ``event`` for ``version`` once, so a loop every minute does not repeat itself."""
@@ -138,21 +108,18 @@ class ModelReloader:
             level = "warning" if event in ("model_reload.corrupt", "model_reload.unscored") else "info"
             getattr(self.log, level)(event, version=version, **fields)
 
-    def check(self, current_wape: float | None, *, now: float | None = None) -> ReloadedForecaster | None:
-        """A newer registry model whose back-test WAPE beats ``current_wape``, or None.
-
-        ``current_wape`` None (the running model has no score yet) accepts any newer, scored model.
-        ``now`` is the epoch second of the next sample the agent will feed (aligns the daily profile).
-        """
+    def _candidate(self) -> Artifact | None:
+        """The newest committed, usable version newer than the one in use (loaded once), or None."""
         try:
             versions = self.registry.versions(self.job)
         except OSError as exc:
             self.log.warning("model_reload.registry_unreadable", registry=self.registry.uri, error=str(exc))
             return None
-        candidates = [
-            v for v in reversed(versions) if v not in self._bad and (self.current_version is None or v > self.current_version)
-        ]
-        for version in candidates:
+        for version in reversed(versions):
+            if version in self._bad or (self.current_version is not None and version <= self.current_version):
+                continue
+            if version in self._loaded:
+                return self._loaded[version]
             try:
                 artifact = self.registry.load(self.job, version)
                 score = artifact.metadata.get("backtest", {}).get("wape")
@@ -160,21 +127,9 @@ class ModelReloader:
                     self._bad.add(version)
                     self._once(version, "model_reload.unscored", reason="artifact has no finite back-test WAPE")
                     continue
-                if current_wape is not None and math.isfinite(current_wape) and not (
-                    score < current_wape - self.min_improvement
-                ):
-                    # The newest usable model is not better; older candidates are not considered.
-                    self._once(
-                        version,
-                        "model_reload.kept",
-                        reason=f"back-test WAPE {score:.4f} does not beat the current model's recent WAPE {current_wape:.4f}",
-                        backtest_wape=score,
-                        current_wape=current_wape,
-                    )
-                    return None
-                model = SeasonalForecaster.from_dict(artifact.model)
-                forecaster = ReloadedForecaster(
-                    model, job=self.job, version=version, backtest_wape=float(score), agent_step_s=self.agent_step_s
+                # A state that does not build is as damaged as a bad checksum.
+                ReloadedForecaster.from_artifact(
+                    artifact.model, job=self.job, version=version, backtest_wape=float(score), agent_step_s=1.0
                 )
             except OSError as exc:
                 if not isinstance(exc, CorruptArtifact):
@@ -187,23 +142,118 @@ class ModelReloader:
                 self._bad.add(version)
                 self._once(version, "model_reload.corrupt", reason=f"skipped: {exc}")
                 continue
-            if now is not None:
-                model.align(now)
-            previous = self.current_version
-            self.current_version = version
-            reason = (
-                f"back-test WAPE {score:.4f} beats the current model's recent WAPE {current_wape:.4f}"
-                if current_wape is not None and math.isfinite(current_wape)
-                else f"the current model has no recent WAPE yet; back-test WAPE {score:.4f}"
-            )
-            self.log.info(
-                "model_reload.switched",
-                version=version,
-                previous=previous,
-                backtest_wape=score,
-                current_wape=current_wape,
-                data_end=artifact.metadata.get("data", {}).get("end"),
-                reason=reason,
-            )
-            return forecaster
+            # Only the newest usable version is a candidate; an older one is never worth a switch.
+            self._loaded = {version: artifact}
+            return artifact
         return None
+
+    def check(
+        self, recent: RecentWorkload, *, online: Forecaster | None, now: float | None = None
+    ) -> ReloadedForecaster | None:
+        """The newest registry model if it beats ``online`` on the recent window, else None.
+
+        ``online`` None (the agent has no model of its own yet) takes the newest scored version
+        at once: there is nothing to compare it with. ``now`` is the epoch second of the next sample
+        the agent will feed (aligns the daily profile). The candidate's replay runs on the executor;
+        its verdict is taken in the first check after it is done.
+        """
+        self._loops += 1
+        artifact = self._candidate()
+        if artifact is None:
+            return None
+        version = artifact.version
+        backtest = float(artifact.metadata["backtest"]["wape"])
+        if online is None:
+            self._pending = None
+            return self._switch(artifact, now, reason=f"the agent has no model yet; back-test WAPE {backtest:.4f}")
+        if self._pending is None:
+            if not self._start_scoring(artifact, recent, online):
+                return None
+        pending = self._pending
+        assert pending is not None
+        if pending.version != version or pending.online() is not online:
+            # A newer version appeared, or the running model changed: that verdict would compare the wrong pair.
+            self._pending = None
+            return None
+        if not pending.future.done():
+            return None
+        self._pending = None
+        try:
+            candidate, score_ms = pending.future.result()
+        except Exception as exc:  # noqa: BLE001 - a model that fails on this job's data is not adopted
+            self._bad.add(version)
+            self._once(version, "model_reload.corrupt", reason=f"replay failed: {type(exc).__name__}: {exc}")
+            return None
+        running = pending.running
+        self.last_score_ms = score_ms
+        scores = _scores(running, candidate, backtest, score_ms)
+        if candidate is None or not candidate.wape < running.wape - self.min_improvement:
+            self._once(
+                version, "model_reload.kept",
+                reason="the running model forecast the last hour at least as well" if candidate is not None
+                else "the candidate could not forecast the recent window",
+                **scores,
+            )
+            return None
+        return self._switch(
+            artifact, now,
+            reason=f"window WAPE {candidate.wape:.4f} beats the running model's {running.wape:.4f} "
+            f"({len(running.origins)} origins, {running.horizon_s} s ahead in {running.step_s} s steps)",
+            **scores,
+        )
+
+    def _start_scoring(self, artifact: Artifact, recent: RecentWorkload, online: Forecaster) -> bool:
+        """Score the running model now (cheap) and start the candidate's replay; False when not due or not scorable."""
+        version = artifact.version
+        last = self._scored_at.get(version)
+        if last is not None and self._loops - last < self.score_every_loops:
+            return False
+        running = recent.score_issued(online)
+        if running is None:
+            self._once(
+                version, "model_reload.waiting",
+                reason=f"the running model has fewer than {recent.spec.min_origins} scored forecasts in the window",
+            )
+            return False
+        self._scored_at[version] = self._loops
+        backtest = float(artifact.metadata["backtest"]["wape"])
+
+        def make(next_s: float) -> ReloadedForecaster:
+            return ReloadedForecaster.from_artifact(
+                artifact.model, job=self.job, version=version, backtest_wape=backtest, agent_step_s=1.0, next_s=next_s
+            )
+
+        # The replay reads a copy: the loop keeps extending the window while it runs.
+        future = _submit(self.executor, _timed_replay, recent.snapshot(), make, running.origins)
+        self._pending = _PendingScore(version=version, online=weakref.ref(online), running=running, future=future)
+        return True
+
+    def _switch(self, artifact: Artifact, now: float | None, *, reason: str, **fields: Any) -> ReloadedForecaster:
+        forecaster = ReloadedForecaster.from_artifact(
+            artifact.model, job=self.job, version=artifact.version,
+            backtest_wape=float(artifact.metadata["backtest"]["wape"]), agent_step_s=self.agent_step_s, next_s=now,
+        )
+        previous, self.current_version = self.current_version, artifact.version
+        self._loaded = {}
+        self.log.info(
+            "model_reload.switched",
+            version=artifact.version,
+            previous=previous,
+            data_end=artifact.metadata.get("data", {}).get("end"),
+            reason=reason,
+            **fields,
+        )
+        return forecaster
+
+
+def _scores(running: WindowScore, candidate: WindowScore | None, backtest: float, score_ms: float) -> dict[str, Any]:
+    """The fields every reload decision logs: both window WAPEs, what they were measured on, the cost."""
+    return {
+        "running_wape": round(running.wape, 4),
+        "candidate_wape": None if candidate is None else round(candidate.wape, 4),
+        "origins": len(running.origins),
+        "horizon_s": running.horizon_s,
+        "step_s": running.step_s,
+        "backtest_wape": backtest,
+        "score_ms": round(score_ms, 1),
+    }

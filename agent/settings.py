@@ -263,6 +263,13 @@ class Settings(BaseSettings):
     model_registry: str | None = Field(
         None, description="Model registry (path or URI) the Spark retraining publishes to; unset: no hot reload."
     )
+    worker_retention_s: float = Field(
+        3600.0,
+        ge=0,
+        description="Capacity regressions of workers not seen for this long are forgotten (Deployment pods get new "
+        "names on every restart); what they taught stays in the capacity observed per scale-out. At most "
+        "4 x max_parallelism workers are kept in any case, the least recently seen forgotten first, seconds.",
+    )
     capacity_prior_path: Path | None = Field(
         None, description="StreamBed capacity model file used as prior for unobserved scale-outs."
     )

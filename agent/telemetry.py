@@ -66,6 +66,16 @@ class Telemetry:
         )
         self.monitor_errors = Counter("perdix_monitor_errors", "Monitor problems by kind.", ["kind"], registry=r)
         self.executor_errors = Counter("perdix_executor_errors", "Failed scale-target API requests by kind.", ["kind"], registry=r)
+        self.knowledge_bytes = Gauge(
+            "perdix_knowledge_bytes", "Size of the knowledge document the last round wrote or tried to write.", registry=r
+        )
+        self.knowledge_failures = Counter(
+            "perdix_knowledge_save_failures",
+            "Knowledge writes that failed, by kind (too_large: over the store's limit, the last document stays; "
+            "store; encode).",
+            ["kind"],
+            registry=r,
+        )
         self.ready_gauge = Gauge("perdix_ready", "1 when /readyz answers ready.", registry=r)
         self._lock = threading.Lock()
         self._had_data = False
@@ -75,6 +85,7 @@ class Telemetry:
         for gauge in (
             self.parallelism_current, self.parallelism_recommended, self.capacity, self.workload_rate,
             self.consumer_lag, self.forecast_peak, self.recovery_predicted, self.recovery_measured,
+            self.knowledge_bytes,
         ):
             gauge.set(math.nan)
         self.ready_gauge.set(0)
@@ -124,6 +135,10 @@ class Telemetry:
             self.parallelism_recommended.set(math.nan)
         if result.rescaled_to is not None:
             self.rescales.inc()
+        if result.knowledge is not None:
+            self.knowledge_bytes.set(_num(result.knowledge.size_bytes))
+            if result.knowledge.failure is not None:
+                self.knowledge_failures.labels(kind=result.knowledge.failure).inc()
         self._update_readiness(has_data, outcome.message)
 
     def _update_readiness(self, has_data: bool, skipped: str | None) -> None:

@@ -108,7 +108,7 @@ class AblationAnalyzer:
             future = forecast
         if "trend_in_recovery" in self.truths:
             # Proposed fix: never let the recovery prediction assume less than the recent linear trend.
-            history = self.inner._recent_workload[-900:]
+            history = self.inner.recent.last(900)
             history = history[np.isfinite(history)]
             if history.size >= 120:
                 slope = float(np.polyfit(np.arange(history.size, dtype=float), history, 1)[0])
@@ -123,7 +123,7 @@ class AblationAnalyzer:
             future = _level_floor(future, observation.workload[-3:], np.median)
         lag = observation.latest_lag if "lag_in_recovery" in self.truths else 0.0
         settings = self.inner.settings
-        recent = self.inner._recent_workload[-int(settings.checkpoint_interval_s):]
+        recent = self.inner.recent.last(int(settings.checkpoint_interval_s))
         recent = recent[np.isfinite(recent)]
         if not recent.size:
             return dataclasses.replace(real, forecast=forecast)

@@ -1,4 +1,4 @@
-"""Retraining benchmark: N jobs x D days of 1-min history, Spark ``local[2]`` against the same code serially.
+"""Retraining benchmark: N jobs x D days of 1-min history, Spark ``local[2]`` (and a standalone cluster) against the same code serially.
 
 The history is generated from the shipped traces (each stretched to a 24 h day, with a per-job
 window, phase shift, scale, level shift and noise; see benchmarks/synthetic_history.py). Every run executes
@@ -10,8 +10,16 @@ code in a plain pool of as many processes as Spark has cores (no Spark, each job
 process is free: the best any scheduler of these jobs could do here), and a pure-Python CPU burn
 timed alone and with a copy beside it (how much one core slows down while the other works).
 
+``--cluster`` also starts a Spark standalone cluster on loopback (one master, two one-core workers,
+tests/fixtures/spark_cluster.py) and times it beside ``--master`` on the same history; ``--master
+spark://host:port`` runs the Spark passes on a cluster that is already running. Each Spark master
+has its driver in a process of its own, so both sessions stay warm while the passes rotate; Perdix's
+``spark`` and ``models`` packages reach a cluster's executors as a zip (``addPyFile``, what
+``spark-submit --py-files`` does).
+
     .venv/bin/python -m benchmarks.bench_spark                 # 200 jobs x 14 days
     .venv/bin/python -m benchmarks.bench_spark --jobs 20 --days 7
+    .venv/bin/python -m benchmarks.bench_spark --cluster       # + the standalone cluster
 """
 
 from __future__ import annotations
@@ -19,14 +27,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import shutil
 import sys
+import tempfile
 import time
+import traceback
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +49,7 @@ from spark.history import read_history
 from spark.registry import ModelRegistry
 from spark.retrain import FIT_COLUMNS, RetrainSummary, build_session, run_serial, run_spark
 from spark.training import RetrainConfig, train_job
+from tests.fixtures.spark_cluster import SparkStandaloneCluster, package_py_files
 
 NOW = datetime(2026, 11, 15, 2, 0, tzinfo=UTC)
 
@@ -68,6 +82,77 @@ def run_pool(*, history: str, registry_uri: str, config: RetrainConfig, jobs: li
             for job, group in frame.groupby("job", sort=True)
         ]
         return [future.result() for future in futures]
+
+
+LOCAL_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+
+
+def _driver_loop(conn: Connection, master: str, conf: dict[str, str], py_files: str | None) -> None:
+    """The driver process of :class:`SparkDriver`: one session, then one ``run_spark`` per request."""
+    try:
+        started = time.perf_counter()
+        spark = build_session(master, conf=conf)
+        spark.sparkContext.setLogLevel("ERROR")
+        if py_files:
+            spark.sparkContext.addPyFile(py_files)
+        conn.send(("ready", time.perf_counter() - started, int(spark.sparkContext.defaultParallelism)))
+    except Exception:  # noqa: BLE001 - reported to the parent, which fails with it
+        conn.send(("error", traceback.format_exc(), 0))
+        return
+    try:
+        while (request := conn.recv()) is not None:
+            try:
+                started = time.perf_counter()
+                summary = run_spark(spark, **request)
+                conn.send(("done", time.perf_counter() - started, summary.rows))
+            except Exception:  # noqa: BLE001
+                conn.send(("error", traceback.format_exc(), []))
+    finally:
+        spark.stop()
+
+
+class SparkDriver:
+    """A SparkSession on one master, in a process of its own (one JVM gateway per process), kept warm between passes."""
+
+    def __init__(self, master: str, conf: dict[str, str], *, py_files: Path | None = None) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.master = master
+        self._conn, child = context.Pipe()
+        self._process = context.Process(
+            target=_driver_loop, args=(child, master, conf, str(py_files) if py_files else None), daemon=True
+        )
+        self._process.start()
+        status, value, cores = self._conn.recv()
+        if status != "ready":
+            self.close()
+            raise RuntimeError(f"Spark session on {master} failed:\n{value}")
+        self.session_s: float = value
+        self.cores: int = cores
+
+    def run(self, **request: Any) -> tuple[float, list[dict]]:
+        """``run_spark`` in the driver process; returns its wall time there and the summary rows."""
+        self._conn.send(request)
+        status, value, rows = self._conn.recv()
+        if status != "done":
+            raise RuntimeError(f"retraining on {self.master} failed:\n{value}")
+        return value, rows
+
+    def close(self) -> None:
+        """Stop the session and the driver process (our own child, by its handle)."""
+        if self._process.is_alive():
+            try:
+                self._conn.send(None)
+            except OSError:
+                pass
+            self._process.join(timeout=60)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(timeout=10)
 
 
 def _burn(iterations: int) -> float:
@@ -121,10 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--days", type=float, default=14.0)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", default="local[2]", help="Spark master of the spark mode (local[N] or spark://host:port).")
+    parser.add_argument("--cluster", action="store_true",
+                        help="Also start a standalone cluster on loopback (1 master, 2 one-core workers) and time it.")
     parser.add_argument("--residual", default=RetrainConfig().residual)
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "bench_spark")
-    parser.add_argument("--skip-serial", action="store_true", help="Only the Spark run (no speed-up, no controls).")
+    parser.add_argument("--skip-serial", action="store_true", help="Only the Spark runs (no speed-up, no controls).")
     parser.add_argument("--skip-pool", action="store_true", help="Leave out the plain process pool control.")
     parser.add_argument("--rounds", type=int, default=3, help="Full passes per mode, rotating which goes first.")
     args = parser.parse_args(argv)
@@ -135,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     config = replace(RetrainConfig(), residual=args.residual)
     args.out.mkdir(parents=True, exist_ok=True)
     history = history_dir(args.out, args.jobs, args.days, args.seed)
-    modes = ["spark"] + ([] if args.skip_serial else ["serial"] + ([] if args.skip_pool else ["pool"]))
+    spark_modes = ["spark"] + (["cluster"] if args.cluster else [])
+    modes = spark_modes + ([] if args.skip_serial else ["serial"] + ([] if args.skip_pool else ["pool"]))
     registries = {name: args.out / f"registry-{name}" for name in modes}
     print(f"config: {json.dumps(asdict(config))}")
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start")
@@ -143,19 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     if "pool" in modes:
         contention.append(core_contention())
 
-    started = time.perf_counter()
-    spark = build_session(
-        args.master,
-        conf={
-            "spark.ui.enabled": "false",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.driver.host": "127.0.0.1",
-            "spark.driver.bindAddress": "127.0.0.1",
-        },
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    session_s = time.perf_counter() - started
-    workers = int(spark.sparkContext.defaultParallelism)
+    py_files = package_py_files(args.out / "perdix-py.zip")
+    cluster: SparkStandaloneCluster | None = None
+    drivers: dict[str, SparkDriver] = {}
     # Every pass retrains all jobs (a pass split into batches would pay Spark's per-query cost --
     # listing 2,800 partitions, the scan, the shuffle -- once per batch). Passes rotate which mode
     # goes first so that drift in the machine's load hits all; the first pass of each mode is the
@@ -163,55 +241,89 @@ def main(argv: list[str] | None = None) -> int:
     names = sorted(p.name.removeprefix("job=") for p in history.iterdir() if p.name.startswith("job="))
     passes: dict[str, list[float]] = {mode: [] for mode in modes}
     rows: dict[str, list[dict]] = {}
+    masters = {"spark": args.master}
     try:
+        if args.cluster:
+            started = time.perf_counter()
+            cluster = SparkStandaloneCluster(
+                Path(tempfile.mkdtemp(prefix="bench-spark-cluster-", dir=args.out)), executor_memory="1g"
+            ).start()
+            masters["cluster"] = cluster.master_url
+            print(f"standalone cluster {cluster.master_url}: 1 master, {cluster.workers} workers of "
+                  f"{cluster.cores_per_worker} core, started in {time.perf_counter() - started:.1f} s")
+        for mode in spark_modes:
+            master = masters[mode]
+            conf = cluster.app_conf() if mode == "cluster" and cluster is not None else dict(LOCAL_CONF)
+            drivers[mode] = SparkDriver(master, conf, py_files=None if master.startswith("local") else py_files)
+        workers = drivers["spark"].cores
         for index in range(args.rounds):
             for mode in modes[index % len(modes) :] + modes[: index % len(modes)]:
                 shutil.rmtree(registries[mode], ignore_errors=True)
                 registry = str(registries[mode])
                 load = os.getloadavg()[0]
                 started = time.perf_counter()
-                if mode == "spark":
-                    summary_rows = run_spark(
-                        spark, history=str(history), registry_uri=registry, config=config, now=NOW, jobs=names
-                    ).rows
+                if mode in drivers:
+                    elapsed, summary_rows = drivers[mode].run(
+                        history=str(history), registry_uri=registry, config=config, now=NOW, jobs=names
+                    )
                 elif mode == "serial":
                     summary_rows = run_serial(
                         history=str(history), registry_uri=registry, config=config, now=NOW, jobs=names
                     ).rows
+                    elapsed = time.perf_counter() - started
                 else:
                     summary_rows = run_pool(
                         history=str(history), registry_uri=registry, config=config, jobs=names, workers=workers
                     )
-                elapsed = time.perf_counter() - started
+                    elapsed = time.perf_counter() - started
                 passes[mode].append(elapsed)
                 rows[mode] = sorted(summary_rows, key=lambda r: r["job"])
-                print(f"pass {index + 1}/{args.rounds} {mode:6s}: {len(names)} jobs in {elapsed:6.1f} s "
+                print(f"pass {index + 1}/{args.rounds} {mode:7s}: {len(names)} jobs in {elapsed:6.1f} s "
                       f"(load {load:.2f})", flush=True)
     finally:
-        spark.stop()
+        for driver in drivers.values():
+            driver.close()
+        if cluster is not None:
+            cluster.stop()
     if "pool" in modes:
         contention.append(core_contention())
-    spark_s = min(passes["spark"])
-    parallel = RetrainSummary(version="bench", rows=rows["spark"], master=args.master)
-    print(f"spark {args.master}: best pass {spark_s:.1f} s, first (cold) pass {passes['spark'][0]:.1f} s for "
-          f"{len(parallel.rows)} jobs (+{session_s:.1f} s session start), "
-          f"{parallel.count('published')} published, {parallel.count('failed')} failed")
 
     result: dict[str, object] = {
         "jobs": args.jobs, "days": args.days, "master": args.master, "residual": config.residual,
-        "spark_s": spark_s, "session_start_s": session_s, "rounds": args.rounds, "passes": passes,
+        "rounds": args.rounds, "passes": passes,
     }
+    for mode in spark_modes:
+        best = min(passes[mode])
+        summary = RetrainSummary(version="bench", rows=rows[mode], master=masters[mode])
+        print(f"{mode} {masters[mode]}: best pass {best:.1f} s, first (cold) pass {passes[mode][0]:.1f} s for "
+              f"{len(summary.rows)} jobs (+{drivers[mode].session_s:.1f} s session start), "
+              f"{summary.count('published')} published, {summary.count('failed')} failed")
+        result[f"{mode}_s"] = best
+        result[f"{mode}_session_start_s"] = drivers[mode].session_s
+    spark_s = min(passes["spark"])
+    parallel = RetrainSummary(version="bench", rows=rows["spark"], master=args.master)
     scores = {mode: {r["job"]: r["backtest_wape"] for r in mode_rows} for mode, mode_rows in rows.items()}
+    same = all(score == scores["spark"] for score in scores.values())
+    if "cluster" in modes:
+        cluster_s = min(passes["cluster"])
+        print(f"standalone cluster vs {args.master}, best passes: {cluster_s:.1f} s vs {spark_s:.1f} s "
+              f"({cluster_s / spark_s:.2f}x the time)")
+        result.update(cluster_vs_spark=cluster_s / spark_s)
     if "serial" in modes:
         serial = RetrainSummary(version="bench", rows=rows["serial"])
         serial_s = min(passes["serial"])
         speedup = serial_s / spark_s
-        cold = passes["serial"][0] / (passes["spark"][0] + session_s)
-        same = all(score == scores["serial"] for score in scores.values())
+        cold = passes["serial"][0] / (passes["spark"][0] + drivers["spark"].session_s)
         print(f"serial (one process): best pass {serial_s:.1f} s, first pass {passes['serial'][0]:.1f} s")
-        print(f"speed-up local[2] vs serial, best passes: {speedup:.2f}x (goal >= 1.8x); first passes with "
-              f"session start (a cold spark-submit): {cold:.2f}x; identical WAPE per job in every mode: {same}")
-        result.update(serial_s=serial_s, speedup=speedup, speedup_cold=cold, identical=same)
+        print(f"speed-up {args.master} vs serial, best passes: {speedup:.2f}x (goal >= 1.8x); first passes with "
+              f"session start (a cold spark-submit): {cold:.2f}x")
+        result.update(serial_s=serial_s, speedup=speedup, speedup_cold=cold)
+        if "cluster" in modes:
+            cluster_speedup = serial_s / min(passes["cluster"])
+            print(f"speed-up standalone cluster vs serial, best passes: {cluster_speedup:.2f}x")
+            result.update(cluster_speedup=cluster_speedup)
+    print(f"identical back-test WAPE per job in every mode: {same}")
+    result.update(identical=same)
     if "pool" in modes:
         pool_s = min(passes["pool"])
         ceiling = serial_s / pool_s
@@ -229,6 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     cpu_seconds = [float(r["cpu_seconds"]) for r in parallel.rows]
     print(f"per job in Spark tasks: wall median {np.median(fit_seconds):.2f} s (max {max(fit_seconds):.2f} s), "
           f"CPU median {np.median(cpu_seconds):.2f} s, CPU total {sum(cpu_seconds):.0f} s")
+    if "cluster" in modes:
+        cluster_cpu = [float(r["cpu_seconds"]) for r in rows["cluster"]]
+        print(f"per job in cluster tasks: wall median {np.median([float(r['fit_seconds']) for r in rows['cluster']]):.2f} s, "
+              f"CPU median {np.median(cluster_cpu):.2f} s, CPU total {sum(cluster_cpu):.0f} s")
     if "serial" in modes:
         serial_cpu = [float(r["cpu_seconds"]) for r in serial.rows]
         print(f"per job serially: wall median {np.median([float(r['fit_seconds']) for r in serial.rows]):.2f} s, "

@@ -46,15 +46,18 @@ every choice of scale-out, the ``states × choices`` rows are stepped to ``b_{k+
 is done on the running rows only, so a downtime costs nothing) and merged back:
 
 * **Buckets** (approximate). Rows are grouped by (target scale-out; the stop in progress if down:
-  resume second and current scale-out; lag bucket; uncommitted bucket; episode-age bucket). With
+  resume second and current scale-out; lag bucket; uncommitted bucket; episode-age bucket; bucket of
+  the open episode's falling-behind seconds, ``falling_bucket_s`` wide). With
   ``r`` the mean input of the loop just stepped (records/s), the lag ``λ`` (records not yet read) is
   bucketed in seconds of input ``x = λ/r``: exactly 0 (caught up), ``0 < x ≤ x₀``, then
   ``lag_buckets_per_doubling`` buckets per doubling of ``x/x₀``; the uncommitted records (read, not
   yet checkpointed: what a stop replays) in steps of ``uncommitted_bucket_s`` seconds of input; an
   open episode's age in steps of ``episode_age_bucket_s`` up to the target, and one bucket for "a
   miss already". Each bucket keeps its lexicographically best row by (misses, seconds over,
-  worker-seconds, lag) and its best by (misses, seconds over, lag, worker-seconds): the cheapest row
-  of a bucket is often the one furthest behind.
+  worker-seconds, lag), its best by (misses, lag, seconds over, worker-seconds) — the cheapest row of a
+  bucket is often the one furthest behind, and an episode that already missed adds a second over per
+  second until it ends — and its best by (misses, falling-behind seconds, lag, …), the row furthest
+  from the allowance.
 * **Dominance** (approximate). A kept row is dropped if another with the same target scale-out and
   run state is no worse in misses, seconds over, worker-seconds, lag, lag + uncommitted and episode
   (none, or open since no earlier and resuming no later).
@@ -106,7 +109,7 @@ from typing import Any
 
 import numpy as np
 
-from lab.slo import SloJudgement, Stop, judge, stops_from
+from lab.slo import DEFAULT_FALLING_BEHIND_ALLOWANCE_S, SloJudgement, Stop, judge, stops_from
 from simulator import (
     Accounting,
     JobEnvironment,
@@ -119,6 +122,8 @@ from simulator import (
 )
 
 _RESCALE, _FAILURE, _OVERLOAD = 0, 1, 2
+_ALLOWANCE_S = int(DEFAULT_FALLING_BEHIND_ALLOWANCE_S)
+"""The judgement's falling-behind allowance, in whole seconds (the automaton counts whole seconds)."""
 _KIND_NAMES = ("rescale", "failure", "overload")
 
 
@@ -146,6 +151,8 @@ class OptimalSettings:
     """Width of an uncommitted-records bucket, seconds of input."""
     episode_age_bucket_s: float = 30.0
     """Width of an open episode's age bucket, seconds."""
+    falling_bucket_s: float = 10.0
+    """Width of a bucket of an open episode's falling-behind seconds (``lab.slo``'s second rule)."""
     settle_by_end: bool = True
     """Choose as if an episode still open (and within the target) at the end were a miss.
 
@@ -317,6 +324,8 @@ _ROW_FIELDS = (
     "episode_start",
     "episode_earliest_end",
     "episode_kind",
+    "episode_falling",
+    "episode_missed",
     "misses",
     "over",
     "cost",
@@ -345,14 +354,20 @@ class _Rows:
     episode_start: np.ndarray
     episode_earliest_end: np.ndarray
     episode_kind: np.ndarray
+    episode_falling: np.ndarray
+    """Seconds of the open episode in which the running job fell further behind (its lag grew)."""
+    episode_missed: np.ndarray
+    """The open episode already counted its miss (too long, or fell behind for too long)."""
     misses: np.ndarray
     over: np.ndarray
     cost: np.ndarray
     lag: np.ndarray
 
-    def __init__(self, horizon: _Horizon, target_s: float, **arrays: np.ndarray) -> None:
+    def __init__(self, horizon: _Horizon, target_s: float, allowance_s: int, **arrays: np.ndarray) -> None:
         self.horizon = horizon
         self.target_s = target_s
+        self.allowance_s = allowance_s
+        """Seconds of an episode the running job may fall further behind (``lab.slo``)."""
         for name in _ROW_FIELDS:
             setattr(self, name, arrays[name])
         self.count = len(self.parallelism)
@@ -366,13 +381,14 @@ class _Rows:
         self._unordered = True
 
     @classmethod
-    def initial(cls, horizon: _Horizon, target_s: float, parallelism: int, count: int = 1) -> _Rows:
+    def initial(cls, horizon: _Horizon, target_s: float, allowance_s: int, parallelism: int, count: int = 1) -> _Rows:
         """``count`` copies of a fresh job at ``parallelism``, second 0."""
         p = horizon.partitions
         zeros = np.zeros(count, dtype=np.int64)
         return cls(
             horizon,
             target_s,
+            allowance_s,
             position=np.zeros((count, p)),
             committed=np.zeros((count, p)),
             position_sum=np.zeros(count),
@@ -385,6 +401,8 @@ class _Rows:
             episode_start=zeros.copy(),
             episode_earliest_end=zeros.copy(),
             episode_kind=zeros.copy(),
+            episode_falling=zeros.copy(),
+            episode_missed=np.zeros(count, dtype=bool),
             misses=zeros.copy(),
             over=np.zeros(count),
             cost=zeros.copy(),
@@ -393,7 +411,9 @@ class _Rows:
 
     def take(self, index: np.ndarray) -> _Rows:
         """The rows at ``index`` (repeats allowed), as a new batch."""
-        return _Rows(self.horizon, self.target_s, **{name: getattr(self, name)[index] for name in _ROW_FIELDS})
+        return _Rows(
+            self.horizon, self.target_s, self.allowance_s, **{name: getattr(self, name)[index] for name in _ROW_FIELDS}
+        )
 
     def record(self, seconds: int) -> None:
         """Keep every row's lag for ``seconds`` and its stops (for the brute force and for predictions)."""
@@ -441,6 +461,8 @@ class _Rows:
         )
         self.episode_start[rows] = np.where(was_open, self.episode_start[rows], t)
         self.episode_kind[rows] = np.where(was_open, self.episode_kind[rows], kind)
+        self.episode_falling[rows] = np.where(was_open, self.episode_falling[rows], 0)
+        self.episode_missed[rows] = np.where(was_open, self.episode_missed[rows], False)
         self.episode_open[rows] = True
         if self.stops is not None:
             name = _KIND_NAMES[kind]
@@ -506,13 +528,14 @@ class _Rows:
             checkpoint = np.flatnonzero((uptime > 0) & (uptime % horizon.checkpoint_interval_s == 0))
             if checkpoint.size:
                 self.committed[checkpoint] = position[checkpoint]
+        previous = self.lag
         self.lag = horizon.total_end[t] - self.position_sum
         self.cost += self.parallelism
-        self._judge(t, self.lag > horizon.behind_threshold[t])
+        self._judge(t, self.lag > horizon.behind_threshold[t], (self.lag > previous) & ~self.down)
         if self.lag_record is not None:
             self.lag_record[:, t] = self.lag
 
-    def _judge(self, t: int, behind: np.ndarray) -> None:
+    def _judge(self, t: int, behind: np.ndarray, grew_running: np.ndarray) -> None:
         is_open = self.episode_open
         closing = is_open & (t >= self.episode_earliest_end) & ~behind
         opening = ~is_open & behind
@@ -521,17 +544,27 @@ class _Rows:
             self.episode_start = np.where(opening, t, self.episode_start)
             self.episode_earliest_end = np.where(opening, t + 1, self.episode_earliest_end)
             self.episode_kind = np.where(opening, _OVERLOAD, self.episode_kind)
+            self.episode_falling = np.where(opening, 0, self.episode_falling)
+            self.episode_missed = np.where(opening, False, self.episode_missed)
         self.episode_open = is_open
         if is_open.any():
-            # An episode open after second t lasts at least t + 1 − start: count its miss the second
-            # that exceeds the target, then one second over the target per second.
+            # An episode open after second t lasts at least t + 1 − start: its miss counts the second its
+            # age exceeds the target or its falling-behind seconds exceed the allowance, whichever is
+            # first; then one second over per second past the target and per falling second past the allowance.
             age = t + 1 - self.episode_start
             first_missed_age = math.floor(self.target_s) + 1
-            missed_now = is_open & (age == first_missed_age)
+            falling_now = is_open & behind & grew_running
+            self.episode_falling = self.episode_falling + falling_now
+            too_long = is_open & (age == first_missed_age)
+            fell = falling_now & (self.episode_falling == self.allowance_s + 1)
+            missed_now = (too_long | fell) & ~self.episode_missed
             if missed_now.any():
                 self.misses += missed_now
-                self.over += np.where(missed_now, first_missed_age - self.target_s, 0.0)
+                self.episode_missed = self.episode_missed | missed_now
+            if too_long.any():
+                self.over += np.where(too_long, first_missed_age - self.target_s, 0.0)
             self.over += is_open & (age > first_missed_age)
+            self.over += falling_now & (self.episode_falling > self.allowance_s)
 
     def advance(self, start_s: int, end_s: int, actions: dict[int, np.ndarray] | None = None) -> None:
         """Step seconds ``[start_s, end_s)``: at each, the rescale in ``actions``, a due failure, then the step.
@@ -568,7 +601,9 @@ def _final_choice(rows: _Rows, settle_by_end: bool) -> tuple[int, Objective]:
     With ``settle_by_end`` an episode still open and within the target counts as a miss here (only
     for choosing: the judgement does not judge it).
     """
-    unsettled = rows.episode_open & (rows.horizon.duration_s - rows.episode_start <= rows.target_s)
+    unsettled = (
+        rows.episode_open & ~rows.episode_missed & (rows.horizon.duration_s - rows.episode_start <= rows.target_s)
+    )
     misses = rows.misses + (unsettled if settle_by_end else 0)
     best = int(np.lexsort((rows.cost, rows.over, misses))[0])
     return best, Objective(int(misses[best]), float(rows.over[best]), int(rows.cost[best]))
@@ -583,10 +618,11 @@ def _bucket_keys(rows: _Rows, now_s: int, input_rate: float, settings: OptimalSe
     lag_bucket = np.where(rows.lag <= 0, 0, np.where(lag_s <= settings.smallest_lag_s, 1, 2 + np.floor(scaled)))
     uncommitted_bucket = np.floor(rows.uncommitted / rate / settings.uncommitted_bucket_s)
     age = now_s - rows.episode_start
-    missed = age > settings.target_recovery_time_s
+    missed = rows.episode_missed | (age > settings.target_recovery_time_s)
     age_bucket = np.where(
         ~rows.episode_open, 0, np.where(missed, 1, 2 + np.floor(age / settings.episode_age_bucket_s))
     )
+    falling_bucket = np.where(rows.episode_open & ~missed, np.floor(rows.episode_falling / settings.falling_bucket_s), 0)
     return np.column_stack(
         [
             rows.target_parallelism,
@@ -595,6 +631,7 @@ def _bucket_keys(rows: _Rows, now_s: int, input_rate: float, settings: OptimalSe
             lag_bucket.astype(np.int64),
             uncommitted_bucket.astype(np.int64),
             age_bucket.astype(np.int64),
+            falling_bucket.astype(np.int64),
         ]
     )
 
@@ -611,6 +648,8 @@ def _exact_keys(rows: _Rows) -> np.ndarray:
             rows.episode_open,
             np.where(rows.episode_open, rows.episode_start, -1),
             np.where(rows.episode_open, rows.episode_earliest_end, -1),
+            np.where(rows.episode_open, rows.episode_falling, -1),
+            rows.episode_open & rows.episode_missed,
         ]
     ).astype(np.float64)
     return np.concatenate([scalars, rows.position, rows.committed], axis=1)
@@ -637,8 +676,15 @@ def _best_per_key(rows: _Rows, keys: np.ndarray, *, least_lag_too: bool = False)
     group = _group_of(keys)
     orders = [np.lexsort((-rows.episode_start, rows.uncommitted, rows.lag, rows.cost, rows.over, rows.misses, group))]
     if least_lag_too:
+        # The least behind before the seconds over: an open episode that already missed keeps adding a
+        # second over per second, so the row that ends it soonest may end with the fewest.
         orders.append(
-            np.lexsort((-rows.episode_start, rows.uncommitted, rows.cost, rows.lag, rows.over, rows.misses, group))
+            np.lexsort((-rows.episode_start, rows.uncommitted, rows.cost, rows.over, rows.lag, rows.misses, group))
+        )
+        # And the one that fell behind least in its open episode: a bucket spans several seconds of the
+        # allowance, and only the row furthest from it may still end without a miss.
+        orders.append(
+            np.lexsort((rows.cost, rows.over, rows.lag, rows.episode_falling, rows.misses, group))
         )
     kept = []
     for order in orders:
@@ -665,6 +711,8 @@ def _undominated(rows: _Rows, index: np.ndarray) -> np.ndarray:
             # An episode that started later, or none (infinitely late), is better: compare its negation.
             -np.where(is_open, rows.episode_start[index], np.iinfo(np.int64).max).astype(float),
             np.where(is_open, rows.episode_earliest_end[index], np.iinfo(np.int64).min).astype(float),
+            np.where(is_open, rows.episode_falling[index], 0).astype(float),
+            (is_open & rows.episode_missed[index]).astype(float),
         ]
     )
     keep = np.ones(len(index), dtype=bool)
@@ -701,7 +749,8 @@ def _certain_misses(rows: _Rows, now_s: int) -> np.ndarray:
     bound = np.cumsum(horizon.workload[now_s:end] - horizon.most_drained[now_s:end])
     room = np.maximum.accumulate(horizon.behind_threshold[now_s:end] - bound)
     deadline = rows.episode_start + math.floor(target)  # the last second at which it may end
-    open_within_target = rows.episode_open & (now_s - rows.episode_start <= target)
+    # An episode that already counted its miss (it fell behind too long) cannot count another.
+    open_within_target = rows.episode_open & ~rows.episode_missed & (now_s - rows.episode_start <= target)
     cut_short_in_time = rows.episode_start + target >= horizon.duration_s
     last = np.clip(deadline - now_s, -1, end - now_s - 1)
     reachable = np.where(last >= 0, room[np.maximum(last, 0)], -np.inf)
@@ -770,7 +819,8 @@ def _hopeless(
     start = np.where(is_open, rows.episode_start[state], boundary)
     earliest = np.maximum(np.where(is_open, rows.episode_earliest_end[state], boundary + 1), boundary + downtime)
     deadline = start + math.floor(target)
-    judged = (is_open | stops) & at_bound[state] & (start + target < horizon.duration_s)
+    open_unmissed = is_open & ~rows.episode_missed[state]
+    judged = (open_unmissed | (~is_open & stops)) & at_bound[state] & (start + target < horizon.duration_s)
     low = earliest - boundary
     high = np.minimum(deadline - boundary, span - 1)
     # Lag at boundary + j is at least base + margin[c, j] once the job reads again (j >= downtime).
@@ -865,7 +915,7 @@ def _simple_schedules(
     capacity = np.array([environment.true_capacity(int(n)) for n in choices])
     boundaries = list(range(interval, horizon.duration_s, interval))
     lookahead = interval + int(target)
-    rows = _Rows.initial(horizon, target, initial, count=len(_HEURISTIC_MARGINS) + 1)
+    rows = _Rows.initial(horizon, target, _ALLOWANCE_S, initial, count=len(_HEURISTIC_MARGINS) + 1)
     actions: dict[int, np.ndarray] = {}
     for b in boundaries:
         peak = float(horizon.workload[b : b + lookahead].max())
@@ -921,7 +971,7 @@ def optimal_schedule(
         horizon, environment, choices, initial, interval, target, settings.settle_by_end
     )
     bound = simple_choice if settings.use_bound else None
-    rows = _Rows.initial(horizon, target, initial)
+    rows = _Rows.initial(horizon, target, _ALLOWANCE_S, initial)
     rows.advance(0, interval)
     pointers: list[tuple[np.ndarray, np.ndarray]] = []
     kept_counts: list[int] = []
@@ -1030,7 +1080,7 @@ def predict_schedules(
     initial = starts.pop()
     workers = max([initial, *(n for _, asks in parsed for n in asks.values())])
     horizon = _Horizon(environment, duration, failure_seconds, workers=workers)
-    rows = _Rows.initial(horizon, target_recovery_time_s, initial, count=len(schedules))
+    rows = _Rows.initial(horizon, target_recovery_time_s, _ALLOWANCE_S, initial, count=len(schedules))
     rows.record(duration)
     seconds = sorted({t for _, asks in parsed for t in asks if t < duration})
     # A schedule silent at a second another one rescales at asks for nothing then (-1).

@@ -113,6 +113,8 @@ class CapacityModel:
         if partition_weights is not None:
             self.set_partition_weights(partition_weights)
         self.regressions: dict[str, WelfordRegression] = {}
+        self.last_seen: dict[str, float] = {}
+        """When each worker with a regression was last seen (clock seconds), for :meth:`prune`."""
         self.observed: dict[int, float] = {}
         """Capacity recorded while the job ran at each scale-out (the most trusted source)."""
         self.skipped = 0
@@ -131,6 +133,18 @@ class CapacityModel:
         if array.size == 0 or not np.all(np.isfinite(array)) or np.any(array < 0) or array.sum() <= 0:
             raise ValueError("partition weights must be finite, non-negative, with a positive sum")
         self.partition_weights = array / array.sum()
+
+    def observe_partition_records(self, records: Iterable[float], *, smoothing: float = 0.2) -> None:
+        """Fold one interval's records per source partition into the partition weights (an exponential
+        moving average of the shares, so a drifting key distribution is followed)."""
+        counts = np.asarray(list(records), dtype=float)
+        if counts.size == 0 or not np.all(np.isfinite(counts)) or np.any(counts < 0) or counts.sum() <= 0:
+            return
+        shares = counts / counts.sum()
+        if self.partition_weights is None or self.partition_weights.size != shares.size:
+            self.partition_weights = shares
+        else:
+            self.partition_weights = (1.0 - smoothing) * self.partition_weights + smoothing * shares
 
     def update(self, worker_id: str, cpu: Any, throughput: Any) -> int:
         """Add one worker's per-second CPU (0..1) and throughput (records/s); returns samples used.
@@ -198,6 +212,35 @@ class CapacityModel:
         """Remember the capacity measured while running at ``parallelism`` (ignored if unknown)."""
         if capacity is not None and _positive(capacity) and parallelism >= 1:
             self.observed[int(parallelism)] = float(capacity)
+
+    def prune(
+        self, *, now: float, seen: Iterable[str], retention_s: float, max_workers: int | None = None
+    ) -> tuple[str, ...]:
+        """Mark ``seen`` as seen at ``now``; drop the regressions of workers unseen for ``retention_s``.
+
+        Pods of a Deployment get new random names on every restart, so regressions keyed by name
+        would grow without end. A dropped worker's contribution is kept where it matters: in
+        :attr:`observed`, the capacity recorded per scale-out while it ran. Beyond ``max_workers``
+        the least recently seen go first. Current workers are never dropped. Returns the names dropped.
+        """
+        for worker in seen:
+            self.last_seen[worker] = float(now)
+        for worker in self.regressions:
+            # A worker restored from a document without times starts its retention now.
+            self.last_seen.setdefault(worker, float(now))
+        keep = set(self.workers)
+        by_age = sorted(self.regressions, key=lambda w: self.last_seen[w], reverse=True)
+        dropped = [w for w in by_age if w not in keep and now - self.last_seen[w] > retention_s]
+        if max_workers is not None:
+            survivors = [w for w in by_age if w not in dropped]
+            excess = len(survivors) - max(max_workers, len(keep))
+            dropped += [w for w in reversed(survivors) if w not in keep][: max(0, excess)]
+        for worker in dropped:
+            del self.regressions[worker]
+            del self.last_seen[worker]
+        for worker in [w for w in self.last_seen if w not in self.regressions]:
+            del self.last_seen[worker]
+        return tuple(dropped)
 
     # ------------------------------------------------------------------ reading
 
@@ -298,16 +341,16 @@ class CapacityModel:
     def _estimate_from_weights(self, parallelism: int) -> float | None:
         assert self.partition_weights is not None
         shares = round_robin_shares(self.partition_weights, parallelism)
-        # Reader i runs on the i-th worker in natural order (StatefulSet-style names keep their
-        # index across rescales); workers never seen are assumed typical of the known ones.
-        ordered = sorted(self.regressions, key=natural_key)
-        known = [c for w in ordered if (c := self.worker_capacity(w)) is not None]
+        # Reader i runs on the i-th current worker in natural order (StatefulSet-style names keep their
+        # index across rescales); readers beyond today's workers are assumed typical of them. Only the
+        # current workers count: names that churned away say nothing about the pods that will run.
+        known = [c for w in self.workers if (c := self.worker_capacity(w)) is not None]
         if not known:
             return None
         typical = float(np.median(known))
         capacities = []
         for index in range(parallelism):
-            value = self.worker_capacity(ordered[index]) if index < len(ordered) else None
+            value = self.worker_capacity(self.workers[index]) if index < len(self.workers) else None
             capacities.append(typical if value is None else value)
         with np.errstate(divide="ignore"):
             ratios = np.where(shares > 0, np.asarray(capacities) / np.where(shares > 0, shares, 1.0), np.inf)
@@ -339,6 +382,7 @@ class CapacityModel:
             "partitions": self.partitions,
             "partition_weights": None if self.partition_weights is None else self.partition_weights.tolist(),
             "regressions": {w: r.to_dict() for w, r in self.regressions.items()},
+            "last_seen": dict(self.last_seen),
             "observed": {str(n): c for n, c in self.observed.items()},
             "shares": {str(n): s.to_dict() for n, s in self._shares.items()},
             "workers": list(self.workers),
@@ -359,6 +403,7 @@ class CapacityModel:
             partitions=state.get("partitions"),
         )
         model.regressions = {str(w): WelfordRegression.from_dict(r) for w, r in state.get("regressions", {}).items()}
+        model.last_seen = {str(w): float(t) for w, t in (state.get("last_seen") or {}).items() if w in model.regressions}
         model.observed = {int(n): float(c) for n, c in state.get("observed", {}).items()}
         model._shares = {int(n): _Shares.from_dict(s) for n, s in state.get("shares", {}).items()}
         model.workers = tuple(state.get("workers", ()))

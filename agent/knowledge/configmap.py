@@ -21,13 +21,13 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from agent.execute.kubernetes import Backoff, FatalApiError, RetriesExhausted
-from agent.knowledge.document import KnowledgeError, check_document
+from agent.knowledge.document import KnowledgeError, KnowledgeTooLarge, check_document, encode_document
 from agent.logging import get_logger
 
 KEY = "knowledge.json"
 """The ConfigMap key holding the document."""
 MAX_BYTES = 1024 * 1024
-"""The API server's limit on a ConfigMap's data."""
+"""The API server's limit on a ConfigMap's data: every key and value together."""
 
 
 class KnowledgeStoreError(Exception):
@@ -170,11 +170,23 @@ class ConfigMapKnowledgeStore:
                 self.log.warning("knowledge.conflict", detail="ConfigMap changed since it was read; re-reading")
             raise
 
+    def _too_large(self, size: int, reason: str) -> KnowledgeTooLarge:
+        return KnowledgeTooLarge(
+            f"{self._where()}: {reason} {size} bytes, over the {MAX_BYTES} byte ConfigMap limit; "
+            "the last document written stays",
+            size_bytes=size,
+            limit_bytes=MAX_BYTES,
+        )
+
     def save(self, document: dict[str, Any]) -> None:
-        """Write the document to the main key, keeping every other key; retried on conflicts."""
-        text = json.dumps(document, separators=(",", ":"), allow_nan=False)
-        if len(text) > MAX_BYTES:
-            raise KnowledgeStoreError(f"{self._where()}: document is {len(text)} bytes, over the 1 MiB ConfigMap limit")
+        """Write the document to the main key, keeping every other key; retried on conflicts.
+
+        A write the API server would refuse for size raises :class:`KnowledgeTooLarge` before any
+        request, so the ConfigMap keeps the last document that fitted.
+        """
+        text = encode_document(document)
+        if len(text.encode()) > MAX_BYTES:
+            raise self._too_large(len(text.encode()), "the knowledge document is")
 
         def write() -> None:
             if self._stale or self._configmap is None:
@@ -189,6 +201,10 @@ class ConfigMapKnowledgeStore:
                 # load() never saw this document (it failed): keep a copy rather than overwrite it.
                 data[self._free_key(data, "knowledge.aside")] = previous
             data[KEY] = text
+            total = sum(len(key.encode()) + len(value.encode()) for key, value in data.items())
+            if total > MAX_BYTES:
+                # Moved-aside documents share the ConfigMap's budget with the live one.
+                raise self._too_large(total, "the ConfigMap with this document would hold")
             self._replace(configmap, data)
 
         self._call(write, "update")

@@ -5,6 +5,7 @@ Shared by every store (file, ConfigMap) so they validate it the same way.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -26,3 +27,17 @@ def check_document(document: Any) -> dict[str, Any]:
     if version < 1:
         raise KnowledgeError(f"invalid version {version}")
     return document
+
+
+class KnowledgeTooLarge(ValueError):
+    """A document over the store's size limit: it was not written, and the last one written stays."""
+
+    def __init__(self, message: str, *, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(message)
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+
+
+def encode_document(document: dict[str, Any]) -> str:
+    """The document as every store writes it: compact JSON, no NaN (raises ValueError on one)."""
+    return json.dumps(document, separators=(",", ":"), allow_nan=False)

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agent.knowledge.document import KnowledgeError, check_document
+from agent.knowledge.document import KnowledgeError, check_document, encode_document
 from agent.logging import get_logger
 
 log = get_logger("perdix.knowledge")
@@ -51,11 +51,12 @@ class FileKnowledgeStore:
 
     def save(self, document: dict[str, Any]) -> None:
         """Write the document to a temp file beside the target, fsync it, then rename over the target."""
+        text = encode_document(document)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
         try:
             with os.fdopen(fd, "w") as handle:
-                json.dump(document, handle, separators=(",", ":"), allow_nan=False)
+                handle.write(text)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, self.path)

@@ -38,12 +38,14 @@ from models.forecast.arima import ArimaForecaster
 from models.forecast.base import Forecaster
 from models.forecast.linear import LinearForecaster
 from models.forecast.metrics import wape
+from models.forecast.reloaded import ReloadedForecaster
 from models.forecast.statsforecast_arima import StatsForecastArima
 
 MODEL_CLASSES: dict[str, Any] = {
     ArimaForecaster.name: ArimaForecaster,
     StatsForecastArima.name: StatsForecastArima,
     LinearForecaster.name: LinearForecaster,
+    ReloadedForecaster.name: ReloadedForecaster,
 }
 """Forecaster classes by ``name``, to rebuild a persisted model."""
 
@@ -266,6 +268,11 @@ class WorkloadForecaster:
             wait_futures([future], timeout=timeout)
             self._collect()
         return self._pending is None
+
+    @property
+    def model_forecast(self) -> np.ndarray | None:
+        """The model's own forecast of the last step (before any fallback), 1 s ahead to ``horizon_s``."""
+        return self._last_model_forecast
 
     @property
     def retraining(self) -> bool:

@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from agent.execute.kubernetes import Backoff
 from agent.knowledge.configmap import KEY, ConfigMapKnowledgeStore, KnowledgeStoreError
-from agent.knowledge.document import SCHEMA_VERSION
+from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge
 from tests.fakes.kube_api import FakeKubeAPI
 
 DOC = {"version": SCHEMA_VERSION, "analyzer": {"capacity": {"observed": {"3": 41000.5}}}, "loop": {"rescales": []}}
@@ -131,9 +131,21 @@ def test_forbidden_names_the_configmap_and_the_verb(kube_api: FakeKubeAPI, kube_
 
 def test_an_oversized_document_is_refused_before_any_write(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
     store = make_store(kube_client)
-    with pytest.raises(KnowledgeStoreError, match="1 MiB"):
+    with pytest.raises(KnowledgeTooLarge, match="1048576 byte ConfigMap limit") as raised:
         store.save({"version": 1, "blob": "x" * (1024 * 1024 + 1)})
+    assert raised.value.size_bytes > raised.value.limit_bytes == 1024 * 1024
     assert [r for r in kube_api.log() if r.is_write] == []
+
+
+def test_moved_aside_documents_count_against_the_limit(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
+    # A moved-aside document of 600 KB and a live one of 500 KB do not fit one ConfigMap together.
+    kube_api.add_configmap("perdix-knowledge", data={"knowledge.bad-0.json": "y" * 600_000})
+    store = make_store(kube_client)
+    store.load()
+    with pytest.raises(KnowledgeTooLarge, match="the ConfigMap with this document would hold"):
+        store.save({"version": 1, "blob": "x" * 500_000})
+    assert kube_api.log(method="PUT") == []
+    assert KEY not in kube_api.configmap("perdix-knowledge")["data"]
 
 
 def test_a_missing_configmap_that_may_not_be_created_says_so(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:

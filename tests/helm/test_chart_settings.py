@@ -59,6 +59,7 @@ DISTINCT = {
     "downtime_failure_prior_s": 20,
     "utilization": "cpu",
     "max_cpu": 0.85,
+    "worker_retention_s": 7200,
     "capacity_prior_path": "/etc/perdix/prior/capacity.json",
     "prometheus.url": "http://prometheus.observability.svc:9090",
     "prometheus.timeout_s": 4,

@@ -121,24 +121,29 @@ def reference(lag: np.ndarray, workload: np.ndarray, stops: list[Stop], target: 
     """The judgement as a second-by-second automaton (the form the optimal planner runs incrementally)."""
     by_second = {s.start_s: s for s in stops}
     episodes: list[Episode] = []
-    current: tuple[str, int, int, int] | None = None  # kind, start, earliest end, stops
+    current: tuple[str, int, int, int, int] | None = None  # kind, start, earliest end, stops, falling behind
+    down_until = -1
     for t in range(len(lag)):
         stop = by_second.get(t)
         if stop is not None:
             resume = len(lag) if stop.resume_s is None else stop.resume_s
+            down_until = max(down_until, resume)
             if current is None:
-                current = (stop.kind, t, max(t + 1, resume), 1)
+                current = (stop.kind, t, max(t + 1, resume), 1, 0)
             else:
-                kind, start, earliest, count = current
-                current = (kind, start, max(earliest, resume), count + 1)
+                kind, start, earliest, count, falling = current
+                current = (kind, start, max(earliest, resume), count + 1, falling)
         is_behind = lag[t] > max(workload[t], 1.0)
         if current is not None and t >= current[2] and not is_behind:
-            episodes.append(Episode(current[0], current[1], t, t - current[1], current[3]))  # type: ignore[arg-type]
+            episodes.append(Episode(current[0], current[1], t, t - current[1], current[3], current[4]))  # type: ignore[arg-type]
             current = None
         elif current is None and is_behind:
-            current = ("overload", t, t + 1, 0)
+            current = ("overload", t, t + 1, 0, 0)
+        # Running (past every downtime), behind, and the lag grew over the second: falling further behind.
+        if current is not None and t >= down_until and is_behind and t > 0 and lag[t] > lag[t - 1]:
+            current = (*current[:4], current[4] + 1)
     if current is not None:
-        episodes.append(Episode(current[0], current[1], None, len(lag) - current[1], current[3]))  # type: ignore[arg-type]
+        episodes.append(Episode(current[0], current[1], None, len(lag) - current[1], current[3], current[4]))  # type: ignore[arg-type]
     return episodes
 
 
@@ -165,3 +170,29 @@ def test_judge_agrees_with_the_second_by_second_automaton(
     stops = [s for i, s in enumerate(stops) if i == 0 or (stops[i - 1].resume_s or 10**9) <= s.start_s]
     verdict = judge(lag, workload, stops, target_recovery_time_s=target)
     assert list(verdict.episodes) == reference(lag, workload, stops, target)
+
+
+# ------------------------------------------------------------------ falling further behind
+
+FALLING = [
+    # (lag after each second, stops, allowance, misses): workload 100/s, target 100 s (never reached here).
+    # Behind and growing for 3 running seconds, allowance 2: under-provisioned, a miss.
+    ([0, 150, 200, 250, 300, 0], [], 2.0, 1),
+    # The same growth inside a stop's downtime does not count (nothing is read while down).
+    ([0, 150, 200, 250, 300, 0], [Stop("rescale", 1, 5)], 2.0, 0),
+    # After the resume the backlog shrinks: a recovery, not falling behind.
+    ([0, 500, 900, 700, 400, 0], [Stop("failure", 1, 3)], 2.0, 0),
+    # Growth while caught up (under one second of input) is no episode at all.
+    ([0, 10, 20, 30, 40, 50], [], 0.0, 0),
+    # Growth within the allowance: no miss.
+    ([0, 150, 200, 250, 0, 0], [], 3.0, 0),
+]
+
+
+@pytest.mark.parametrize(("lag", "stops", "allowance", "misses"), FALLING)
+def test_an_episode_in_which_the_running_job_keeps_falling_behind_is_a_miss(
+    lag: list[float], stops: list[Stop], allowance: float, misses: int
+) -> None:
+    verdict = judge(np.array(lag, dtype=float), np.full(len(lag), 100.0), stops,
+                    target_recovery_time_s=100.0, falling_behind_allowance_s=allowance)
+    assert verdict.misses == misses

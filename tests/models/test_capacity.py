@@ -155,3 +155,58 @@ def test_garbage_samples_never_raise(cpu: list[float], throughput: list[float]) 
     value = model.capacity_now()
     assert value is None or (math.isfinite(value) and value > 0)
     model.capacity_at(3)
+
+
+def _trained(workers: list[str], rng: np.random.Generator) -> CapacityModel:
+    model = CapacityModel()
+    for worker in workers:
+        cpu, tp = _samples(np.linspace(1000, 8000, 60), 10000.0, rng)
+        model.update(worker, cpu, tp)
+    return model
+
+
+@pytest.mark.parametrize(
+    ("case", "seen_at", "current", "retention_s", "max_workers", "kept"),
+    [
+        # Each case: when each worker was last seen, the current workers at now=1000, what survives.
+        ("unseen past the retention are dropped", {"a": 100, "b": 500, "c": 1000}, ["c"], 600, None, {"b", "c"}),
+        ("exactly at the retention is kept", {"a": 400, "c": 1000}, ["c"], 600, None, {"a", "c"}),
+        ("current workers stay however old", {"a": 0, "b": 1000}, ["a", "b"], 10, None, {"a", "b"}),
+        ("the cap drops the least recently seen first", {"a": 700, "b": 800, "c": 900, "d": 1000}, ["d"], 10_000, 2, {"c", "d"}),
+        ("the cap never drops a current worker", {"a": 100, "b": 200, "c": 1000}, ["a", "b", "c"], 10_000, 1, {"a", "b", "c"}),
+    ],
+)
+def test_prune_forgets_workers_unseen_for_the_retention(
+    case: str, seen_at: dict[str, float], current: list[str], retention_s: float, max_workers: int | None, kept: set[str]
+) -> None:
+    model = _trained(list(seen_at), np.random.default_rng(5))
+    for worker, at in seen_at.items():
+        model.prune(now=at, seen=[worker], retention_s=1e9)
+    model.set_workers(current)
+    dropped = model.prune(now=1000, seen=current, retention_s=retention_s, max_workers=max_workers)
+    assert set(model.regressions) == kept, case
+    assert set(dropped) == set(seen_at) - kept, case
+    assert set(model.last_seen) == kept, case
+
+
+def test_pruning_keeps_the_observed_capacities_and_survives_a_restore() -> None:
+    model = _trained(["old-1", "old-2"], np.random.default_rng(6))
+    model.set_workers(["old-1", "old-2"])
+    model.record_observed(2, 19_000.0)
+    model.prune(now=0, seen=["old-1", "old-2"], retention_s=60)
+    # A restart of the Deployment: new pods, the old ones never come back.
+    new = _trained(["new-1", "new-2", "new-3"], np.random.default_rng(7))
+    for worker, regression in new.regressions.items():
+        model.regressions[worker] = regression
+    model.set_workers(["new-1", "new-2", "new-3"])
+    assert model.prune(now=30, seen=model.workers, retention_s=60) == ()
+    restored = CapacityModel.from_dict(model.to_dict())
+    assert restored.last_seen == model.last_seen
+    assert set(restored.prune(now=100, seen=restored.workers, retention_s=60)) == {"old-1", "old-2"}
+    assert restored.capacity_at(2) == (19_000.0, "observed")
+    # A document written before workers had times: they start their retention at the first prune.
+    state = model.to_dict()
+    del state["last_seen"]
+    legacy = CapacityModel.from_dict(state)
+    assert legacy.prune(now=100, seen=legacy.workers, retention_s=60) == ()
+    assert set(legacy.prune(now=161, seen=legacy.workers, retention_s=60)) == {"old-1", "old-2"}

@@ -158,6 +158,7 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
   "downtime_failure_prior_s" $p.downtimeFailurePriorSeconds
   "utilization" $p.utilization
   "max_cpu" $p.maxCpu
+  "worker_retention_s" $p.workerRetentionSeconds
   "capacity_prior_path" $p.capacityPriorPath
   "prometheus" $prometheus
   "scale_target" $scaleTarget
