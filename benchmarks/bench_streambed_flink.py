@@ -92,12 +92,16 @@ def main() -> None:
     parser.add_argument("--measure-s", type=int, default=10)
     parser.add_argument("--rampup-s", type=int, default=3)
     parser.add_argument("--skew", type=float, default=0.0)
+    parser.add_argument("--min-rate-fraction", type=float, default=0.8, help="search floor (lower it with skew)")
+    parser.add_argument("--probes", type=int, default=4)
     parser.add_argument("--cluster-warmup-s", type=float, default=45.0, help="overload on every slot before the first run")
     parser.add_argument("--out", type=Path, default=Path("out/bench_streambed_flink"))
     args = parser.parse_args()
     low, high = (int(x) for x in args.plan_slots.split("-"))
     checks = sorted({int(x) for x in args.check_slots.split(",")})
-    estimator = estimator_settings(rampup_s=args.rampup_s, measure_s=args.measure_s)
+    estimator = estimator_settings(
+        rampup_s=args.rampup_s, measure_s=args.measure_s, probes=args.probes, min_rate_fraction=args.min_rate_fraction
+    )
     settings = FlinkTestbedSettings(capacity_per_slot=args.capacity_per_slot, skew=args.skew, cluster_warmup_s=args.cluster_warmup_s)
     meter = CpuMeter()
     runs: list[RunReport] = []
