@@ -5,13 +5,14 @@ They read the lab's settings tree (the agent's plus the simulated job and the la
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from agent.logging import configure_logging
@@ -20,6 +21,11 @@ from cli.app import ConfigOption, app, console, fail, hours_done, print_summary,
 from lab.evaluate import DEFAULT_POLICIES
 from lab.settings import LabSettings
 from simulator import Trace, TraceError, load_trace
+
+if TYPE_CHECKING:  # the lab's StreamBed parts load with the command that uses them
+    from lab.capacity_plan import RunReport
+    from lab.flink.testbed import FlinkTestbedSettings, PhaseEvent
+    from models.streambed import CapacityModelFile, EstimatorSettings
 
 
 def _load_trace(path: Path) -> Trace:
@@ -242,7 +248,7 @@ def capacity_plan(
     ),
 ) -> None:
     """StreamBed: estimate capacity from small testbed runs; the agent reads the file via capacity_prior_path."""
-    from lab.capacity_plan import CapacityPlanError, RunReport
+    from lab.capacity_plan import CapacityPlanError
 
     flink_options = {
         "--min-slots": min_slots, "--max-slots": max_slots, "--capacity-per-slot": capacity_per_slot,
@@ -319,10 +325,8 @@ class _FlinkPlan:
 
     min_slots: int
     max_slots: int
-    settings: Any
-    """lab.flink.testbed.FlinkTestbedSettings"""
-    estimator: Any
-    """models.streambed.EstimatorSettings"""
+    settings: FlinkTestbedSettings
+    estimator: EstimatorSettings
     rest_url: str | None
     prometheus: str | None
     workdir: Path | None
@@ -372,57 +376,78 @@ def _flink_plan(
     return _FlinkPlan(min_slots, max_slots, settings, estimator, rest_url, prometheus, workdir)
 
 
-def _plan_on_flink(
-    plan: _FlinkPlan, bar: Progress, progress: Any, *, target_rate: float, out: Path, max_runs: int, max_scale_out: int, seed: int
-) -> Any:
-    """StreamBed on the trace job of a real Flink cluster (a local one unless --rest-url): a bar per testbed run."""
-    import tempfile
+@dataclass
+class _RunBars:
+    """A bar for the cluster's warm-up, and one per testbed run: a step for its warmup and each probe."""
 
-    from lab.capacity_plan import RunReport, plan_capacity
-    from lab.flink.cluster import FlinkLabError
-    from lab.flink.testbed import PhaseEvent, open_flink_testbed
-    from models.streambed import EstimationError
+    bar: Progress
+    phases: int
+    """Steps of a run's bar: the warmup and the most probes."""
+    warmup_s: float
+    task: TaskID | None = None
+    runs: int = 0
 
-    phases = 1 + plan.estimator.max_iterations
-    current: dict[str, Any] = {"task": None, "index": 0}
-
-    def on_phase(event: PhaseEvent) -> None:
-        """A bar for the cluster's warm-up, and one per testbed run: a step for its warmup and each probe."""
+    def on_phase(self, event: PhaseEvent) -> None:
+        """Follow the testbed: a new bar at each run's warmup, a step at each measurement."""
         if event.kind == "cluster-warmup":
-            current["task"] = bar.add_task(
-                f"cluster warm-up: {event.parallelism} slots at {event.rate:,.0f}/s for {plan.settings.cluster_warmup_s:g} s",
-                total=1, unit="",
+            self.task = self.bar.add_task(
+                f"cluster warm-up: {event.parallelism} slots at {event.rate:,.0f}/s for {self.warmup_s:g} s", total=1, unit=""
             )
-            return
-        if event.kind == "warmup":
-            if current["task"] is not None and current["index"] == 0:
-                bar.update(current["task"], completed=1)
-            current["index"] += 1
-            current["task"] = bar.add_task(
-                f"run {current['index']}: {event.parallelism} slots, warmup at {event.rate:,.0f}/s", total=phases, unit="phases"
+        elif event.kind == "warmup":
+            if self.task is not None and self.runs == 0:
+                self.bar.update(self.task, completed=1)
+            self.runs += 1
+            self.task = self.bar.add_task(
+                f"run {self.runs}: {event.parallelism} slots, warmup at {event.rate:,.0f}/s", total=self.phases, unit="phases"
             )
-        elif current["task"] is None:
+        elif self.task is None:
             return
         elif event.kind == "probe":
-            bar.update(current["task"], description=f"run {current['index']}: {event.parallelism} slots, probe at {event.rate:,.0f}/s")
+            self.bar.update(self.task, description=f"run {self.runs}: {event.parallelism} slots, probe at {event.rate:,.0f}/s")
         else:
-            bar.update(
-                current["task"], advance=1,
-                description=f"run {current['index']}: {event.parallelism} slots, {event.rate:,.0f}/s in, "
+            self.bar.update(
+                self.task, advance=1,
+                description=f"run {self.runs}: {event.parallelism} slots, {event.rate:,.0f}/s in, "
                 f"{event.achieved_rate or 0:,.0f}/s read, backlog {event.lag_growth or 0:+,.0f}/s",
             )
 
+    def finished(self, report: RunReport) -> None:
+        """Fill the run's bar and show its MST."""
+        if self.task is not None:
+            self.bar.update(self.task, completed=self.phases,
+                            description=f"run {report.index}: {report.task_slots} slots, MST {report.mst:,.0f} rec/s")
+
+
+def _plan_on_flink(
+    plan: _FlinkPlan,
+    bar: Progress,
+    progress: Callable[[RunReport], None],
+    *,
+    target_rate: float,
+    out: Path,
+    max_runs: int,
+    max_scale_out: int,
+    seed: int,
+) -> CapacityModelFile:
+    """StreamBed on the trace job of a real Flink cluster (a local one unless --rest-url): a bar per testbed run."""
+    import tempfile
+
+    from lab.capacity_plan import plan_capacity
+    from lab.flink.cluster import FlinkLabError
+    from lab.flink.testbed import open_flink_testbed
+    from models.streambed import EstimationError
+
+    bars = _RunBars(bar, phases=1 + plan.estimator.max_iterations, warmup_s=plan.settings.cluster_warmup_s)
+
     def on_run(report: RunReport) -> None:
-        if current["task"] is not None:
-            bar.update(current["task"], completed=phases,
-                       description=f"run {report.index}: {report.task_slots} slots, MST {report.mst:,.0f} rec/s")
+        bars.finished(report)
         progress(report)
 
     with tempfile.TemporaryDirectory(prefix="perdix-capacity-plan-") as scratch:
         try:
             with open_flink_testbed(
                 slots=plan.max_slots, settings=plan.settings, rest_url=plan.rest_url, prometheus_url=plan.prometheus,
-                workdir=plan.workdir or Path(scratch), on_phase=on_phase,
+                workdir=plan.workdir or Path(scratch), on_phase=bars.on_phase,
             ) as bed:
                 return plan_capacity(
                     target_rate=target_rate, max_runs=max_runs, out_path=out, progress=on_run, seed=seed, testbed=bed,
