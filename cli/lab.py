@@ -5,12 +5,14 @@ They read the lab's settings tree (the agent's plus the simulated job and the la
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from agent.logging import configure_logging
@@ -19,6 +21,11 @@ from cli.app import ConfigOption, app, console, fail, hours_done, print_summary,
 from lab.evaluate import DEFAULT_POLICIES
 from lab.settings import LabSettings
 from simulator import Trace, TraceError, load_trace
+
+if TYPE_CHECKING:  # the lab's StreamBed parts load with the command that uses them
+    from lab.capacity_plan import RunReport
+    from lab.flink.testbed import FlinkTestbedSettings, PhaseEvent
+    from models.streambed import CapacityModelFile, EstimatorSettings
 
 
 def _load_trace(path: Path) -> Trace:
@@ -206,45 +213,247 @@ def _dag_testbed(traces: list[Path], hours: float | None, bar: Progress) -> dict
 def capacity_plan(
     target_rate: float = typer.Option(..., "--target-rate", help="Workload the production job must carry, records/s."),
     out: Path = typer.Option(..., "--out", help="Capacity model file to write (JSON).", dir_okay=False),
-    max_runs: int = typer.Option(20, "--max-runs", help="Most testbed runs StreamBed may make."),
-    testbed: str = typer.Option("simulated", "--testbed", help="Testbed to run on (simulated: the operator-DAG simulator)."),
+    max_runs: int = typer.Option(None, "--max-runs", help="Most testbed runs StreamBed may make (default: 20 simulated, 4 on Flink)."),
+    testbed: str = typer.Option(
+        "simulated", "--testbed", help="simulated: the operator-DAG simulator; flink: the trace job on a real Flink cluster."
+    ),
     max_scale_out: int = typer.Option(16, "--max-scale-out", help="Write prior capacities for scale-outs 1..N."),
-    seed: int = typer.Option(0, "--seed", help="Testbed seed."),
+    seed: int = typer.Option(0, "--seed", help="Testbed seed (on Flink: the shuffle of the partition weights)."),
+    min_slots: int = typer.Option(None, "--min-slots", help="Flink: fewest task slots explored (default 1)."),
+    max_slots: int = typer.Option(
+        None, "--max-slots", help="Flink: most task slots explored (default 2); a local cluster gets this many one-slot TaskManagers."
+    ),
+    capacity_per_slot: float = typer.Option(
+        None, "--capacity-per-slot", help="Flink: records/s one slot of the trace job carries (its --capacity; default 2000)."
+    ),
+    max_rate: float = typer.Option(
+        None, "--max-rate", help="Flink: records/s injected during each run's warmup, above its MST (default: 2x capacity per slot x slots)."
+    ),
+    min_rate_fraction: float = typer.Option(
+        None, "--min-rate-fraction",
+        help="Flink: lowest rate the search tries, as a fraction of the saturated warmup throughput (default 0.8).",
+    ),
+    measure_s: int = typer.Option(None, "--measure-s", help="Flink: observation per probe and warmup, seconds (default 10)."),
+    rampup_s: int = typer.Option(None, "--rampup-s", help="Flink: wait after each submission before observing, seconds (default 3)."),
+    probes: int = typer.Option(None, "--probes", help="Flink: most probes of the binary search per testbed run (default 4)."),
+    cluster_warmup_s: float = typer.Option(
+        None, "--cluster-warmup-s", help="Flink: run the job at an overload on every slot this long before the first run (default 45; 0: none)."
+    ),
+    skew: float = typer.Option(None, "--skew", help="Flink: Zipf skew of the partitions (default 0: even load over the slots)."),
+    rest_url: str = typer.Option(None, "--rest-url", help="Flink: REST URL of an existing testbed cluster (default: start a local one)."),
+    prometheus: str = typer.Option(None, "--prometheus", help="Flink: URL of the Prometheus that scrapes that cluster each second."),
+    workdir: Path = typer.Option(
+        None, "--workdir", file_okay=False,
+        help="Flink: keep the local cluster's configuration and logs here (default: a temporary directory).",
+    ),
 ) -> None:
     """StreamBed: estimate capacity from small testbed runs; the agent reads the file via capacity_prior_path."""
-    from lab.capacity_plan import CapacityPlanError, RunReport, plan_capacity
+    from lab.capacity_plan import CapacityPlanError
 
-    if testbed != "simulated":
-        fail(f"--testbed: unknown testbed {testbed!r}; known: simulated")
+    flink_options = {
+        "--min-slots": min_slots, "--max-slots": max_slots, "--capacity-per-slot": capacity_per_slot,
+        "--max-rate": max_rate, "--min-rate-fraction": min_rate_fraction, "--measure-s": measure_s,
+        "--rampup-s": rampup_s, "--probes": probes, "--cluster-warmup-s": cluster_warmup_s, "--skew": skew, "--rest-url": rest_url,
+        "--prometheus": prometheus, "--workdir": workdir,
+    }
+    flink: _FlinkPlan | None = None
+    if testbed == "simulated":
+        given = [flag for flag, value in flink_options.items() if value is not None]
+        if given:
+            fail(f"{', '.join(given)}: only for --testbed flink")
+    elif testbed == "flink":
+        flink = _flink_plan(
+            min_slots=1 if min_slots is None else min_slots, max_slots=2 if max_slots is None else max_slots,
+            capacity_per_slot=2000.0 if capacity_per_slot is None else capacity_per_slot, max_rate=max_rate,
+            min_rate_fraction=0.8 if min_rate_fraction is None else min_rate_fraction,
+            measure_s=10 if measure_s is None else measure_s, rampup_s=3 if rampup_s is None else rampup_s,
+            probes=4 if probes is None else probes, skew=0.0 if skew is None else skew, seed=seed,
+            cluster_warmup_s=45.0 if cluster_warmup_s is None else cluster_warmup_s,
+            rest_url=rest_url, prometheus=prometheus, workdir=workdir,
+        )
+    else:
+        fail(f"--testbed: unknown testbed {testbed!r}; known: simulated, flink")
+    runs = max_runs if max_runs is not None else (20 if flink is None else 4)
     with Progress(
         TextColumn("[bold]capacity-plan[/] {task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total} runs"),
+        TextColumn("{task.completed}/{task.total} {task.fields[unit]}"),
         TimeElapsedColumn(),
         console=console,
     ) as bar:
-        task = bar.add_task("testbed runs", total=max_runs)
+        overall = bar.add_task("testbed runs", total=runs, unit="runs")
 
         def progress(report: RunReport) -> None:
             bar.update(
-                task,
+                overall,
                 completed=report.index,
                 description=f"{report.purpose} {report.task_slots} slots {report.memory_mb:.0f} MB: "
                 f"{report.mst:,.0f} rec/s",
             )
 
         try:
-            model = plan_capacity(
-                target_rate=target_rate, max_runs=max_runs, out_path=out, progress=progress,
-                seed=seed, max_scale_out=max_scale_out,
-            )
+            if flink is None:
+                from lab.capacity_plan import plan_capacity
+
+                model = plan_capacity(
+                    target_rate=target_rate, max_runs=runs, out_path=out, progress=progress,
+                    seed=seed, max_scale_out=max_scale_out,
+                )
+            else:
+                model = _plan_on_flink(
+                    flink, bar, progress, target_rate=target_rate, out=out, max_runs=runs, max_scale_out=max_scale_out,
+                    seed=seed,
+                )
         except CapacityPlanError as exc:
             fail(str(exc))
     table = Table(title="StreamBed capacity model", show_header=False)
     table.add_row("surrogate", model.surrogate.family)
     table.add_row("testbed runs", str(model.testbed_runs))
+    if flink is not None:
+        for index, observation in enumerate(model.observations, start=1):
+            table.add_row(f"run {index}: {observation['task_slots']} slots", f"MST {observation['capacity']:,.0f} rec/s")
     table.add_row("task slots for target (110 %)", str(model.task_slots_for_target))
     for n in sorted(model.capacities)[:: max(1, len(model.capacities) // 8)]:
         table.add_row(f"capacity at {n}", f"{model.capacities[n]:,.0f} rec/s")
     Console().print(table)
     console.print(f"model: {out}")
+
+
+@dataclass(frozen=True)
+class _FlinkPlan:
+    """The checked inputs of a plan on the real Flink testbed."""
+
+    min_slots: int
+    max_slots: int
+    settings: FlinkTestbedSettings
+    estimator: EstimatorSettings
+    rest_url: str | None
+    prometheus: str | None
+    workdir: Path | None
+
+
+def _flink_plan(
+    *,
+    min_slots: int,
+    max_slots: int,
+    capacity_per_slot: float,
+    max_rate: float | None,
+    min_rate_fraction: float,
+    measure_s: int,
+    rampup_s: int,
+    probes: int,
+    skew: float,
+    seed: int,
+    cluster_warmup_s: float,
+    rest_url: str | None,
+    prometheus: str | None,
+    workdir: Path | None,
+) -> _FlinkPlan:
+    """The Flink options checked, or exit 2 with the one-line reason (before anything starts)."""
+    from lab.flink.testbed import FlinkTestbedSettings, estimator_settings
+
+    if not 1 <= min_slots < max_slots:
+        fail(f"--min-slots {min_slots}, --max-slots {max_slots}: need 1 <= min < max (two budgets at least, to fit how capacity grows)")
+    if measure_s < 3:
+        fail(f"--measure-s: at least 3 s of samples to see the backlog grow, got {measure_s}")
+    if rampup_s < 1 or probes < 1:
+        fail("--rampup-s and --probes must be at least 1")
+    if not 0.0 <= min_rate_fraction < 1.0:
+        fail(f"--min-rate-fraction: must be in [0, 1), got {min_rate_fraction:g}")
+    if (rest_url is None) != (prometheus is None):
+        fail("--rest-url and --prometheus go together: the existing cluster and the Prometheus that scrapes it")
+    if rest_url is not None and workdir is not None:
+        fail("--workdir is for a local cluster; an existing one (--rest-url) keeps its own files")
+    try:
+        settings = FlinkTestbedSettings(
+            capacity_per_slot=capacity_per_slot, max_rate=max_rate, skew=skew, seed=seed, cluster_warmup_s=cluster_warmup_s
+        )
+    except ValueError as exc:
+        # The settings name the field (``max_rate: invalid value -1.0``); the user typed the flag.
+        field, _, reason = str(exc).partition(":")
+        fail(f"--{field.replace('_', '-')}:{reason}")
+    estimator = estimator_settings(rampup_s=rampup_s, measure_s=measure_s, probes=probes, min_rate_fraction=min_rate_fraction)
+    return _FlinkPlan(min_slots, max_slots, settings, estimator, rest_url, prometheus, workdir)
+
+
+@dataclass
+class _RunBars:
+    """A bar for the cluster's warm-up, and one per testbed run: a step for its warmup and each probe."""
+
+    bar: Progress
+    phases: int
+    """Steps of a run's bar: the warmup and the most probes."""
+    warmup_s: float
+    task: TaskID | None = None
+    runs: int = 0
+
+    def on_phase(self, event: PhaseEvent) -> None:
+        """Follow the testbed: a new bar at each run's warmup, a step at each measurement."""
+        if event.kind == "cluster-warmup":
+            self.task = self.bar.add_task(
+                f"cluster warm-up: {event.parallelism} slots at {event.rate:,.0f}/s for {self.warmup_s:g} s", total=1, unit=""
+            )
+        elif event.kind == "warmup":
+            if self.task is not None and self.runs == 0:
+                self.bar.update(self.task, completed=1)
+            self.runs += 1
+            self.task = self.bar.add_task(
+                f"run {self.runs}: {event.parallelism} slots, warmup at {event.rate:,.0f}/s", total=self.phases, unit="phases"
+            )
+        elif self.task is None:
+            return
+        elif event.kind == "probe":
+            self.bar.update(self.task, description=f"run {self.runs}: {event.parallelism} slots, probe at {event.rate:,.0f}/s")
+        else:
+            self.bar.update(
+                self.task, advance=1,
+                description=f"run {self.runs}: {event.parallelism} slots, {event.rate:,.0f}/s in, "
+                f"{event.achieved_rate or 0:,.0f}/s read, backlog {event.lag_growth or 0:+,.0f}/s",
+            )
+
+    def finished(self, report: RunReport) -> None:
+        """Fill the run's bar and show its MST."""
+        if self.task is not None:
+            self.bar.update(self.task, completed=self.phases,
+                            description=f"run {report.index}: {report.task_slots} slots, MST {report.mst:,.0f} rec/s")
+
+
+def _plan_on_flink(
+    plan: _FlinkPlan,
+    bar: Progress,
+    progress: Callable[[RunReport], None],
+    *,
+    target_rate: float,
+    out: Path,
+    max_runs: int,
+    max_scale_out: int,
+    seed: int,
+) -> CapacityModelFile:
+    """StreamBed on the trace job of a real Flink cluster (a local one unless --rest-url): a bar per testbed run."""
+    import tempfile
+
+    from lab.capacity_plan import plan_capacity
+    from lab.flink.cluster import FlinkLabError
+    from lab.flink.testbed import open_flink_testbed
+    from models.streambed import EstimationError
+
+    bars = _RunBars(bar, phases=1 + plan.estimator.max_iterations, warmup_s=plan.settings.cluster_warmup_s)
+
+    def on_run(report: RunReport) -> None:
+        bars.finished(report)
+        progress(report)
+
+    with tempfile.TemporaryDirectory(prefix="perdix-capacity-plan-") as scratch:
+        try:
+            with open_flink_testbed(
+                slots=plan.max_slots, settings=plan.settings, rest_url=plan.rest_url, prometheus_url=plan.prometheus,
+                workdir=plan.workdir or Path(scratch), on_phase=bars.on_phase,
+            ) as bed:
+                return plan_capacity(
+                    target_rate=target_rate, max_runs=max_runs, out_path=out, progress=on_run, seed=seed, testbed=bed,
+                    min_testbed_slots=plan.min_slots, max_testbed_slots=plan.max_slots, memory_profiles_mb=(bed.memory_mb,),
+                    production_memory_mb=bed.memory_mb, max_scale_out=max_scale_out, estimator=plan.estimator,
+                    job_name=bed.job_name, testbed_info=bed.describe(),
+                )
+        except (FlinkLabError, EstimationError) as exc:
+            fail(str(exc))

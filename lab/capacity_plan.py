@@ -9,7 +9,7 @@ use it the same way. Each testbed run (one capacity estimation) is reported to a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -89,6 +89,8 @@ def plan_capacity(
     slots_per_scale_out: int = 1,
     estimator: EstimatorSettings | None = None,
     explorer: ExplorerSettings | None = None,
+    job_name: str | None = None,
+    testbed_info: Mapping[str, Any] | None = None,
 ) -> CapacityModelFile:
     """Build a capacity model with at most ``max_runs`` testbed runs and write it to ``out_path``.
 
@@ -100,7 +102,8 @@ def plan_capacity(
     is still measured once, for the Configuration Optimizer's operator rates. Capacities are written
     for scale-outs ``1..max_scale_out`` of ``slots_per_scale_out`` task slots each at
     ``production_memory_mb`` (default: the largest profile), with the task slots for ``target_rate``
-    at 110 % (the inverse query).
+    at 110 % (the inverse query). ``job_name`` (default: the testbed's job's) names the job in the
+    file, and ``testbed_info`` describes the testbed there (``extra.testbed``).
 
     Steps: check the arguments, explore the budgets on the testbed, fit and query the surrogate,
     write the file.
@@ -126,12 +129,14 @@ def plan_capacity(
     model = _model_file(
         bed, explore, runs.measured, target_rate=target_rate, production_memory=production_memory,
         max_scale_out=max_scale_out, slots_per_scale_out=slots_per_scale_out,
+        job_name=job_name or str(getattr(getattr(bed, "job", None), "name", "job")),
         extra={
             "stop_reason": explore.stop_reason or f"used all {max_runs} runs",
             # Capacities outside this range of task slots are extrapolated (below it, the fitted
             # intercept can understate a small scale-out; observed capacities replace them).
             "explored_task_slots": [lowest, max_testbed_slots],
             "memory_profiles_mb": memory_profiles,
+            **({"testbed": dict(testbed_info)} if testbed_info is not None else {}),
         },
     )
     write_capacity_model(out_path, model)
@@ -251,6 +256,7 @@ def _model_file(
     production_memory: float,
     max_scale_out: int,
     slots_per_scale_out: int,
+    job_name: str,
     extra: dict[str, Any],
 ) -> CapacityModelFile:
     """The chosen surrogate's capacities per scale-out, the inverse query for the target, and the evidence."""
@@ -280,13 +286,14 @@ def _model_file(
     mean_capacity = sum(o.capacity for o in explore.observations) / len(explore.observations)
     score = choice.score
     return CapacityModelFile(
-        job=str(getattr(getattr(bed, "job", None), "name", "job")),
+        job=job_name,
         surrogate=surrogate,
         memory_mb=production_memory,
         slots_per_scale_out=slots_per_scale_out,
         capacities=capacities,
         validation={
             "selection": choice.selection,
+            "families_identifiable": choice.identifiable,
             "loocv_rmse": _json_number(score.loocv_rmse),
             "extrapolation_rmse": _json_number(score.extrapolation_rmse),
             "relative_loocv_error": _json_number(score.loocv_rmse / mean_capacity) if mean_capacity > 0 else None,

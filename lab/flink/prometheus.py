@@ -4,6 +4,10 @@ Prometheus is the Debian package the project's setup installs (scripts/install-s
 server gets a free port and a TSDB in a working directory of the caller's; it is started with its
 own session and stopped by its pid (SIGTERM, then SIGKILL), also when this process dies first.
 Nothing here sleeps blindly: readiness and the first samples are polled with a deadline.
+
+The capacity planner's testbed reads PromQL through :class:`PrometheusClient` (the :class:`PromQL`
+protocol), from a server started here next to a local cluster or the one the user names for an
+existing testbed cluster.
 """
 
 from __future__ import annotations
@@ -13,27 +17,37 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from lab.flink.cluster import FlinkLabError, _die_with_parent, free_port, poll
 
 PROMETHEUS_BINARY = "prometheus"
 
 
-class PrometheusNotInstalled(FlinkLabError):
+Sample = tuple[float, float]
+"""(Unix time s, value) of one point of a range query."""
+
+
+class PrometheusError(FlinkLabError):
+    """Prometheus is missing, does not answer, or rejected a query (one line, naming the server)."""
+
+
+class PrometheusNotInstalled(PrometheusError):
     """The prometheus binary is not on PATH."""
 
 
-class PrometheusExited(FlinkLabError):
+class PrometheusExited(PrometheusError):
     """The Prometheus process exited."""
 
 
-class QueryRejected(FlinkLabError):
+class QueryRejected(PrometheusError):
     """Prometheus answered a query with an error (the message carries its reason)."""
 
 
@@ -191,3 +205,94 @@ class PrometheusServer:
         """The server's version from its build info."""
         status, body = http_get(f"{self.url}/api/v1/status/buildinfo")
         return json.loads(body)["data"]["version"] if status == 200 else "unknown"
+
+    @property
+    def client(self) -> PrometheusClient:
+        """A query client of this server."""
+        return PrometheusClient(self.url)
+
+    def wait_scraping(self, timeout_s: float = 30.0) -> None:
+        """Poll until every target is up in the server's own view (its first scrapes landed)."""
+        client = self.client
+
+        def scraping() -> bool:
+            if self.process is not None and self.process.poll() is not None:
+                raise PrometheusExited(f"prometheus exited with {self.process.returncode}: {self.log_tail()}")
+            try:
+                up = client.instant("count(up == 1)")
+            except PrometheusError:
+                return False
+            return bool(up) and up[0][1] >= len(self.targets)
+
+        poll(scraping, timeout_s=timeout_s, interval_s=0.3, what=f"Prometheus scraping {len(self.targets)} targets")
+
+
+class PromQL(Protocol):
+    """What the testbed asks of a Prometheus: instant and range queries (the client below, or a test fake)."""
+
+    @property
+    def url(self) -> str: ...
+
+    def instant(self, query: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
+        """An instant query's series as (labels, value)."""
+        ...
+
+    def range(self, query: str, start: float, end: float, step_s: float = 1.0) -> list[tuple[dict[str, str], list[Sample]]]:
+        """A range query's series as (labels, [(time, value), ...])."""
+        ...
+
+
+@dataclass(frozen=True)
+class PrometheusClient:
+    """PromQL over the HTTP API of one server."""
+
+    url: str
+    timeout_s: float = 10.0
+
+    def _get(self, path: str, params: dict[str, Any]) -> Any:
+        address = f"{self.url.rstrip('/')}{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(address, timeout=self.timeout_s) as response:
+                body = json.loads(response.read().decode())
+        except urllib.error.HTTPError as exc:
+            try:
+                reason = json.loads(exc.read().decode(errors="replace")).get("error", f"HTTP {exc.code}")
+            except ValueError:
+                reason = f"HTTP {exc.code}"
+            raise PrometheusError(f"Prometheus {self.url} rejected {params.get('query', path)!r}: {reason}") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise PrometheusError(f"Prometheus {self.url} does not answer: {getattr(exc, 'reason', exc)}") from None
+        if not isinstance(body, dict) or body.get("status") != "success":
+            raise PrometheusError(f"Prometheus {self.url}: unexpected answer to {params.get('query', path)!r}")
+        return body.get("data")
+
+    def check(self) -> str:
+        """The server's version; PrometheusError when nothing (or no Prometheus) answers."""
+        data = self._get("/api/v1/status/buildinfo", {})
+        return str((data or {}).get("version", "unknown"))
+
+    def instant(self, query: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
+        """An instant query's series as (labels, value)."""
+        params: dict[str, Any] = {"query": query}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        data = self._get("/api/v1/query", params)
+        return [(dict(r["metric"]), float(r["value"][1])) for r in (data or {}).get("result", [])]
+
+    def range(self, query: str, start: float, end: float, step_s: float = 1.0) -> list[tuple[dict[str, str], list[Sample]]]:
+        """A range query's series as (labels, [(time, value), ...])."""
+        data = self._get(
+            "/api/v1/query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": step_s}
+        )
+        return [
+            (dict(r["metric"]), [(float(t), float(v)) for t, v in r["values"]]) for r in (data or {}).get("result", [])
+        ]
+
+
+def wait_for_samples(client: PromQL, query: str, *, timeout_s: float, what: str) -> None:
+    """Poll until ``query`` returns a series (the scrape caught up); PrometheusError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not client.instant(query):
+        if time.monotonic() >= deadline:
+            raise PrometheusError(f"Prometheus {client.url} has no {what} after {timeout_s:g} s: does it scrape the cluster?")
+        time.sleep(0.3)  # polling interval, bounded by the deadline

@@ -99,6 +99,14 @@ class FlinkQueries:
         return f"{busy} / ({busy} + {idle} + {pressured})"
 
     @property
+    def backpressured_fraction(self) -> str:
+        """Share (0..1) of each worker's source task time spent back-pressured: back-pressured / (busy + idle + back-pressured)."""
+        busy = self._accumulated("Busy", drop_nan=True)
+        idle = self._accumulated("Idle", drop_nan=False)
+        pressured = self._accumulated("BackPressured", drop_nan=False)
+        return f"{pressured} / ({busy} + {idle} + {pressured})"
+
+    @property
     def parallelism(self) -> str:
         """Running subtasks of the source (ended attempts' series are stale and not counted)."""
         return f"count({OPERATOR}_numRecordsOut{{{self.source}}})"

@@ -348,6 +348,20 @@ def wait_running(rest_url: str, job_id: str, *, timeout_s: float = 90.0) -> dict
     return poll(running, timeout_s=timeout_s, interval_s=0.3, what=f"job {job_id} running")
 
 
+def cancel(rest_url: str, job_id: str, *, timeout_s: float = 30.0) -> None:
+    """Cancel a job (``PATCH /jobs/{id}?mode=cancel``) and wait until it stopped; a job already gone is fine."""
+    try:
+        _request(f"{rest_url}/jobs/{job_id}?mode=cancel", method="PATCH", timeout_s=10.0)
+    except SubmitFailed:
+        pass  # already finished or unknown; the poll below says whether it still runs
+
+    def stopped() -> bool:
+        details = rest_get(f"{rest_url}/jobs/{job_id}")
+        return details is None or details.get("state") in ("CANCELED", "FAILED", "FINISHED")
+
+    poll(stopped, timeout_s=timeout_s, interval_s=0.2, what=f"job {job_id} cancelled")
+
+
 # ---------------------------------------------------------------------------------------------- counts
 
 

@@ -33,7 +33,8 @@ class EstimatorSettings:
 
     warmup_s: int = 120
     cooldown_s: int = 15
-    """Shortest cooldown before a probe, seconds."""
+    """Shortest cooldown before a probe, seconds; 0 skips the cooldown, for testbeds that start every
+    probe from a fresh job with no backlog or saturation left over from the previous one."""
     cooldown_max_s: int = 300
     """Longest cooldown: a backlog that is still not drained by then is left (and will fail the probe)."""
     cooldown_fraction: float = 0.1
@@ -47,6 +48,13 @@ class EstimatorSettings:
     max_iterations: int = 10
     upper_margin: float = 1.25
     """Upper bound of the search as a multiple of the saturated warmup throughput."""
+    lower_fraction: float = 0.0
+    """Lower bound of the search as a fraction of the saturated warmup throughput (0: the paper's).
+
+    A testbed whose warmup reads the saturated throughput itself (a fresh job per probe, so no empty
+    buffers or window state inflate it) can start the bracket just below it and spend its few
+    probes near the MST; the bound is not tested, so a job that sustains less finds no MST.
+    """
 
     def __post_init__(self) -> None:
         if min(self.warmup_s, self.rampup_s, self.observe_s) < 1 or self.cooldown_s < 0:
@@ -57,6 +65,8 @@ class EstimatorSettings:
             raise ValueError("success_ratio in (0, 1], tolerance in (0, 1), max_iterations >= 1")
         if self.upper_margin < 1 or not 0 < self.cooldown_fraction < 1:
             raise ValueError("upper_margin >= 1 and cooldown_fraction in (0, 1)")
+        if not 0 <= self.lower_fraction < 1:
+            raise ValueError("lower_fraction must be in [0, 1)")
 
 
 @dataclass(frozen=True)
@@ -106,7 +116,8 @@ def estimate_capacity(run: TestbedRun, settings: EstimatorSettings | None = None
     if warmup_rate <= 0:
         raise EstimationError("the job accepted no record during warmup: the configuration cannot run")
 
-    low, high = 0.0, settings.upper_margin * warmup_rate
+    floor = settings.lower_fraction * warmup_rate
+    low, high = floor, settings.upper_margin * warmup_rate
     target = warmup_rate
     probes: list[Probe] = []
     best: Measurement | None = None
@@ -129,8 +140,15 @@ def estimate_capacity(run: TestbedRun, settings: EstimatorSettings | None = None
             break
         target = following
     if best is None:
+        lowest = min(p.target_rate for p in probes)
+        if floor > 0:
+            raise EstimationError(
+                f"no probe was sustainable (lowest target {lowest:.1f} records/s, search floor "
+                f"{settings.lower_fraction:g} x the saturated {warmup_rate:.1f} records/s): the MST is below "
+                "the floor; lower it"
+            )
         raise EstimationError(
-            f"no probe was sustainable (lowest target {probes[-1].target_rate:.1f} records/s): "
+            f"no probe was sustainable (lowest target {lowest:.1f} records/s): "
             "the configuration cannot keep up even at a small fraction of its saturated throughput"
         )
     return CapacityEstimate(
@@ -140,6 +158,8 @@ def estimate_capacity(run: TestbedRun, settings: EstimatorSettings | None = None
 
 def _cool_down(run: TestbedRun, rate: float, settings: EstimatorSettings) -> int:
     """Inject a low rate until the backlog of the previous probe is drained; returns seconds spent."""
+    if settings.cooldown_s == 0:
+        return 0
     run.set_rate(rate)
     run.advance(settings.cooldown_s)
     spent = settings.cooldown_s

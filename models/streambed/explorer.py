@@ -14,8 +14,9 @@ selection rule). The model is picked by LOOCV by default, as the issue asks; ``s
 
 Measurements are chosen by Bayesian optimisation: a Gaussian process over the (T, M) grid models
 the cost of Eq. 9 (the lowest LOOCV RMSE among the candidates after a measurement) and expected
-improvement picks the next budget among those not measured yet (repeats once the grid is used
-up), after a bootstrap on the four corners of the grid. The search stops after at least three
+improvement picks the next budget among those not measured yet, after a bootstrap on the four
+corners of the grid; once every budget is measured, the least measured one is repeated (ties: the
+most task slots), to average out measurement noise. The search stops after at least three
 measurements beyond the corners once the cost rises by more than 10 % between two measurements,
 or at a maximum count (20 by default). The inverse query returns the smallest number of task slots
 whose predicted capacity reaches 110 % of a requested rate.
@@ -197,6 +198,9 @@ class SurrogateChoice:
     surrogate: Surrogate
     selection: Selection
     scores: tuple[FamilyScore, ...]
+    identifiable: bool = True
+    """False when no dimension has three distinct values: every family then draws the same line
+    through the measured budgets, the scores differ by noise only, and the linear one is kept."""
 
     @property
     def score(self) -> FamilyScore:
@@ -209,10 +213,16 @@ def select_surrogate(observations: Sequence[BudgetMeasurement], selection: Selec
 
     ``loocv`` ranks by leave-one-out RMSE; ``extrapolation`` by the paper's split (fit on the
     smaller half of the budgets, test on the larger), falling back to LOOCV while that split is
-    undefined. Ties keep the simpler family in the order linear, logarithmic, sqrt.
+    undefined. Ties keep the simpler family in the order linear, logarithmic, sqrt. A family bends
+    its dimension only where that dimension has at least three distinct values: with two task-slot
+    counts and two memory profiles or fewer, the data cannot tell the families apart, so the linear
+    one is kept (``identifiable`` False) rather than the one the noise favours.
     """
     if len(observations) < 3:
         raise ValueError(f"need at least 3 observations to select a surrogate, got {len(observations)}")
+    identifiable = (
+        len({o.task_slots for o in observations}) >= 3 or len({o.memory_mb for o in observations}) >= 3
+    )
     scores = tuple(
         FamilyScore(family, loocv_rmse(family, observations), extrapolation_rmse(family, observations))
         for family in FAMILIES
@@ -222,8 +232,8 @@ def select_surrogate(observations: Sequence[BudgetMeasurement], selection: Selec
     def key(score: FamilyScore) -> float:
         return score.extrapolation_rmse if use_split else score.loocv_rmse
 
-    best = min(scores, key=key)
-    return SurrogateChoice(fit_surrogate(best.family, observations), selection, scores)
+    best = min(scores, key=key) if identifiable else scores[0]
+    return SurrogateChoice(fit_surrogate(best.family, observations), selection, scores, identifiable)
 
 
 def surrogate_cost(observations: Sequence[BudgetMeasurement]) -> float:
@@ -301,6 +311,8 @@ class ResourceExplorer:
         for corner in self._corners:
             if corner not in done:
                 return corner
+        if all((int(t), float(m)) in done for t, m in self._grid):
+            return self._repeat()
         x = self._normalise(np.array(self._points, dtype=float))
         y = np.array(self._point_costs())
         scale = float(np.mean(np.abs(y))) or 1.0
@@ -311,16 +323,26 @@ class ResourceExplorer:
             # Few, noisy points: the optimiser often hits a bound, which is expected and harmless here.
             warnings.simplefilter("ignore", ConvergenceWarning)
             gp.fit(x, y / scale)
-        # Budgets not measured yet come first: with Eq. 9 attached to points, repeating a measured
-        # budget always looks cheap (it agrees with itself) and the search would stall on a corner.
-        # Repeats are allowed once the grid is exhausted, to average out measurement noise.
+        # Only budgets not measured yet: with Eq. 9 attached to points, repeating a measured budget
+        # always looks cheap (it agrees with itself) and the search would stall on a corner.
         measured = {(float(t), float(m)) for t, m in self._points}
-        fresh = np.array([(t, m) not in measured for t, m in self._grid])
-        candidates = self._grid[fresh] if fresh.any() else self._grid
+        candidates = self._grid[np.array([(t, m) not in measured for t, m in self._grid])]
         mean, std = gp.predict(self._normalise(candidates), return_std=True)
         gain = expected_improvement(mean, std, float(np.min(y / scale)), self.settings.xi)
         t, m = candidates[int(np.argmax(gain))]
         return int(t), float(m)
+
+    def _repeat(self) -> tuple[int, float]:
+        """Once every budget is measured: the least measured one again, ties to the most task slots.
+
+        Repeats average out measurement noise (the paper re-evaluates budgets for that); spreading
+        them evenly keeps every budget's mean equally sure, and the budget with the most task slots
+        comes first because an extrapolation to larger budgets leans on it most.
+        """
+        counts = {(int(t), float(m)): 0 for t, m in self._grid}
+        for point in self._points:
+            counts[point] += 1
+        return min(counts, key=lambda point: (counts[point], -point[0], -point[1]))
 
     def tell(self, task_slots: int, memory_mb: float, capacity: float) -> None:
         """Record a measurement, update the cost of Eq. 9 and check the stop criterion."""

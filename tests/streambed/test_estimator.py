@@ -140,3 +140,41 @@ def test_bad_settings_are_rejected() -> None:
         EstimatorSettings(tolerance=0.0)
     with pytest.raises(ValueError, match="cooldown_max_s"):
         EstimatorSettings(cooldown_s=30, cooldown_max_s=10)
+
+
+def test_a_fresh_job_per_probe_needs_no_cooldown_and_searches_below_the_saturated_rate() -> None:
+    @dataclass
+    class Fresh(FluidRun):
+        """Every set_rate restarts the job from an empty queue (the Flink testbed's resubmission)."""
+
+        rates: list[float | None] = field(default_factory=list)
+
+        def set_rate(self, rate: float | None) -> None:
+            self.rates.append(rate)
+            self.queue = 0.0
+            super().set_rate(rate)
+
+    settings = EstimatorSettings(cooldown_s=0, cooldown_max_s=0, upper_margin=1.0, lower_fraction=0.8, max_iterations=4)
+    run = Fresh(1000.0)
+    estimate = estimate_capacity(run, settings)
+    # The saturated warmup reads the capacity; a probe there is sustained and the search stops.
+    assert estimate.mst == pytest.approx(1000.0) and len(estimate.probes) == 1
+    assert run.rates == [None, estimate.probes[0].target_rate]  # warmup, then the probe: no cooldown rate
+
+
+def test_a_floor_above_the_mst_is_an_error_that_names_it() -> None:
+    class Skewed(FluidRun):
+        """The warmup reads 30 % above what the job sustains (a skewed job's saturated readers)."""
+
+        def measure(self, seconds: int) -> FluidMeasurement:
+            m = super().measure(seconds)
+            return FluidMeasurement(m.seconds, 1.3 * self.capacity, 0.0, 0.0) if self.rate is None else m
+
+    settings = EstimatorSettings(cooldown_s=0, cooldown_max_s=0, upper_margin=1.0, lower_fraction=0.9, max_iterations=3)
+    with pytest.raises(EstimationError, match="below the floor"):
+        estimate_capacity(Skewed(1000.0), settings)
+    # With the floor low enough the search descends to the MST.
+    estimate = estimate_capacity(Skewed(1000.0), EstimatorSettings(upper_margin=1.0, lower_fraction=0.5))
+    assert estimate.mst == pytest.approx(1000.0, rel=BOUND)
+    with pytest.raises(ValueError, match="lower_fraction"):
+        EstimatorSettings(lower_fraction=1.0)
