@@ -39,7 +39,8 @@ whole-job (``POLICY_FACTORIES``) on a reactive-mode TaskManager workload and on 
 
 DAG_ONLY_POLICIES: dict[str, str] = {
     "daedalus-per-operator": "plans one parallelism per job vertex (planner.daedalus_per_operator)",
-    "justin": "decides per-vertex parallelism and memory levels from state-access metrics (planner.justin_per_operator)",
+    "justin": "decides per-vertex parallelism and memory levels from state-access metrics "
+    "(planner.justin_per_operator)",
     "qescalor": "plans per-vertex parallelism and a TaskManager resource profile (planner.qescalor_per_operator)",
 }
 """Policies with no single-vertex form: the lab replays them on the operator-DAG testbed only (``perdix run`` runs
@@ -74,7 +75,8 @@ def get_policy(name: str) -> Policy:
     except KeyError:
         if name in DAG_ONLY_POLICIES:
             raise KeyError(
-                f"policy {name!r} does not run on the single-vertex job: {DAG_ONLY_POLICIES[name]}"
+                f"policy {name!r} does not run on the single-vertex job: it {DAG_ONLY_POLICIES[name]}; "
+                "the lab runs it on the operator-DAG testbed"
             ) from None
         raise KeyError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
 

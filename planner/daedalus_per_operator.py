@@ -131,7 +131,7 @@ def ladder(
     fixed = {v.id: min(max(v.parallelism, limits[v.id][0]), limits[v.id][1]) for v in vertices if v.id not in known}
     if uniform:
         top = max((limits[v][1] for v in known), default=config.min_parallelism)
-        rungs = []
+        rungs: list[dict[str, int]] = []
         for n in range(config.min_parallelism, max(top, config.min_parallelism) + 1):
             plan = {v.id: min(max(n, limits[v.id][0]), limits[v.id][1]) for v in vertices}
             if not rungs or plan != rungs[-1]:
