@@ -177,7 +177,7 @@ class OperatorAgent(Agent):
             code=decision.code.value,
             current=describe_plan(before, plan_input.vertices),
             planned=describe_plan(decision.parallelism, plan_input.vertices),
-            reason=decision.reasons[-2] if len(decision.reasons) > 1 else (decision.reasons or [None])[0],
+            reasons=list(decision.reasons),
         )
         applied = None
         if decision.rescales_from(before):
