@@ -27,6 +27,7 @@ from tests.fixtures.prometheus import PrometheusServer
 from tests.flink.proxy import RecordingProxy
 from tests.flink.test_e2e_flink import PerdixRun
 from tests.flink.test_trace_source import wait_until
+from tests.flink.test_vertex_metrics import ROCKSDB_WITH_METRICS
 
 pytestmark = pytest.mark.e2e
 
@@ -43,7 +44,9 @@ def job(flink_cluster: FlinkCluster) -> Iterator[TraceJob]:
         job_name=JOB_NAME, shape="split", rate_per_s=RATE, capacity_per_subtask=CAPACITY, seed=3,
         checkpoint_interval_s=1.0, parallelism=1, end_s=END_S, epoch_ms=int(time.time() * 1000) + 2000,
     )
-    submitted = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar())
+    # The keyed verifier on RocksDB with its metrics: the per-vertex state queries answer too.
+    submitted = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar(),
+                                 flink_configuration=ROCKSDB_WITH_METRICS)
     try:
         yield submitted
     finally:
