@@ -45,6 +45,9 @@ class Parts:
     events: EventSink | None
     telemetry: Telemetry
     closers: list[Any] = field(default_factory=list)
+    api: Any = None
+    """The Kubernetes API client, when a target or the knowledge store needs one (the per-operator path writes
+    a FlinkDeployment through it)."""
 
 
 def _kube_client(settings: Settings) -> Any:
@@ -128,7 +131,7 @@ def build_parts(settings: Settings, *, clock: Clock, telemetry: Telemetry | None
 
         knowledge = FileKnowledgeStore(settings.knowledge.path)
     return Parts(scaler=scaler, monitor=monitor, knowledge=knowledge, events=events, telemetry=telemetry,
-                 closers=[api] if api is not None else [])
+                 closers=[api] if api is not None else [], api=api)
 
 
 class Daemon:
@@ -139,15 +142,21 @@ class Daemon:
         self.clock = clock or WallClock()
         self.parts = parts or build_parts(settings, clock=self.clock)
         self.log = get_logger("perdix.daemon")
-        self.agent = Agent(
-            settings=settings,
-            clock=self.clock,
-            monitor=self.parts.monitor,
-            scaler=self.parts.scaler,
-            knowledge=self.parts.knowledge,
-            events=self.parts.events,
-            telemetry=self.parts.telemetry,
-        )
+        if settings.per_operator:
+            # One parallelism per job vertex (agent/per_operator): same loop, plan and execute per vertex.
+            from agent.per_operator import build_agent
+
+            self.agent: Agent = build_agent(settings, clock=self.clock, parts=self.parts)
+        else:
+            self.agent = Agent(
+                settings=settings,
+                clock=self.clock,
+                monitor=self.parts.monitor,
+                scaler=self.parts.scaler,
+                knowledge=self.parts.knowledge,
+                events=self.parts.events,
+                telemetry=self.parts.telemetry,
+            )
         self.server: TelemetryServer | None = None
         self.scheduler = BackgroundScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None}

@@ -266,10 +266,17 @@ class Agent:
             result.outcome = RoundOutcome(RoundStatus.NO_DATA, detail=gaps)
             return self._finish(result)
 
+        self._plan_and_execute(result, observation, analysis, current, since=since, now=now)
+        return self._finish(result)
+
+    def _plan_and_execute(
+        self, result: RoundResult, observation: Observation, analysis: Analysis, current: int, *, since: float, now: float
+    ) -> None:
+        """Plan on the analysed round and apply the decision (the per-operator agent plans per job vertex here)."""
         plan_input = self._plan_input(analysis, now, observation)
         decision = self._step(result, "plan", lambda: self.policy.decide(plan_input, self.config))
         if decision is None:
-            return self._finish(result)
+            return
         result.decision = decision
         if decision.policy_state is not None:
             self.policy_state = dict(decision.policy_state)
@@ -279,7 +286,6 @@ class Agent:
 
         if decision.rescales_from(current):
             self._step(result, "execute", lambda: self._execute(result, decision, current, analysis, now))
-        return self._finish(result)
 
     def _plan_input(self, analysis: Analysis, now: float, observation: Observation | None = None) -> PlanInput:
         throughput = _worker_means(observation.worker_throughput) if observation is not None else {}

@@ -15,7 +15,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from planner import LAB_ONLY_POLICIES, PRODUCTION_POLICIES
+from agent.operator_settings import OperatorSettings
+from planner import (
+    DAG_ONLY_POLICIES,
+    LAB_ONLY_POLICIES,
+    OPERATOR_POLICY_FACTORIES,
+    PER_VERTEX_TARGETS,
+    PRODUCTION_POLICIES,
+)
 
 ENV_PREFIX = "PERDIX_"
 ENV_NESTED_DELIMITER = "__"
@@ -287,6 +294,10 @@ class Settings(BaseSettings):
     scale_target: ScaleTargetSettings = Field(default_factory=ScaleTargetSettings, description="Scale target.")
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings, description="Knowledge store.")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Logs, metrics, probes.")
+    operators: OperatorSettings = Field(
+        default_factory=OperatorSettings,
+        description="The per-operator policies (ds2 on a per-vertex target, daedalus-per-operator, justin, qescalor).",
+    )
 
     runnable_policies: ClassVar[tuple[str, ...]] = PRODUCTION_POLICIES
     """Policies this settings tree accepts: what ``perdix run`` runs (the lab widens it)."""
@@ -318,6 +329,22 @@ class Settings(BaseSettings):
                 f"[min_parallelism, max_parallelism] = [{self.min_parallelism}, {self.max_parallelism}]"
             )
         return self
+
+    @model_validator(mode="after")
+    def _per_vertex_target(self) -> Settings:
+        # A per-operator-only policy sets one parallelism per job vertex, which a TaskManager workload's
+        # replica count cannot express.
+        if self.policy in DAG_ONLY_POLICIES and self.scale_target.kind not in PER_VERTEX_TARGETS:
+            raise ValueError(
+                f"policy: {self.policy!r} sets the parallelism of each job vertex: scale_target.kind must be one of "
+                f"{', '.join(PER_VERTEX_TARGETS)}, not {self.scale_target.kind!r}"
+            )
+        return self
+
+    @property
+    def per_operator(self) -> bool:
+        """True when the round plans one parallelism per job vertex (a per-operator policy on a per-vertex target)."""
+        return self.policy in OPERATOR_POLICY_FACTORIES and self.scale_target.kind in PER_VERTEX_TARGETS
 
     @property
     def partitions(self) -> int | None:
@@ -451,6 +478,7 @@ def load_settings(
 __all__ = [
     "KAFKA_BROKER_QUERIES",
     "ConfigError",
+    "OperatorSettings",
     "KnowledgeSettings",
     "PrometheusSettings",
     "PromQLQueries",

@@ -179,9 +179,11 @@ def evaluate(
             on_progress=progress,
         )
         dag_testbed = _dag_testbed([ref.path for ref in refs], hours, bar) if "justin" in names else None
+        dag_replay = _dag_replay([ref.path for ref in refs], names, hours, failures_per_hour, settings, jobs, bar)
     paths = write_outputs(
         results, names, out, hours=hours, failures_per_hour=failures_per_hour, seed=settings.simulator.seed,
-        target_recovery_time_s=settings.target_recovery_time_s, dag_testbed=dag_testbed, plots=plots,
+        target_recovery_time_s=settings.target_recovery_time_s, dag_testbed=dag_testbed, dag_replay=dag_replay,
+        plots=plots,
     )
     print(paths["report"].read_text())
     console.print(f"summary: {paths['summary']}\nreport:  {paths['report']}" + (f"\nplots:   {out}/*.png" if plots else ""))
@@ -195,6 +197,24 @@ def _check_replayable(traces: list[Path], settings: LabSettings, hours: float | 
         workload = _load_trace(path)
         if workload.duration_s < settings.loop_interval_s:
             fail(f"{path}: trace covers {workload.duration_s:.0f} s, shorter than one loop")
+
+
+def _dag_replay(
+    traces: list[Path], names: list[str], hours: float | None, failures_per_hour: float, settings: LabSettings,
+    jobs: int | None, bar: Progress,
+) -> dict[str, Any] | None:
+    """The per-operator policies over each trace on the operator-DAG testbed, beside whole-job Daedalus."""
+    from lab.evaluate import dag_replay_lab, dag_replay_policies, default_jobs
+
+    policies = dag_replay_policies(names)
+    if not policies:
+        return None
+    task = bar.add_task(f"operator-DAG testbed replay / {', '.join(policies)}", total=len(traces), sim="")
+    return dag_replay_lab(
+        traces, policies, hours=hours, failures_per_hour=failures_per_hour, seed=settings.simulator.seed,
+        target_recovery_time_s=settings.target_recovery_time_s, jobs=jobs or default_jobs(),
+        on_trace=lambda name: bar.advance(task),
+    )
 
 
 def _dag_testbed(traces: list[Path], hours: float | None, bar: Progress) -> dict[str, Any]:

@@ -292,6 +292,64 @@ def dag_lab(trace_path: Path, *, hours: float | None, steps: int = 6) -> dict[st
     return out
 
 
+DAG_REPLAY_TRIGGERS = frozenset(DAG_ONLY_POLICIES)
+"""Naming any of these in ``--policies`` adds the testbed replay (``lab.dag_replay``) to the evaluation."""
+
+
+def dag_replay_policies(names: Sequence[str]) -> list[str]:
+    """The testbed replay's policies for ``--policies``: the per-operator ones named, DS2 if named, and whole-job
+    Daedalus as the baseline they are measured against."""
+    from lab.dag_replay import DAG_REPLAY_POLICIES
+
+    if not DAG_REPLAY_TRIGGERS & set(names):
+        return []
+    return [p for p in DAG_REPLAY_POLICIES if p == "daedalus" or p in names]
+
+
+def _dag_replay_trace(path: Path, policies: Sequence[str], settings: Any) -> dict[str, Any]:
+    """Process-pool entry: one trace's testbed replays, by policy."""
+    from lab.dag_replay import replay_all
+    from simulator import load_trace
+
+    return {r.policy: r.summary for r in replay_all(load_trace(path), policies, settings)}
+
+
+def dag_replay_lab(
+    traces: Sequence[Path],
+    policies: Sequence[str],
+    *,
+    hours: float | None,
+    failures_per_hour: float,
+    seed: int,
+    target_recovery_time_s: float,
+    jobs: int = 1,
+    on_trace: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The per-operator policies and whole-job Daedalus replayed over each trace on the testbed (``lab.dag_replay``)."""
+    from lab.dag_replay import DagReplaySettings
+
+    settings = DagReplaySettings(
+        hours=hours, failures_per_hour=failures_per_hour, seed=seed, target_recovery_time_s=target_recovery_time_s,
+    )
+    out: dict[str, Any] = {}
+    if jobs <= 1 or len(traces) <= 1:
+        for path in traces:
+            out[path.stem] = _dag_replay_trace(path, policies, settings)
+            if on_trace is not None:
+                on_trace(path.stem)
+        return out
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = {pool.submit(_dag_replay_trace, path, policies, settings): path for path in traces}
+        for future in futures:
+            out[futures[future].stem] = future.result()
+            if on_trace is not None:
+                on_trace(futures[future].stem)
+    return {path.stem: out[path.stem] for path in traces}
+
+
 def default_jobs() -> int:
     """Processes to use: the CPUs this process may run on, at most 2 (the shared machine's budget)."""
     try:

@@ -15,8 +15,8 @@ from agent.settings import Settings, load_settings
 from planner import DAG_ONLY_POLICIES, PRODUCTION_POLICIES
 from simulator import SimulatorSettings
 
-LAB_POLICIES: tuple[str, ...] = (*PRODUCTION_POLICIES, "oracle")
-"""Single-vertex policies a replay can run: the production ones and the oracle."""
+LAB_POLICIES: tuple[str, ...] = (*(p for p in PRODUCTION_POLICIES if p not in DAG_ONLY_POLICIES), "oracle")
+"""Single-vertex policies a replay can run: the production ones with a single-vertex form, and the oracle."""
 
 
 class LabSettings(Settings):

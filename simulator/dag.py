@@ -535,6 +535,17 @@ class DagRun:
             raise ValueError(f"source rate must be a finite non-negative number or None, got {rate}")
         self._rate = rate
 
+    def carry_backlog(self, records: int) -> None:
+        """Start behind by ``records`` source records: what a restart replays and what arrived while it was down.
+
+        They count as produced and pending, so the accounting stays exact; the source sends them as the
+        first operator's buffers accept them, before the new arrivals it falls behind on.
+        """
+        if records < 0:
+            raise ValueError(f"a backlog cannot be negative, got {records}")
+        self._pending += int(records)
+        self._produced += int(records)
+
     def advance(self, seconds: int) -> None:
         """Step ``seconds`` simulated seconds."""
         for _ in range(int(seconds)):

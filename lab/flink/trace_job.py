@@ -298,9 +298,14 @@ def upload_jar(rest_url: str, jar: Path) -> str:
 
 
 def submit(
-    rest_url: str, options: TraceJobOptions, *, jar: Path | None = None, running_timeout_s: float = 90.0
+    rest_url: str, options: TraceJobOptions, *, jar: Path | None = None, running_timeout_s: float = 90.0,
+    flink_configuration: dict[str, str] | None = None,
 ) -> TraceJob:
-    """Submit the job (the epoch defaults to now) and return once every subtask is RUNNING."""
+    """Submit the job (the epoch defaults to now) and return once every subtask is RUNNING.
+
+    ``flink_configuration``: job-level Flink options for this submission only (``/jars/{id}/run``'s
+    ``flinkConfiguration``), e.g. the RocksDB state backend and its native metrics.
+    """
     if options.epoch_ms is None:
         options = replace(options, epoch_ms=int(time.time() * 1000))
     jar = jar or build_jar()
@@ -312,6 +317,7 @@ def submit(
                 "entryClass": MAIN_CLASS,
                 "programArgsList": options.program_args(),
                 "parallelism": options.parallelism,
+                **({"flinkConfiguration": dict(flink_configuration)} if flink_configuration else {}),
             }).encode(),
             content_type="application/json",
         )

@@ -64,9 +64,11 @@ def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
         ("prometheus:\n  ulr: http://x\n", "prometheus.ulr: unknown key"),
         # malformed PromQL
         ("prometheus:\n  queries:\n    workload: 'sum(rate(x[1m])'\n", "prometheus.queries.workload: malformed PromQL"),
-        # a policy that runs only in the lab, or not at all
-        ("policy: justin\n", "policy: 'justin' runs only in the lab (needs per-operator memory levels"),
-        ("policy: qescalor\n", "policy: 'qescalor' runs only in the lab"),
+        # a policy that runs only in the lab, or not at all, or only on a per-vertex target
+        ("policy: justin\n", "policy: 'justin' sets the parallelism of each job vertex: scale_target.kind must be one "
+         "of flink-rest, flinkdeployment, not 'simulated'"),
+        ("policy: qescalor\nscale_target:\n  kind: deployment\n", "policy: 'qescalor' sets the parallelism of each job "
+         "vertex"),
         ("policy: oracle\n", "policy: 'oracle' runs only in the lab (it reads the simulator's true future"),
         ("policy: daedelus\n", "policy: unknown policy 'daedelus'; one of daedalus, static, flink-autoscaler, ds2, hpa, keda-lag"),
         # the simulated job is the lab's: the daemon's settings have no such section

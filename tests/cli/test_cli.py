@@ -77,13 +77,20 @@ def test_simulate_static_writes_summary_and_plot(tmp_path: Path) -> None:
     assert (out / "replay.png").stat().st_size > 10_000
 
 
-@pytest.mark.parametrize("policy", ["justin", "qescalor", "oracle"])
-def test_run_refuses_a_lab_only_policy_with_one_line(tmp_path: Path, policy: str) -> None:
+@pytest.mark.parametrize(
+    ("policy", "kind", "message"),
+    [
+        ("oracle", "flink-rest", "policy: 'oracle' runs only in the lab"),
+        ("justin", "deployment", "policy: 'justin' sets the parallelism of each job vertex"),
+        ("qescalor", "statefulset", "policy: 'qescalor' sets the parallelism of each job vertex"),
+    ],
+)
+def test_run_refuses_a_policy_it_cannot_run_with_one_line(tmp_path: Path, policy: str, kind: str, message: str) -> None:
     path = tmp_path / "perdix.yaml"
-    path.write_text(f"policy: {policy}\nscale_target:\n  kind: flink-rest\n")
+    path.write_text(f"policy: {policy}\nscale_target:\n  kind: {kind}\n")
     result = runner.invoke(app, ["run", "--config", str(path)])
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1, lines
-    assert f"policy: '{policy}' runs only in the lab" in lines[0] and str(path) in lines[0]
+    assert message in lines[0] and str(path) in lines[0]
     assert "Traceback" not in result.output

@@ -1,8 +1,8 @@
 """A loopback fake of the few Flink REST endpoints the flink-rest scaler uses, for error paths a real
 cluster cannot be made to show on demand (default scheduler, 5xx bursts, a rescale that never lands).
 
-It serves /config, /overview, /jobs/overview, /jobs/{id}, /jobs/{id}/resource-requirements (GET/PUT),
-/jobs/{id}/jobmanager/config and /jobs/{id}/vertices/{vid}/subtasktimes from a small in-memory job
+It serves /config, /overview, /taskmanagers, /jobs/overview, /jobs/{id}, /jobs/{id}/plan,
+/jobs/{id}/resource-requirements (GET/PUT), /jobs/{id}/jobmanager/config and /jobs/{id}/vertices/{vid}/subtasktimes from a small in-memory job
 whose shape matches what Flink 2.3 answers (checked against the real cluster in test_flink_rest_scaler).
 Lives in tests/ only; records every request.
 """
@@ -35,6 +35,8 @@ class FakeJob:
     state: str = "RUNNING"
     bounds: dict[str, int] = field(default_factory=dict)
     """Upper bounds of the resource requirements as last PUT (a vertex without one: its parallelism)."""
+    inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Upstream vertex ids per vertex, for /jobs/{id}/plan (a vertex not named: a source)."""
 
 
 class FakeFlinkRest:
@@ -81,6 +83,10 @@ class FakeFlinkRest:
             used = sum(max(j.vertices.values()) for j in self.jobs.values() if j.state == "RUNNING")
             total = sum(j.slots_total for j in self.jobs.values()) // max(len(self.jobs), 1)
             return 200, {"slots-total": total, "slots-available": max(total - used, 0), "taskmanagers": total}
+        if path == "/taskmanagers":
+            return 200, {"taskmanagers": [
+                {"id": "tm-0", "slotsNumber": 1, "totalResource": {"cpuCores": 1.0, "managedMemory": 128}},
+            ]}
         if path == "/jobs/overview":
             return 200, {"jobs": [{"jid": j.job_id, "name": j.name, "state": j.state} for j in self.jobs.values()]}
         match = re.fullmatch(r"/jobs/([0-9a-f]+)(/.*)?", path)
@@ -89,6 +95,15 @@ class FakeFlinkRest:
         job, rest = self.jobs[match.group(1)], match.group(2) or ""
         if rest == "":
             return 200, self._job_body(job)
+        if rest == "/plan":
+            nodes = []
+            for vid, p in job.vertices.items():
+                node: dict[str, Any] = {"id": vid, "parallelism": p, "description": job.names.get(vid, vid)}
+                if job.inputs.get(vid):
+                    node["inputs"] = [{"id": up, "num": i, "ship_strategy": "REBALANCE"}
+                                      for i, up in enumerate(job.inputs[vid])]
+                nodes.append(node)
+            return 200, {"plan": {"jid": job.job_id, "name": job.name, "type": "STREAMING", "nodes": nodes}}
         if rest == "/jobmanager/config":
             value = "adaptive" if job.scheduler == "Adaptive" else "default"
             return 200, [{"key": "jobmanager.scheduler", "value": value}]

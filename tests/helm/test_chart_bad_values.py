@@ -26,9 +26,14 @@ BAD_VALUES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
     ("max-cpu-above-one", {"perdix": {"maxCpu": 1.5}}, [], ["perdix.maxCpu"]),
     ("short-forecast-horizon", {"perdix": {"forecastHorizonSeconds": 30}}, [], ["perdix.forecastHorizonSeconds"]),
     ("unknown-policy", {"perdix": {"policy": "greedy"}}, [], ["perdix.policy"]),
-    # Policies that run only in the lab: perdix run would refuse them at start.
-    ("lab-only-policy-justin", {"perdix": {"policy": "justin"}}, [], ["perdix.policy"]),
+    # A policy that runs only in the lab, and per-operator policies without a per-vertex target: perdix run
+    # would refuse them at start.
     ("lab-only-policy-oracle", {"perdix": {"policy": "oracle"}}, [], ["perdix.policy"]),
+    ("per-operator-policy-on-a-deployment", {"perdix": {"policy": "justin"}}, [], ["perdix.policy", "perdix.scaleTarget.kind"]),
+    ("per-operator-policy-on-a-statefulset", {"flink": {"mode": "operator", "operator": {"flinkDeployment": "orders"}},
+     "perdix": {"policy": "qescalor", "scaleTarget": {"kind": "statefulset"}}}, [], ["perdix.policy", "flink-rest or flinkdeployment"]),
+    ("bad-cache-threshold", {"perdix": {"operators": {"cacheHitThreshold": 2}}}, [], ["perdix.operators.cacheHitThreshold"]),
+    ("empty-vertex-query", {"perdix": {"operators": {"queries": {"busy": ""}}}}, [], ["perdix.operators.queries.busy"]),
     ("unknown-mode", {"flink": {"mode": "yarn"}}, [], ["flink.mode"]),
     ("simulated-target-in-chart", {"perdix": {"scaleTarget": {"kind": "simulated"}}}, [], ["perdix.scaleTarget.kind"]),
     ("port-out-of-range", {"perdix": {"telemetry": {"metricsPort": 70000}}}, [], ["perdix.telemetry.metricsPort"]),

@@ -95,6 +95,22 @@ DISTINCT = {
     "telemetry.metrics_host": "127.0.0.1",
     "telemetry.metrics_port": 9400,
     "telemetry.not_ready_after_failed_loops": 5,
+    "operators.queries.records_in": 'sum by (task_id, subtask_index) (rate(flink_taskmanager_job_task_numRecordsIn{job_name="orders"}[1m]))',
+    "operators.queries.records_out": 'sum by (task_id, subtask_index) (rate(flink_taskmanager_job_task_numRecordsOut{job_name="orders"}[1m]))',
+    "operators.queries.busy": "max by (task_id, subtask_index) (flink_taskmanager_job_task_busyTimeMsPerSecond) / 1000",
+    "operators.queries.backpressure": "max by (task_id, subtask_index) (flink_taskmanager_job_task_backPressuredTimeMsPerSecond) / 1000",
+    "operators.queries.state_size": "sum by (task_id, subtask_index) (flink_taskmanager_job_task_operator_rocksdb_total_sst_files_size)",
+    "operators.queries.managed_memory_used": "max by (task_id, subtask_index) (flink_taskmanager_job_task_operator_rocksdb_block_cache_usage)",
+    "operators.queries.cache_hit_rate": "avg by (task_id, subtask_index) (orders_cache_hit_ratio)",
+    "operators.queries.state_latency": 'max by (task_id, subtask_index) (orders_state_latency_ms{quantile="0.99"})',
+    "operators.warm_up_s": 30,
+    "operators.memory_min_mb": 256,
+    "operators.memory_max_level": 4,
+    "operators.cache_hit_threshold": 0.7,
+    "operators.latency_threshold_ms": 2.5,
+    "operators.memory_cost_per_gb": 0.25,
+    "operators.startup_cost": 1.0,
+    "operators.shutdown_cost": 0.5,
 }
 
 
@@ -293,3 +309,10 @@ def test_the_policy_enum_is_what_perdix_run_runs() -> None:
 
     schema = schema_leaves(CHART_SCHEMA["properties"]["perdix"])[("policy",)]
     assert schema["enum"] == list(PRODUCTION_POLICIES)
+
+
+@pytest.mark.parametrize("policy", ["daedalus-per-operator", "justin", "qescalor", "ds2"])
+def test_per_operator_policies_render_in_operator_mode_and_plan_per_vertex(tmp_path: Path, policy: str) -> None:
+    values = {"flink": {"mode": "operator", "operator": {"flinkDeployment": "orders"}}, "perdix": {"policy": policy}}
+    settings = load(render(values=values, namespace="orders"), tmp_path)
+    assert settings.policy == policy and settings.scale_target.kind == "flinkdeployment" and settings.per_operator

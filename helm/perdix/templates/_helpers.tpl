@@ -86,6 +86,9 @@ Included by every template that depends on them, so `helm lint` and `helm templa
 {{- if and (not (kindIs "invalid" $p.staticParallelism)) (or (lt (int $p.staticParallelism) (int $p.minParallelism)) (gt (int $p.staticParallelism) (int $p.maxParallelism))) }}
 {{- fail (printf "perdix.staticParallelism (%d) must lie within perdix.minParallelism..perdix.maxParallelism (%d..%d)" (int $p.staticParallelism) (int $p.minParallelism) (int $p.maxParallelism)) }}
 {{- end }}
+{{- if and (has $p.policy (list "daedalus-per-operator" "justin" "qescalor")) (not (has $t.kind (list "flink-rest" "flinkdeployment"))) }}
+{{- fail (printf "perdix.policy (%s) sets the parallelism of each job vertex: perdix.scaleTarget.kind must be flink-rest or flinkdeployment (operator mode), not %s" $p.policy $t.kind) }}
+{{- end }}
 {{- if eq .Values.flink.mode "standalone" }}
 {{- if ne $t.kind "deployment" }}
 {{- fail (printf "perdix.scaleTarget.kind (%s) must be empty or deployment in standalone mode: Perdix scales the chart's TaskManager Deployment" $t.kind) }}
@@ -134,6 +137,10 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
 {{- $knowledge := dict "store" $p.knowledge.store "path" $p.knowledge.path "configmap" (include "perdix.knowledgeConfigMap" .) -}}
 {{- $tm := $p.telemetry -}}
 {{- $telemetry := dict "log_format" $tm.logFormat "log_level" $tm.logLevel "metrics_host" $tm.metricsHost "metrics_port" $tm.metricsPort "not_ready_after_failed_loops" $tm.notReadyAfterFailedLoops -}}
+{{- $op := $p.operators -}}
+{{- $oq := $op.queries -}}
+{{- $operatorQueries := dict "records_in" $oq.recordsIn "records_out" $oq.recordsOut "busy" $oq.busy "backpressure" $oq.backpressure "state_size" $oq.stateSize "managed_memory_used" $oq.managedMemoryUsed "cache_hit_rate" $oq.cacheHitRate "state_latency" $oq.stateLatency -}}
+{{- $operators := dict "queries" $operatorQueries "warm_up_s" $op.warmUpSeconds "memory_min_mb" $op.memoryMinMb "memory_max_level" $op.memoryMaxLevel "cache_hit_threshold" $op.cacheHitThreshold "latency_threshold_ms" $op.latencyThresholdMs "memory_cost_per_gb" $op.memoryCostPerGb "startup_cost" $op.startupCost "shutdown_cost" $op.shutdownCost -}}
 {{- $settings := dict
   "policy" $p.policy
   "target_recovery_time_s" $p.targetRecoveryTimeSeconds
@@ -166,6 +173,7 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
   "scale_target" $scaleTarget
   "knowledge" $knowledge
   "telemetry" $telemetry
+  "operators" $operators
 -}}
 {{- toYaml $settings }}
 {{- end }}
