@@ -28,7 +28,6 @@ here): one measured minute per profile of the window operator's true rate per ta
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field

@@ -36,7 +36,6 @@ import numpy as np
 from simulator.config import SimulatorSettings
 from simulator.trace import Trace
 
-
 StopKind = Literal["rescale", "failure"]
 """Why the job stopped processing."""
 

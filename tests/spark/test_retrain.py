@@ -148,7 +148,7 @@ def test_spark_submit_runs_the_file_unchanged(history: Path, tmp_path: Path) -> 
 
 def test_the_agent_picks_up_what_the_spark_job_published(spark_run: tuple[Any, Path]) -> None:
     summary, registry_path = spark_run
-    row = next(r for r in summary.rows if r["job"] == JOBS[0])
+    assert any(r["job"] == JOBS[0] for r in summary.rows)
     reloader = ModelReloader(str(registry_path), JOBS[0], agent_step_s=10.0)
     forecaster = reloader.check(RecentWorkload(), online=None)  # an agent without a model of its own yet
     assert forecaster is not None and forecaster.version == summary.version
