@@ -40,10 +40,17 @@ from lab.settings import LabSettings, load_lab_settings
 
 TURN_1_HOLDS = {"scale_down_stabilization_s": 600.0, "recent_rescale_window_s": 600.0, "grace_period_s": 180.0}
 """Turn 1's fixed holds: ten minutes of stabilization and of the recent-rescale check, three of grace."""
+MEDIUM_HOLDS = {"scale_down_stabilization_s": 300.0, "recent_rescale_window_s": 300.0, "grace_period_s": 120.0}
+"""Five minutes of stabilization and of the recent-rescale check, two of grace."""
+SHORT_HOLDS = {"scale_down_stabilization_s": 120.0, "recent_rescale_window_s": 0.0, "grace_period_s": 60.0}
+"""Two minutes of stabilization, no recent-rescale check, one loop of grace: the holds left to the recovery."""
 
 VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "daedalus": (frozenset(), {}),
     "turn-1 holds": (frozenset(), TURN_1_HOLDS),
+    "medium holds": (frozenset(), MEDIUM_HOLDS),
+    "short holds": (frozenset(), SHORT_HOLDS),
+    "short holds + rise quantile 0.8": (frozenset(), {**SHORT_HOLDS, "forecast_quantile": 0.8}),
     "ARIMA + linear fallback": (frozenset(), {"forecast_selection": False}),
     "point forecast only": (frozenset(), {"forecast_quantile": None}),
     "rise quantile 0.5": (frozenset(), {"forecast_quantile": 0.5}),

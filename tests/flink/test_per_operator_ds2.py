@@ -12,7 +12,6 @@ source and the verifier at 1, in one ``PUT /jobs/{id}/resource-requirements``. P
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +20,11 @@ from typing import Any
 import pytest
 
 from lab.flink import trace_job
+from lab.flink.agent_process import PerdixProcess
 from lab.flink.trace_job import TraceJob, TraceJobOptions
 from tests.fixtures.flink import FlinkCluster, poll
 from tests.fixtures.prometheus import PrometheusServer
 from tests.flink.proxy import RecordingProxy
-from tests.flink.test_e2e_flink import PerdixRun
 from tests.flink.test_trace_source import wait_until
 from tests.flink.test_vertex_metrics import ROCKSDB_WITH_METRICS
 
@@ -96,14 +95,6 @@ def settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir: Path)
     }
 
 
-class ThisTreePerdixRun(PerdixRun):
-    """``perdix run`` from this source tree (``python -m cli``), whatever the venv's console script points at."""
-
-    def __init__(self, workdir: Path, settings: dict[str, Any], *, dry_run: bool) -> None:
-        super().__init__(workdir, settings, dry_run=dry_run)
-        self.args = [sys.executable, "-m", "cli", *self.args[1:]]
-
-
 def vertices(cluster: FlinkCluster, job_id: str) -> dict[str, tuple[int, int]]:
     details = cluster.job(job_id) or {}
     return {v["name"]: (v["parallelism"], v["tasks"]["RUNNING"]) for v in details.get("vertices") or []}
@@ -111,14 +102,12 @@ def vertices(cluster: FlinkCluster, job_id: str) -> dict[str, tuple[int, int]]:
 
 def test_ds2_scales_the_costly_vertex_alone_in_one_put_and_loses_nothing(
     flink_cluster: FlinkCluster, job: TraceJob, prometheus: PrometheusServer, proxy: RecordingProxy, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
     started = time.time()
     assert vertices(flink_cluster, job.job_id) == {
         "Source: log": (1, 1), "cost": (1, 1), "verify -> discard: Writer": (1, 1),
     }
-    with ThisTreePerdixRun(tmp_path, settings(prometheus, proxy, tmp_path), dry_run=False) as agent:
+    with PerdixProcess(tmp_path, settings(prometheus, proxy, tmp_path), dry_run=False) as agent:
         rescale = agent.wait_for(lambda e: e.get("event") == "rescale", timeout_s=90, what="a per-vertex rescale")
         plan = next(e for e in agent.events() if e.get("event") == "operators.plan" and e.get("code") == "scale-out")
         code = agent.stop()
