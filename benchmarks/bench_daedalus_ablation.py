@@ -108,7 +108,11 @@ def _settings(overrides: dict[str, Any]) -> LabSettings:
     from agent.logging import configure_logging
 
     configure_logging("console", "error")
-    return load_lab_settings(None, {"policy": "daedalus", "telemetry.log_level": "error", **overrides})
+    given = {key: value for key, value in overrides.items() if value is not None}
+    settings = load_lab_settings(None, {"policy": "daedalus", "telemetry.log_level": "error", **given})
+    # Loading skips None as "not given" (a flag left out); a variant's None is a value (e.g. no quantile).
+    unset = {key: None for key, value in overrides.items() if value is None}
+    return settings.model_copy(update=unset) if unset else settings
 
 
 def run_variant(trace: CorpusTrace, variant: str, hours: float | None, failures: float) -> tuple[str, str, dict[str, Any], float]:

@@ -284,7 +284,9 @@ def test_perdix_default_queries_read_the_job_through_its_monitor_across_rescales
     assert observation.rates_settled is not None and not observation.rates_settled.any()
     # Backlog and throughput are the lab's verified queries' numbers.
     lab = queries(job)
-    backlog = np.array([float(v) for _, v in query_range(prometheus, lab.backlog, epoch + WINDOW_S, epoch + END_S - 1)[0]["values"]])
+    # On the monitor's own grid (whole seconds): at the epoch's fraction a range query reads the scrape before or after.
+    grid = observation.times
+    backlog = np.array([float(v) for _, v in query_range(prometheus, lab.backlog, float(grid[0]), float(grid[-1]))[0]["values"]])
     assert np.allclose(observation.consumer_lag[: backlog.size], backlog, rtol=1e-9), (observation.consumer_lag, backlog)
     read = float(query_at(prometheus, lab.read_rate, epoch + END_S - 1)[0]["value"][1])
     summed = sum(float(series[-1]) for series in observation.worker_throughput.values())
