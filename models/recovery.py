@@ -170,9 +170,13 @@ class RecoveryPredictor:
         return recovery_time(
             capacity=float(capacity),
             forecast=series,
-            replay_records=rate * self.checkpoint_interval_s + lag,
+            replay_records=self.replay_records(rate, lag),
             downtime_s=downtime,
         )
+
+    def replay_records(self, recent_workload_rate: float, current_lag: float = 0.0) -> float:
+        """Records waiting when processing stops: those since the last checkpoint, replayed, and the lag."""
+        return recent_workload_rate * self.checkpoint_interval_s + current_lag
 
     # ------------------------------------------------------------------ learning
 
@@ -205,7 +209,7 @@ class RecoveryPredictor:
             self.unexplained += 1
             return None
         cap, series, rate, lag = context
-        replay = rate * self.checkpoint_interval_s + lag
+        replay = self.replay_records(rate, lag)
 
         def predicted(downtime: float) -> float:
             return recovery_time(capacity=cap, forecast=series, replay_records=replay, downtime_s=downtime)
