@@ -389,12 +389,17 @@ class Analyzer:
         for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):
             value, source = self.capacity.capacity_at(n, current=parallelism)
             capacities[n], sources[n] = value, source
-            if value is None or upper is None or recent_rate is None:
+            if value is None or forecast.values is None or recent_rate is None:
                 continue
             kind = "failure" if n == parallelism else "rescale"
-            # A recovery must outrun the workload as high as it may rise, not only its expected path.
+            # The records a recovery must work off are those expected to arrive (the point forecast).
+            # The rise envelope is no bound on them: it is the steepest rise of the last hours, wherever
+            # in its cycle the workload is, held as if it lasted; integrated as arrivals it made
+            # recoveries of a minute look endless on cyclic workloads. The planner still checks the
+            # capacity against the envelope's peak over the recovery.
             recovery_times[n] = self.recovery.predict(
-                capacity=value, forecast=upper, recent_workload_rate=recent_rate, kind=kind, parallelism=n
+                capacity=value, forecast=forecast.values, recent_workload_rate=recent_rate, kind=kind, parallelism=n,
+                profile=self.capacity.worker_profile(n),
             )
         self._last_capacities, self._last_recovery = capacities, recovery_times
 

@@ -41,6 +41,10 @@ class Snapshot:
     downtimes: dict[int, float]
     replay_records: dict[int, float]
     """Records the predictor assumed it would replay (besides what arrives while down), per scale-out."""
+    arrivals: dict[int, np.ndarray]
+    """The workload per second the predictor assumed would arrive, per scale-out."""
+    profiles: dict[int, Any]
+    """The workers' shares and capacities the predictor assumed, per scale-out (None: one worker)."""
 
 
 class RecordingAnalyzer(Analyzer):
@@ -58,12 +62,15 @@ class RecordingAnalyzer(Analyzer):
         recent = self.recent.last(interval)
         finite = recent[np.isfinite(recent)]
         rate = float(finite.mean()) if finite.size else None
-        downtimes, replays = {}, {}
+        downtimes, replays, arrivals, profiles = {}, {}, {}, {}
         for n in analysis.recovery_times:
             kind = "failure" if n == current else "rescale"
             downtimes[n] = self.recovery.downtime(kind, n)
             replays[n] = self.recovery.replay_records(rate or 0.0)
-        self.snapshots.append(Snapshot(now, current, analysis, rate, downtimes, replays))
+            # What the last prediction for this candidate integrated (benchmark-only peek at its context).
+            context = self.recovery._context[(kind, n)]
+            arrivals[n], profiles[n] = context[1], context[4]
+        self.snapshots.append(Snapshot(now, current, analysis, rate, downtimes, replays, arrivals, profiles))
         return analysis
 
 
@@ -95,28 +102,29 @@ def stop_errors(job: SimulatedFlinkJob, snapshots: list[Snapshot]) -> list[dict[
         n = restart.to_parallelism
         predicted = snap.analysis.recovery_times.get(n)
         capacity = snap.analysis.capacities.get(n)
-        upper = snap.analysis.forecast_upper
+        upper = snap.arrivals.get(n)
         if predicted is None or capacity is None or upper is None or snap.recent_rate is None:
             continue
         lag_before = float(whole.lag[restart.start_s - 1]) if restart.start_s > 0 else 0.0
         future = whole.workload[restart.start_s : restart.start_s + 3600]
         believed = {
-            "capacity": float(capacity),
+            "capacity": (float(capacity), snap.profiles[n]),
             "workload": np.asarray(upper, dtype=float),
             "backlog": snap.replay_records[n],
             "downtime": snap.downtimes[n],
         }
         truth = {
-            "capacity": job.true_capacity(n),
+            "capacity": (job.true_capacity(n), (job.shares(n), job.worker_capacity[:n])),
             "workload": future,
             "backlog": lag_before + restart.replayed_records,
             "downtime": float(restart.downtime_s),
         }
 
         def predict(inputs: dict[str, Any]) -> float:
+            capacity, profile = inputs["capacity"]
             return recovery_time(
-                capacity=inputs["capacity"], forecast=inputs["workload"],
-                replay_records=inputs["backlog"], downtime_s=inputs["downtime"],
+                capacity=capacity, forecast=inputs["workload"], replay_records=inputs["backlog"],
+                downtime_s=inputs["downtime"], profile=profile,
             )
 
         row = {
@@ -128,8 +136,8 @@ def stop_errors(job: SimulatedFlinkJob, snapshots: list[Snapshot]) -> list[dict[
             row[f"true {name}"] = predict(inputs)
         if snap.analysis.forecast is not None:
             row["point forecast"] = predict({**believed, "workload": np.asarray(snap.analysis.forecast, dtype=float)})
-        row["believed"] = {k: v for k, v in believed.items() if k != "workload"}
-        row["truth"] = {k: v for k, v in truth.items() if k != "workload"}
+        row["believed"] = {**{k: v for k, v in believed.items() if k != "workload"}, "capacity": believed["capacity"][0]}
+        row["truth"] = {**{k: v for k, v in truth.items() if k != "workload"}, "capacity": truth["capacity"][0]}
         rows.append(row)
     return rows
 

@@ -8,6 +8,7 @@ import pytest
 
 from agent.analyze import Analyzer, MeasuredRecovery, _falling_behind, _stopped_at
 from agent.observation import Observation
+from lab.replay import Replay
 from lab.settings import load_lab_settings
 from lab.simulated import SimulatedMonitor
 from simulator import SimulatedFlinkJob, Trace
@@ -84,3 +85,22 @@ def test_a_failure_is_measured_from_when_processing_stopped_not_from_when_it_was
     (recovery,) = measured
     assert recovery.watched.started_at == failure_at
     assert recovery.measured_s > failure.downtime_s
+
+
+def test_a_recovery_outruns_the_expected_arrivals_not_the_rise_envelope() -> None:
+    """A workload cycling 10k..90k/s every 24 min rises several-fold within minutes from its troughs, so
+    at its peak the rise envelope soon lies above the capacity of 12 workers. A recovery there still
+    takes under a minute of the spare capacity over the arrivals the forecast expects, not forever."""
+    times = np.arange(0, 2 * 3600, 60.0)
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "max_parallelism": 12})
+    run = Replay(Trace("cycle", times, 50_000 - 40_000 * np.cos(2 * np.pi * times / 1440)), settings, hours=1.0)
+    run.run()
+    analyses = [r.analysis for r in run.rounds[-24:] if r.analysis is not None]
+    analysis = max(analyses, key=lambda a: a.workload_avg or 0.0)  # at the peak of the last cycle
+    assert analysis.forecast is not None and analysis.forecast_upper is not None
+    n = analysis.parallelism
+    assert n is not None
+    capacity = analysis.capacities[n]
+    assert capacity is not None
+    assert float(np.max(analysis.forecast_upper)) > capacity > float(np.max(analysis.forecast))
+    assert analysis.recovery_times[n] < 60.0
