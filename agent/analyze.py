@@ -147,6 +147,34 @@ def _falling_behind(observation: Observation) -> bool:
     return slope * (seconds[-1] - seconds[0]) > max(rate, 1.0)
 
 
+STOPPED_GROWTH = 0.9
+"""A second in which the lag grew by at least this fraction of its input is a second nothing was processed."""
+
+
+def _stopped_at(observation: Observation, restarted_at: float | None) -> float | None:
+    """When processing stopped before a restart nobody here announced (a failure), from the lag; None if unseen.
+
+    The job's uptime says when it restarted, not when it stopped: a failure is noticed at the next
+    round, up to a loop interval later, and by then the job may run again. Taking the round or the
+    restart as the stop made every measured failure downtime (and recovery) short by that delay, and
+    the downtime learned from them drifted towards zero. While the job is down nothing is processed,
+    so the lag grows by all the input of each second (and by the replayed records at the stop itself):
+    the stop is the first second of the last such stretch before the restart (or before the last
+    sample, while the job is still down). Only seconds with input say anything.
+    """
+    times, lag, workload = observation.times, observation.consumer_lag, observation.workload
+    if times.size < 2 or lag.shape != times.shape or workload.shape != times.shape:
+        return None
+    end = int(np.searchsorted(times, restarted_at, side="left")) - 1 if restarted_at is not None else times.size - 1
+    first = None
+    for i in range(min(end, times.size - 1), 0, -1):
+        growth, arrived = lag[i] - lag[i - 1], workload[i]
+        if not (np.isfinite(growth) and np.isfinite(arrived) and arrived > 0 and growth >= STOPPED_GROWTH * arrived):
+            break
+        first = i
+    return None if first is None else float(times[first])
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
@@ -361,12 +389,17 @@ class Analyzer:
         for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):
             value, source = self.capacity.capacity_at(n, current=parallelism)
             capacities[n], sources[n] = value, source
-            if value is None or upper is None or recent_rate is None:
+            if value is None or forecast.values is None or recent_rate is None:
                 continue
             kind = "failure" if n == parallelism else "rescale"
-            # A recovery must outrun the workload as high as it may rise, not only its expected path.
+            # The records a recovery must work off are those expected to arrive (the point forecast).
+            # The rise envelope is no bound on them: it is the steepest rise of the last hours, wherever
+            # in its cycle the workload is, held as if it lasted; integrated as arrivals it made
+            # recoveries of a minute look endless on cyclic workloads. The planner still checks the
+            # capacity against the envelope's peak over the recovery.
             recovery_times[n] = self.recovery.predict(
-                capacity=value, forecast=upper, recent_workload_rate=recent_rate, kind=kind, parallelism=n
+                capacity=value, forecast=forecast.values, recent_workload_rate=recent_rate, kind=kind, parallelism=n,
+                profile=self.capacity.worker_profile(n),
             )
         self._last_capacities, self._last_recovery = capacities, recovery_times
 
@@ -458,8 +491,11 @@ class Analyzer:
             self._expected_parallelism = parallelism
         if reason is not None:
             self.log.warning("job.restart_detected", reason=reason)
-            started = now - (uptime or 0.0) if uptime is not None else now
-            self._start_watch(started, "failure", parallelism or 0)
+            restarted_at = float(observation.times[-1]) - uptime if uptime and observation.times.size else None
+            stopped_at = _stopped_at(observation, restarted_at)
+            if stopped_at is None:
+                stopped_at = now - (uptime or 0.0) if uptime is not None else now
+            self._start_watch(stopped_at, "failure", parallelism or 0)
         return reason, rescaled
 
     def _watch_signal(self, observation: Observation) -> np.ndarray | None:

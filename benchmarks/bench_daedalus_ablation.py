@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.analyze import Analyzer
+from benchmarks.recovery_errors import RecordingAnalyzer, report, stop_errors
 from agent.loop import Agent
 from agent.observation import Observation
 from lab.corpus import CorpusTrace, select
@@ -86,16 +87,17 @@ class AblationReplay(Replay):
     """A Daedalus replay whose analyzer is partly the truth."""
 
     truths: frozenset[str] = frozenset()
+    recording: bool = False
 
     def start_agent(self) -> Agent:
-        """The agent with the ablation analyzer (a plain one when nothing is replaced)."""
-        if not self.truths:
+        """The agent with the ablation analyzer (a plain one when nothing is replaced and nothing recorded)."""
+        if not self.truths and not self.recording:
             return super().start_agent()
         self.background = _InlineExecutor()
-        analyzer = AblationAnalyzer(
-            Analyzer(self.settings, executor=self.background),  # type: ignore[arg-type]
-            OracleAnalyzer(self.job, self.settings),
-            self.truths,
+        inner = (RecordingAnalyzer if self.recording else Analyzer)(self.settings, executor=self.background)  # type: ignore[arg-type]
+        self.inner = inner
+        analyzer = (
+            AblationAnalyzer(inner, OracleAnalyzer(self.job, self.settings), self.truths) if self.truths else inner
         )
         return Agent(
             settings=self.settings, clock=self.clock, monitor=self.monitor, scaler=self.scaler,
@@ -114,8 +116,10 @@ def _settings(overrides: dict[str, Any]) -> LabSettings:
     return settings.model_copy(update=unset) if unset else settings
 
 
-def run_variant(trace: CorpusTrace, variant: str, hours: float | None, failures: float) -> tuple[str, str, dict[str, Any], float]:
-    """One Daedalus replay of a variant; returns its summary and wall time."""
+def run_variant(
+    trace: CorpusTrace, variant: str, hours: float | None, failures: float, recovery_errors: bool = False
+) -> tuple[str, str, dict[str, Any], float]:
+    """One Daedalus replay of a variant; returns its summary (with ``recovery_errors`` rows if asked) and wall time."""
     from simulator import load_trace
 
     truths, overrides = VARIANTS[variant]
@@ -123,9 +127,13 @@ def run_variant(trace: CorpusTrace, variant: str, hours: float | None, failures:
     start = time.perf_counter()
     replay = AblationReplay.__new__(AblationReplay)
     replay.truths = truths
+    replay.recording = recovery_errors
     Replay.__init__(replay, load_trace(trace.path), settings, hours=hours, failures_per_hour=failures)
     replay.run()
-    return trace.name, variant, replay.result().summary, time.perf_counter() - start
+    summary = replay.result().summary
+    if recovery_errors:
+        summary["recovery_errors"] = stop_errors(replay.job, replay.inner.snapshots)
+    return trace.name, variant, summary, time.perf_counter() - start
 
 
 def run_optimal(trace: CorpusTrace, hours: float | None, failures: float) -> tuple[str, str, dict[str, Any], float]:
@@ -188,6 +196,9 @@ def main() -> None:
     parser.add_argument("--traces", default=None, help="comma-separated trace names (default: the whole half)")
     parser.add_argument("--optimal-from", type=Path, default=None,
                         help="reuse the optimal runs of a `perdix evaluate` summary.json with the same hours and failures")
+    parser.add_argument("--recovery-errors", action="store_true",
+                        help="also print, per variant, predicted against measured recovery at every stop "
+                        "(benchmarks.recovery_errors)")
     parser.add_argument("--json", type=Path, default=None, help="also write every summary here")
     args = parser.parse_args()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -206,7 +217,7 @@ def main() -> None:
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(run_optimal, t, hours, args.failures_per_hour) for t in traces if t.name not in optimal]
-        futures += [pool.submit(run_variant, t, v, hours, args.failures_per_hour) for t in traces for v in variants]
+        futures += [pool.submit(run_variant, t, v, hours, args.failures_per_hour, args.recovery_errors) for t in traces for v in variants]
         for done, future in enumerate(as_completed(futures), 1):
             name, variant, summary, wall = future.result()
             if variant == "optimal":
@@ -219,6 +230,11 @@ def main() -> None:
     print(f"\n{args.half} half, {len(optimal)} traces, {args.hours:g} h each, {args.failures_per_hour:g} failure/h, "
           f"{time.perf_counter() - started:.0f} s")
     print("\n".join(table(results, optimal, variants)))
+    if args.recovery_errors:
+        for variant in variants:
+            rows = {name: s.get("recovery_errors", []) for name, s in results.get(variant, {}).items()}
+            print(f"\nrecovery errors ({variant}): (predicted - measured) / measured at each stop")
+            print("\n".join(report(rows)))
     if args.json:
         args.json.write_text(json.dumps({"optimal": optimal, "variants": results}, indent=1, default=float))
 

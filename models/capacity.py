@@ -378,6 +378,16 @@ class CapacityModel:
         return reference * parallelism / current
 
     def _estimate_from_weights(self, parallelism: int) -> float | None:
+        profile = self._profile_from_weights(parallelism)
+        if profile is None:
+            return None
+        shares, capacities = profile
+        with np.errstate(divide="ignore"):
+            ratios = np.where(shares > 0, capacities / np.where(shares > 0, shares, 1.0), np.inf)
+        value = float(np.min(ratios))
+        return value if math.isfinite(value) else None
+
+    def _profile_from_weights(self, parallelism: int) -> tuple[np.ndarray, np.ndarray] | None:
         assert self.partition_weights is not None
         shares = round_robin_shares(self.partition_weights, parallelism)
         # Reader i runs on the i-th current worker in natural order (StatefulSet-style names keep their
@@ -391,10 +401,23 @@ class CapacityModel:
         for index in range(parallelism):
             value = self.worker_capacity(self.workers[index]) if index < len(self.workers) else None
             capacities.append(typical if value is None else value)
-        with np.errstate(divide="ignore"):
-            ratios = np.where(shares > 0, np.asarray(capacities) / np.where(shares > 0, shares, 1.0), np.inf)
-        value = float(np.min(ratios))
-        return value if math.isfinite(value) else None
+        return shares, np.asarray(capacities)
+
+    def worker_profile(self, parallelism: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(shares, capacities)`` of the workers at ``parallelism``: how the input and the capacity are spread.
+
+        The job's capacity is its bottleneck's; how fast a backlog drains also depends on the others
+        (``models.recovery``). From the partition weights at any scale-out, else from the measured
+        shares at the current one; None when neither is known.
+        """
+        if self.partition_weights is not None and 1 <= parallelism <= self.partition_weights.size:
+            return self._profile_from_weights(parallelism)
+        if parallelism != len(self.workers):
+            return None
+        capacities, shares = self._filled_capacities(self.workers), self.shares(parallelism)
+        if capacities is None or shares is None or any(w not in shares for w in self.workers):
+            return None
+        return np.asarray([shares[w] for w in self.workers]), np.asarray([capacities[w] for w in self.workers])
 
     def capacity_at(self, parallelism: int, *, current: int | None = None) -> tuple[float | None, str]:
         """``(capacity, source)`` at a scale-out; source is observed > estimated > prior > unknown."""

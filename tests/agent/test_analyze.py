@@ -1,11 +1,17 @@
-"""The analyzer's judgement of a running recovery: is the job working its backlog off or falling behind?"""
+"""The analyzer's judgement of a running recovery: is the job working its backlog off or falling behind,
+and when did an unannounced stop (a failure) begin?"""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from agent.analyze import _falling_behind
+from agent.analyze import Analyzer, MeasuredRecovery, _falling_behind, _stopped_at
 from agent.observation import Observation
+from lab.replay import Replay
+from lab.settings import load_lab_settings
+from lab.simulated import SimulatedMonitor
+from simulator import SimulatedFlinkJob, Trace
 
 
 def observation(lag: np.ndarray, *, uptime_s: float | None, rate: float = 1000.0) -> Observation:
@@ -43,3 +49,58 @@ def test_too_few_running_seconds_or_no_uptime_is_no_verdict() -> None:
     growing = np.linspace(10_000, 70_000, 60)
     assert not _falling_behind(observation(growing, uptime_s=12))
     assert not _falling_behind(observation(growing, uptime_s=None))
+
+
+def test_the_stop_is_the_first_second_of_the_last_stretch_in_which_nothing_was_processed() -> None:
+    # Running (lag flat), then stopped at 1020 (replayed 3000 records, then every second's input), restarted at 1035.
+    lag = np.concatenate([np.full(20, 500.0), 500.0 + 3000.0 + 1000.0 * np.arange(1, 16), np.linspace(18_000, 9_000, 25)])
+    down = observation(lag, uptime_s=24)
+    assert _stopped_at(down, restarted_at=1035.0) == 1020.0
+    assert _stopped_at(observation(lag[:30], uptime_s=0), restarted_at=None) == 1020.0, "still down"
+    assert _stopped_at(observation(np.full(60, 500.0), uptime_s=30), restarted_at=1030.0) is None
+
+
+def failure_run(failure_at: int) -> tuple[SimulatedFlinkJob, Analyzer, list[MeasuredRecovery]]:
+    """A job at a flat workload, analysed every minute, that fails at ``failure_at``."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([60_000.0, 60_000.0])), settings.simulator)
+    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
+    analyzer.forecasting = False
+    measured: list[MeasuredRecovery] = []
+    for now in range(60, 1800, 60):
+        while job.now_s < now:
+            if job.now_s == failure_at:
+                job.fail()
+            job.step()
+        measured += analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now).recoveries
+    return job, analyzer, measured
+
+
+@pytest.mark.parametrize("failure_at", [1205, 1257])
+def test_a_failure_is_measured_from_when_processing_stopped_not_from_when_it_was_noticed(failure_at: int) -> None:
+    """Noticed at the next round, running again (1205) or still down (1257): downtime and recovery start at the stop."""
+    job, analyzer, measured = failure_run(failure_at)
+    (failure,) = job.restarts
+    assert analyzer.recovery.downtime_with_source("failure", failure.to_parallelism) == (failure.downtime_s, "measured")
+    (recovery,) = measured
+    assert recovery.watched.started_at == failure_at
+    assert recovery.measured_s > failure.downtime_s
+
+
+def test_a_recovery_outruns_the_expected_arrivals_not_the_rise_envelope() -> None:
+    """A workload cycling 10k..90k/s every 24 min rises several-fold within minutes from its troughs, so
+    at its peak the rise envelope soon lies above the capacity of 12 workers. A recovery there still
+    takes under a minute of the spare capacity over the arrivals the forecast expects, not forever."""
+    times = np.arange(0, 2 * 3600, 60.0)
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "max_parallelism": 12})
+    run = Replay(Trace("cycle", times, 50_000 - 40_000 * np.cos(2 * np.pi * times / 1440)), settings, hours=1.0)
+    run.run()
+    analyses = [r.analysis for r in run.rounds[-24:] if r.analysis is not None]
+    analysis = max(analyses, key=lambda a: a.workload_avg or 0.0)  # at the peak of the last cycle
+    assert analysis.forecast is not None and analysis.forecast_upper is not None
+    n = analysis.parallelism
+    assert n is not None
+    capacity = analysis.capacities[n]
+    assert capacity is not None
+    assert float(np.max(analysis.forecast_upper)) > capacity > float(np.max(analysis.forecast))
+    assert analysis.recovery_times[n] < 60.0

@@ -129,6 +129,25 @@ def test_estimate_uses_round_robin_skew_of_partition_weights() -> None:
     assert model.capacity_at(8, current=4)[0] == pytest.approx(10000.0 / 0.2, rel=0.03)
 
 
+def test_worker_profile_spreads_input_and_capacity_over_the_workers() -> None:
+    """What a recovery drains worker by worker: measured shares at the current scale-out, round-robin
+    shares of the partition weights at any; its bottleneck is the job's capacity."""
+    rng = np.random.default_rng(1)
+    shares = {"a": 0.5, "b": 0.25, "c": 0.25}
+    model = CapacityModel(max_cpu=1.0)
+    for worker, share in shares.items():
+        model.update(worker, *_samples(np.linspace(4000, 12000, 120) * share, 10000.0, rng))
+    model.set_workers(shares)
+    measured, capacities = model.worker_profile(3)  # type: ignore[misc]
+    assert measured == pytest.approx([0.5, 0.25, 0.25], rel=1e-6)
+    assert float(np.min(capacities / measured)) == pytest.approx(model.capacity_now())
+    assert model.worker_profile(2) is None, "neither measured there nor known from partition weights"
+    model.set_partition_weights([2.0, 1.0, 1.0, 1.0, 2.0, 1.0])
+    by_weights, capacities = model.worker_profile(2)  # type: ignore[misc]
+    assert by_weights == pytest.approx([5 / 8, 3 / 8])
+    assert float(np.min(capacities / by_weights)) == pytest.approx(model.capacity_at(2, current=3)[0])
+
+
 def test_round_trip_keeps_capacities() -> None:
     rng = np.random.default_rng(6)
     model = CapacityModel(prior={3: 1.0}, partition_weights=[1.0, 2.0, 3.0])
