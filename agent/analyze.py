@@ -378,7 +378,9 @@ class Analyzer:
         capacities: dict[int, float | None] = {}
         sources: dict[int, str] = {}
         recovery_times: dict[int, float] = {}
-        recent_rate = _finite_mean(self.recent.last(int(self.settings.checkpoint_interval_s)))
+        # At least one second: a sub-second checkpoint interval (a time-compressed job) must not leave the
+        # replay estimate, and with it every recovery prediction, without data.
+        recent_rate = _finite_mean(self.recent.last(max(1, math.ceil(self.settings.checkpoint_interval_s))))
         self.envelope.update(workload)
         level = _finite_mean(self.recent.last(60))
         upper = (

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.analyze import Analyzer
-from benchmarks.recovery_errors import RecordingAnalyzer, report, stop_errors
 from agent.loop import Agent
 from agent.observation import Observation
+from benchmarks.recovery_errors import RecordingAnalyzer, report, stop_errors
 from lab.corpus import CorpusTrace, select
 from lab.oracle import OracleAnalyzer
 from lab.replay import Replay, _InlineExecutor

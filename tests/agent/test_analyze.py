@@ -92,7 +92,7 @@ def test_a_recovery_outruns_the_expected_arrivals_not_the_rise_envelope() -> Non
     at its peak the rise envelope soon lies above the capacity of 12 workers. A recovery there still
     takes under a minute of the spare capacity over the arrivals the forecast expects, not forever."""
     times = np.arange(0, 2 * 3600, 60.0)
-    settings = load_lab_settings(None, {"telemetry.log_level": "error", "max_parallelism": 12})
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "max_parallelism": 12, "forecast_quantile": 0.95})
     run = Replay(Trace("cycle", times, 50_000 - 40_000 * np.cos(2 * np.pi * times / 1440)), settings, hours=1.0)
     run.run()
     analyses = [r.analysis for r in run.rounds[-24:] if r.analysis is not None]
@@ -104,3 +104,18 @@ def test_a_recovery_outruns_the_expected_arrivals_not_the_rise_envelope() -> Non
     assert capacity is not None
     assert float(np.max(analysis.forecast_upper)) > capacity > float(np.max(analysis.forecast))
     assert analysis.recovery_times[n] < 60.0
+
+
+def test_a_sub_second_checkpoint_interval_still_gives_every_scale_out_a_recovery_time() -> None:
+    """A time-compressed job checkpoints every 0.67 s: the replay is estimated from the last second, not
+    from no data at all (which made every recovery 'never' and sent Daedalus to its largest scale-out)."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "checkpoint_interval_s": 0.67})
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([60_000.0, 60_000.0])), settings.simulator)
+    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
+    analysis = None
+    for now in range(60, 1200, 60):
+        while job.now_s < now:
+            job.step()
+        analysis = analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
+    assert analysis is not None and analysis.parallelism is not None
+    assert np.isfinite(analysis.recovery_times[analysis.parallelism])
