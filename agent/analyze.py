@@ -391,6 +391,8 @@ class Analyzer:
             if forecast.values is not None and level is not None and self.settings.forecast_quantile is not None
             else forecast.values
         )
+        # Records already waiting are worked off too: a job rescaled while behind starts with them.
+        lag = observation.latest_lag if observation.latest_lag is not None else 0.0
         for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):
             value, source = self.capacity.capacity_at(n, current=parallelism)
             capacities[n], sources[n] = value, source
@@ -404,7 +406,7 @@ class Analyzer:
             # capacity against the envelope's peak over the recovery.
             recovery_times[n] = self.recovery.predict(
                 capacity=value, forecast=forecast.values, recent_workload_rate=recent_rate, kind=kind, parallelism=n,
-                profile=self.capacity.worker_profile(n), current=parallelism,
+                profile=self.capacity.worker_profile(n), current=parallelism, current_lag=lag,
             )
         self._last_capacities, self._last_recovery = capacities, recovery_times
 

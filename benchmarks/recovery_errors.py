@@ -65,10 +65,10 @@ class RecordingAnalyzer(Analyzer):
         downtimes, replays, arrivals, profiles = {}, {}, {}, {}
         for n in analysis.recovery_times:
             kind = "failure" if n == current else "rescale"
-            downtimes[n] = self.recovery.downtime(kind, n, current)
-            replays[n] = self.recovery.replay_records(rate or 0.0)
-            # What the last prediction for this candidate integrated (benchmark-only peek at its context).
+            # What the last prediction for this candidate was made of (benchmark-only peek at its context).
             context = self.recovery._context[(kind, n)]
+            downtimes[n] = self.recovery.downtime(kind, n, current)
+            replays[n] = self.recovery.replay_records(rate or 0.0, context[3])
             arrivals[n], profiles[n] = context[1], context[4]
         self.snapshots.append(Snapshot(now, current, analysis, rate, downtimes, replays, arrivals, profiles))
         return analysis
