@@ -16,8 +16,8 @@ compares them at every stop of the lab's replays):
 
 * **The expected replay, not the worst case.** A stop falls anywhere in a checkpoint interval (a
   failure whenever it happens, a rescale whenever the loop decides), so half an interval of the
-  recent workload is replayed on average. Assuming a full one stacked a worst case on the forecast's
-  own upper bound and the learned downtime.
+  recent workload is replayed on average. Assuming a full one made every prediction a worst case,
+  biased against every measurement.
 * **Caught up is within a second of input** (:data:`CAUGHT_UP_S`), as the SLO and the measurement
   count it, not an empty queue.
 * **Every worker drains its own share.** ``capacity`` is the job's sustainable rate, set by the
@@ -92,9 +92,8 @@ def recovery_time(
         return waiting.sum(axis=0) - CAUGHT_UP_S * caught_up
 
     k = min(int(math.floor(downtime)), horizon)
-    start_value = float(
-        behind(np.array([downtime]), np.array([_arrived(arrivals, forecast, downtime)]), forecast[max(0, k - 1) : max(1, k)])[0]
-    )
+    arrived = np.array([_arrived(arrivals, forecast, downtime)])
+    start_value = float(behind(np.array([downtime]), arrived, forecast[max(0, k - 1) : max(1, k)])[0])
     if start_value <= 0:
         return downtime
     first = int(math.floor(downtime)) + 1
