@@ -109,7 +109,9 @@ def _settings(overrides: dict[str, Any]) -> LabSettings:
     from agent.logging import configure_logging
 
     configure_logging("console", "error")
-    return load_lab_settings(None, {"policy": "daedalus", "telemetry.log_level": "error", **overrides})
+    settings = load_lab_settings(None, {"policy": "daedalus", "telemetry.log_level": "error", **overrides})
+    # An override of None means "unset" to the loader (a CLI flag not given); a variant means the value.
+    return settings.model_copy(update={key: value for key, value in overrides.items() if value is None})
 
 
 def run_variant(
