@@ -53,6 +53,8 @@ class WatchedRecovery:
     """True once it has outlasted the target recovery time (logged once)."""
     falling_behind: bool = False
     """True once the job ran again but its backlog grew (logged once)."""
+    from_parallelism: int | None = None
+    """The scale-out the job stopped at, for a rescale (its downtime depends on both)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The knowledge document's form."""
@@ -299,7 +301,7 @@ class Analyzer:
         measured recovery. One stop gives one downtime sample, never more.
         """
         self._expected_parallelism = to_parallelism
-        self._start_watch(now, "rescale", to_parallelism)
+        self._start_watch(now, "rescale", to_parallelism, from_parallelism)
         if downtime_s is not None:
             self._record_downtime(downtime_s, source="scaler")
 
@@ -308,7 +310,9 @@ class Analyzer:
         if watched is None or watched.downtime_s is not None:
             return
         self._watched = replace(watched, downtime_s=downtime_s, downtime_source=source)
-        self.recovery.observe_downtime(kind=watched.kind, parallelism=watched.parallelism, downtime_s=downtime_s)
+        self.recovery.observe_downtime(
+            kind=watched.kind, parallelism=watched.parallelism, downtime_s=downtime_s, current=watched.from_parallelism
+        )
 
     def _downtime_from_uptime(self, observation: Observation) -> None:
         """Once the job runs again after the watched stop, its uptime says when it restarted."""
@@ -321,7 +325,7 @@ class Analyzer:
         if restarted_at >= watched.started_at:
             self._record_downtime(restarted_at - watched.started_at, source="uptime")
 
-    def _start_watch(self, now: float, kind: str, parallelism: int) -> None:
+    def _start_watch(self, now: float, kind: str, parallelism: int, from_parallelism: int | None = None) -> None:
         predicted = None
         if self._last_capacities and parallelism in self._last_capacities:
             predicted = self._last_recovery.get(parallelism)
@@ -331,6 +335,7 @@ class Analyzer:
             started_at=now,
             parallelism=parallelism,
             predicted_s=predicted if predicted is not None and math.isfinite(predicted) else None,
+            from_parallelism=from_parallelism,
         )
 
     # -------------------------------------------------------------- the step
@@ -388,6 +393,8 @@ class Analyzer:
             if forecast.values is not None and level is not None and self.settings.forecast_quantile is not None
             else forecast.values
         )
+        # Records already waiting are worked off too: a job rescaled while behind starts with them.
+        lag = observation.latest_lag if observation.latest_lag is not None else 0.0
         for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):
             value, source = self.capacity.capacity_at(n, current=parallelism)
             capacities[n], sources[n] = value, source
@@ -401,7 +408,7 @@ class Analyzer:
             # capacity against the envelope's peak over the recovery.
             recovery_times[n] = self.recovery.predict(
                 capacity=value, forecast=forecast.values, recent_workload_rate=recent_rate, kind=kind, parallelism=n,
-                profile=self.capacity.worker_profile(n),
+                profile=self.capacity.worker_profile(n), current=parallelism, current_lag=lag,
             )
         self._last_capacities, self._last_recovery = capacities, recovery_times
 
@@ -541,7 +548,8 @@ class Analyzer:
                 measured = recovered_at - watched.started_at
                 if watched.downtime_s is None:
                     self.recovery.observe_recovery(
-                        kind=watched.kind, parallelism=watched.parallelism, measured_s=measured
+                        kind=watched.kind, parallelism=watched.parallelism, measured_s=measured,
+                        current=watched.from_parallelism,
                     )
                 done.append(MeasuredRecovery(watched, measured))
                 self.log.info("recovery.measured", **watched.to_dict(), measured_s=round(measured, 1))

@@ -253,9 +253,9 @@ class Settings(BaseSettings):
     )
     forecast_quantile: float | None = Field(
         0.5, ge=0.5, lt=1, description="Quantile of the workload's recent rises that decisions plan for: a "
-        "scale-in must carry it until the agent can undo it, a recovery must outrun it (0.5, the typical rise, "
-        "measured best on the development traces; higher plans for rarer rises at more cost; null: the point "
-        "forecast alone)."
+        "scale-in must carry it until the agent can undo it, a scale-out must carry it while the job recovers "
+        "(how long a recovery takes is predicted from the point forecast). 0.5, the typical rise, measured best "
+        "on the development traces; higher plans for rarer rises at more cost; null: the point forecast alone."
     )
     checkpoint_interval_s: float = Field(
         10.0, gt=0, description="The job's checkpoint interval: records since the last checkpoint are replayed, seconds."

@@ -14,9 +14,12 @@ Two kinds of variant:
   recovery times), and all of them at once: the gap each closes is what that estimate costs.
   Benchmark-only: the product never sees the truth.
 
+``--recovery-errors`` also compares, at every stop of every run, the recovery time Daedalus
+predicted with the one the job then measured (``benchmarks.recovery_errors``).
+
 Develop on ``--half dev``; confirm on ``--half held-out`` once.
 Run: .venv/bin/python -m benchmarks.bench_daedalus_ablation [--half dev] [--hours 6] [--jobs 2]
-     [--variants NAME,...] [--optimal-from evaluate-summary.json]
+     [--variants NAME,...] [--optimal-from evaluate-summary.json] [--recovery-errors]
 """
 
 from __future__ import annotations
@@ -88,6 +91,8 @@ class AblationReplay(Replay):
 
     truths: frozenset[str] = frozenset()
     recording: bool = False
+    recorder: RecordingAnalyzer | None = None
+    """The real analyzer when ``recording``: what each round's recovery predictions were made of."""
 
     def start_agent(self) -> Agent:
         """The agent with the ablation analyzer (a plain one when nothing is replaced and nothing recorded)."""
@@ -95,7 +100,8 @@ class AblationReplay(Replay):
             return super().start_agent()
         self.background = _InlineExecutor()
         inner = (RecordingAnalyzer if self.recording else Analyzer)(self.settings, executor=self.background)  # type: ignore[arg-type]
-        self.inner = inner
+        if isinstance(inner, RecordingAnalyzer):
+            self.recorder = inner
         analyzer = (
             AblationAnalyzer(inner, OracleAnalyzer(self.job, self.settings), self.truths) if self.truths else inner
         )
@@ -131,8 +137,8 @@ def run_variant(
     Replay.__init__(replay, load_trace(trace.path), settings, hours=hours, failures_per_hour=failures)
     replay.run()
     summary = replay.result().summary
-    if recovery_errors:
-        summary["recovery_errors"] = stop_errors(replay.job, replay.inner.snapshots)
+    if replay.recorder is not None:
+        summary["recovery_errors"] = stop_errors(replay.job, replay.recorder.snapshots)
     return trace.name, variant, summary, time.perf_counter() - start
 
 

@@ -7,9 +7,12 @@ interrupts before the job caught up is left out (its recovery is not its own).
 
 To say *why* a prediction is off, the same prediction is recomputed (``models.recovery``'s
 ``recovery_time``) with one of its inputs replaced by the simulator's truth at a time — the capacity
-of the new scale-out, the workload that really arrived, the backlog at the stop (lag plus the
-records since the last checkpoint), the downtime — and with all of them: the input whose truth
-closes most of the gap is the one to fix. Benchmark-only: the product never sees the truth.
+of the new scale-out and its spread over the workers, the workload that really arrived, the backlog
+at the stop (lag plus the records since the last checkpoint), the downtime — and with all of them:
+the input whose truth closes most of the gap is the one to fix, and with all of them true what is
+left is the model's own error. Benchmark-only: the product never sees the truth.
+
+Run: .venv/bin/python -m benchmarks.bench_daedalus_ablation --half dev --variants daedalus --recovery-errors
 """
 
 from __future__ import annotations
@@ -65,10 +68,10 @@ class RecordingAnalyzer(Analyzer):
         downtimes, replays, arrivals, profiles = {}, {}, {}, {}
         for n in analysis.recovery_times:
             kind = "failure" if n == current else "rescale"
-            downtimes[n] = self.recovery.downtime(kind, n)
-            replays[n] = self.recovery.replay_records(rate or 0.0)
-            # What the last prediction for this candidate integrated (benchmark-only peek at its context).
+            # What the last prediction for this candidate was made of (benchmark-only peek at its context).
             context = self.recovery._context[(kind, n)]
+            downtimes[n] = self.recovery.downtime(kind, n, current)
+            replays[n] = self.recovery.replay_records(rate or 0.0, context[3])
             arrivals[n], profiles[n] = context[1], context[4]
         self.snapshots.append(Snapshot(now, current, analysis, rate, downtimes, replays, arrivals, profiles))
         return analysis
@@ -107,13 +110,13 @@ def stop_errors(job: SimulatedFlinkJob, snapshots: list[Snapshot]) -> list[dict[
             continue
         lag_before = float(whole.lag[restart.start_s - 1]) if restart.start_s > 0 else 0.0
         future = whole.workload[restart.start_s : restart.start_s + 3600]
-        believed = {
+        believed: dict[str, Any] = {
             "capacity": (float(capacity), snap.profiles[n]),
             "workload": np.asarray(upper, dtype=float),
             "backlog": snap.replay_records[n],
             "downtime": snap.downtimes[n],
         }
-        truth = {
+        truth: dict[str, Any] = {
             "capacity": (job.true_capacity(n), (job.shares(n), job.worker_capacity[:n])),
             "workload": future,
             "backlog": lag_before + restart.replayed_records,
@@ -127,7 +130,7 @@ def stop_errors(job: SimulatedFlinkJob, snapshots: list[Snapshot]) -> list[dict[
                 downtime_s=inputs["downtime"], profile=profile,
             )
 
-        row = {
+        row: dict[str, Any] = {
             "kind": restart.kind, "start_s": restart.start_s, "parallelism": n,
             "predicted": predicted, "measured": measured, "recomputed": predict(believed),
         }

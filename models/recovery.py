@@ -16,8 +16,8 @@ compares them at every stop of the lab's replays):
 
 * **The expected replay, not the worst case.** A stop falls anywhere in a checkpoint interval (a
   failure whenever it happens, a rescale whenever the loop decides), so half an interval of the
-  recent workload is replayed on average. Assuming a full one stacked a worst case on the forecast's
-  own upper bound and the learned downtime.
+  recent workload is replayed on average. Assuming a full one made every prediction a worst case,
+  biased against every measurement.
 * **Caught up is within a second of input** (:data:`CAUGHT_UP_S`), as the SLO and the measurement
   count it, not an empty queue.
 * **Every worker drains its own share.** ``capacity`` is the job's sustainable rate, set by the
@@ -26,10 +26,15 @@ compares them at every stop of the lab's replays):
   second of input, which with skewed partitions comes well before the bottleneck is empty. A
   :data:`WorkerProfile` (shares and capacities) gives the spread; without one the job is one worker.
 
-The downtime per (kind, scale-out) starts from priors and is learned from measured recoveries:
+The downtime per (kind, scale-out) starts from priors and is learned from measured downtimes, or
+from measured recoveries:
 :meth:`RecoveryPredictor.observe_recovery` inverts the prediction (the downtime that would have
 made the prediction equal the measurement, found by bisection since recovery time grows with
 downtime) and folds it into the estimate for that scale-out and into a per-kind line over scale-outs.
+A rescale stops every task of the old scale-out and deploys and restores every task of the new one,
+so its downtime grows with the larger of the two: rescale downtimes are kept under the larger
+scale-out (given as ``current``), or a scale-in from 16 workers to 8 would be predicted with the
+downtime of a scale-out from 4 to 8. A failure restarts at its own scale-out.
 """
 
 from __future__ import annotations
@@ -87,9 +92,8 @@ def recovery_time(
         return waiting.sum(axis=0) - CAUGHT_UP_S * caught_up
 
     k = min(int(math.floor(downtime)), horizon)
-    start_value = float(
-        behind(np.array([downtime]), np.array([_arrived(arrivals, forecast, downtime)]), forecast[max(0, k - 1) : max(1, k)])[0]
-    )
+    arrived = np.array([_arrived(arrivals, forecast, downtime)])
+    start_value = float(behind(np.array([downtime]), arrived, forecast[max(0, k - 1) : max(1, k)])[0])
     if start_value <= 0:
         return downtime
     first = int(math.floor(downtime)) + 1
@@ -115,7 +119,8 @@ def _arrived(arrivals: np.ndarray, forecast: np.ndarray, t: float) -> float:
     """Records arrived in ``[0, t)`` (the last forecast value persisting beyond the horizon)."""
     horizon = forecast.size
     if t >= horizon:
-        return float(arrivals[-1] + forecast[-1] * (t - horizon))
+        with np.errstate(over="ignore"):
+            return float(arrivals[-1] + forecast[-1] * (t - horizon))
     k = int(math.floor(t))
     return float(arrivals[k] + forecast[k] * (t - k))
 
@@ -123,7 +128,10 @@ def _arrived(arrivals: np.ndarray, forecast: np.ndarray, t: float) -> float:
 def _tail(start: float, shares: np.ndarray, rates: np.ndarray, pending: float, downtime: float, rate: float) -> float:
     """The crossing after ``start``, with a constant workload ``rate``: each worker's waiting records then
     fall linearly until it is done, so the job's are piecewise linear between the workers' finishing times."""
-    excess = pending - rates * max(start - downtime, 0.0)  # per unit share, at ``start``
+    with np.errstate(over="ignore", invalid="ignore"):
+        excess = pending - rates * max(start - downtime, 0.0)  # per unit share, at ``start``
+    if not np.all(np.isfinite(excess)):
+        return math.inf  # a backlog beyond floating point is never worked off
     drain = rates - rate
     waiting = excess > 0
     if np.any(waiting & (drain <= 0)):
@@ -192,14 +200,16 @@ class RecoveryPredictor:
 
     # ------------------------------------------------------------------ downtime
 
-    def downtime(self, kind: str, parallelism: int) -> float:
-        """Expected downtime: learned at this scale-out > line over scale-outs > mean of kind > prior."""
-        return self.downtime_with_source(kind, parallelism)[0]
+    def downtime(self, kind: str, parallelism: int, current: int | None = None) -> float:
+        """Expected downtime of a stop to ``parallelism`` from ``current`` (see the module docstring):
+        learned at this scale-out > line over scale-outs > mean of kind > prior."""
+        return self.downtime_with_source(kind, parallelism, current)[0]
 
-    def downtime_with_source(self, kind: str, parallelism: int) -> tuple[float, str]:
+    def downtime_with_source(self, kind: str, parallelism: int, current: int | None = None) -> tuple[float, str]:
         """``(seconds, source)`` with source ``measured``, ``interpolated``, ``kind-mean`` or ``prior``."""
         _check_kind(kind)
-        estimate = self._per_scale_out.get((kind, int(parallelism)))
+        parallelism = _key(kind, parallelism, current)
+        estimate = self._per_scale_out.get((kind, parallelism))
         if estimate is not None and estimate.count:
             return estimate.value, "measured"
         line = self._lines.get(kind)
@@ -225,12 +235,14 @@ class RecoveryPredictor:
         current_lag: float = 0.0,
         downtime_s: float | None = None,
         profile: WorkerProfile | None = None,
+        current: int | None = None,
     ) -> float:
         """Predicted seconds from the stop until caught up at ``parallelism`` (inf if never or unknown capacity).
 
         ``forecast``: workload per second from now (records/s); ``recent_workload_rate``: mean workload
         of the last checkpoint interval (what is replayed); ``current_lag``: records already waiting;
-        ``profile``: the workers' shares and capacities at ``parallelism``, when known (see :func:`recovery_time`).
+        ``profile``: the workers' shares and capacities at ``parallelism``, when known (see :func:`recovery_time`);
+        ``current``: the scale-out the job runs at now (a rescale's downtime depends on it too).
         """
         _check_kind(kind)
         if capacity is None or not math.isfinite(capacity) or capacity <= 0:
@@ -243,7 +255,7 @@ class RecoveryPredictor:
             rate = float(series[0])
         lag = current_lag if current_lag is not None and math.isfinite(current_lag) and current_lag > 0 else 0.0
         self._context[(kind, int(parallelism))] = (float(capacity), series, float(rate), float(lag), profile)
-        downtime = self.downtime(kind, parallelism) if downtime_s is None else float(downtime_s)
+        downtime = self.downtime(kind, parallelism, current) if downtime_s is None else float(downtime_s)
         return recovery_time(
             capacity=float(capacity),
             forecast=series,
@@ -270,11 +282,13 @@ class RecoveryPredictor:
         recent_workload_rate: float | None = None,
         current_lag: float = 0.0,
         profile: WorkerProfile | None = None,
+        current: int | None = None,
     ) -> float | None:
         """Fold a measured recovery into the downtime estimate; returns the downtime it implies, or None.
 
         The context (capacity, forecast, recent rate, profile) defaults to the one of the last :meth:`predict`
-        for this kind and scale-out, i.e. what was believed when the stop happened.
+        for this kind and scale-out, i.e. what was believed when the stop happened; ``current`` is the
+        scale-out the job stopped at.
         """
         _check_kind(kind)
         if not (math.isfinite(measured_s) and measured_s >= 0):
@@ -314,14 +328,14 @@ class RecoveryPredictor:
                 else:
                     high = mid
             downtime = (low + high) / 2
-        self._fold(kind, int(parallelism), downtime)
+        self._fold(kind, _key(kind, parallelism, current), downtime)
         return downtime
 
-    def observe_downtime(self, *, kind: str, parallelism: int, downtime_s: float) -> None:
-        """Fold a directly measured downtime (e.g. from job uptime) into the estimates."""
+    def observe_downtime(self, *, kind: str, parallelism: int, downtime_s: float, current: int | None = None) -> None:
+        """Fold a directly measured downtime (e.g. from job uptime) of a stop from ``current`` into the estimates."""
         _check_kind(kind)
         if math.isfinite(downtime_s) and downtime_s >= 0:
-            self._fold(kind, int(parallelism), float(downtime_s))
+            self._fold(kind, _key(kind, parallelism, current), float(downtime_s))
 
     def _fold(self, kind: str, parallelism: int, downtime: float) -> None:
         self._per_scale_out.setdefault((kind, parallelism), _Estimate()).add(downtime)
@@ -362,6 +376,11 @@ class RecoveryPredictor:
         predictor._lines = {kind: WelfordRegression.from_dict(line) for kind, line in state.get("lines", {}).items()}
         predictor.unexplained = int(state.get("unexplained", 0))
         return predictor
+
+
+def _key(kind: str, parallelism: int, current: int | None) -> int:
+    """The scale-out a downtime is kept under: the larger of a rescale's two, a failure's own."""
+    return max(int(parallelism), int(current)) if kind == "rescale" and current is not None else int(parallelism)
 
 
 def _check_kind(kind: str) -> None:

@@ -3,6 +3,8 @@ and when did an unannounced stop (a failure) begin?"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,20 @@ def test_a_sub_second_checkpoint_interval_still_gives_every_scale_out_a_recovery
         analysis = analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
     assert analysis is not None and analysis.parallelism is not None
     assert np.isfinite(analysis.recovery_times[analysis.parallelism])
+
+
+def test_records_already_waiting_lengthen_every_predicted_recovery() -> None:
+    """A job rescaled while behind starts its recovery with that backlog too."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    run = Replay(Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0])), settings, hours=0.5)
+    run.run()
+    analyzer = run.agent.analyzer
+    assert isinstance(analyzer, Analyzer)
+    now = float(run.job.now_s)
+    observation = run.monitor.observe(since=now - 60, now=now)
+    caught_up = analyzer.analyze(observation, now=now)
+    behind = analyzer.analyze(replace(observation, consumer_lag=observation.consumer_lag + 1_000_000.0), now=now)
+    n = caught_up.parallelism
+    assert n is not None
+    spare = caught_up.capacities[n] - 40_000.0  # type: ignore[operator]
+    assert behind.recovery_times[n] - caught_up.recovery_times[n] == pytest.approx(1_000_000.0 / spare, rel=0.2)

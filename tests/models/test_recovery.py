@@ -197,3 +197,15 @@ def test_recovery_time_grows_with_downtime_and_shrinks_with_capacity(
 def test_predict_never_raises_on_garbage(forecast: list[float], rate: float) -> None:
     value = RecoveryPredictor().predict(1000.0, forecast, rate, parallelism=3)
     assert value >= 0 or math.isinf(value)
+
+
+def test_a_rescale_downtime_is_kept_under_the_larger_scale_out() -> None:
+    """A scale-in from 16 to 8 restarts as many tasks as a scale-out from 8 to 16, not as one from 4 to 8."""
+    predictor = RecoveryPredictor(10, 30, 15)
+    predictor.observe_downtime(kind="rescale", parallelism=8, downtime_s=22.0, current=4)
+    predictor.observe_downtime(kind="rescale", parallelism=16, downtime_s=34.0, current=8)
+    assert predictor.downtime("rescale", 8, current=16) == pytest.approx(34.0)
+    assert predictor.downtime("rescale", 8, current=4) == pytest.approx(22.0)
+    assert predictor.downtime("rescale", 16, current=8) == pytest.approx(34.0)
+    predictor.observe_downtime(kind="failure", parallelism=8, downtime_s=12.0, current=16)
+    assert predictor.downtime_with_source("failure", 8, current=16) == (12.0, "measured"), "a failure stays where it is"
