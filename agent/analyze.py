@@ -395,6 +395,12 @@ class Analyzer:
         )
         # Records already waiting are worked off too: a job rescaled while behind starts with them.
         lag = observation.latest_lag if observation.latest_lag is not None else 0.0
+        # The arrivals a recovery must outrun: the point forecast, but never below the last minute's level.
+        # Right after a step the forecast still follows the old level for a few loops; a recovery planned
+        # on it drains at the old rate's spare capacity, which the new rate does not leave.
+        arrivals = (
+            np.maximum(forecast.values, level) if forecast.values is not None and level is not None else forecast.values
+        )
         for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):
             value, source = self.capacity.capacity_at(n, current=parallelism)
             capacities[n], sources[n] = value, source
@@ -407,7 +413,7 @@ class Analyzer:
             # recoveries of a minute look endless on cyclic workloads. The planner still checks the
             # capacity against the envelope's peak over the recovery.
             recovery_times[n] = self.recovery.predict(
-                capacity=value, forecast=forecast.values, recent_workload_rate=recent_rate, kind=kind, parallelism=n,
+                capacity=value, forecast=arrivals, recent_workload_rate=recent_rate, kind=kind, parallelism=n,
                 profile=self.capacity.worker_profile(n), current=parallelism, current_lag=lag,
             )
         self._last_capacities, self._last_recovery = capacities, recovery_times
@@ -536,13 +542,20 @@ class Analyzer:
         if values is None:
             return []
         done: list[MeasuredRecovery] = []
-        for t, x in zip(observation.times, values):
+        # With the lag as the signal, "recovered" is the SLO's test: within one second of the input.
+        caught_up: np.ndarray | None = (
+            observation.consumer_lag <= np.maximum(observation.workload, 1.0) if self._signal == "lag" else None
+        )
+        for i, (t, x) in enumerate(zip(observation.times, values)):
             if not math.isfinite(x):
                 continue
             if not self.watch.active:
                 self.watch.learn_one(float(x))
                 continue
-            recovered_at = self.watch.update(float(t), float(x))
+            known = caught_up is not None and math.isfinite(observation.workload[i])
+            recovered_at = self.watch.update(
+                float(t), float(x), caught_up=bool(caught_up[i]) if caught_up is not None and known else None
+            )
             if recovered_at is not None and self._watched is not None:
                 watched = self._watched
                 measured = recovered_at - watched.started_at

@@ -204,8 +204,15 @@ class RecoveryWatch:
         self._run_length = 0
         self.detector.reset_smoothing()
 
-    def update(self, t: float, x: float) -> float | None:
-        """Feed one gap sample at time ``t`` while active; returns the recovery end time once, else None."""
+    def update(self, t: float, x: float, *, caught_up: bool | None = None) -> float | None:
+        """Feed one gap sample at time ``t`` while active; returns the recovery end time once, else None.
+
+        ``caught_up``: whether the job is within one second of its input at ``t`` (lag ≤ the input of a
+        second, the SLO's own test), when the caller knows. It overrides the learned band: the normal
+        lag of a job scales with its rate per reader, so after a rescale that changes that rate a job
+        that has caught up may sit outside the band learned before the stop (and one still behind
+        inside it). Behind counts as the stop seen; caught up, once the stop was seen, as recovered.
+        """
         if not self.active or self.started_at is None:
             return None
         if t - self.started_at > self.give_up_s and not self._seen_anomaly:
@@ -213,7 +220,7 @@ class RecoveryWatch:
             self.abandoned += 1
             return None
         score = self.detector.score_one(x)
-        normal = self.detector.is_normal(score)
+        normal = self.detector.is_normal(score) if caught_up is None else caught_up
         if normal is None or t < self.started_at:
             return None
         if not normal:

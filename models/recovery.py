@@ -67,8 +67,14 @@ def recovery_time(
     replay_records: float,
     downtime_s: float,
     profile: WorkerProfile | None = None,
+    held_records: float = 0.0,
 ) -> float:
     """Seconds from the stop until the job is caught up (:data:`CAUGHT_UP_S`); inf if never.
+
+    ``replay_records`` (what the stop replays, arriving everywhere alike) is spread over the workers by
+    their shares; ``held_records``, a backlog already waiting before the stop, is not: it was built where
+    capacity fell short, in the partitions of the workers that saturate first, and those partitions land
+    on the bottleneck again, so it is the bottleneck's to work off.
 
     ``forecast[i]`` is the workload (records/s) during second ``i`` after the stop (at least one value;
     beyond it the last value persists). Every worker gets its share of the backlog and of the arrivals
@@ -81,14 +87,17 @@ def recovery_time(
         return math.inf
     shares, rates = _job_rates(capacity, profile)
     downtime = max(0.0, float(downtime_s))
-    backlog = max(0.0, float(replay_records))
+    # Per worker, records waiting per unit of its share: the replay alike, the held backlog at the bottleneck.
+    backlog = np.full(shares.size, max(0.0, float(replay_records)))
+    bottleneck = int(np.argmin(rates))
+    backlog[bottleneck] += max(0.0, float(held_records)) / float(shares[bottleneck])
     horizon = forecast.size
     arrivals = np.concatenate(([0.0], np.cumsum(forecast)))  # arrivals[k] = records in [0, k)
 
     def behind(t: np.ndarray, arrived: np.ndarray, caught_up: np.ndarray) -> np.ndarray:
         """Records still waiting at times ``t`` beyond what counts as caught up (<= 0: recovered)."""
         worked = rates[:, None] * np.maximum(t - downtime, 0.0)[None, :]
-        waiting = shares[:, None] * np.maximum(backlog + arrived[None, :] - worked, 0.0)
+        waiting = shares[:, None] * np.maximum(backlog[:, None] + arrived[None, :] - worked, 0.0)
         return waiting.sum(axis=0) - CAUGHT_UP_S * caught_up
 
     k = min(int(math.floor(downtime)), horizon)
@@ -125,7 +134,7 @@ def _arrived(arrivals: np.ndarray, forecast: np.ndarray, t: float) -> float:
     return float(arrivals[k] + forecast[k] * (t - k))
 
 
-def _tail(start: float, shares: np.ndarray, rates: np.ndarray, pending: float, downtime: float, rate: float) -> float:
+def _tail(start: float, shares: np.ndarray, rates: np.ndarray, pending: np.ndarray, downtime: float, rate: float) -> float:
     """The crossing after ``start``, with a constant workload ``rate``: each worker's waiting records then
     fall linearly until it is done, so the job's are piecewise linear between the workers' finishing times."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -259,15 +268,16 @@ class RecoveryPredictor:
         return recovery_time(
             capacity=float(capacity),
             forecast=series,
-            replay_records=self.replay_records(rate, lag),
+            replay_records=self.replay_records(rate),
             downtime_s=downtime,
             profile=profile,
+            held_records=lag,
         )
 
-    def replay_records(self, recent_workload_rate: float, current_lag: float = 0.0) -> float:
-        """Records waiting when processing stops: the lag, and those since the last checkpoint, replayed
-        (half an interval of the recent workload: the expected replay of a stop at a random moment)."""
-        return recent_workload_rate * self.checkpoint_interval_s / 2 + current_lag
+    def replay_records(self, recent_workload_rate: float) -> float:
+        """Records a stop replays: those since the last checkpoint (half an interval of the recent workload,
+        the expected replay of a stop at a random moment). The lag already waiting comes on top."""
+        return recent_workload_rate * self.checkpoint_interval_s / 2
 
     # ------------------------------------------------------------------ learning
 
@@ -305,11 +315,12 @@ class RecoveryPredictor:
             self.unexplained += 1
             return None
         cap, series, rate, lag, profile = context
-        replay = self.replay_records(rate, lag)
+        replay = self.replay_records(rate)
 
         def predicted(downtime: float) -> float:
             return recovery_time(
-                capacity=cap, forecast=series, replay_records=replay, downtime_s=downtime, profile=profile
+                capacity=cap, forecast=series, replay_records=replay, downtime_s=downtime, profile=profile,
+                held_records=lag,
             )
 
         if not math.isfinite(predicted(0.0)):

@@ -137,4 +137,6 @@ def test_records_already_waiting_lengthen_every_predicted_recovery() -> None:
     n = caught_up.parallelism
     assert n is not None
     spare = caught_up.capacities[n] - 40_000.0  # type: ignore[operator]
-    assert behind.recovery_times[n] - caught_up.recovery_times[n] == pytest.approx(1_000_000.0 / spare, rel=0.2)
+    # At least the whole job's spare capacity's time: a backlog built while running sits with the
+    # workers that fell short (models.recovery gives it to the bottleneck), never drains faster.
+    assert behind.recovery_times[n] - caught_up.recovery_times[n] >= 0.8 * 1_000_000.0 / spare

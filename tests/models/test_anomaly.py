@@ -104,3 +104,16 @@ def test_watch_measures_a_simulated_rescale() -> None:
     # the paper's 1-sigma band (learned at the old scale-out) can take another minute of noise to hold
     # for the 10 s it needs. The agent follows the lag itself whenever the source reports one.
     assert truth <= recovered - 600.0 <= truth + 100
+
+
+def test_caught_up_overrides_the_band_learned_before_the_stop() -> None:
+    """After a rescale the normal lag of a job can sit outside the band learned before it: within one
+    second of input is recovered (and behind is not) whatever the band says."""
+    watch = RecoveryWatch(consecutive_s=3, min_samples=10, smoothing_s=1)
+    for _ in range(60):
+        watch.learn_one(10.0)  # caught-up lag of 10 records before the stop, no spread
+    watch.start(100.0)
+    assert watch.update(101.0, 50_000.0, caught_up=False) is None  # behind: the stop is seen
+    assert watch.update(102.0, 40.0, caught_up=True) is None  # outside the old band, but caught up
+    assert watch.update(103.0, 40.0, caught_up=True) is None
+    assert watch.update(104.0, 40.0, caught_up=True) == 102.0

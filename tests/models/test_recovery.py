@@ -209,3 +209,17 @@ def test_a_rescale_downtime_is_kept_under_the_larger_scale_out() -> None:
     assert predictor.downtime("rescale", 16, current=8) == pytest.approx(34.0)
     predictor.observe_downtime(kind="failure", parallelism=8, downtime_s=12.0, current=16)
     assert predictor.downtime_with_source("failure", 8, current=16) == (12.0, "measured"), "a failure stays where it is"
+
+
+def test_a_backlog_already_waiting_is_the_bottlenecks_to_work_off() -> None:
+    """Two workers with equal shares, one twice as fast: a backlog built while running sits with the slow
+    one (its partitions fell behind), which drains it at its own spare capacity, not the job's."""
+    profile = (np.array([0.5, 0.5]), np.array([600.0, 1200.0]))  # job capacity 1200/s, set by the slow worker
+    forecast = np.full(900, 1000.0)
+    spread = recovery_time(capacity=1200.0, forecast=forecast, replay_records=20_000.0, downtime_s=0.0, profile=profile)
+    held = recovery_time(
+        capacity=1200.0, forecast=forecast, replay_records=0.0, downtime_s=0.0, profile=profile, held_records=20_000.0
+    )
+    # The slow worker's spare is 100/s of its own: 20,000 records less the one second of input (1,000) it may keep.
+    assert held == pytest.approx((20_000.0 - 1_000.0) / 100.0, rel=0.01)
+    assert held > 1.5 * spread
