@@ -42,7 +42,7 @@ class Snapshot:
     analysis: Analysis
     recent_rate: float | None
     downtimes: dict[int, float]
-    replay_records: dict[int, float]
+    replay_records: dict[int, tuple[float, float]]
     """Records the predictor assumed it would replay (besides what arrives while down), per scale-out."""
     arrivals: dict[int, np.ndarray]
     """The workload per second the predictor assumed would arrive, per scale-out."""
@@ -61,7 +61,7 @@ class RecordingAnalyzer(Analyzer):
         """The real analysis, remembered with the predictor's downtimes and replay per candidate."""
         analysis = super().analyze(observation, now=now)
         current = observation.parallelism
-        interval = int(self.settings.checkpoint_interval_s)
+        interval = max(1, math.ceil(self.settings.checkpoint_interval_s))
         recent = self.recent.last(interval)
         finite = recent[np.isfinite(recent)]
         rate = float(finite.mean()) if finite.size else None
@@ -71,7 +71,9 @@ class RecordingAnalyzer(Analyzer):
             # What the last prediction for this candidate was made of (benchmark-only peek at its context).
             context = self.recovery._context[(kind, n)]
             downtimes[n] = self.recovery.downtime(kind, n, current)
-            replays[n] = self.recovery.replay_records(rate or 0.0, context[3])
+            # (replayed by the stop, already waiting before it): the predictor spreads the first, gives the
+            # second to the bottleneck worker.
+            replays[n] = (self.recovery.replay_records(rate or 0.0), context[3])
             arrivals[n], profiles[n] = context[1], context[4]
         self.snapshots.append(Snapshot(now, current, analysis, rate, downtimes, replays, arrivals, profiles))
         return analysis
@@ -119,15 +121,15 @@ def stop_errors(job: SimulatedFlinkJob, snapshots: list[Snapshot]) -> list[dict[
         truth: dict[str, Any] = {
             "capacity": (job.true_capacity(n), (job.shares(n), job.worker_capacity[:n])),
             "workload": future,
-            "backlog": lag_before + restart.replayed_records,
+            "backlog": (float(restart.replayed_records), lag_before),
             "downtime": float(restart.downtime_s),
         }
 
         def predict(inputs: dict[str, Any]) -> float:
             capacity, profile = inputs["capacity"]
             return recovery_time(
-                capacity=capacity, forecast=inputs["workload"], replay_records=inputs["backlog"],
-                downtime_s=inputs["downtime"], profile=profile,
+                capacity=capacity, forecast=inputs["workload"], replay_records=inputs["backlog"][0],
+                downtime_s=inputs["downtime"], profile=profile, held_records=inputs["backlog"][1],
             )
 
         row: dict[str, Any] = {
