@@ -252,10 +252,10 @@ class Settings(BaseSettings):
         "fallback when its WAPE is poor)."
     )
     forecast_quantile: float | None = Field(
-        0.5, ge=0.5, lt=1, description="Quantile of the workload's recent rises that decisions plan for: a "
+        0.8, ge=0.5, lt=1, description="Quantile of the workload's recent rises that decisions plan for: a "
         "scale-in must carry it until the agent can undo it, a scale-out must carry it while the job recovers "
-        "(how long a recovery takes is predicted from the point forecast). 0.5, the typical rise, measured best "
-        "on the development traces; higher plans for rarer rises at more cost; null: the point forecast alone."
+        "(how long a recovery takes is predicted from the point forecast). Higher plans for rarer rises: fewer "
+        "SLO misses at more worker-hours (0.5: the typical rise; null: the point forecast alone)."
     )
     checkpoint_interval_s: float = Field(
         10.0, gt=0, description="The job's checkpoint interval: records since the last checkpoint are replayed, seconds."

@@ -35,7 +35,7 @@ LEADS_S = (10, 30, 60, 120, 180, 300, 450, 600, 900)
 class RiseEnvelope:
     """The ``quantile`` of the workload's rise within each lead time, over the last ``history_s`` seconds."""
 
-    def __init__(self, *, quantile: float = 0.5, history_s: int = 7200, resolution_s: int = 10) -> None:
+    def __init__(self, *, quantile: float = 0.8, history_s: int = 7200, resolution_s: int = 10) -> None:
         if not 0.5 <= quantile < 1:
             raise ValueError(f"quantile must be in [0.5, 1), got {quantile}")
         self.quantile = float(quantile)

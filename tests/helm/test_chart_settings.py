@@ -55,7 +55,7 @@ DISTINCT = {
     "retrain_after_poor_loops": 30,
     "forecast_update_maxiter": 3,
     "forecast_selection": False,
-    "forecast_quantile": 0.8,
+    "forecast_quantile": 0.9,
     "checkpoint_interval_s": 30,
     "downtime_rescale_prior_s": 45,
     "downtime_failure_prior_s": 20,
