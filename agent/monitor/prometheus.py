@@ -161,6 +161,35 @@ class Grid:
         return out
 
 
+class SeriesStates:
+    """Which queries (or Prometheus itself, as ``prometheus``) currently fail, and why: a change of state
+    is logged once (``monitor.gap`` / ``monitor.unavailable``, then ``monitor.recovered``); every problem
+    is counted through ``on_error``."""
+
+    def __init__(
+        self, log: Any, queries: Mapping[str, str], on_error: Callable[[str], None] | None, *, prefix: str = ""
+    ) -> None:
+        """``prefix``: put before a query's name in the logged ``series`` (e.g. ``operators.``)."""
+        self.log, self.queries, self.on_error, self.prefix = log, queries, on_error, prefix
+        self._state: dict[str, str] = {}
+
+    def note(self, name: str, problem: str | None, detail: str = "") -> None:
+        """Record ``name``'s state this round: ``problem`` (a kind) or None when it answered."""
+        if problem is not None and self.on_error is not None:
+            self.on_error(problem)
+        before = self._state.get(name)
+        if before == problem:
+            return
+        series = self.prefix + name
+        if problem is None:
+            self._state.pop(name, None)
+            self.log.info("monitor.recovered", series=series, was=before)
+        else:
+            self._state[name] = problem
+            event = "monitor.unavailable" if name == "prometheus" else "monitor.gap"
+            self.log.warning(event, series=series, problem=problem, detail=detail, query=self.queries.get(name))
+
+
 class PrometheusMonitor:
     """MetricSource reading the job's series from Prometheus with range queries (see the module doc)."""
 
@@ -180,25 +209,10 @@ class PrometheusMonitor:
         }
         self.on_error = on_error
         self.log = get_logger("perdix.monitor", url=settings.url)
-        self._state: dict[str, str] = {}
-
-    # ------------------------------------------------------------------ state-change logging
+        self._states = SeriesStates(self.log, self.queries, on_error)
 
     def _note(self, name: str, problem: str | None, detail: str = "") -> None:
-        """Log a query's (or Prometheus') state only when it changes; count every problem."""
-        if problem is not None and self.on_error is not None:
-            self.on_error(problem)
-        before = self._state.get(name)
-        if before == problem:
-            return
-        if problem is None:
-            self._state.pop(name, None)
-            self.log.info("monitor.recovered", series=name, was=before)
-        else:
-            self._state[name] = problem
-            event = "monitor.unavailable" if name == "prometheus" else "monitor.gap"
-            self.log.warning(event, series=name, problem=problem, detail=detail,
-                             query=self.queries.get(name))
+        self._states.note(name, problem, detail)
 
     # ------------------------------------------------------------------ reading
 

@@ -23,7 +23,7 @@ from prometheus_api_client import PrometheusConnect
 
 from agent.execute.flink_rest import FlinkRestScaler
 from agent.logging import get_logger
-from agent.monitor.prometheus import Grid, PrometheusDown, QueryFailed, _run, connect
+from agent.monitor.prometheus import Grid, PrometheusDown, QueryFailed, SeriesStates, _run, connect
 from agent.operator_settings import REQUIRED_QUERIES, SUBTASK_LABEL, VERTEX_LABEL, OperatorQueries
 from agent.per_operator.observation import GraphVertex, JobGraph, OperatorObservation, VertexSeries
 from agent.ports import MonitorError, ScalerError
@@ -47,22 +47,10 @@ class VertexMonitor:
         self.queries = {name: prometheus.render(query) for name, query in queries.model_dump().items()}
         self.on_error = on_error
         self.log = get_logger("perdix.monitor.operators", url=prometheus.url)
-        self._state: dict[str, str] = {}
+        self._states = SeriesStates(self.log, self.queries, on_error, prefix="operators.")
 
     def _note(self, name: str, problem: str | None, detail: str = "") -> None:
-        """Log a query's state only when it changes; count every problem."""
-        if problem is not None and self.on_error is not None:
-            self.on_error(problem)
-        before = self._state.get(name)
-        if before == problem:
-            return
-        if problem is None:
-            self._state.pop(name, None)
-            self.log.info("monitor.recovered", series=f"operators.{name}", was=before)
-        else:
-            self._state[name] = problem
-            self.log.warning("monitor.gap", series=f"operators.{name}", problem=problem, detail=detail,
-                             query=self.queries.get(name))
+        self._states.note(name, problem, detail)
 
     def _range(self, query: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
         return _run(lambda: self.client.custom_query_range(query, start, end, f"{self.settings.step_s:g}"), self.settings)
