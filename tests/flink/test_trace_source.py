@@ -288,7 +288,7 @@ def test_perdix_default_queries_read_the_job_through_its_monitor_across_rescales
     grid = observation.times
     backlog = np.array([float(v) for _, v in query_range(prometheus, lab.backlog, float(grid[0]), float(grid[-1]))[0]["values"]])
     assert np.allclose(observation.consumer_lag[: backlog.size], backlog, rtol=1e-9), (observation.consumer_lag, backlog)
-    read = float(query_at(prometheus, lab.read_rate, epoch + END_S - 1)[0]["value"][1])
+    read = float(query_at(prometheus, lab.read_rate, float(grid[-1]))[0]["value"][1])
     summed = sum(float(series[-1]) for series in observation.worker_throughput.values())
     assert abs(summed - read) <= 1e-6 * read, (observation.worker_throughput, read)
     for worker, busy in observation.worker_busy.items():
