@@ -388,6 +388,10 @@ class Analyzer:
         recent_rate = _finite_mean(self.recent.last(max(1, math.ceil(self.settings.checkpoint_interval_s))))
         self.envelope.update(workload)
         level = _finite_mean(self.recent.last(60))
+        if recent_rate is None:
+            # The last checkpoint interval's samples are a gap (rates restart with the tasks): the last
+            # minute's level stands in, or every recovery would read "never" and undo the rescale.
+            recent_rate = level
         upper = (
             self.envelope.upper(forecast.values, level)
             if forecast.values is not None and level is not None and self.settings.forecast_quantile is not None
