@@ -28,6 +28,9 @@ from typing import Any
 
 import numpy as np
 
+MIN_WINDOWS = 10
+"""Leads of history a rise ratio needs before it is measured at that lead."""
+
 LEADS_S = (10, 30, 60, 120, 180, 300, 450, 600, 900)
 """Lead times the rise is measured at; in between it is interpolated (it grows with the lead)."""
 
@@ -69,7 +72,10 @@ class RiseEnvelope:
                 ahead = np.nanmax(np.where(np.isfinite(windows), windows, -np.inf), axis=1)
                 base = y[: len(ahead)]
                 usable = np.isfinite(base) & (base > 0) & np.isfinite(ahead)
-                if usable.sum() >= 10:
+                # A quantile of rises needs many windows of the lead, not one event seen from every
+                # moment before it: with less than MIN_WINDOWS leads of history the shorter lead's
+                # ratio stands (none at all: 1, the point forecast alone).
+                if usable.sum() >= max(10, MIN_WINDOWS * steps):
                     value = max(previous, float(np.quantile(ahead[usable] / base[usable], self.quantile)))
             ratios[lead] = max(1.0, value)
             previous = ratios[lead]

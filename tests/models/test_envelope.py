@@ -54,3 +54,15 @@ def test_the_history_survives_a_restart() -> None:
     restored = RiseEnvelope(quantile=0.9)
     restored.restore(envelope.to_dict())
     assert restored.ratio(600) == pytest.approx(envelope.ratio(600), rel=1e-3)
+
+
+def test_one_step_in_a_short_history_is_no_distribution_of_rises() -> None:
+    """Three minutes with one step 700 -> 3000/s: from every moment of the minute before it the step lies
+    within 60 s, so a quantile of those windows would plan a 4x rise for ever after. Fewer than ten
+    leads of history measure nothing; ten steps over a longer history do."""
+    short = RiseEnvelope(quantile=0.8)
+    short.update(np.concatenate([np.full(90, 700.0), np.full(90, 3000.0)]))
+    assert short.ratio(60) == 1.0
+    cycles = RiseEnvelope(quantile=0.8)
+    cycles.update(np.tile(np.concatenate([np.full(60, 700.0), np.full(60, 3000.0)]), 10))
+    assert cycles.ratio(60) > 2.0
