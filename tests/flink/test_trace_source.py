@@ -240,7 +240,9 @@ def test_every_record_was_verified_once(run: dict[str, Any], prometheus: Prometh
     assert counts.produced == expected, counts
     # Prometheus sees the same accounting.
     job = TraceJobQueries(job=f'job_id="{run["job"].job_id}"')
-    poll(lambda: query_at(prometheus, job.verifier("verifiedRecords"), time.time()), timeout_s=10, what="verified series")
+    # The last scrape may trail the REST counts by a second or two (more on a loaded machine): wait for it.
+    poll(lambda: [s for s in query_at(prometheus, job.verifier("verifiedRecords"), time.time())
+                  if float(s["value"][1]) == expected], timeout_s=30, what="the verified total scraped")
     totals = {
         name: float(query_at(prometheus, job.verifier(name), time.time())[0]["value"][1])
         for name in ("verifiedRecords", "aheadRecords", "duplicateRecords", "lostRecords")
