@@ -269,10 +269,6 @@ def test_every_rescale_recovery_ends_within_the_target(scenario: Scenario) -> No
     assert np.max(scenario.record.lag) > 0
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "the watch measures a recovery until the job is within one second of its input, but a rescale that the "
-    "next one follows before that (a flap on the way down) is never measured: the next stop restarts the watch"
-))
 def test_the_watch_measures_every_rescale_recovery(scenario: Scenario) -> None:
     measured = [e for e in scenario.events if e.get("event") == "recovery.measured"]
     for rescale in scenario.rescales:
