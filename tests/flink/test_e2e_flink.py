@@ -60,15 +60,6 @@ def prometheus(flink_cluster: FlinkCluster, job_id: str, tmp_path_factory: pytes
         server.stop()
 
 
-@pytest.fixture
-def proxy(flink_cluster: FlinkCluster) -> Iterator[RecordingProxy]:
-    """The recording proxy the agent talks to instead of the JobManager."""
-    recording = RecordingProxy(flink_cluster.rest_url).start()
-    try:
-        yield recording
-    finally:
-        recording.stop()
-
 
 def agent_settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir: Path) -> dict[str, Any]:
     """Settings of the agent: Prometheus monitor with tm_id workers, flink-rest target, min = max = 2 (forces 3 -> 2)."""

@@ -37,15 +37,6 @@ def scaler_for(url: str, job: str | None = JOB_NAME) -> FlinkRestScaler:
     return FlinkRestScaler(settings, confirm_timeout_s=90.0, poll_interval_s=0.2)
 
 
-@pytest.fixture
-def proxy(flink_cluster: FlinkCluster) -> Iterator[RecordingProxy]:
-    """A recording proxy in front of the cluster's REST API."""
-    recording = RecordingProxy(flink_cluster.rest_url).start()
-    try:
-        yield recording
-    finally:
-        recording.stop()
-
 
 def vertex_parallelism(cluster: FlinkCluster, job_id: str) -> dict[str, tuple[int, int]]:
     """(parallelism, running subtasks) of every vertex, read straight from the REST API."""

@@ -63,14 +63,6 @@ def prometheus(flink_cluster: FlinkCluster, job: TraceJob, tmp_path_factory: pyt
         server.stop()
 
 
-@pytest.fixture
-def proxy(flink_cluster: FlinkCluster) -> Iterator[RecordingProxy]:
-    recording = RecordingProxy(flink_cluster.rest_url).start()
-    try:
-        yield recording
-    finally:
-        recording.stop()
-
 
 def settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir: Path) -> dict[str, Any]:
     """DS2 per operator on flink-rest: short windows and warm-up so one decision lands within seconds."""
