@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -81,16 +82,22 @@ def test_per_vertex_rescale_and_a_crash_lose_and_duplicate_nothing(
         assert prometheus.process is not None
         prometheus.process.send_signal(1)
 
+        def failures() -> list[Any]:
+            history = trace_job.rest_get(f"{flink_cluster.rest_url}/jobs/{job.job_id}/exceptions") or {}
+            return list(history.get("exceptionHistory", {}).get("entries") or [])
+
         def restored() -> dict[str, tuple[int, int]] | None:
+            # Back means: the JobManager noticed the crash (a failure in the job's history) and every task runs
+            # again at cost parallelism 3. Right after the kill the job still reads RUNNING at 3 until the
+            # lost TaskManager is noticed, which is no restart at all.
             flink_cluster.check_alive()
             details = flink_cluster.job(job.job_id) or {}
             seen = vertices(flink_cluster, job.job_id)
-            return seen if details.get("state") == "RUNNING" and seen.get("cost") == (3, 3) else None
+            running = details.get("state") == "RUNNING" and all(p == r for p, r in seen.values())
+            return seen if running and seen.get("cost") == (3, 3) and failures() else None
 
-        poll(restored, timeout_s=90, interval_s=0.5, what="the job back at cost parallelism 3 after the crash")
+        poll(restored, timeout_s=90, interval_s=0.5, what="the job noticed the crash and back at cost parallelism 3")
         recovered_s = time.time() - crashed_at
-        exceptions = trace_job.rest_get(f"{flink_cluster.rest_url}/jobs/{job.job_id}/exceptions") or {}
-        assert exceptions.get("exceptionHistory", {}).get("entries"), "the crash left no failure in the job's history"
         print(f"crash of {victim.role} -> {replacement.role}; back at 3 after {recovered_s:.1f} s")
 
         wait_until(flink_cluster, job, epoch + END_S)
@@ -107,7 +114,11 @@ def test_per_vertex_rescale_and_a_crash_lose_and_duplicate_nothing(
         try:
             counts = poll(drained, timeout_s=180, interval_s=1.0, what=f"{expected} records verified")
         except (AssertionError, TimeoutError) as exc:
-            raise AssertionError(f"{exc}; last counts: {seen_counts}") from None
+            details = flink_cluster.job(job.job_id) or {}
+            raise AssertionError(
+                f"{exc}; last counts: {seen_counts}; job {details.get('state')}, vertices "
+                f"{vertices(flink_cluster, job.job_id)}, {len(failures())} failures in its history"
+            ) from None
         assert (counts.ahead, counts.duplicates, counts.lost) == (0, 0, 0), counts
         # The rebalance did reorder partitions on their way to the verifier.
         accounting = TraceJobQueries(job=f'job_id="{job.job_id}"')
