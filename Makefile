@@ -29,7 +29,7 @@ demo: $(STAMP)
 	$(BIN)/perdix simulate --trace traces/bank_calls.csv --policy daedalus --hours 6 --out out/demo --log-format console
 
 test: $(STAMP) system-deps lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 lint: $(STAMP)
 	$(BIN)/lint-imports
