@@ -292,18 +292,28 @@ class Analyzer:
     # -------------------------------------------------------------- events from the loop
 
     def on_rescale(
-        self, *, now: float, from_parallelism: int, to_parallelism: int, downtime_s: float | None = None
+        self,
+        *,
+        now: float,
+        from_parallelism: int,
+        to_parallelism: int,
+        downtime_s: float | None = None,
+        resumed_at: float | None = None,
     ) -> None:
         """A rescale was applied: expect the new parallelism and watch the recovery.
 
         ``downtime_s`` is the downtime a scaler measured itself (flink-rest); otherwise the job's
         uptime tells it once the job runs again, and only failing both is it backed out of the
-        measured recovery. One stop gives one downtime sample, never more.
+        measured recovery. One stop gives one downtime sample, never more. ``resumed_at``: when the
+        scaler saw every task running again; the job caught up from then on has recovered, even if the
+        stop never showed in the lag.
         """
         self._expected_parallelism = to_parallelism
         self._start_watch(now, "rescale", to_parallelism, from_parallelism)
         if downtime_s is not None:
             self._record_downtime(downtime_s, source="scaler")
+        if resumed_at is not None:
+            self.watch.resumed(resumed_at)
 
     def _record_downtime(self, downtime_s: float, *, source: str) -> None:
         watched = self._watched
@@ -383,6 +393,9 @@ class Analyzer:
         capacities: dict[int, float | None] = {}
         sources: dict[int, str] = {}
         recovery_times: dict[int, float] = {}
+        """What the planner checks: the slower of a rescale to ``n`` and a failure once there (see below)."""
+        stop_recovery: dict[int, float] = {}
+        """The prediction for the stop that would start at ``n`` next: what the recovery watch is compared with."""
         # At least one second: a sub-second checkpoint interval (a time-compressed job) must not leave the
         # replay estimate, and with it every recovery prediction, without data.
         recent_rate = _finite_mean(self.recent.last(max(1, math.ceil(self.settings.checkpoint_interval_s))))
@@ -416,11 +429,21 @@ class Analyzer:
             # in its cycle the workload is, held as if it lasted; integrated as arrivals it made
             # recoveries of a minute look endless on cyclic workloads. The planner still checks the
             # capacity against the envelope's peak over the recovery.
-            recovery_times[n] = self.recovery.predict(
+            profile = self.capacity.worker_profile(n)
+            stop_recovery[n] = self.recovery.predict(
                 capacity=value, forecast=arrivals, recent_workload_rate=recent_rate, kind=kind, parallelism=n,
-                profile=self.capacity.worker_profile(n), current=parallelism, current_lag=lag,
+                profile=profile, current=parallelism, current_lag=lag,
             )
-        self._last_capacities, self._last_recovery = capacities, recovery_times
+            recovery_times[n] = stop_recovery[n]
+            if kind == "rescale":
+                # A scale-out is chosen to run at: a failure there must recover in time too, or the next round
+                # finds the current scale-out failing its own check and rescales back (a flap). The failure comes
+                # once the rescale has caught up, so without the records waiting now.
+                recovery_times[n] = max(stop_recovery[n], self.recovery.predict(
+                    capacity=value, forecast=arrivals, recent_workload_rate=recent_rate, kind="failure",
+                    parallelism=n, profile=profile, current=n,
+                ))
+        self._last_capacities, self._last_recovery = capacities, stop_recovery
 
         cpu_means = [m for m in (_finite_mean(c) for c in observation.worker_cpu.values()) if m is not None]
         return Analysis(
@@ -515,6 +538,8 @@ class Analyzer:
             if stopped_at is None:
                 stopped_at = now - (uptime or 0.0) if uptime is not None else now
             self._start_watch(stopped_at, "failure", parallelism or 0)
+            if restarted_at is not None:
+                self.watch.resumed(restarted_at)
         return reason, rescaled
 
     def _watch_signal(self, observation: Observation) -> np.ndarray | None:

@@ -140,3 +140,27 @@ def test_records_already_waiting_lengthen_every_predicted_recovery() -> None:
     # At least the whole job's spare capacity's time: a backlog built while running sits with the
     # workers that fell short (models.recovery gives it to the bottleneck), never drains faster.
     assert behind.recovery_times[n] - caught_up.recovery_times[n] >= 0.8 * 1_000_000.0 / spare
+
+
+@pytest.mark.parametrize("failure_prior_s", [5.0, 5_000.0])
+def test_every_scale_out_is_judged_by_a_failure_there_too(failure_prior_s: float) -> None:
+    """A scale-out Daedalus moves to must also recover from a failure within the target, or the next round
+    finds the current scale-out failing its own check and rescales back: each candidate's recovery is
+    the slower of the rescale to it and a failure once there."""
+    settings = load_lab_settings(None, {
+        "telemetry.log_level": "error", "downtime_failure_prior_s": failure_prior_s, "downtime_rescale_prior_s": 5.0,
+    })
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0])), settings.simulator)
+    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
+    analysis = None
+    for now in range(60, 900, 60):
+        while job.now_s < now:
+            job.step()
+        analysis = analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
+    assert analysis is not None
+    finite = {n: t for n, t in analysis.recovery_times.items() if np.isfinite(t)}
+    assert len(finite) >= 3, analysis.recovery_times
+    if failure_prior_s > 1000:
+        assert all(t >= failure_prior_s for t in finite.values()), finite
+    else:
+        assert all(t < 1000 for t in finite.values()), finite
