@@ -356,6 +356,7 @@ class Agent:
             from_parallelism=current,
             to_parallelism=outcome.confirmed if outcome.confirmed is not None else target,
             downtime_s=outcome.downtime_s,
+            resumed_at=outcome.resumed_at,
         )
         self.log.info("rescale", **{k: v for k, v in record.items() if k != "at"})
 

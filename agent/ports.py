@@ -44,6 +44,8 @@ class RescaleResult:
     dry_run: bool
     downtime_s: float | None = None
     """Measured time the job did not process (stop to all tasks running), seconds; None if not measured."""
+    resumed_at: float | None = None
+    """Unix seconds at which every task ran again, when the scaler saw it (the stop is over by then)."""
 
 
 @runtime_checkable

@@ -74,7 +74,13 @@ class OracleAnalyzer:
         return []
 
     def on_rescale(
-        self, *, now: float, from_parallelism: int, to_parallelism: int, downtime_s: float | None = None
+        self,
+        *,
+        now: float,
+        from_parallelism: int,
+        to_parallelism: int,
+        downtime_s: float | None = None,
+        resumed_at: float | None = None,
     ) -> None:
         """Nothing to start or learn: recovery and downtime are read from the job itself."""
         return None

@@ -162,6 +162,11 @@ class RecoveryWatch:
     reported rates still look normal because they are moving averages), then for ``consecutive_s``
     seconds in the band in a row; the recovery ends at the first of those seconds. A watch that sees
     no anomaly within ``give_up_s`` is abandoned (nothing measurable happened).
+
+    When the caller knows that the job runs again (:meth:`resumed`: a scaler saw every task running,
+    or the job's uptime says when it restarted), the stop is over by then whether the signal showed
+    it or not: an in-place rescale that replays almost nothing never leaves the band, and waiting for
+    an anomaly would hold the planner for the whole target while the job is caught up.
     """
 
     def __init__(
@@ -184,6 +189,7 @@ class RecoveryWatch:
         self.abandoned = 0
         """Watches given up without a measurement."""
         self._seen_anomaly = False
+        self._resumed_at: float | None = None
         self._run_start: float | None = None
         self._run_length = 0
 
@@ -200,9 +206,15 @@ class RecoveryWatch:
         self.active = True
         self.started_at = float(now)
         self._seen_anomaly = False
+        self._resumed_at = None
         self._run_start = None
         self._run_length = 0
         self.detector.reset_smoothing()
+
+    def resumed(self, at: float) -> None:
+        """The job of the watched stop runs again since ``at``: samples from then on are after the stop."""
+        if self.active:
+            self._resumed_at = float(at)
 
     def update(self, t: float, x: float, *, caught_up: bool | None = None) -> float | None:
         """Feed one gap sample at time ``t`` while active; returns the recovery end time once, else None.
@@ -227,7 +239,7 @@ class RecoveryWatch:
             self._seen_anomaly = True
             self._run_start, self._run_length = None, 0
             return None
-        if not self._seen_anomaly:
+        if not self._seen_anomaly and (self._resumed_at is None or t < self._resumed_at):
             return None
         if self._run_start is None:
             self._run_start = t
@@ -247,6 +259,7 @@ class RecoveryWatch:
             "started_at": self.started_at,
             "abandoned": self.abandoned,
             "seen_anomaly": self._seen_anomaly,
+            "resumed_at": self._resumed_at,
             "run_start": self._run_start,
             "run_length": self._run_length,
         }
@@ -260,6 +273,8 @@ class RecoveryWatch:
         watch.started_at = state["started_at"]
         watch.abandoned = int(state.get("abandoned", 0))
         watch._seen_anomaly = bool(state["seen_anomaly"])
+        resumed_at = state.get("resumed_at")
+        watch._resumed_at = float(resumed_at) if resumed_at is not None else None
         watch._run_start = state["run_start"]
         watch._run_length = int(state["run_length"])
         return watch

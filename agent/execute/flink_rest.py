@@ -383,7 +383,8 @@ class FlinkRestScaler:
         self.log.info("rescale.requested", job=before.job_id, current=before.parallelism, target=requested, reason=why)
 
         after = self._await(before, wanted)
-        downtime = self._downtime(before, after)
+        stop = self._stop(before, after)
+        downtime, resumed_at = stop if stop is not None else (None, None)
         confirmed = after.parallelism if after is not None else self.current_parallelism()
         if after is None or not after.running_at(wanted):
             self.log.error(
@@ -394,7 +395,9 @@ class FlinkRestScaler:
                 error=f"the job did not reach parallelism {requested} within {self.confirm_timeout_s:g} s; "
                 f"it runs at {confirmed} (the parallelism reached is what counts)",
             )
-        return RescaleResult(requested=requested, confirmed=confirmed, dry_run=False, downtime_s=downtime)
+        return RescaleResult(
+            requested=requested, confirmed=confirmed, dry_run=False, downtime_s=downtime, resumed_at=resumed_at
+        )
 
     # ------------------------------------------------------------------ helpers
 
@@ -499,8 +502,9 @@ class FlinkRestScaler:
                 return last
             self.clock.sleep_until(min(deadline, self.clock.now() + self.poll_interval_s))
 
-    def _downtime(self, before: FlinkJobStatus, after: FlinkJobStatus | None) -> float | None:
-        """Seconds from the new execution graph's creation to the last subtask RUNNING; None if unknown.
+    def _stop(self, before: FlinkJobStatus, after: FlinkJobStatus | None) -> tuple[float, float] | None:
+        """``(downtime, resumed_at)``: seconds from the new execution graph's creation to the last subtask
+        RUNNING, and that last RUNNING as Unix seconds; None if unknown.
 
         The old graph is cancelled right before the new one is created (tens of milliseconds here),
         so the creation is where processing stopped; the last subtask to run is where it resumed.
@@ -522,7 +526,7 @@ class FlinkRestScaler:
         if last_running < after.created_at_ms:
             return None
         downtime = (last_running - after.created_at_ms) / 1000.0
-        return downtime if math.isfinite(downtime) else None
+        return (downtime, last_running / 1000.0) if math.isfinite(downtime) else None
 
 
 __all__ = [

@@ -6,6 +6,7 @@ through the fixture's own REST reads, not through the scaler, so a scaler that l
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -75,10 +76,13 @@ def test_rescales_up_and_down_in_place_and_measures_the_downtime(
     flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy
 ) -> None:
     scaler = scaler_for(proxy.url)
+    asked_at = time.time()
     up = scaler.rescale(3, reasons=("up",), dry_run=False)
     assert (up.requested, up.confirmed, up.dry_run) == (3, 3, False)
     assert set(vertex_parallelism(flink_cluster, job_id).values()) == {(3, 3)}
     assert up.downtime_s is not None and 0 < up.downtime_s < 60
+    # When every task ran again: after the request, before the answer (one clock: the JobManager's is this machine's).
+    assert up.resumed_at is not None and asked_at - 1 <= up.resumed_at <= time.time() + 1
     assert [(m, p.rsplit("/", 1)[-1]) for m, p, _ in proxy.writes()] == [("PUT", "resource-requirements")]
 
     down = scaler.rescale(1, reasons=("down",), dry_run=False)

@@ -117,3 +117,34 @@ def test_caught_up_overrides_the_band_learned_before_the_stop() -> None:
     assert watch.update(102.0, 40.0, caught_up=True) is None  # outside the old band, but caught up
     assert watch.update(103.0, 40.0, caught_up=True) is None
     assert watch.update(104.0, 40.0, caught_up=True) == 102.0
+
+
+def test_a_stop_known_to_be_over_ends_without_ever_leaving_the_band() -> None:
+    """An in-place rescale that replays almost nothing never shows in the lag: once the scaler has seen
+    every task running again, a caught-up job has recovered (not held until the target runs out)."""
+    watch = RecoveryWatch(consecutive_s=3, min_samples=10, smoothing_s=1)
+    for _ in range(60):
+        watch.learn_one(5.0)
+    watch.start(100.0)
+    # Before the job is known to run again, normal samples are the moments before the stop took effect.
+    assert watch.update(101.0, 5.0, caught_up=True) is None
+    watch.resumed(101.5)
+    copy = RecoveryWatch.from_dict(watch.to_dict())
+    for t in (102.0, 103.0):
+        assert watch.update(t, 5.0, caught_up=True) is None
+        assert copy.update(t, 5.0, caught_up=True) is None
+    assert watch.update(104.0, 5.0, caught_up=True) == 102.0
+    assert copy.update(104.0, 5.0, caught_up=True) == 102.0
+    assert not watch.active
+
+
+def test_a_resumed_job_still_behind_is_still_recovering() -> None:
+    watch = RecoveryWatch(consecutive_s=2, min_samples=10, smoothing_s=1)
+    for _ in range(60):
+        watch.learn_one(5.0)
+    watch.start(100.0)
+    watch.resumed(100.5)
+    assert watch.update(101.0, 9_000.0, caught_up=False) is None
+    assert watch.update(102.0, 9_000.0, caught_up=False) is None
+    assert watch.update(103.0, 4.0, caught_up=True) is None
+    assert watch.update(104.0, 4.0, caught_up=True) == 103.0
