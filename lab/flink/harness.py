@@ -211,7 +211,8 @@ class RealFlink:
         return trace_job.read_counts(self.cluster.rest_url, job.job_id)
 
     def drained(self, job: TraceJob, *, timeout_s: float) -> tuple[JobCounts, int]:
-        """After production ended: wait until the backlog is 0 and every produced record is verified.
+        """After production ended: wait until the backlog is 0, the source reports every record produced
+        and every produced record is verified.
 
         Returns the last counts and the number produced (``schedule().produced_all`` at the end); on a
         timeout the counts say what is missing instead of raising.
@@ -224,10 +225,12 @@ class RealFlink:
         last: list[JobCounts] = []
 
         def done() -> bool:
+            # The REST API's metrics are dumps of each TaskManager's at its own moment: the source's gauge of
+            # what was produced can lag the verifier's count by a dump, so all three must agree at once.
             self.cluster.check_alive()
             counts = self.counts(job)
             last[:] = [counts]
-            return counts.pending == 0 and counts.verified == expected
+            return counts.pending == 0 and counts.verified == expected and counts.produced == expected
 
         try:
             poll(done, timeout_s=timeout_s, interval_s=1.0, what="the backlog drained and every record verified")

@@ -52,12 +52,13 @@ LOW, HIGH = 700.0, 3000.0
 """Records/s before the step up and after the step down; during the step. One slot carries LOW with its
 failure recovery (15 s prior downtime, a 10-s checkpoint's replay) inside the target; HIGH needs three
 slots: at two, a failure would not be recovered within the target."""
-UP_S, DOWN_S, END_S = 45.0, 100.0, 200.0
+UP_S, DOWN_S, END_S = 45.0, 100.0, 240.0
 """Seconds after the job's epoch: the step up, the step down, the end of production. Before the step the
 forecaster needs ~40 s of settled rates; the high phase outlasts the scale-out plus the target recovery
 time (the watch holds the planner until the job has caught up), and after the step down there is room
-for the forecast to let go of the high level (its linear fallback fits 600 s), a stabilized scale-in and the
-measurement of its recovery. About four minutes with the cluster."""
+for the arrivals the agent plans with to let go of the high level (never below the last minute's), the
+scale-in (3 -> 2 -> 1 when two is wanted before one: each waits out the stabilization window) and the
+measurement of each recovery. About four and a half minutes with the cluster."""
 CHECKPOINT_S = 10.0
 """The job's checkpoint interval: Perdix's default ``checkpoint_interval_s``, so the agent describes the job right."""
 
