@@ -7,7 +7,8 @@ cores), each policy's × optimal (median, worst) and misses per half, and Daedal
 Writes summary.json, report.md and the plots to --out.
 
 Run: .venv/bin/python -m benchmarks.bench_evaluate [--corpus all|dev|held-out|none] [--shipped]
-     [--hours H] [--failures-per-hour 1] [--sweep] [--jobs 2] [--out out/bench_evaluate]
+     [--hours H] [--failures-per-hour 1] [--sweep [--sweep-policies flink-autoscaler,hpa,...]] [--jobs 2]
+     [--out out/bench_evaluate]
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from agent.logging import configure_logging
 from benchmarks.common import SHIPPED_TRACES, TRACES
-from lab.evaluate import DEFAULT_POLICIES, corpus_refs, parse_policies, plan_runs, run_all, trace_refs
+from lab.evaluate import DEFAULT_POLICIES, SWEEPS, Run, corpus_refs, parse_policies, plan_runs, run_all, trace_refs
 from lab.report import goal_checks, write_outputs
 from lab.settings import load_lab_settings
 
@@ -32,6 +33,10 @@ def main() -> None:
     parser.add_argument("--failures-per-hour", type=float, default=1.0)
     parser.add_argument("--policies", default=",".join(DEFAULT_POLICIES))
     parser.add_argument("--sweep", action="store_true", help="Also each policy over its main knob.")
+    parser.add_argument(
+        "--sweep-policies", default=None,
+        help="With --sweep: sweep only these (comma-separated); e.g. the peers alone, for the front verdicts.",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("out/bench_evaluate"))
     args = parser.parse_args()
@@ -41,7 +46,13 @@ def main() -> None:
     refs = corpus_refs(args.corpus) if args.corpus != "none" else []
     if args.shipped:
         refs += trace_refs([TRACES / f"{name}.csv" for name in SHIPPED_TRACES])
-    runs = plan_runs(refs, policies, sweep=args.sweep)
+    runs = plan_runs(refs, policies, sweep=args.sweep and args.sweep_policies is None)
+    if args.sweep and args.sweep_policies is not None:
+        swept = parse_policies(args.sweep_policies)
+        unknown = [p for p in swept if p not in SWEEPS]
+        if unknown:
+            parser.error(f"--sweep-policies: no knob to sweep for {', '.join(unknown)} (known: {', '.join(SWEEPS)})")
+        runs += [Run(ref, policy, knob) for ref in refs for policy in swept for knob in SWEEPS[policy]]
     hours = args.hours if args.hours is not None else (6.0 if args.shipped else None)
     start = time.perf_counter()
     results = run_all(runs, settings, hours=hours, failures_per_hour=args.failures_per_hour, jobs=args.jobs)

@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from agent.analyze import Analyzer, MeasuredRecovery, _falling_behind, _stopped_at
+from agent.analyze import Analysis, Analyzer, MeasuredRecovery, _falling_behind, _stopped_at
 from agent.observation import Observation
 from lab.replay import Replay
-from lab.settings import load_lab_settings
+from lab.settings import LabSettings, load_lab_settings
 from lab.simulated import SimulatedMonitor
 from simulator import SimulatedFlinkJob, Trace
 
@@ -108,18 +108,25 @@ def test_a_recovery_outruns_the_expected_arrivals_not_the_rise_envelope() -> Non
     assert analysis.recovery_times[n] < 60.0
 
 
+def analyze_flat(settings: LabSettings, *, rate: float, until_s: int) -> Analysis:
+    """The analyzer's last analysis of a simulated job at a flat ``rate``, one round a minute until ``until_s``."""
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([rate, rate])), settings.simulator)
+    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
+    analysis = None
+    for now in range(60, until_s, 60):
+        while job.now_s < now:
+            job.step()
+        analysis = analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
+    assert analysis is not None
+    return analysis
+
+
 def test_a_sub_second_checkpoint_interval_still_gives_every_scale_out_a_recovery_time() -> None:
     """A time-compressed job checkpoints every 0.67 s: the replay is estimated from the last second, not
     from no data at all (which made every recovery 'never' and sent Daedalus to its largest scale-out)."""
     settings = load_lab_settings(None, {"telemetry.log_level": "error", "checkpoint_interval_s": 0.67})
-    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([60_000.0, 60_000.0])), settings.simulator)
-    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
-    analysis = None
-    for now in range(60, 1200, 60):
-        while job.now_s < now:
-            job.step()
-        analysis = analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
-    assert analysis is not None and analysis.parallelism is not None
+    analysis = analyze_flat(settings, rate=60_000.0, until_s=1200)
+    assert analysis.parallelism is not None
     assert np.isfinite(analysis.recovery_times[analysis.parallelism])
 
 
@@ -150,14 +157,7 @@ def test_every_scale_out_is_judged_by_a_failure_there_too(failure_prior_s: float
     settings = load_lab_settings(None, {
         "telemetry.log_level": "error", "downtime_failure_prior_s": failure_prior_s, "downtime_rescale_prior_s": 5.0,
     })
-    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0])), settings.simulator)
-    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
-    analysis = None
-    for now in range(60, 900, 60):
-        while job.now_s < now:
-            job.step()
-        analysis = analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
-    assert analysis is not None
+    analysis = analyze_flat(settings, rate=40_000.0, until_s=900)
     finite = {n: t for n, t in analysis.recovery_times.items() if np.isfinite(t)}
     assert len(finite) >= 3, analysis.recovery_times
     if failure_prior_s > 1000:
