@@ -19,7 +19,7 @@ from pathlib import Path
 
 from agent.logging import configure_logging
 from benchmarks.common import SHIPPED_TRACES, TRACES
-from lab.evaluate import DEFAULT_POLICIES, SWEEPS, Run, corpus_refs, parse_policies, plan_runs, run_all, trace_refs
+from lab.evaluate import DEFAULT_POLICIES, SWEEPS, corpus_refs, parse_policies, plan_runs, run_all, trace_refs
 from lab.report import goal_checks, write_outputs
 from lab.settings import load_lab_settings
 
@@ -46,13 +46,12 @@ def main() -> None:
     refs = corpus_refs(args.corpus) if args.corpus != "none" else []
     if args.shipped:
         refs += trace_refs([TRACES / f"{name}.csv" for name in SHIPPED_TRACES])
-    runs = plan_runs(refs, policies, sweep=args.sweep and args.sweep_policies is None)
-    if args.sweep and args.sweep_policies is not None:
-        swept = parse_policies(args.sweep_policies)
-        unknown = [p for p in swept if p not in SWEEPS]
-        if unknown:
-            parser.error(f"--sweep-policies: no knob to sweep for {', '.join(unknown)} (known: {', '.join(SWEEPS)})")
-        runs += [Run(ref, policy, knob) for ref in refs for policy in swept for knob in SWEEPS[policy]]
+    swept = parse_policies(args.sweep_policies) if args.sweep_policies is not None else None
+    if swept is not None:
+        unswept = [p for p in swept if p not in SWEEPS or p not in policies]
+        if unswept:
+            parser.error(f"--sweep-policies: {', '.join(unswept)} not among --policies with a knob ({', '.join(SWEEPS)})")
+    runs = plan_runs(refs, policies, sweep=args.sweep, swept=swept)
     hours = args.hours if args.hours is not None else (6.0 if args.shipped else None)
     start = time.perf_counter()
     results = run_all(runs, settings, hours=hours, failures_per_hour=args.failures_per_hour, jobs=args.jobs)

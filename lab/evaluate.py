@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,8 +137,11 @@ def corpus_refs(half: str) -> list[TraceRef]:
     return [TraceRef(t.path, t.name, t.family, t.half) for t in traces]
 
 
-def plan_runs(traces: Sequence[TraceRef], policies: Sequence[str], *, sweep: bool = False) -> list[Run]:
-    """Every runnable (trace, policy, knob); with ``sweep`` each swept policy at every knob of :data:`SWEEPS`.
+def plan_runs(
+    traces: Sequence[TraceRef], policies: Sequence[str], *, sweep: bool = False, swept: Collection[str] | None = None
+) -> list[Run]:
+    """Every runnable (trace, policy, knob); with ``sweep`` each swept policy at every knob of :data:`SWEEPS`
+    (``swept``: only these of them, e.g. the peers alone for the front verdicts).
 
     The default setting of every policy is always run (a sweep adds the other knobs), so a sweep's
     report still compares the policies as they ship.
@@ -149,7 +152,7 @@ def plan_runs(traces: Sequence[TraceRef], policies: Sequence[str], *, sweep: boo
             if policy in DAG_ONLY_POLICIES:
                 continue
             runs.append(Run(trace, policy))
-            if sweep and policy in SWEEPS:
+            if sweep and policy in SWEEPS and (swept is None or policy in swept):
                 runs.extend(Run(trace, policy, knob) for knob in SWEEPS[policy])
     return runs
 

@@ -110,6 +110,11 @@ def test_a_sweep_runs_each_knob_and_the_default(traces: list[Path]) -> None:
     assert [r.label for r in runs] == ["hpa", "hpa@0.5", "hpa@0.6", "hpa@0.7", "hpa@0.8", "hpa@0.9", "static"]
 
 
+def test_a_sweep_can_be_limited_to_some_policies(traces: list[Path]) -> None:
+    runs = plan_runs(trace_refs(traces[:1]), ["daedalus", "hpa"], sweep=True, swept=["hpa"])
+    assert [r.label for r in runs] == ["daedalus", "hpa", "hpa@0.5", "hpa@0.6", "hpa@0.7", "hpa@0.8", "hpa@0.9"]
+
+
 def test_below_a_front_means_no_setting_is_as_good_on_both_counts() -> None:
     front = [(40.0, 6), (55.0, 1), (70.0, 0)]
     assert below_front((60.0, 0), front)  # cheaper than the only setting with no misses
