@@ -418,31 +418,32 @@ class Analyzer:
         arrivals = (
             np.maximum(forecast.values, level) if forecast.values is not None and level is not None else forecast.values
         )
-        for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):
-            value, source = self.capacity.capacity_at(n, current=parallelism)
-            capacities[n], sources[n] = value, source
-            if value is None or forecast.values is None or recent_rate is None:
-                continue
-            kind = "failure" if n == parallelism else "rescale"
-            # The records a recovery must work off are those expected to arrive (the point forecast).
-            # The rise envelope is no bound on them: it is the steepest rise of the last hours, wherever
-            # in its cycle the workload is, held as if it lasted; integrated as arrivals it made
-            # recoveries of a minute look endless on cyclic workloads. The planner still checks the
-            # capacity against the envelope's peak over the recovery.
-            profile = self.capacity.worker_profile(n)
-            stop_recovery[n] = self.recovery.predict(
-                capacity=value, forecast=arrivals, recent_workload_rate=recent_rate, kind=kind, parallelism=n,
-                profile=profile, current=parallelism, current_lag=lag,
-            )
-            recovery_times[n] = stop_recovery[n]
-            if kind == "rescale":
-                # A scale-out is chosen to run at: a failure there must recover in time too, or the next round
-                # finds the current scale-out failing its own check and rescales back (a flap). The failure comes
-                # once the rescale has caught up, so without the records waiting now.
-                recovery_times[n] = max(stop_recovery[n], self.recovery.predict(
-                    capacity=value, forecast=arrivals, recent_workload_rate=recent_rate, kind="failure",
-                    parallelism=n, profile=profile, current=n,
-                ))
+        with self.capacity.held():  # the round's reads: each worker's line once, not once per candidate
+            for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):
+                value, source = self.capacity.capacity_at(n, current=parallelism)
+                capacities[n], sources[n] = value, source
+                if value is None or forecast.values is None or recent_rate is None:
+                    continue
+                kind = "failure" if n == parallelism else "rescale"
+                # The records a recovery must work off are those expected to arrive (the point forecast).
+                # The rise envelope is no bound on them: it is the steepest rise of the last hours, wherever
+                # in its cycle the workload is, held as if it lasted; integrated as arrivals it made
+                # recoveries of a minute look endless on cyclic workloads. The planner still checks the
+                # capacity against the envelope's peak over the recovery.
+                profile = self.capacity.worker_profile(n)
+                stop_recovery[n] = self.recovery.predict(
+                    capacity=value, forecast=arrivals, recent_workload_rate=recent_rate, kind=kind, parallelism=n,
+                    profile=profile, current=parallelism, current_lag=lag,
+                )
+                recovery_times[n] = stop_recovery[n]
+                if kind == "rescale":
+                    # A scale-out is chosen to run at: a failure there must recover in time too, or the next round
+                    # finds the current scale-out failing its own check and rescales back (a flap). The failure comes
+                    # once the rescale has caught up, so without the records waiting now.
+                    recovery_times[n] = max(stop_recovery[n], self.recovery.predict(
+                        capacity=value, forecast=arrivals, recent_workload_rate=recent_rate, kind="failure",
+                        parallelism=n, profile=profile, current=n,
+                    ))
         self._last_capacities, self._last_recovery = capacities, stop_recovery
 
         cpu_means = [m for m in (_finite_mean(c) for c in observation.worker_cpu.values()) if m is not None]

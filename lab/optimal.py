@@ -107,6 +107,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numba
 import numpy as np
 
 from lab.slo import DEFAULT_FALLING_BEHIND_ALLOWANCE_S, SloJudgement, Stop, judge, stops_from
@@ -284,15 +285,11 @@ class _Horizon:
         self.workload = arrivals.sum(axis=1)
         self.behind_threshold = np.maximum(self.workload, 1.0)
         self.capacity = environment.capacities(0, duration_s)[:, :workers]
-        self.ones = np.ones(self.partitions)
         self.drained_by_first = np.cumsum(self.capacity, axis=1)
         """``[t, n − 1]``: records the first ``n`` workers can read in second t at most."""
         self.most_drained = self.drained_by_first[:, -1]
         """Records the job could read in second t at most: every worker of the largest scale-out at full speed."""
         self.failures = frozenset(int(f) for f in failures if 0 <= f < duration_s)
-        self.worker_of = np.zeros((self.partitions + 1, self.partitions), dtype=np.int64)
-        for n in range(1, self.partitions + 1):
-            self.worker_of[n] = np.arange(self.partitions) % n
         sizes = range(self.partitions + 1)
         self._mean_downtime = {
             kind: np.array(
@@ -309,6 +306,33 @@ class _Horizon:
         factor = self.environment.downtime_factor("failure" if kind == _FAILURE else "rescale", t)
         mean = self._mean_downtime[kind][from_parallelism, to_parallelism]
         return np.maximum(1, np.rint(mean * factor)).astype(np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _read_second(
+    position: np.ndarray, position_sum: np.ndarray, parallelism: np.ndarray, end: np.ndarray, capacity: np.ndarray
+) -> None:  # pragma: no cover - compiled; exercised through every solve and checked against the simulator
+    """One second of reading for the first ``len(position)`` rows, in place: ``SimulatedFlinkJob.step``'s arithmetic.
+
+    Worker ``i`` of a row at scale-out ``n`` drains the partitions ``p ≡ i (mod n)``: each takes
+    ``⌊backlog_p · min(c_i, B_i)/B_i⌋`` (``B_i`` the worker's backlog, 0 when it has none). The same
+    IEEE operations as the simulator's numpy code, one row at a time and without temporaries, so the
+    result is the simulator's to the last bit (sums of whole numbers below 2⁵³ are exact in any order).
+    """
+    rows, partitions = position.shape
+    for r in range(rows):
+        n = parallelism[r]
+        total = 0.0
+        for i in range(n):
+            backlog = 0.0
+            for p in range(i, partitions, n):
+                backlog += end[p] - position[r, p]
+            fraction = min(capacity[i], backlog) / backlog if backlog > 0.0 else 0.0
+            for p in range(i, partitions, n):
+                value = position[r, p] + math.floor((end[p] - position[r, p]) * fraction)
+                position[r, p] = value
+                total += value
+        position_sum[r] = total
 
 
 _ROW_FIELDS = (
@@ -374,7 +398,6 @@ class _Rows:
         self.origin = np.arange(self.count)
         self.stops: list[list[Stop]] | None = None
         self.lag_record: np.ndarray | None = None
-        self._flat = np.zeros((self.count, horizon.partitions), dtype=np.int64)
         self._resume_order = np.zeros(self.count, dtype=np.int64)
         self._live = 0
         """Rows ``[0, _live)`` are running."""
@@ -438,9 +461,6 @@ class _Rows:
                 self.stops = [self.stops[i] for i in permutation]
         self._resume_order = resume[permutation]
         self._live = int(np.searchsorted(self._resume_order, -1, side="right"))
-        self._flat = np.arange(self.count, dtype=np.int64)[:, None] * self.horizon.workers + self.horizon.worker_of[
-            self.parallelism
-        ]
         self._unordered = False
 
     # ------------------------------------------------------------------ events
@@ -502,28 +522,10 @@ class _Rows:
             self.parallelism[restarting] = self.pending[restarting]
             self.uptime_start[restarting] = t
             self.down[restarting] = False
-            self._flat[restarting] = (
-                np.arange(self._live, live, dtype=np.int64)[:, None] * horizon.workers
-                + horizon.worker_of[self.parallelism[restarting]]
-            )
             self._live = live
         if live:
-            workers = horizon.workers
             position = self.position[:live]
-            flat = self._flat[:live].ravel()
-            backlog = horizon.end_after[t] - position
-            worker_backlog = np.bincount(flat, weights=backlog.ravel(), minlength=live * workers).reshape(
-                live, workers
-            )
-            target = np.minimum(horizon.capacity[t], worker_backlog)
-            fraction = np.zeros(target.shape)
-            np.divide(target, worker_backlog, out=fraction, where=worker_backlog > 0)
-            take = backlog
-            np.multiply(backlog, np.take(fraction.ravel(), flat).reshape(backlog.shape), out=take)
-            np.floor(take, out=take)
-            position += take
-            # Whole numbers below 2**53 sum exactly in any order, so a matrix-vector product will do.
-            self.position_sum[:live] = position @ horizon.ones
+            _read_second(position, self.position_sum, self.parallelism, horizon.end_after[t], horizon.capacity[t])
             uptime = t - self.uptime_start[:live]
             checkpoint = np.flatnonzero((uptime > 0) & (uptime % horizon.checkpoint_interval_s == 0))
             if checkpoint.size:
@@ -715,20 +717,34 @@ def _undominated(rows: _Rows, index: np.ndarray) -> np.ndarray:
             (is_open & rows.episode_missed[index]).astype(float),
         ]
     )
-    keep = np.ones(len(index), dtype=bool)
-    shared = np.bincount(group)[group] > 1  # a row alone in its group is dominated by none
-    order = np.flatnonzero(shared)[np.argsort(group[shared], kind="stable")]
+    order = np.argsort(group, kind="stable")
     bounds = np.flatnonzero(np.diff(group[order])) + 1
-    for members in np.split(order, bounds) if len(order) else []:
-        values = columns[members]
-        # no_worse[i, j]: row i is no worse than row j in every column; equal rows: the first stands for both.
-        no_worse = np.all(values[:, None, :] <= values[None, :, :], axis=2)
-        better = np.any(values[:, None, :] < values[None, :, :], axis=2)
-        first = np.arange(len(members))
-        dominates = no_worse & (better | (first[:, None] < first[None, :]))
-        np.fill_diagonal(dominates, False)
-        keep[members[dominates.any(axis=0)]] = False
-    return index[keep]
+    keep = _undominated_in_groups(columns[order], np.concatenate(([0], bounds, [len(order)])))
+    return index[np.sort(order[keep])]
+
+
+@numba.njit(cache=True, nogil=True)
+def _undominated_in_groups(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``keep[j]``: no row ``i`` of ``j``'s group (rows ``bounds[g]:bounds[g + 1]``) is no worse than ``j`` in
+    every column and better in one; of equal rows the first stands for all."""
+    count, width = values.shape
+    keep = np.ones(count, dtype=np.bool_)
+    for g in range(len(bounds) - 1):
+        for j in range(bounds[g], bounds[g + 1]):
+            for i in range(bounds[g], bounds[g + 1]):
+                if i == j:
+                    continue
+                no_worse, better = True, False
+                for c in range(width):
+                    if values[i, c] > values[j, c]:
+                        no_worse = False
+                        break
+                    if values[i, c] < values[j, c]:
+                        better = True
+                if no_worse and (better or i < j):
+                    keep[j] = False
+                    break
+    return keep
 
 
 def _certain_misses(rows: _Rows, now_s: int) -> np.ndarray:

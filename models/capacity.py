@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -131,6 +132,8 @@ class CapacityModel:
         self._shares: dict[int, _Shares] = {}
         self._pending: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._last_round: dict[str, tuple[float, float] | None] = {}
+        self._held: dict[str, float | None] | None = None
+        """Worker capacities memoised while :meth:`held` is in force (None: compute every time)."""
 
     # ------------------------------------------------------------------ learning
 
@@ -260,6 +263,19 @@ class CapacityModel:
 
     # ------------------------------------------------------------------ reading
 
+    @contextmanager
+    def held(self) -> Iterator[CapacityModel]:
+        """Reads only, for a while: each worker's capacity is computed once and reused.
+
+        A round reads the capacity at every candidate scale-out, and each of those reads every current
+        worker's line; nothing learns in between, so the analyzer reads them all inside one ``held()``.
+        """
+        self._held = {}
+        try:
+            yield self
+        finally:
+            self._held = None
+
     def worker_capacity(self, worker_id: str) -> float | None:
         """The worker's throughput at ``max_cpu``: from its regression, else from its records per unit of load.
 
@@ -267,6 +283,14 @@ class CapacityModel:
         shows how much it processes per unit of load (the true processing rate of DS2 and the Flink
         autoscaler), which read at ``max_cpu`` is its capacity. None with neither.
         """
+        if self._held is None:
+            return self._worker_capacity(worker_id)
+        if worker_id not in self._held:
+            self._held[worker_id] = self._worker_capacity(worker_id)
+        return self._held[worker_id]
+
+    def _worker_capacity(self, worker_id: str) -> float | None:
+        """The line of :meth:`worker_capacity`, computed."""
         regression = self.regressions.get(worker_id)
         if regression is not None:
             slope = regression.slope
@@ -393,14 +417,13 @@ class CapacityModel:
         # Reader i runs on the i-th current worker in natural order (StatefulSet-style names keep their
         # index across rescales); readers beyond today's workers are assumed typical of them. Only the
         # current workers count: names that churned away say nothing about the pods that will run.
-        known = [c for w in self.workers if (c := self.worker_capacity(w)) is not None]
+        current = [self.worker_capacity(w) for w in self.workers]
+        known = [c for c in current if c is not None]
         if not known:
             return None
         typical = float(np.median(known))
-        capacities = []
-        for index in range(parallelism):
-            value = self.worker_capacity(self.workers[index]) if index < len(self.workers) else None
-            capacities.append(typical if value is None else value)
+        capacities = [typical if value is None else value for value in current[:parallelism]]
+        capacities += [typical] * (parallelism - len(capacities))
         return shares, np.asarray(capacities)
 
     def worker_profile(self, parallelism: int) -> tuple[np.ndarray, np.ndarray] | None:
