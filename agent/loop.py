@@ -23,10 +23,18 @@ from agent.observation import Observation
 from agent.ports import EventSink, KnowledgeStore, MetricSource, Scaler, ScalerError
 from agent.settings import Settings
 from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
+from planner.peers import FlinkAutoscaler
 from planner.history import Recommendations
 
 MAX_HISTORY = 500
 """Rescale and recovery records kept in the knowledge document (oldest dropped first)."""
+
+
+def policy_for(settings: Settings) -> Policy:
+    """The policy ``settings.policy`` names, with its options from the settings where it has some."""
+    if settings.policy == FlinkAutoscaler.name:
+        return FlinkAutoscaler(**settings.flink_autoscaler.model_dump())
+    return get_policy(settings.policy)
 
 
 def planner_config(settings: Settings) -> PlannerConfig:
@@ -154,7 +162,7 @@ class Agent:
         self.scaler = scaler
         self.knowledge = knowledge
         self.events = events or _NullEvents()
-        self.policy = policy or get_policy(settings.policy)
+        self.policy = policy or policy_for(settings)
         self.analyzer = analyzer or Analyzer(settings)
         if not self.policy.uses_forecast and isinstance(self.analyzer, Analyzer):
             self.analyzer.forecasting = False

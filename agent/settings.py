@@ -195,6 +195,43 @@ class TelemetrySettings(_Section):
     )
 
 
+class FlinkAutoscalerOptions(_Section):
+    """The ``job.autoscaler.*`` options of the ``flink-autoscaler`` policy (``planner.flink_autoscaler``), with the
+    Flink Kubernetes Operator's defaults. Only the time constants and the target are exposed: what a
+    time-compressed replay must scale, and the knob operators tune."""
+
+    target_utilization: float = Field(
+        0.7, gt=0, le=1, description="job.autoscaler.utilization.target: the utilization a new parallelism aims at."
+    )
+    metrics_window_s: float = Field(
+        900.0, gt=0, description="job.autoscaler.metrics.window: the metric aggregation window, seconds."
+    )
+    stabilization_s: float = Field(
+        300.0, ge=0, description="job.autoscaler.stabilization.interval: no sample counts this long after the job "
+        "runs again, seconds."
+    )
+    catch_up_duration_s: float = Field(
+        1800.0, ge=0, description="job.autoscaler.catch-up.duration: target time to work a backlog off, seconds "
+        "(0: no backlog-based scaling)."
+    )
+    restart_time_s: float = Field(
+        300.0, ge=0, description="job.autoscaler.restart.time: expected restart time whose backlog a new "
+        "parallelism must catch up too, seconds."
+    )
+    scale_down_interval_s: float = Field(
+        3600.0, ge=0, description="job.autoscaler.scale-down.interval: a scale-down waits this long and takes the "
+        "highest recommendation of it, seconds (0: at once)."
+    )
+    backlog_processing_lag_threshold_s: float = Field(
+        300.0, ge=0, description="job.autoscaler.backlog-processing.lag-threshold: no scale-down above this backlog, "
+        "seconds of input."
+    )
+    observed_tpr_lag_threshold_s: float = Field(
+        30.0, ge=0, description="job.autoscaler.observed-true-processing-rate.lag-threshold: backlog from which "
+        "the observed processing rate is sampled, seconds of input."
+    )
+
+
 class Settings(BaseSettings):
     """Perdix agent settings; CLI flags over PERDIX_* environment over the YAML file over these defaults."""
 
@@ -293,6 +330,9 @@ class Settings(BaseSettings):
     )
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings, description="Prometheus monitor.")
     scale_target: ScaleTargetSettings = Field(default_factory=ScaleTargetSettings, description="Scale target.")
+    flink_autoscaler: FlinkAutoscalerOptions = Field(
+        default_factory=FlinkAutoscalerOptions, description="Options of the flink-autoscaler policy (its job.autoscaler.* defaults)."
+    )
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings, description="Knowledge store.")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Logs, metrics, probes.")
     operators: OperatorSettings = Field(

@@ -16,9 +16,10 @@ place. Every process is stopped by its pid whatever happens.
    The agent runs Perdix's defaults with every time constant divided by the compression (loop 60 s →
    60/c, rate window, grace, stabilization, recent-rescale window, forecast window and horizon, target
    recovery 300 s → 300/c, checkpoint interval 10 s → 10/c for the job and the agent, downtime priors),
-   so that a compressed minute looks to it like a real one. What cannot be compressed: Flink's own
-   restart (about a second) and the peer policies' internal windows, which ``perdix run`` does not
-   expose (the flink-autoscaler's 5-min stabilization and 15-min metric window stay real time).
+   so that a compressed minute looks to it like a real one. The flink-autoscaler's own windows
+   (``flink_autoscaler.*``: 15-min metric window, 5-min stabilization, 1-h scale-down interval,
+   catch-up and restart times, lag thresholds) and its 15-s reconcile are divided alike. What cannot
+   be compressed: Flink's own restart (about a second).
 4. Per policy: slot-seconds (slot-hours as ``worker_hours``), × ideal, rescales, the SLO judgement of
    lab/slo.py on the lag Prometheus read (the stops from the agent's rescale log), max backlog, records
    produced vs verified at the sink (lost, duplicated). Written: ``summary.json`` (per run the keys of
@@ -55,6 +56,7 @@ from lab.flink.harness import (
 from lab.flink.schedule import ProductionSchedule, read_trace
 from lab.flink.trace_job import JobCounts, TraceJobOptions
 from lab.slo import DEFAULT_FALLING_BEHIND_ALLOWANCE_S, judge
+from planner.peers import FlinkAutoscaler
 
 DEFAULT_TIME = {
     "loop_interval_s": 60.0,
@@ -70,6 +72,17 @@ DEFAULT_TIME = {
     "rate_window_s": 60,
 }
 """Perdix's shipped time constants (agent/settings.py), divided by the compression for a replay."""
+FLINK_AUTOSCALER_TIME = {
+    "metrics_window_s": 900.0,
+    "stabilization_s": 300.0,
+    "catch_up_duration_s": 1800.0,
+    "restart_time_s": 300.0,
+    "scale_down_interval_s": 3600.0,
+    "backlog_processing_lag_threshold_s": 300.0,
+    "observed_tpr_lag_threshold_s": 30.0,
+}
+"""The flink-autoscaler's own time constants (its ``job.autoscaler.*`` defaults, ``flink_autoscaler.*`` settings),
+divided by the compression for a replay like Perdix's; it runs at the operator's 15-s reconcile, compressed too."""
 MINIMA = {"forecast_horizon_s": 60, "forecast_window_s": 60, "rate_window_s": 5}
 """The smallest values the settings accept."""
 
@@ -104,6 +117,14 @@ class Setup:
             knobs[key] = scaled
         rate_window = knobs.pop("rate_window_s")
         knobs["prometheus"] = {"rate_window_s": rate_window}
+        return knobs
+
+    def policy_knobs(self, policy: str) -> dict[str, Any]:
+        """:meth:`time_knobs`, and for the flink-autoscaler its own windows and its sync, compressed alike."""
+        knobs = self.time_knobs()
+        if policy == FlinkAutoscaler.name:
+            knobs["loop_interval_s"] = FlinkAutoscaler().sync_interval_s / self.compress
+            knobs["flink_autoscaler"] = {key: value / self.compress for key, value in FLINK_AUTOSCALER_TIME.items()}
         return knobs
 
     def options(self, job_name: str, parallelism: int) -> TraceJobOptions:
@@ -176,7 +197,7 @@ def run_policy(harness: RealFlink, setup: Setup, policy: str, workdir: Path, *, 
     agent = None
     try:
         settings = harness.settings(
-            job, workdir, policy=policy, max_parallelism=setup.taskmanagers, **setup.time_knobs()
+            job, workdir, policy=policy, max_parallelism=setup.taskmanagers, **setup.policy_knobs(policy)
         )
         agent = harness.perdix(workdir, settings)
         started = time.time()

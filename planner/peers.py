@@ -72,8 +72,9 @@ class FlinkAutoscaler(_PeerAdapter[FlinkAutoscalerState]):
     state_type = FlinkAutoscalerState
     held_codes = frozenset({"missing_data", "not_running"})
 
-    def __init__(self, target_utilization: float = 0.7) -> None:
-        super().__init__(FlinkAutoscalerPolicy(target_utilization=target_utilization))
+    def __init__(self, target_utilization: float = 0.7, **options: Any) -> None:
+        """``options``: any other ``FlinkAutoscalerSettings`` field (windows, intervals), e.g. time-compressed."""
+        super().__init__(FlinkAutoscalerPolicy(target_utilization=target_utilization, **options))
         self.knob = target_utilization
 
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:

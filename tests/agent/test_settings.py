@@ -71,6 +71,9 @@ def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
          "vertex"),
         ("policy: oracle\n", "policy: 'oracle' runs only in the lab (it reads the simulator's true future"),
         ("policy: daedelus\n", "policy: unknown policy 'daedelus'; one of daedalus, static, flink-autoscaler, ds2, hpa, keda-lag"),
+        # the flink-autoscaler's options are validated like the rest
+        ("flink_autoscaler:\n  target_utilization: 1.5\n", "flink_autoscaler.target_utilization:"),
+        ("flink_autoscaler:\n  metrics_window: 900\n", "flink_autoscaler.metrics_window: unknown key"),
         # the simulated job is the lab's: the daemon's settings have no such section
         ("simulator:\n  partitions: 24\n", "simulator: unknown key"),
     ],
@@ -137,3 +140,22 @@ def test_every_field_has_a_description() -> None:
 
     assert walk(Settings) == []
     assert walk(LabSettings) == []
+
+
+def test_flink_autoscaler_options_reach_the_policy(tmp_path: Path) -> None:
+    from agent.loop import policy_for
+
+    config = write(tmp_path, "policy: flink-autoscaler\nflink_autoscaler:\n  stabilization_s: 20\n  metrics_window_s: 60\n"
+                             "  scale_down_interval_s: 0\n  target_utilization: 0.8\n")
+    options = policy_for(load_settings(config)).core.settings  # type: ignore[attr-defined]
+    assert (options.stabilization_s, options.metrics_window_s, options.scale_down_interval_s) == (20, 60, 0)
+    assert options.target_utilization == 0.8 and options.catch_up_duration_s == 1800  # the rest: the operator's defaults
+    assert policy_for(load_settings(write(tmp_path, "policy: hpa\n"))).name == "hpa"
+
+
+def test_flink_autoscaler_defaults_are_the_operators() -> None:
+    from planner.flink_autoscaler import FlinkAutoscalerSettings
+
+    defaults = FlinkAutoscalerSettings()
+    for name, value in Settings().flink_autoscaler.model_dump().items():
+        assert getattr(defaults, name) == value, name

@@ -141,6 +141,8 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
 {{- $oq := $op.queries -}}
 {{- $operatorQueries := dict "records_in" $oq.recordsIn "records_out" $oq.recordsOut "busy" $oq.busy "backpressure" $oq.backpressure "state_size" $oq.stateSize "managed_memory_used" $oq.managedMemoryUsed "cache_hit_rate" $oq.cacheHitRate "state_latency" $oq.stateLatency -}}
 {{- $operators := dict "queries" $operatorQueries "warm_up_s" $op.warmUpSeconds "memory_min_mb" $op.memoryMinMb "memory_max_level" $op.memoryMaxLevel "cache_hit_threshold" $op.cacheHitThreshold "latency_threshold_ms" $op.latencyThresholdMs "memory_cost_per_gb" $op.memoryCostPerGb "startup_cost" $op.startupCost "shutdown_cost" $op.shutdownCost -}}
+{{- $fa := $p.flinkAutoscaler -}}
+{{- $flinkAutoscaler := dict "target_utilization" $fa.targetUtilization "metrics_window_s" $fa.metricsWindowSeconds "stabilization_s" $fa.stabilizationSeconds "catch_up_duration_s" $fa.catchUpDurationSeconds "restart_time_s" $fa.restartTimeSeconds "scale_down_interval_s" $fa.scaleDownIntervalSeconds "backlog_processing_lag_threshold_s" $fa.backlogProcessingLagThresholdSeconds "observed_tpr_lag_threshold_s" $fa.observedTprLagThresholdSeconds -}}
 {{- $settings := dict
   "policy" $p.policy
   "target_recovery_time_s" $p.targetRecoveryTimeSeconds
@@ -171,6 +173,7 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
   "capacity_prior_path" $p.capacityPriorPath
   "prometheus" $prometheus
   "scale_target" $scaleTarget
+  "flink_autoscaler" $flinkAutoscaler
   "knowledge" $knowledge
   "telemetry" $telemetry
   "operators" $operators

@@ -1,0 +1,30 @@
+"""The real-Flink benchmark's settings per policy (no cluster: what ``perdix run`` is given)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.loop import policy_for
+from agent.settings import Settings
+from benchmarks.bench_real_flink import Setup
+
+
+def setup(compress: float) -> Setup:
+    return Setup(Path("traces/taylor.csv"), compress, 10.0, 4, 1000.0, 12, 1.0, 7, 1.0, {1: 1000.0})
+
+
+def test_the_flink_autoscaler_runs_compressed_like_the_agent() -> None:
+    knobs = setup(15.0).policy_knobs("flink-autoscaler")
+    settings = Settings(policy="flink-autoscaler", **knobs)
+    options = policy_for(settings).core.settings  # type: ignore[attr-defined]
+    # Its windows, delays and thresholds, and its 15-s reconcile, are 15 times shorter, like Perdix's own.
+    assert options.metrics_window_s == 60 and options.stabilization_s == 20 and options.scale_down_interval_s == 240
+    assert options.catch_up_duration_s == 120 and options.restart_time_s == 20
+    assert options.backlog_processing_lag_threshold_s == 20 and options.observed_tpr_lag_threshold_s == 2
+    assert settings.loop_interval_s == 1.0 and settings.target_recovery_time_s == 20
+
+
+def test_other_policies_get_the_agents_time_constants_only() -> None:
+    knobs = setup(10.0).policy_knobs("daedalus")
+    assert "flink_autoscaler" not in knobs
+    assert knobs == setup(10.0).time_knobs() and knobs["loop_interval_s"] == 6.0
