@@ -21,9 +21,10 @@ purpose, it is chosen as if such an episode were a miss (``settle_by_end``; ``ch
 The model
 ---------
 A batch of schedule prefixes ("rows") is stepped second by second exactly as
-:class:`simulator.SimulatedFlinkJob` steps one job, vectorised with numpy over the rows: per-partition
-read positions and committed offsets, worker ``i`` draining the partitions ``p ≡ i (mod n)`` with
-``take_p = ⌊backlog_p · min(c_i(t), B_i)/B_i⌋`` (``B_i`` the worker's backlog), checkpoints at
+:class:`simulator.SimulatedFlinkJob` steps one job, over all rows at once: per-partition read
+positions and committed offsets, worker ``i`` draining the partitions ``p ≡ i (mod n)`` with
+``take_p = ⌊backlog_p · min(c_i(t), B_i)/B_i⌋`` (``B_i`` the worker's backlog; the job's own rule,
+:mod:`simulator.drain`, in its many-rows form), checkpoints at
 every ``checkpoint_interval_s`` of uptime, a stop rolling every position back to the last checkpoint
 and pausing for the true downtime, and the restart at the new scale-out. Rescale, failure and step
 happen in the replay's order (the rescale decided at a boundary, then a failure due that second,
@@ -94,8 +95,8 @@ What is exact, what is approximate, and the bound
 Cost
 ----
 The work is the second-by-second read of the running rows (a stop's downtime is free, and hopeless
-choices are never stepped); it runs in a compiled kernel (:func:`_read_second`, numba), and so does
-the dominance test. Six hours at 60 s loops and up to 16 workers: about 1,000–1,500 states at the
+choices are never stepped); it runs compiled (numba: :func:`simulator.drain.drain_rows`, the
+simulator's own rule), and so does the dominance test. Six hours at 60 s loops and up to 16 workers: about 1,000–1,500 states at the
 busiest boundary on most corpus traces, 15–20 s of CPU; the corpus's 29 traces take 488 s of CPU in
 all, chicago_ridership (up to 4,783 states) 98 s (224 s with numpy alone). ``SolveStatistics`` has
 the counts.
@@ -123,6 +124,7 @@ from simulator import (
     Window,
     failure_schedule,
 )
+from simulator.drain import drain_rows
 
 _RESCALE, _FAILURE, _OVERLOAD = 0, 1, 2
 _ALLOWANCE_S = int(DEFAULT_FALLING_BEHIND_ALLOWANCE_S)
@@ -308,33 +310,6 @@ class _Horizon:
         factor = self.environment.downtime_factor("failure" if kind == _FAILURE else "rescale", t)
         mean = self._mean_downtime[kind][from_parallelism, to_parallelism]
         return np.maximum(1, np.rint(mean * factor)).astype(np.int64)
-
-
-@numba.njit(cache=True, nogil=True)
-def _read_second(
-    position: np.ndarray, position_sum: np.ndarray, parallelism: np.ndarray, end: np.ndarray, capacity: np.ndarray
-) -> None:  # pragma: no cover - compiled; exercised through every solve and checked against the simulator
-    """One second of reading for the first ``len(position)`` rows, in place: ``SimulatedFlinkJob.step``'s arithmetic.
-
-    Worker ``i`` of a row at scale-out ``n`` drains the partitions ``p ≡ i (mod n)``: each takes
-    ``⌊backlog_p · min(c_i, B_i)/B_i⌋`` (``B_i`` the worker's backlog, 0 when it has none). The same
-    IEEE operations as the simulator's numpy code, one row at a time and without temporaries, so the
-    result is the simulator's to the last bit (sums of whole numbers below 2⁵³ are exact in any order).
-    """
-    rows, partitions = position.shape
-    for r in range(rows):
-        n = parallelism[r]
-        total = 0.0
-        for i in range(n):
-            backlog = 0.0
-            for p in range(i, partitions, n):
-                backlog += end[p] - position[r, p]
-            fraction = min(capacity[i], backlog) / backlog if backlog > 0.0 else 0.0
-            for p in range(i, partitions, n):
-                value = position[r, p] + math.floor((end[p] - position[r, p]) * fraction)
-                position[r, p] = value
-                total += value
-        position_sum[r] = total
 
 
 _ROW_FIELDS = (
@@ -527,7 +502,7 @@ class _Rows:
             self._live = live
         if live:
             position = self.position[:live]
-            _read_second(position, self.position_sum, self.parallelism, horizon.end_after[t], horizon.capacity[t])
+            drain_rows(position, self.position_sum, self.parallelism, horizon.end_after[t], horizon.capacity[t])
             uptime = t - self.uptime_start[:live]
             checkpoint = np.flatnonzero((uptime > 0) & (uptime % horizon.checkpoint_interval_s == 0))
             if checkpoint.size:

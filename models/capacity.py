@@ -134,6 +134,8 @@ class CapacityModel:
         self._last_round: dict[str, tuple[float, float] | None] = {}
         self._held: dict[str, float | None] | None = None
         """Worker capacities memoised while :meth:`held` is in force (None: compute every time)."""
+        self._held_profiles: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+        """The same for the profiles from the partition weights, per scale-out."""
 
     # ------------------------------------------------------------------ learning
 
@@ -270,11 +272,11 @@ class CapacityModel:
         A round reads the capacity at every candidate scale-out, and each of those reads every current
         worker's line; nothing learns in between, so the analyzer reads them all inside one ``held()``.
         """
-        self._held = {}
+        self._held, self._held_profiles = {}, {}
         try:
             yield self
         finally:
-            self._held = None
+            self._held, self._held_profiles = None, {}
 
     def worker_capacity(self, worker_id: str) -> float | None:
         """The worker's throughput at ``max_cpu``: from its regression, else from its records per unit of load.
@@ -412,6 +414,13 @@ class CapacityModel:
         return value if math.isfinite(value) else None
 
     def _profile_from_weights(self, parallelism: int) -> tuple[np.ndarray, np.ndarray] | None:
+        if self._held is None:
+            return self._compute_profile_from_weights(parallelism)
+        if parallelism not in self._held_profiles:
+            self._held_profiles[parallelism] = self._compute_profile_from_weights(parallelism)
+        return self._held_profiles[parallelism]
+
+    def _compute_profile_from_weights(self, parallelism: int) -> tuple[np.ndarray, np.ndarray] | None:
         assert self.partition_weights is not None
         shares = round_robin_shares(self.partition_weights, parallelism)
         # Reader i runs on the i-th current worker in natural order (StatefulSet-style names keep their

@@ -34,6 +34,7 @@ from typing import Literal
 import numpy as np
 
 from simulator.config import SimulatorSettings
+from simulator.drain import drain_job
 from simulator.trace import Trace
 
 StopKind = Literal["rescale", "failure"]
@@ -496,20 +497,10 @@ class SimulatedFlinkJob:
         busy = np.zeros(workers)
         if self.state is JobState.RUNNING:
             n = self.parallelism
-            assignment = self._assignment
-            backlog = self._end - self._position
-            worker_backlog = np.bincount(assignment, weights=backlog, minlength=n)
             capacity = environment.capacities_at(t)[:n]
-            target = np.minimum(capacity, worker_backlog)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                fraction = np.where(worker_backlog > 0, target / worker_backlog, 0.0)
-            take = np.floor(backlog * fraction[assignment]).astype(np.int64)
-            self._position += take
-            taken = int(take.sum())
-            self._processed += taken
-            per_worker = np.bincount(assignment, weights=take, minlength=n)
-            throughput[:n] = per_worker
-            busy[:n] = np.minimum(per_worker / capacity, 1.0)
+            # Worker i drains the partitions p ≡ i (mod n) (the round-robin assignment; simulator.drain).
+            self._processed += int(drain_job(self._end, self._position, n, capacity, throughput))
+            busy[:n] = np.minimum(throughput[:n] / capacity, 1.0)
             uptime = t - self._uptime_start
             if uptime > 0 and uptime % config.checkpoint_interval_s == 0:
                 self._committed_total += int((self._position - self._committed).sum())
