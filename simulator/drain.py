@@ -6,12 +6,12 @@ worker can read this second, each of its partitions gives up ``⌊backlog_p · m
 records (nothing when ``B_i`` is 0), so a worker with spare capacity empties its partitions and a
 saturated one reads them in proportion to their backlog.
 
-Two forms of the one rule: :func:`drain_job` for one job (:class:`simulator.SimulatedFlinkJob`,
-integer offsets) and :func:`drain_rows` for many schedule prefixes at once (the optimal schedule's
-model, ``lab.optimal``, offsets held as whole float64 numbers). Both do the same IEEE operations in the
-same order per partition; sums of whole numbers below 2⁵³ are exact in any order. So the optimal
-schedule's model is the simulator to the last record, which ``lab.optimal.optimal_run`` checks on
-every solve by replaying the schedule through the job.
+One function holds the rule, :func:`drain_job`, for one job (:class:`simulator.SimulatedFlinkJob`,
+integer offsets); :func:`drain_rows` applies it to many schedule prefixes at once (the optimal
+schedule's model, ``lab.optimal``, offsets held as whole float64 numbers). numba compiles it once per
+offset type with the same IEEE operations, and sums of whole numbers below 2⁵³ are exact in any order,
+so the optimal schedule's model is the simulator to the last record, which
+``lab.optimal.optimal_run`` checks on every solve by replaying the schedule through the job.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def drain_job(
     end: np.ndarray, position: np.ndarray, parallelism: int, capacity: np.ndarray, per_worker: np.ndarray
 ) -> int:  # pragma: no cover - compiled; covered through every replay
-    """Read one second of a job at ``parallelism``, in place: advances ``position`` (int64 per partition),
-    writes each worker's records into ``per_worker[:parallelism]`` and returns the records read."""
+    """Read one second of a job at ``parallelism``, in place: advances ``position`` (whole numbers per
+    partition, int64 or float64), writes each worker's records into ``per_worker[:parallelism]`` and
+    returns the records read."""
     partitions = end.shape[0]
     read = 0
     for i in range(parallelism):
@@ -49,21 +50,10 @@ def drain_job(
 def drain_rows(
     position: np.ndarray, position_sum: np.ndarray, parallelism: np.ndarray, end: np.ndarray, capacity: np.ndarray
 ) -> None:  # pragma: no cover - compiled; covered through every solve of the optimal schedule
-    """Read one second of every row of ``position`` (rows × partitions, whole float64 numbers), in place.
+    """:func:`drain_job` on every row of ``position`` (rows × partitions, whole float64 numbers), in place.
 
-    Row ``r`` runs at ``parallelism[r]``; ``position_sum[r]`` becomes the row's total read position.
+    Row ``r`` runs at ``parallelism[r]``; ``position_sum[r]``, the row's total read position, grows by what it read.
     """
-    rows, partitions = position.shape
-    for r in range(rows):
-        n = parallelism[r]
-        total = 0.0
-        for i in range(n):
-            backlog = 0.0
-            for p in range(i, partitions, n):
-                backlog += end[p] - position[r, p]
-            fraction = min(capacity[i], backlog) / backlog if backlog > 0.0 else 0.0
-            for p in range(i, partitions, n):
-                value = position[r, p] + math.floor((end[p] - position[r, p]) * fraction)
-                position[r, p] = value
-                total += value
-        position_sum[r] = total
+    per_worker = np.empty(capacity.shape[0])
+    for r in range(position.shape[0]):
+        position_sum[r] += drain_job(end, position[r], parallelism[r], capacity, per_worker)
