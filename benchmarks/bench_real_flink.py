@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from agent.logging import configure_logging
+from agent.settings import FlinkAutoscalerOptions
 from lab.flink.capacity import Capacity, max_sustainable_rate
 from lab.flink.harness import (
     JobRecord,
@@ -73,16 +74,10 @@ DEFAULT_TIME = {
 }
 """Perdix's shipped time constants (agent/settings.py), divided by the compression for a replay."""
 FLINK_AUTOSCALER_TIME = {
-    "metrics_window_s": 900.0,
-    "stabilization_s": 300.0,
-    "catch_up_duration_s": 1800.0,
-    "restart_time_s": 300.0,
-    "scale_down_interval_s": 3600.0,
-    "backlog_processing_lag_threshold_s": 300.0,
-    "observed_tpr_lag_threshold_s": 30.0,
+    key: value for key, value in FlinkAutoscalerOptions().model_dump().items() if key != "target_utilization"
 }
-"""The flink-autoscaler's own time constants (its ``job.autoscaler.*`` defaults, ``flink_autoscaler.*`` settings),
-divided by the compression for a replay like Perdix's; it runs at the operator's 15-s reconcile, compressed too."""
+"""The flink-autoscaler's own time constants (the ``flink_autoscaler.*`` settings' defaults, its ``job.autoscaler.*``
+ones), divided by the compression for a replay like Perdix's; it runs at the operator's 15-s reconcile, compressed too."""
 MINIMA = {"forecast_horizon_s": 60, "forecast_window_s": 60, "rate_window_s": 5}
 """The smallest values the settings accept."""
 
