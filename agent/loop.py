@@ -29,6 +29,12 @@ from planner.history import Recommendations
 MAX_HISTORY = 500
 """Rescale and recovery records kept in the knowledge document (oldest dropped first)."""
 
+KNOWLEDGE_SAVE_INTERVAL_S = 60.0
+"""Write the knowledge document at most about this often (a peer that syncs every 10-15 s would
+otherwise rewrite its ConfigMap four to six times a minute). A round that rescaled, the first round,
+and every round after a failed write save at once, and the daemon flushes on stop, so what a restart
+can lose is under a minute of samples, never a rescale."""
+
 
 def policy_for(settings: Settings) -> Policy:
     """The policy ``settings.policy`` names, with its options from the settings where it has some."""
@@ -179,6 +185,8 @@ class Agent:
         """Kind of the last failed rescale until one succeeds (logs state changes, not rounds)."""
         self._knowledge_failure: str | None = None
         """Kind of the last failed knowledge write until one succeeds (an Event per change, not per round)."""
+        self._saved_at: float | None = None
+        """When the last round saved the knowledge (None: not yet in this process)."""
         self._restore()
 
     # ---------------------------------------------------------------- knowledge
@@ -380,9 +388,12 @@ class Agent:
             result.durations_ms[name] = (time.perf_counter() - start) * 1000.0
 
     def _finish(self, result: RoundResult) -> RoundResult:
-        start = time.perf_counter()
-        result.knowledge = self._save_knowledge()
-        result.durations_ms["knowledge"] = (time.perf_counter() - start) * 1000.0
+        if self._save_due(result):
+            start = time.perf_counter()
+            result.knowledge = self._save_knowledge()
+            result.durations_ms["knowledge"] = (time.perf_counter() - start) * 1000.0
+            if result.knowledge.failure is None:
+                self._saved_at = result.now
         self._log_round(result)
         if self.telemetry is not None:
             try:
@@ -390,6 +401,15 @@ class Agent:
             except Exception as exc:
                 self.log.error("telemetry.failed", error=str(exc))
         return result
+
+    def _save_due(self, result: RoundResult) -> bool:
+        """Whether this round writes the knowledge (see ``KNOWLEDGE_SAVE_INTERVAL_S``)."""
+        if self._saved_at is None or self._knowledge_failure is not None or result.rescaled_to is not None:
+            return True
+        if result.analysis is not None and result.analysis.rescaled_outside:
+            return True
+        # Half a loop of slack, so a 60-s loop whose rounds land a little early still saves every round.
+        return result.now - self._saved_at >= KNOWLEDGE_SAVE_INTERVAL_S - 0.5 * self.settings.loop_interval_s
 
     def _save_knowledge(self) -> KnowledgeSave:
         """Write the document; a failed write leaves the stored one as it was and the loop running."""

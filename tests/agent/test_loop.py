@@ -12,7 +12,7 @@ import pytest
 from agent.knowledge.file import FileKnowledgeStore
 from agent.observation import Observation
 from agent.ports import MonitorError
-from lab.replay import Replay, ReplayError
+from lab.replay import MemoryKnowledgeStore, Replay, ReplayError
 from lab.settings import LabSettings, load_lab_settings
 from simulator import Trace
 
@@ -77,6 +77,40 @@ def test_restarted_agent_continues_from_its_knowledge_without_a_duplicate_rescal
     run.run(until_s=int(executed[-1][0] + settings.grace_period_s) - 1)
     assert len(run.rounds) > 3
     assert [r for r in run.scaler.requests if not r[2]] == executed  # nothing new inside the grace period
+
+
+class CountingStore(MemoryKnowledgeStore):
+    """Keeps the documents and when each was written; the first write from ``fail_from`` on fails."""
+
+    def __init__(self, fail_from: float) -> None:
+        super().__init__()
+        self.saved_at: list[float] = []
+        self.failed_at: float | None = None
+        self.fail_from = fail_from
+
+    def save(self, document: dict[str, Any]) -> None:
+        now = document["loop"]["last_round_at"]
+        if self.failed_at is None and now >= self.fail_from:
+            self.failed_at = now
+            raise OSError("disk full")
+        self.saved_at.append(now)
+        super().save(document)
+
+
+def test_a_fast_loop_writes_its_knowledge_about_once_a_minute_and_at_once_after_a_rescale() -> None:
+    settings = make_settings(loop_interval_s=15.0)
+    store = CountingStore(fail_from=STEP_AT_S - 600.0)
+    run = Replay(step_trace(), settings, hours=1.0, knowledge=store)
+    run.run()
+    rescaled = {r.now for r in run.rounds if r.rescaled_to is not None}
+    assert rescaled, "the step should have been met by a rescale"
+    assert rescaled <= set(store.saved_at), "a round that rescaled writes at once"
+    assert store.failed_at is not None and store.failed_at + 15.0 in store.saved_at, "a failed write is retried next round"
+    assert np.diff(sorted([*store.saved_at, store.failed_at])).max() <= 60.0, "a write attempt at least once a minute"
+    assert len(store.saved_at) < len(run.rounds) / 3, "not every 15-s round"
+    reported = {r.now: r.knowledge for r in run.rounds if r.knowledge is not None}
+    assert set(reported) == set(store.saved_at) | {store.failed_at}, "a round says whether it wrote"
+    assert reported[store.failed_at].failure == "store"
 
 
 def test_corrupt_or_future_knowledge_is_moved_aside_and_the_agent_starts_fresh(tmp_path: Path) -> None:
