@@ -57,6 +57,11 @@ def main() -> None:
     results = run_all(runs, settings, hours=hours, failures_per_hour=args.failures_per_hour, jobs=args.jobs)
     wall = time.perf_counter() - start
     print(f"{len(runs)} runs on {len(refs)} traces in {wall:.0f} s wall ({args.jobs} processes)")
+    cpu: dict[str, float] = {}
+    for result in results:
+        cpu[result.run.policy] = cpu.get(result.run.policy, 0.0) + float(result.summary.get("cpu_s", 0.0))
+    print("CPU seconds by policy: " + ", ".join(f"{policy} {seconds:.0f}" for policy, seconds in cpu.items())
+          + f"; total {sum(cpu.values()):.0f}")
     written = write_outputs(
         results, policies, args.out, hours=hours, failures_per_hour=args.failures_per_hour,
         seed=settings.simulator.seed, target_recovery_time_s=settings.target_recovery_time_s,

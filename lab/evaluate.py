@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -165,7 +166,22 @@ def run_one(
     failures_per_hour: float,
     progress: Callable[[int, int], None] | None = None,
 ) -> RunResult:
-    """Replay one trace under one policy setting (in whatever process calls it)."""
+    """Replay one trace under one policy setting (in whatever process calls it); its summary's
+    ``cpu_s`` is the CPU time the run took."""
+    started = time.process_time()
+    result = _replay_one(run, settings, hours=hours, failures_per_hour=failures_per_hour, progress=progress)
+    result.summary["cpu_s"] = round(time.process_time() - started, 2)
+    return result
+
+
+def _replay_one(
+    run: Run,
+    settings: LabSettings,
+    *,
+    hours: float | None,
+    failures_per_hour: float,
+    progress: Callable[[int, int], None] | None,
+) -> RunResult:
     from simulator import load_trace
 
     trace = load_trace(run.trace.path)

@@ -21,10 +21,10 @@ purpose, it is chosen as if such an episode were a miss (``settle_by_end``; ``ch
 The model
 ---------
 A batch of schedule prefixes ("rows") is stepped second by second exactly as
-:class:`simulator.SimulatedFlinkJob` steps one job, over all rows at once: per-partition read
+:class:`simulator.SimulatedFlinkJob` steps one job, every row on its own: per-partition read
 positions and committed offsets, worker ``i`` draining the partitions ``p ≡ i (mod n)`` with
 ``take_p = ⌊backlog_p · min(c_i(t), B_i)/B_i⌋`` (``B_i`` the worker's backlog; the job's own rule,
-:mod:`simulator.drain`, in its many-rows form), checkpoints at
+:mod:`simulator.drain`), checkpoints at
 every ``checkpoint_interval_s`` of uptime, a stop rolling every position back to the last checkpoint
 and pausing for the true downtime, and the restart at the new scale-out. Rescale, failure and step
 happen in the replay's order (the rescale decided at a boundary, then a failure due that second,
@@ -95,8 +95,9 @@ What is exact, what is approximate, and the bound
 Cost
 ----
 The work is the second-by-second read of the running rows (a stop's downtime is free, and hopeless
-choices are never stepped); it runs compiled (numba: :func:`simulator.drain.drain_rows`, the
-simulator's own rule), and so does the dominance test. Six hours at 60 s loops and up to 16 workers: about 1,000–1,500 states at the
+choices are never stepped); it runs compiled (numba: :func:`_step_rows` steps each row through the
+seconds between two events with the simulator's own drain rule, :func:`simulator.drain.drain_job`,
+and the SLO automaton), and so does the dominance test. Six hours at 60 s loops and up to 16 workers: about 1,000–1,500 states at the
 busiest boundary on most corpus traces, 15–20 s of CPU; the corpus's 29 traces take 488 s of CPU in
 all, chicago_ridership (up to 4,783 states) 98 s (224 s with numpy alone). ``SolveStatistics`` has
 the counts.
@@ -124,7 +125,7 @@ from simulator import (
     Window,
     failure_schedule,
 )
-from simulator.drain import drain_rows
+from simulator.drain import drain_job
 
 _RESCALE, _FAILURE, _OVERLOAD = 0, 1, 2
 _ALLOWANCE_S = int(DEFAULT_FALLING_BEHIND_ALLOWANCE_S)
@@ -337,10 +338,9 @@ _ROW_FIELDS = (
 class _Rows:
     """Schedule prefixes stepped together, each second exactly as ``SimulatedFlinkJob.step`` steps one job.
 
-    The rows are kept sorted so that the running ones form a prefix (running first, then the
-    stopped ones by the second they resume); a second's work is done on that prefix only, so the
-    downtime of a stop costs nothing. ``origin`` maps each row back to its index when the batch was
-    made.
+    After every stop the rows are sorted, running first, then the stopped ones by the second they
+    resume (the order the merge breaks ties in); ``origin`` maps each row back to its index when the
+    batch was made. A stopped row is not read, so the downtime of a stop costs nothing.
     """
 
     position: np.ndarray
@@ -488,77 +488,44 @@ class _Rows:
 
     # ------------------------------------------------------------------ stepping
 
-    def step(self, t: int) -> None:
-        """Second ``t``: (re)start, read, checkpoint, then the SLO automaton on the lag after it."""
-        horizon = self.horizon
+    def _run(self, start_s: int, end_s: int) -> None:
+        """Step seconds ``[start_s, end_s)``, in which no rescale is asked for and no failure is due."""
+        if end_s <= start_s:
+            return
         if self._unordered:
             self._order()
-        live = int(np.searchsorted(self._resume_order, t, side="right"))
-        if live > self._live:
-            restarting = slice(self._live, live)
-            self.parallelism[restarting] = self.pending[restarting]
-            self.uptime_start[restarting] = t
-            self.down[restarting] = False
-            self._live = live
-        if live:
-            position = self.position[:live]
-            drain_rows(position, self.position_sum, self.parallelism, horizon.end_after[t], horizon.capacity[t])
-            uptime = t - self.uptime_start[:live]
-            checkpoint = np.flatnonzero((uptime > 0) & (uptime % horizon.checkpoint_interval_s == 0))
-            if checkpoint.size:
-                self.committed[checkpoint] = position[checkpoint]
-        previous = self.lag
-        self.lag = horizon.total_end[t] - self.position_sum
-        self.cost += self.parallelism
-        self._judge(t, self.lag > horizon.behind_threshold[t], (self.lag > previous) & ~self.down)
-        if self.lag_record is not None:
-            self.lag_record[:, t] = self.lag
-
-    def _judge(self, t: int, behind: np.ndarray, grew_running: np.ndarray) -> None:
-        is_open = self.episode_open
-        closing = is_open & (t >= self.episode_earliest_end) & ~behind
-        opening = ~is_open & behind
-        is_open = (is_open & ~closing) | opening
-        if opening.any():
-            self.episode_start = np.where(opening, t, self.episode_start)
-            self.episode_earliest_end = np.where(opening, t + 1, self.episode_earliest_end)
-            self.episode_kind = np.where(opening, _OVERLOAD, self.episode_kind)
-            self.episode_falling = np.where(opening, 0, self.episode_falling)
-            self.episode_missed = np.where(opening, False, self.episode_missed)
-        self.episode_open = is_open
-        if is_open.any():
-            # An episode open after second t lasts at least t + 1 − start: its miss counts the second its
-            # age exceeds the target or its falling-behind seconds exceed the allowance, whichever is
-            # first; then one second over per second past the target and per falling second past the allowance.
-            age = t + 1 - self.episode_start
-            first_missed_age = math.floor(self.target_s) + 1
-            falling_now = is_open & behind & grew_running
-            self.episode_falling = self.episode_falling + falling_now
-            too_long = is_open & (age == first_missed_age)
-            fell = falling_now & (self.episode_falling == self.allowance_s + 1)
-            missed_now = (too_long | fell) & ~self.episode_missed
-            if missed_now.any():
-                self.misses += missed_now
-                self.episode_missed = self.episode_missed | missed_now
-            if too_long.any():
-                self.over += np.where(too_long, first_missed_age - self.target_s, 0.0)
-            self.over += is_open & (age > first_missed_age)
-            self.over += falling_now & (self.episode_falling > self.allowance_s)
+        horizon = self.horizon
+        recording = self.lag_record is not None
+        _step_rows(
+            start_s, end_s, horizon.end_after, horizon.total_end, horizon.capacity, horizon.behind_threshold,
+            horizon.checkpoint_interval_s, self.target_s, self.allowance_s,
+            self.position, self.committed, self.position_sum, self.parallelism, self.pending, self.down,
+            self.down_until, self.uptime_start, self.episode_open, self.episode_start, self.episode_earliest_end,
+            self.episode_kind, self.episode_falling, self.episode_missed, self.misses, self.over, self.cost,
+            self.lag, self.lag_record if recording else np.zeros((0, 0)), recording,
+        )
 
     def advance(self, start_s: int, end_s: int, actions: dict[int, np.ndarray] | None = None) -> None:
         """Step seconds ``[start_s, end_s)``: at each, the rescale in ``actions``, a due failure, then the step.
 
         ``actions[t][i]`` is what the row made as row ``i`` of this batch asks for (rows are reordered
-        as they stop, ``origin`` tells which is which).
+        as they stop, ``origin`` tells which is which). Between two such events every row is stepped
+        on its own for all the seconds at once (:func:`_step_rows`).
         """
-        for t in range(start_s, end_s):
+        events = sorted(
+            {t for t in (actions or {}) if start_s <= t < end_s} | {t for t in self.horizon.failures if start_s <= t < end_s}
+        )
+        done = start_s
+        for t in events:
+            self._run(done, t)
             if actions is not None and t in actions:
                 if self._unordered:
                     self._order()
                 self.rescale(t, actions[t][self.origin])
             if t in self.horizon.failures:
                 self.fail(t)
-            self.step(t)
+            done = t
+        self._run(done, end_s)
 
     @property
     def uncommitted(self) -> np.ndarray:
@@ -722,6 +689,74 @@ def _undominated_in_groups(values: np.ndarray, bounds: np.ndarray) -> np.ndarray
                     keep[j] = False
                     break
     return keep
+
+
+@numba.njit(cache=True, nogil=True)
+def _step_rows(
+    start_s: int, end_s: int, end_after: np.ndarray, total_end: np.ndarray, capacity: np.ndarray,
+    behind_threshold: np.ndarray, checkpoint_interval_s: int, target_s: float, allowance_s: int,
+    position: np.ndarray, committed: np.ndarray, position_sum: np.ndarray, parallelism: np.ndarray,
+    pending: np.ndarray, down: np.ndarray, down_until: np.ndarray, uptime_start: np.ndarray,
+    episode_open: np.ndarray, episode_start: np.ndarray, episode_earliest_end: np.ndarray,
+    episode_kind: np.ndarray, episode_falling: np.ndarray, episode_missed: np.ndarray, misses: np.ndarray,
+    over: np.ndarray, cost: np.ndarray, lag: np.ndarray, lag_record: np.ndarray, recording: bool,
+) -> None:  # pragma: no cover - compiled; covered through every solve, checked against the job by optimal_run
+    """Every row through seconds ``[start_s, end_s)`` as ``SimulatedFlinkJob.step`` steps one job, in place:
+    a stopped row due back restarts at its pending scale-out; a running one reads (:func:`simulator.drain.drain_job`)
+    and checkpoints; then the lag, the cost and the SLO automaton (the incremental form of :func:`lab.slo.judge`).
+
+    Row by row, all the seconds at once: a row's positions stay in cache while it is stepped.
+    """
+    per_worker = np.empty(capacity.shape[1])
+    first_missed_age = math.floor(target_s) + 1
+    for r in range(position.shape[0]):
+        row = position[r]
+        for t in range(start_s, end_s):
+            if down[r] and down_until[r] <= t:
+                parallelism[r] = pending[r]
+                uptime_start[r] = t
+                down[r] = False
+            if not down[r]:
+                position_sum[r] += drain_job(end_after[t], row, parallelism[r], capacity[t], per_worker)
+                uptime = t - uptime_start[r]
+                if uptime > 0 and uptime % checkpoint_interval_s == 0:
+                    committed[r, :] = row
+            previous = lag[r]
+            lag[r] = total_end[t] - position_sum[r]
+            cost[r] += parallelism[r]
+            if recording:
+                lag_record[r, t] = lag[r]
+            behind = lag[r] > behind_threshold[t]
+            is_open = episode_open[r]
+            if is_open and t >= episode_earliest_end[r] and not behind:
+                is_open = False
+            elif not is_open and behind:
+                is_open = True
+                episode_start[r] = t
+                episode_earliest_end[r] = t + 1
+                episode_kind[r] = _OVERLOAD
+                episode_falling[r] = 0
+                episode_missed[r] = False
+            episode_open[r] = is_open
+            if is_open:
+                # An episode open after second t lasts at least t + 1 − start: its miss counts the second its
+                # age exceeds the target or its falling-behind seconds exceed the allowance, whichever is
+                # first; then one second over per second past the target and per falling second past the allowance.
+                age = t + 1 - episode_start[r]
+                falling_now = behind and lag[r] > previous and not down[r]
+                if falling_now:
+                    episode_falling[r] += 1
+                too_long = age == first_missed_age
+                fell = falling_now and episode_falling[r] == allowance_s + 1
+                if (too_long or fell) and not episode_missed[r]:
+                    misses[r] += 1
+                    episode_missed[r] = True
+                if too_long:
+                    over[r] += first_missed_age - target_s
+                if age > first_missed_age:
+                    over[r] += 1.0
+                if falling_now and episode_falling[r] > allowance_s:
+                    over[r] += 1.0
 
 
 def _certain_misses(rows: _Rows, now_s: int) -> np.ndarray:

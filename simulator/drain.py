@@ -7,9 +7,9 @@ records (nothing when ``B_i`` is 0), so a worker with spare capacity empties its
 saturated one reads them in proportion to their backlog.
 
 One function holds the rule, :func:`drain_job`, for one job (:class:`simulator.SimulatedFlinkJob`,
-integer offsets); :func:`drain_rows` applies it to many schedule prefixes at once (the optimal
-schedule's model, ``lab.optimal``, offsets held as whole float64 numbers). numba compiles it once per
-offset type with the same IEEE operations, and sums of whole numbers below 2⁵³ are exact in any order,
+integer offsets) and for every schedule prefix of the optimal schedule's model (``lab.optimal``,
+offsets held as whole float64 numbers). numba compiles it once per offset type with the same IEEE
+operations, and sums of whole numbers below 2⁵³ are exact in any order,
 so the optimal schedule's model is the simulator to the last record, which
 ``lab.optimal.optimal_run`` checks on every solve by replaying the schedule through the job.
 """
@@ -44,16 +44,3 @@ def drain_job(
         per_worker[i] = taken
         read += taken
     return read
-
-
-@numba.njit(cache=True, nogil=True)
-def drain_rows(
-    position: np.ndarray, position_sum: np.ndarray, parallelism: np.ndarray, end: np.ndarray, capacity: np.ndarray
-) -> None:  # pragma: no cover - compiled; covered through every solve of the optimal schedule
-    """:func:`drain_job` on every row of ``position`` (rows × partitions, whole float64 numbers), in place.
-
-    Row ``r`` runs at ``parallelism[r]``; ``position_sum[r]``, the row's total read position, grows by what it read.
-    """
-    per_worker = np.empty(capacity.shape[0])
-    for r in range(position.shape[0]):
-        position_sum[r] += drain_job(end, position[r], parallelism[r], capacity, per_worker)
