@@ -183,7 +183,7 @@ def _round(value: float | None) -> float | None:
 
 def _finite_mean(values: np.ndarray) -> float | None:
     finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else None
+    return float(finite.sum()) / finite.size if finite.size else None
 
 
 def load_prior(path: Path) -> dict[int, float]:

@@ -137,7 +137,7 @@ def _worker_means(series: Any) -> dict[str, float]:
     for worker, values in series.items():
         finite = values[np.isfinite(values)]
         if finite.size:
-            means[worker] = float(finite.mean())
+            means[worker] = float(finite.sum()) / finite.size
     return means
 
 

@@ -517,7 +517,8 @@ def _means(cpu: np.ndarray, throughput: np.ndarray) -> tuple[float, float] | Non
     both = np.isfinite(cpu) & np.isfinite(throughput)
     if not np.any(both):
         return None
-    return float(cpu[both].mean()), float(throughput[both].mean())
+    count = int(np.count_nonzero(both))
+    return float(cpu[both].sum()) / count, float(throughput[both].sum()) / count
 
 
 def _bottleneck(capacities: Mapping[str, float], shares: Mapping[str, float]) -> float | None:
