@@ -7,6 +7,8 @@ about: worker-hours, rescales, recoveries that missed the target, lag, records l
 
 from __future__ import annotations
 
+import bisect
+
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -153,11 +155,18 @@ class Replay:
         end = self.duration_s if until_s is None else min(until_s, self.duration_s)
         interval = int(self.settings.loop_interval_s)
         job = self.job
+        failures = sorted(self.failures)
         while job.now_s < end:
             if job.now_s in self.failures:
                 job.fail()
-            job.step()
-            self.clock.advance(1.0)
+            # Up to the next round or failure, whichever comes first: the job runs those seconds at once.
+            stop = min(end, (job.now_s // interval + 1) * interval)
+            due = bisect.bisect_right(failures, job.now_s)
+            if due < len(failures):
+                stop = min(stop, failures[due])
+            started = job.now_s
+            job.run_until(stop)
+            self.clock.advance(float(stop - started))
             if job.now_s % interval == 0:
                 fitted_before = self.background.spent_s
                 result = self.agent.round()

@@ -1,4 +1,4 @@
-"""One second of reading: how the simulated job's workers drain their partitions (compiled with numba).
+"""The simulated job's inner loops, compiled with numba: how its workers drain their partitions, and its seconds.
 
 The rule, for a job at scale-out ``n``: worker ``i`` reads the partitions ``p ≡ i (mod n)``
 (:func:`simulator.job.round_robin`); with ``B_i`` the records waiting in them and ``c_i`` what the
@@ -12,6 +12,9 @@ offsets held as whole float64 numbers). numba compiles it once per offset type w
 operations, and sums of whole numbers below 2⁵³ are exact in any order,
 so the optimal schedule's model is the simulator to the last record, which
 ``lab.optimal.optimal_run`` checks on every solve by replaying the schedule through the job.
+
+:func:`run_job` runs whole seconds of one job (:meth:`simulator.SimulatedFlinkJob.run_until`: arrivals,
+the drain, busy time, checkpoints, CPU, the recorded metrics) between two of its stops or restarts.
 """
 
 from __future__ import annotations
@@ -44,3 +47,59 @@ def drain_job(
         per_worker[i] = taken
         read += taken
     return read
+
+
+@numba.njit(cache=True, nogil=True)
+def run_job(
+    start_s: int, arrivals: np.ndarray, capacity: np.ndarray, noise: np.ndarray, running: bool, parallelism: int,
+    uptime_start: int, checkpoint_interval_s: int, cpu_idle: float, cpu_noise: float,
+    end: np.ndarray, position: np.ndarray, committed: np.ndarray,
+    workload: np.ndarray, lag: np.ndarray, committed_lag: np.ndarray, active: np.ndarray, uptime: np.ndarray,
+    throughput: np.ndarray, cpu: np.ndarray, busy: np.ndarray,
+) -> tuple[int, int, int]:  # pragma: no cover - compiled; covered through every replay
+    """The seconds ``start_s …`` (one per row of ``arrivals``) of a job that neither stops nor restarts
+    in them, as :meth:`simulator.SimulatedFlinkJob.step` defines a second, in place: the offsets
+    advance, each second's metrics go to its row of the output columns. Returns the records produced,
+    read and newly checkpointed."""
+    produced = 0
+    processed = 0
+    checkpointed = 0
+    workers = end.shape[0]
+    for k in range(arrivals.shape[0]):
+        t = start_s + k
+        produced_now = 0
+        for p in range(workers):
+            end[p] += arrivals[k, p]
+            produced_now += arrivals[k, p]
+        produced += produced_now
+        read = throughput[k]
+        load = busy[k]
+        read[:] = 0.0
+        load[:] = 0.0
+        if running:
+            processed += drain_job(end, position, parallelism, capacity[k], read)
+            for w in range(parallelism):
+                share = read[w] / capacity[k, w]
+                load[w] = 1.0 if share > 1.0 else share
+            seconds_up = t - uptime_start
+            if seconds_up > 0 and seconds_up % checkpoint_interval_s == 0:
+                for p in range(workers):
+                    checkpointed += position[p] - committed[p]
+                    committed[p] = position[p]
+        else:
+            seconds_up = 0
+        for w in range(workers):
+            value = cpu_idle + (1.0 - cpu_idle) * load[w]
+            value += cpu_noise * noise[k, w]
+            cpu[k, w] = 0.0 if value < 0.0 else (1.0 if value > 1.0 else value)
+        waiting = 0
+        uncommitted = 0
+        for p in range(workers):
+            waiting += end[p] - position[p]
+            uncommitted += end[p] - committed[p]
+        workload[k] = float(produced_now)
+        lag[k] = float(waiting)
+        committed_lag[k] = float(uncommitted)
+        active[k] = parallelism
+        uptime[k] = float(seconds_up)
+    return produced, processed, checkpointed

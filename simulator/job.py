@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 
 from simulator.config import SimulatorSettings
-from simulator.drain import drain_job
+from simulator.drain import run_job
 from simulator.trace import Trace
 
 StopKind = Literal["rescale", "failure"]
@@ -339,30 +339,13 @@ class _Series:
             new[: self.length] = old[: self.length]
             setattr(self, name, new)
 
-    def append(
-        self,
-        *,
-        workload: float,
-        lag: float,
-        committed_lag: float,
-        parallelism: int,
-        uptime: float,
-        throughput: np.ndarray,
-        cpu: np.ndarray,
-        busy: np.ndarray,
-    ) -> None:
-        if self.length == self.workload.shape[0]:
+    def reserve(self, seconds: int) -> tuple[np.ndarray, ...]:
+        """The columns' rows for the next ``seconds`` seconds (views, in ``_COLUMNS`` order), counted as recorded."""
+        while self.length + seconds > self.workload.shape[0]:
             self._grow()
-        i = self.length
-        self.workload[i] = workload
-        self.lag[i] = lag
-        self.committed_lag[i] = committed_lag
-        self.parallelism[i] = parallelism
-        self.uptime[i] = uptime
-        self.throughput[i] = throughput
-        self.cpu[i] = cpu
-        self.busy[i] = busy
-        self.length += 1
+        rows = slice(self.length, self.length + seconds)
+        self.length += seconds
+        return tuple(getattr(self, name)[rows] for name in self._COLUMNS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -481,66 +464,39 @@ class SimulatedFlinkJob:
 
     def step(self) -> None:
         """Advance one simulated second: produce, (re)start, process, checkpoint, record metrics."""
-        config = self.config
-        environment = self.environment
-        t = self.now_s
-        produced = environment.arrivals_at(t)
-        self._end += produced
-        produced_now = int(produced.sum())
-        self._produced += produced_now
-
-        if self.state is JobState.DOWN and t >= self._down_until:
-            self._restart()
-
-        workers = self.config.partitions
-        throughput = np.zeros(workers)
-        busy = np.zeros(workers)
-        if self.state is JobState.RUNNING:
-            n = self.parallelism
-            capacity = environment.capacities_at(t)[:n]
-            # Worker i drains the partitions p ≡ i (mod n) (the round-robin assignment; simulator.drain).
-            self._processed += int(drain_job(self._end, self._position, n, capacity, throughput))
-            busy[:n] = np.minimum(throughput[:n] / capacity, 1.0)
-            uptime = t - self._uptime_start
-            if uptime > 0 and uptime % config.checkpoint_interval_s == 0:
-                self._committed_total += int((self._position - self._committed).sum())
-                self._committed[:] = self._position
-            active = n
-        else:
-            uptime = 0
-            active = self.parallelism
-
-        cpu = config.cpu_idle + (1.0 - config.cpu_idle) * busy
-        cpu += config.cpu_noise * self._rng.standard_normal(workers)
-        np.clip(cpu, 0.0, 1.0, out=cpu)
-        self._record(t, produced_now, throughput, cpu, busy, active, uptime)
-        self.now_s = t + 1
-
-    def _record(
-        self,
-        t: int,
-        produced_now: int,
-        throughput: np.ndarray,
-        cpu: np.ndarray,
-        busy: np.ndarray,
-        active: int,
-        uptime: float,
-    ) -> None:
-        self._series.append(
-            workload=float(produced_now),
-            lag=float((self._end - self._position).sum()),
-            committed_lag=float((self._end - self._committed).sum()),
-            parallelism=active,
-            uptime=float(uptime),
-            throughput=throughput,
-            cpu=cpu,
-            busy=busy,
-        )
+        self.run_until(self.now_s + 1)
 
     def run_until(self, t_s: int) -> None:
-        """Step until simulated second ``t_s`` (exclusive)."""
+        """Step until simulated second ``t_s`` (exclusive), each second as :meth:`step` defines it.
+
+        A second produces its arrivals, restarts a stopped job whose downtime is over, lets a running
+        one read (:mod:`simulator.drain`) and checkpoint every ``checkpoint_interval_s`` of uptime, and
+        records the metrics (idle CPU plus noise while down). The seconds between two restarts run
+        compiled, all at once (:func:`simulator.drain.run_job`).
+        """
         while self.now_s < t_s:
-            self.step()
+            t = self.now_s
+            if self.state is JobState.DOWN and t >= self._down_until:
+                self._restart()
+            running = self.state is JobState.RUNNING
+            stop = t_s if running else min(t_s, self._down_until)
+            self._run(t, stop, running)
+
+    def _run(self, start: int, stop: int, running: bool) -> None:
+        config = self.config
+        environment = self.environment
+        seconds = stop - start
+        series = self._series.reserve(seconds)
+        produced, processed, checkpointed = run_job(
+            start, environment.arrivals(start, stop), environment.capacities(start, stop),
+            self._rng.standard_normal((seconds, config.partitions)), running, self.parallelism,
+            self._uptime_start, config.checkpoint_interval_s, config.cpu_idle, config.cpu_noise,
+            self._end, self._position, self._committed, *series,
+        )
+        self._produced += int(produced)
+        self._processed += int(processed)
+        self._committed_total += int(checkpointed)
+        self.now_s = stop
 
     # ------------------------------------------------------------------ reading
 

@@ -26,7 +26,7 @@ from lab.settings import load_lab_settings
 from tests.conftest import TRACES
 
 runner = CliRunner()
-WALL_CLOCK_KEYS = {"loop_latency_p95_ms"}
+WALL_CLOCK_KEYS = {"loop_latency_p95_ms", "cpu_s"}
 """Summary keys measured in wall time: the only ones two identical replays may disagree on."""
 POLICIES = ["optimal", "static", "daedalus", "flink-autoscaler", "hpa", "keda-lag", "ds2"]
 
