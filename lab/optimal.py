@@ -1184,13 +1184,14 @@ def replay_schedule(
     failure_seconds = set(_failures(duration, simulator, failures_per_hour, failures))
     initial, asks = _actions(schedule, simulator.initial_parallelism)
     job = SimulatedFlinkJob(trace, simulator, parallelism=initial)
-    while job.now_s < duration:
-        t = job.now_s
+    events = sorted({t for t in (*asks, *failure_seconds) if 0 <= t < duration})
+    for t in events:
+        job.run_until(t)
         if t in asks:
             job.rescale(asks[t])
         if t in failure_seconds:
             job.fail()
-        job.step()
+    job.run_until(duration)
     return ScheduleReplay(
         window=job.window(0, duration),
         stops=stops_from(job.restarts, job.restart_in_progress),
