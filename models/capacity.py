@@ -452,7 +452,18 @@ class CapacityModel:
         return np.asarray([shares[w] for w in self.workers]), np.asarray([capacities[w] for w in self.workers])
 
     def capacity_at(self, parallelism: int, *, current: int | None = None) -> tuple[float | None, str]:
-        """``(capacity, source)`` at a scale-out; source is observed > estimated > prior > unknown."""
+        """``(capacity, source)`` at a scale-out; source is observed > estimated > prior > unknown.
+
+        With the partition weights known, the capacity at every scale-out is read from them and the
+        workers' lines (source ``observed`` where the job has run, ``estimated`` elsewhere), not from
+        :attr:`observed`: a value recorded there is that same reading as it was then or, before the
+        weights were known, the CPU rule's, which sums the workers and overstates a skewed job. The
+        lines and weights go on learning; a recorded value stays as it was when the job left.
+        """
+        if self.partition_weights is not None and 1 <= parallelism <= self.partition_weights.size:
+            estimate = self._estimate_from_weights(parallelism)
+            if estimate is not None:
+                return estimate, "observed" if parallelism in self.observed else "estimated"
         if parallelism in self.observed:
             return self.observed[parallelism], "observed"
         estimate = self.estimate_at(parallelism, current=current)

@@ -16,7 +16,8 @@ Paper 001, section 3.2. For each candidate scale-out ``i`` from min to max:
 
 Before the search, a job rescaled in the last ten minutes keeps its scale-out while it carries the
 average workload and the forecast until the next loop. Guards added for production: no decision in
-the grace period after a rescale or while recovering, unknown data keeps the current scale-out, and
+the grace period after a rescale, nor while recovering unless the current scale-out can no longer
+finish the recovery in time (:func:`cannot_catch_up`), unknown data keeps the current scale-out, and
 scale-in waits until the lower scale-out has been wanted for the whole stabilization window (HPA
 style), so a workload hovering at a threshold does not flap. If nothing qualifies, the scale-out
 with the shortest predicted recovery is chosen (the paper returns the maximum, which on a job whose
@@ -63,9 +64,25 @@ def _guards(plan_input: PlanInput, config: PlannerConfig) -> Decision | None:
     """Grace period, recovery hold, operator bounds (in that order)."""
     return guards.first_holding(
         guards.grace_period(plan_input, config),
-        guards.recovering(plan_input, config),
+        None if cannot_catch_up(plan_input, config) else guards.recovering(plan_input, config),
         guards.operator_bounds(plan_input, config),
     )
+
+
+def cannot_catch_up(plan_input: PlanInput, config: PlannerConfig) -> bool:
+    """A recovering job that its scale-out can no longer bring back in time: the workload rose to its
+    capacity (or the forecast says it will within a loop), or the backlog takes longer than the target
+    to work off with the capacity to spare. Waiting for such a recovery only grows the backlog; the
+    search decides instead."""
+    capacity = plan_input.capacities.get(plan_input.current_parallelism)
+    workload = plan_input.workload_avg
+    if capacity is None or workload is None:
+        return False
+    upper = plan_input.forecast_upper if plan_input.forecast_upper is not None else plan_input.forecast
+    arriving = max(workload, _forecast_max(upper, config.loop_interval_s) if upper is not None and len(upper) else 0.0)
+    spare = capacity - arriving
+    backlog = plan_input.consumer_lag or 0.0
+    return spare <= 0 or backlog / spare > config.target_recovery_time_s
 
 
 def _known(plan_input: PlanInput) -> _Known | Decision:

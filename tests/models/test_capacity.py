@@ -129,6 +129,24 @@ def test_estimate_uses_round_robin_skew_of_partition_weights() -> None:
     assert model.capacity_at(8, current=4)[0] == pytest.approx(10000.0 / 0.2, rel=0.03)
 
 
+def test_a_capacity_recorded_before_the_partition_weights_were_known_does_not_outlive_them() -> None:
+    """Recorded while saturated and blind to the skew (the CPU rule sums the workers), the value at 2
+    overstated the job; once the weights are known, every scale-out is read from them and the lines."""
+    weights = [2.0, 1.0, 1.0, 1.0, 2.0, 1.0, 1.0, 1.0]
+    rng = np.random.default_rng(5)
+    model = CapacityModel()
+    workers = [f"taskmanager-{i}" for i in range(4)]
+    for worker, share in zip(workers, round_robin_shares(np.array(weights), 4)):
+        model.update(worker, *_samples(np.linspace(4000, 20000, 90) * share, 10000.0, rng))
+    model.set_workers(workers)
+    model.record_observed(2, 20000.0)  # two workers' capacities summed: the skew unseen
+    assert model.capacity_at(2, current=4) == (20000.0, "observed"), "without the weights it is all there is"
+    model.set_partition_weights(weights)
+    value, source = model.capacity_at(2, current=4)
+    assert source == "observed", "still a scale-out the job has run"
+    assert value == pytest.approx(10000.0 / 0.6, rel=0.03), "the hot worker holds 6/10 of the input"
+
+
 def test_worker_profile_spreads_input_and_capacity_over_the_workers() -> None:
     """What a recovery drains worker by worker: measured shares at the current scale-out, round-robin
     shares of the partition weights at any; its bottleneck is the job's capacity."""

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from planner import DaedalusPolicy, PlanInput, PlannerConfig, StaticPolicy
 from planner.history import Recommendations
+from planner.daedalus import cannot_catch_up
 from planner.types import ReasonCode
 
 POLICY = DaedalusPolicy()
@@ -98,8 +99,26 @@ def test_no_decision_in_grace_period_or_while_recovering() -> None:
     grace = POLICY.decide(plan(current=2, workload=90_000, last_rescale_at=10_000 - 60), CONFIG)
     assert grace.target_parallelism == 2 and not grace.acted
     assert "grace period" in grace.reasons[0]
-    recovering = POLICY.decide(plan(current=2, workload=90_000, recovering=True), CONFIG)
-    assert recovering.target_parallelism == 2 and not recovering.acted
+    # 4 workers carry 30k/s with 10k/s to spare: the 600k backlog is worked off in 60 s, so wait.
+    recovering = POLICY.decide(plan(current=4, workload=30_000, lag=600_000, recovering=True), CONFIG)
+    assert recovering.target_parallelism == 4 and not recovering.acted
+    assert recovering.code is ReasonCode.RECOVERING
+
+
+@pytest.mark.parametrize(
+    ("workload", "lag", "why"),
+    [
+        (41_000, 0, "the workload rose above the capacity during the recovery"),
+        (38_000, 1_000_000, "2k/s to spare would take 500 s for the backlog, more than the 300-s target"),
+    ],
+)
+def test_a_recovery_its_scale_out_cannot_finish_in_time_is_not_waited_for(workload: float, lag: float, why: str) -> None:
+    inp = plan(current=4, workload=workload, forecast=workload, lag=lag, recovering=True)
+    # The predictor (models.recovery) counts the backlog too: the current scale-out would take 500 s.
+    inp = PlanInput(**{**inp.__dict__, "recovery_times": {n: (500.0 if n <= 4 else 120.0) for n in range(1, 11)}})
+    decision = POLICY.decide(inp, CONFIG)
+    assert decision.code is not ReasonCode.RECOVERING, why
+    assert decision.target_parallelism > 4, why
 
 
 @pytest.mark.parametrize(
@@ -194,10 +213,10 @@ def test_properties_of_every_decision(case: tuple[PlanInput, PlannerConfig]) -> 
     current = inp.current_parallelism
     assert decision.reasons  # always explains itself
     if decision.target_parallelism != current:
-        # A change is always inside the bounds, never in the grace period or while recovering,
-        # never on unknown data.
+        # A change is always inside the bounds, never in the grace period, never while recovering
+        # unless the recovery cannot finish in time at the current scale-out, never on unknown data.
         assert config.min_parallelism <= decision.target_parallelism <= config.max_parallelism
-        assert not inp.recovering
+        assert not inp.recovering or cannot_catch_up(inp, config)
         assert inp.last_rescale_at is None or inp.now - inp.last_rescale_at >= config.grace_period_s
         inside = config.min_parallelism <= current <= config.max_parallelism
         if inside:  # moving a job into the bounds needs no data; any other change does
