@@ -232,7 +232,8 @@ class Analyzer:
                 executor=executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="perdix-reload-score"),
             )
         self.forecasting = True
-        """False when the policy reads no forecast (the peers): the forecaster then costs nothing."""
+        """False when the policy does not look ahead (the peers, static): it reads no forecast, and of the
+        capacities only the current scale-out's, so the forecaster and the other scale-outs cost nothing."""
         self.watch = RecoveryWatch()
         self._watched: WatchedRecovery | None = None
         self._last_ends: tuple[float, np.ndarray] | None = None
@@ -419,7 +420,8 @@ class Analyzer:
             np.maximum(forecast.values, level) if forecast.values is not None and level is not None else forecast.values
         )
         with self.capacity.held():  # the round's reads: each worker's line once, not once per candidate
-            for n in range(self.settings.min_parallelism, self.settings.max_parallelism + 1):
+            candidates = range(self.settings.min_parallelism, self.settings.max_parallelism + 1)
+            for n in candidates if self.forecasting else ([parallelism] if parallelism is not None else []):
                 value, source = self.capacity.capacity_at(n, current=parallelism)
                 capacities[n], sources[n] = value, source
                 if value is None or forecast.values is None or recent_rate is None:
