@@ -495,14 +495,14 @@ class _Rows:
         if self._unordered:
             self._order()
         horizon = self.horizon
-        recording = self.lag_record is not None
+        record = self.lag_record if self.lag_record is not None else np.zeros((0, 0))
         _step_rows(
             start_s, end_s, horizon.end_after, horizon.total_end, horizon.capacity, horizon.behind_threshold,
             horizon.checkpoint_interval_s, self.target_s, self.allowance_s,
             self.position, self.committed, self.position_sum, self.parallelism, self.pending, self.down,
             self.down_until, self.uptime_start, self.episode_open, self.episode_start, self.episode_earliest_end,
             self.episode_kind, self.episode_falling, self.episode_missed, self.misses, self.over, self.cost,
-            self.lag, self.lag_record if recording else np.zeros((0, 0)), recording,
+            self.lag, record, self.lag_record is not None,
         )
 
     def advance(self, start_s: int, end_s: int, actions: dict[int, np.ndarray] | None = None) -> None:
