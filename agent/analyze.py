@@ -8,7 +8,7 @@ whether the job is recovering, and whether it restarted outside Perdix.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -420,8 +420,11 @@ class Analyzer:
             np.maximum(forecast.values, level) if forecast.values is not None and level is not None else forecast.values
         )
         with self.capacity.held():  # the round's reads: each worker's line once, not once per candidate
-            candidates = range(self.settings.min_parallelism, self.settings.max_parallelism + 1)
-            for n in candidates if self.forecasting else ([parallelism] if parallelism is not None else []):
+            if self.forecasting:
+                candidates: Sequence[int] = range(self.settings.min_parallelism, self.settings.max_parallelism + 1)
+            else:
+                candidates = [parallelism] if parallelism is not None else []
+            for n in candidates:
                 value, source = self.capacity.capacity_at(n, current=parallelism)
                 capacities[n], sources[n] = value, source
                 if value is None or forecast.values is None or recent_rate is None:

@@ -375,9 +375,6 @@ class _Rows:
         self.origin = np.arange(self.count)
         self.stops: list[list[Stop]] | None = None
         self.lag_record: np.ndarray | None = None
-        self._resume_order = np.zeros(self.count, dtype=np.int64)
-        self._live = 0
-        """Rows ``[0, _live)`` are running."""
         self._unordered = True
 
     @classmethod
@@ -436,8 +433,6 @@ class _Rows:
                 self.lag_record = self.lag_record[permutation]
             if self.stops is not None:
                 self.stops = [self.stops[i] for i in permutation]
-        self._resume_order = resume[permutation]
-        self._live = int(np.searchsorted(self._resume_order, -1, side="right"))
         self._unordered = False
 
     # ------------------------------------------------------------------ events

@@ -8,7 +8,6 @@ about: worker-hours, rescales, recoveries that missed the target, lag, records l
 from __future__ import annotations
 
 import bisect
-
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field

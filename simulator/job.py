@@ -211,10 +211,6 @@ class JobEnvironment:
             self._arrival_blocks.append(counts)
         return self._arrival_blocks[block]
 
-    def arrivals_at(self, t: int) -> np.ndarray:
-        """Records arriving in every partition during second ``t`` (a read-only view, int64)."""
-        return self._arrival_block(t // _BLOCK_S)[t % _BLOCK_S]
-
     def arrivals(self, start_s: int, end_s: int) -> np.ndarray:
         """Records arriving per second and partition in ``[start_s, end_s)``: shape (seconds, partitions), int64."""
         if end_s <= start_s:
@@ -239,10 +235,6 @@ class JobEnvironment:
             cached = self.worker_capacity[None, :] * (1.0 + self.config.capacity_noise * noise)
             self._capacity_blocks[block] = cached
         return cached
-
-    def capacities_at(self, t: int) -> np.ndarray:
-        """Records each worker slot can process in second ``t`` (a read-only view; slot ``i`` is worker ``i``)."""
-        return self._capacity_block(t // _BLOCK_S)[t % _BLOCK_S]
 
     def capacities(self, start_s: int, end_s: int) -> np.ndarray:
         """Per-second capacity of every worker slot in ``[start_s, end_s)``: shape (seconds, partitions)."""
