@@ -107,3 +107,30 @@ def run_job(
         active[k] = parallelism
         uptime[k] = float(seconds_up)
     return produced, processed, checkpointed
+
+
+@numba.njit(cache=True, nogil=True)
+def moving_averages(
+    parallelism: np.ndarray, raw: np.ndarray, first: int, start: int, window_s: int, out: np.ndarray
+) -> None:  # pragma: no cover - compiled; covered through every window read
+    """Each worker's mean of ``raw`` (rows: seconds from ``first``) over the last ``window_s`` seconds
+    it existed, for the seconds ``start …`` (one per row of ``out``), in place; NaN where it did not
+    exist (worker ``i`` exists while ``parallelism`` exceeds ``i``). The sums are differences of
+    running sums from ``first``, as ``numpy.cumsum`` would add them."""
+    seconds = raw.shape[0]
+    for i in range(raw.shape[1]):
+        sums = np.empty(seconds + 1)
+        sums[0] = 0.0
+        last_absent = first - 1
+        for k in range(seconds):
+            sums[k + 1] = sums[k] + raw[k, i]
+            s = first + k
+            if parallelism[k] <= i:
+                last_absent = s
+            if s < start:
+                continue
+            fill = min(s - last_absent, window_s)
+            if fill <= 0:
+                out[s - start, i] = np.nan
+            else:
+                out[s - start, i] = (sums[k + 1] - sums[k + 1 - fill]) / fill

@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 
 from simulator.config import SimulatorSettings
-from simulator.drain import run_job
+from simulator.drain import moving_averages, run_job
 from simulator.trace import Trace
 
 StopKind = Literal["rescale", "failure"]
@@ -216,7 +216,10 @@ class JobEnvironment:
         if end_s <= start_s:
             return np.zeros((0, self.config.partitions), dtype=np.int64)
         first, last = start_s // _BLOCK_S, (end_s - 1) // _BLOCK_S
-        stacked = np.concatenate([self._arrival_block(b) for b in range(first, last + 1)])
+        if first == last:
+            stacked = self._arrival_block(first)
+        else:
+            stacked = np.concatenate([self._arrival_block(b) for b in range(first, last + 1)])
         offset = first * _BLOCK_S
         return stacked[start_s - offset : end_s - offset].copy()
 
@@ -241,7 +244,10 @@ class JobEnvironment:
         if end_s <= start_s:
             return np.zeros((0, self.config.partitions))
         first, last = start_s // _BLOCK_S, (end_s - 1) // _BLOCK_S
-        stacked = np.concatenate([self._capacity_block(b) for b in range(first, last + 1)])
+        if first == last:
+            stacked = self._capacity_block(first)
+        else:
+            stacked = np.concatenate([self._capacity_block(b) for b in range(first, last + 1)])
         offset = first * _BLOCK_S
         return stacked[start_s - offset : end_s - offset].copy()
 
@@ -599,20 +605,10 @@ def _moving_averages(series: _Series, start: int, end: int, window_s: int) -> tu
         empty = np.empty((0, workers))
         return empty, empty.copy(), empty.copy()
     first = max(0, start - window_s)
-    seconds = np.arange(first, end)
-    exists = series.parallelism[first:end, None] > np.arange(workers)[None, :]
-    # Second index of each worker's latest absence at or before each second (first - 1 before the range).
-    absent_at = np.where(exists, first - 1, seconds[:, None])
-    last_absent = np.maximum.accumulate(absent_at, axis=0)
-    fill = np.minimum(seconds[:, None] - last_absent, window_s)[start - first :]
-    rows = np.arange(start, end)[:, None] - first + 1  # cumulative-sum row of each second (row 0 = before the range)
+    parallelism = series.parallelism[first:end]
     out = []
     for raw in (series.throughput, series.cpu, series.busy):
-        sums = np.zeros((end - first + 1, workers))
-        np.cumsum(raw[first:end], axis=0, out=sums[1:])
-        taken = np.take_along_axis(sums, rows - np.maximum(fill, 1), axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            average = (sums[rows[:, 0]] - taken) / np.maximum(fill, 1)
-        average[fill <= 0] = np.nan
+        average = np.empty((end - start, workers))
+        moving_averages(parallelism, raw[first:end], first, start, window_s, average)
         out.append(average)
     return out[0], out[1], out[2]
