@@ -258,14 +258,14 @@ class Settings(BaseSettings):
     )
     dry_run: bool = Field(False, description="Plan and log rescales without changing the job.")
     grace_period_s: float = Field(
-        180.0, ge=0, description="No new decision this long after a rescale (the job settles), seconds."
+        120.0, ge=0, description="No new decision this long after a rescale (the job settles), seconds."
     )
     recent_rescale_window_s: float = Field(
-        600.0, ge=0, description="After a rescale within this window, keep the scale-out while it still carries "
+        300.0, ge=0, description="After a rescale within this window, keep the scale-out while it still carries "
         "the load (Daedalus Algorithm 1, first check), seconds."
     )
     scale_down_stabilization_s: float = Field(
-        600.0, ge=0, description="A lower scale-out must qualify this long before Perdix scales in, seconds."
+        300.0, ge=0, description="A lower scale-out must qualify this long before Perdix scales in, seconds."
     )
     forecast_horizon_s: int = Field(900, ge=60, description="How far ahead the workload is forecast, seconds.")
     forecast_window_s: int = Field(900, ge=60, description="Workload history the forecaster fits on, seconds.")

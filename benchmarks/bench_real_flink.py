@@ -61,9 +61,9 @@ from planner.peers import FlinkAutoscaler
 
 DEFAULT_TIME = {
     "loop_interval_s": 60.0,
-    "grace_period_s": 180.0,
-    "recent_rescale_window_s": 600.0,
-    "scale_down_stabilization_s": 600.0,
+    "grace_period_s": 120.0,
+    "recent_rescale_window_s": 300.0,
+    "scale_down_stabilization_s": 300.0,
     "forecast_horizon_s": 900,
     "forecast_window_s": 900,
     "target_recovery_time_s": 300.0,

@@ -14,8 +14,8 @@ Paper 001, section 3.2. For each candidate scale-out ``i`` from min to max:
    loop interval, then a loop). A scale-in only has to last until the agent can undo it in time;
    asking it to carry the whole horizon's peak keeps a job with a daily cycle at its peak size.
 
-Before the search, a job rescaled in the last ten minutes keeps its scale-out while it carries the
-average workload and the forecast until the next loop. Guards added for production: no decision in
+Before the search, a job rescaled within the recent-rescale window (default 300 s) keeps its scale-out
+while it carries the average workload and the forecast until the next loop. Guards added for production: no decision in
 the grace period after a rescale, nor while recovering unless the current scale-out can no longer
 finish the recovery in time (:func:`cannot_catch_up`), unknown data keeps the current scale-out, and
 scale-in waits until the lower scale-out has been wanted for the whole stabilization window (HPA

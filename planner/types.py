@@ -23,9 +23,9 @@ class PlannerConfig:
     max_parallelism: int
     target_recovery_time_s: float
     loop_interval_s: float = 60.0
-    grace_period_s: float = 180.0
-    recent_rescale_window_s: float = 600.0
-    scale_down_stabilization_s: float = 600.0
+    grace_period_s: float = 120.0
+    recent_rescale_window_s: float = 300.0
+    scale_down_stabilization_s: float = 300.0
     static_parallelism: int | None = None
     source_partitions: int | None = None
     """Partitions of the source topic; KEDA's Kafka scaler never asks for more consumers than this."""

@@ -137,8 +137,8 @@ def test_unknown_data_keeps_the_current_scale_out(field: str, value: object, rea
 
 
 def test_recent_rescale_keeps_a_scale_out_that_still_carries_the_load() -> None:
-    # Rescaled 5 minutes ago to 8; 4 would do, but 8 still carries the average and the next loop.
-    decision = POLICY.decide(plan(current=8, workload=30_000, last_rescale_at=10_000 - 300), CONFIG)
+    # Rescaled 4 minutes ago to 8 (the window is 5); 4 would do, but 8 still carries the average and the next loop.
+    decision = POLICY.decide(plan(current=8, workload=30_000, last_rescale_at=10_000 - 240), CONFIG)
     assert decision.target_parallelism == 8
     assert "rescaled recently" in decision.reasons[0]
 
@@ -147,7 +147,7 @@ def test_scale_in_waits_for_the_stabilization_window() -> None:
     short = ((10_000 - 120, 3), (10_000 - 60, 3))
     held = POLICY.decide(plan(current=6, workload=25_000, forecast=25_000, history=short), CONFIG)
     assert held.target_parallelism == 6 and held.desired_parallelism == 3
-    mixed = tuple((10_000 - 600 + 60 * i, 5 if i == 4 else 3) for i in range(10))
+    mixed = tuple((10_000 - 600 + 60 * i, 5 if i == 7 else 3) for i in range(10))
     partial = POLICY.decide(plan(current=6, workload=25_000, forecast=25_000, history=mixed), CONFIG)
     assert partial.target_parallelism == 5  # the highest scale-out wanted within the window
     steady = tuple((10_000 - 600 + 60 * i, 3) for i in range(10))
@@ -258,13 +258,13 @@ def test_the_recommendation_history_trims_and_answers_in_one_place() -> None:
 
 def test_a_scale_in_carries_its_hold_not_the_whole_horizon() -> None:
     """A peak late in the horizon keeps no job at its peak size: the scale-in must only carry the
-    forecast until Perdix can act again and that decision has landed (recovery 100 s + grace 180 s +
-    a loop = 340 s here); scaling out still sizes for the horizon's peak in one step."""
+    forecast until Perdix can act again and that decision has landed (recovery 100 s + grace 120 s +
+    a loop = 280 s here); scaling out still sizes for the horizon's peak in one step."""
     forecast = [30_000] * 500 + [75_000] * 400
     steady = tuple((10_000 - 600 + 60 * i, 4) for i in range(11))
     scale_in = POLICY.decide(plan(current=8, workload=30_000, forecast=forecast, history=steady), CONFIG)
     assert scale_in.target_parallelism == 4
-    assert any("340 s hold" in r for r in scale_in.reasons)
+    assert any("280 s hold" in r for r in scale_in.reasons)
     scale_out = POLICY.decide(plan(current=2, workload=30_000, forecast=forecast), CONFIG)
     assert scale_out.target_parallelism == 8, "one scale-out to what carries the peak, not a staircase"
 

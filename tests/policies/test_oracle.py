@@ -32,7 +32,7 @@ def _future(base: float, peak: float, at: int, length: int = 900) -> np.ndarray:
 
 
 def test_oracle_carries_the_true_peak_within_its_lookahead() -> None:
-    assert oracle_lookahead_s(CONFIG) == 180 + 300
+    assert oracle_lookahead_s(CONFIG) == 120 + 300  # the grace period, then the target
     capacities = {n: 10_000.0 * n for n in range(1, 17)}
     recovery = {n: 100.0 for n in range(1, 17)}
     # A 35k peak 300 s ahead needs 4 workers (40k); one 600 s ahead is past the lookahead: 3 suffice.
