@@ -14,14 +14,15 @@ Paper 001, section 3.2. For each candidate scale-out ``i`` from min to max:
    loop interval, then a loop). A scale-in only has to last until the agent can undo it in time;
    asking it to carry the whole horizon's peak keeps a job with a daily cycle at its peak size.
 
-Before the search, a job rescaled within the recent-rescale window (default 300 s) keeps its scale-out
-while it carries the average workload and the forecast until the next loop. Guards added for production: no decision in
-the grace period after a rescale, nor while recovering unless the current scale-out can no longer
-finish the recovery in time (:func:`cannot_catch_up`), unknown data keeps the current scale-out, and
-scale-in waits until the lower scale-out has been wanted for the whole stabilization window (HPA
-style), so a workload hovering at a threshold does not flap. If nothing qualifies, the scale-out
-with the shortest predicted recovery is chosen (the paper returns the maximum, which on a job whose
-capacity stops growing is no better and costs the most).
+Before the search, a job rescaled within the recent-rescale window keeps its scale-out while it
+carries the average workload and the forecast until the next loop. Guards added for production: no
+decision in the grace period after a rescale, nor while recovering unless the current scale-out can
+no longer finish the recovery in time (:func:`cannot_catch_up`), unknown data keeps the current
+scale-out, and scale-in waits until the lower scale-out has been wanted for the whole stabilization
+window (HPA style), so a workload hovering at a threshold does not flap. The windows default to the
+default target recovery time (300 s), the time scale the SLO judges on, and the grace to two loops.
+If nothing qualifies, the scale-out with the shortest predicted recovery is chosen (the paper returns
+the maximum, which on a job whose capacity stops growing is no better and costs the most).
 
 ``DaedalusPolicy.decide`` reads as its stages: guards, the recent-rescale hold, the candidate
 search, the fallback, stabilization.

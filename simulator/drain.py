@@ -18,7 +18,8 @@ delete ``lab/__pycache__/optimal.*.nb*`` too (``lab.optimal._step_rows`` inlines
 schedule runs the old rule and ``optimal_run``'s replay check fails.
 
 :func:`run_job` runs whole seconds of one job (:meth:`simulator.SimulatedFlinkJob.run_until`: arrivals,
-the drain, busy time, checkpoints, CPU, the recorded metrics) between two of its stops or restarts.
+the drain, busy time, checkpoints, CPU, the recorded metrics) between two of its stops or restarts;
+:func:`moving_averages` gives the per-worker moving averages the job reports when a window is read.
 """
 
 from __future__ import annotations
