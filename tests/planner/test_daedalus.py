@@ -279,3 +279,20 @@ def test_the_upper_forecast_bounds_what_a_scale_in_must_hold() -> None:
     assert flat.target_parallelism == 4
     bounded = POLICY.decide(PlanInput(**{**inp.__dict__, "forecast_upper": upper}), CONFIG)
     assert bounded.target_parallelism == 5
+
+
+def test_no_scale_in_while_the_workload_runs_above_the_forecast_for_the_next_loop() -> None:
+    """8 workers, a steady wish for 4 over the window: the scale-in is taken while the last loop's 30k/s is
+    what the forecast expects, and waits while it runs 10 % above it (the forecast is behind a rise)."""
+    steady = tuple((10_000 - 600 + 60 * i, 4) for i in range(11))
+    expected = POLICY.decide(plan(current=8, workload=30_000, forecast=30_000, history=steady), CONFIG)
+    assert expected.target_parallelism == 4
+    behind = POLICY.decide(plan(current=8, workload=33_000, forecast=30_000, history=steady), CONFIG)
+    assert behind.target_parallelism == 8
+    assert any("no scale-in on a forecast behind a rise" in r for r in behind.reasons)
+    # Within the margin (noise, not a rise) the scale-in goes ahead.
+    noisy = POLICY.decide(plan(current=8, workload=31_000, forecast=30_000, history=steady), CONFIG)
+    assert noisy.target_parallelism == 4
+    # A scale-out is never held by it.
+    up = POLICY.decide(plan(current=2, workload=33_000, forecast=30_000), CONFIG)
+    assert up.target_parallelism > 2
