@@ -44,8 +44,9 @@ from planner.types import Decision, PlanInput, PlannerConfig, ReasonCode, decide
 
 RISING_MARGIN = 0.05
 """How far the last loop's average workload may run above the forecast for the next loop before a
-scale-in waits: above a minute's mean noise, below a rise (the dev half: 0 % blocked half of all
-scale-ins, +11 % worker-hours; 5 % kept 13 of 15 misses away for +4 %; README, issue 21 ablation)."""
+scale-in waits: a margin for the noise of a minute's mean (at 0 the workload is above its forecast
+half the time, and half of all scale-ins waited: +11 % worker-hours on the dev half; 2 % and 5 %
+tie there; README, issue 21's ablation)."""
 
 
 def _fmt(rate: float) -> str:
