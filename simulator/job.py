@@ -27,6 +27,7 @@ What it models, and why each part is there:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
@@ -215,13 +216,7 @@ class JobEnvironment:
         """Records arriving per second and partition in ``[start_s, end_s)``: shape (seconds, partitions), int64."""
         if end_s <= start_s:
             return np.zeros((0, self.config.partitions), dtype=np.int64)
-        first, last = start_s // _BLOCK_S, (end_s - 1) // _BLOCK_S
-        if first == last:
-            stacked = self._arrival_block(first)
-        else:
-            stacked = np.concatenate([self._arrival_block(b) for b in range(first, last + 1)])
-        offset = first * _BLOCK_S
-        return stacked[start_s - offset : end_s - offset].copy()
+        return _span(self._arrival_block, start_s, end_s)
 
     def workload(self, start_s: int, end_s: int) -> np.ndarray:
         """Records arriving per second in ``[start_s, end_s)`` over all partitions (the recorded workload)."""
@@ -243,13 +238,7 @@ class JobEnvironment:
         """Per-second capacity of every worker slot in ``[start_s, end_s)``: shape (seconds, partitions)."""
         if end_s <= start_s:
             return np.zeros((0, self.config.partitions))
-        first, last = start_s // _BLOCK_S, (end_s - 1) // _BLOCK_S
-        if first == last:
-            stacked = self._capacity_block(first)
-        else:
-            stacked = np.concatenate([self._capacity_block(b) for b in range(first, last + 1)])
-        offset = first * _BLOCK_S
-        return stacked[start_s - offset : end_s - offset].copy()
+        return _span(self._capacity_block, start_s, end_s)
 
     def shares(self, parallelism: int) -> np.ndarray:
         """Fraction of the input each of ``parallelism`` workers receives (round-robin partitions)."""
@@ -306,6 +295,15 @@ class JobEnvironment:
     def failures(self, duration_s: int, failures_per_hour: float) -> list[int]:
         """The failure instants a replay of ``duration_s`` injects (see :func:`failure_schedule`)."""
         return failure_schedule(duration_s, failures_per_hour, self.config.seed)
+
+
+def _span(block: Callable[[int], np.ndarray], start_s: int, end_s: int) -> np.ndarray:
+    """Rows ``[start_s, end_s)`` (``end_s > start_s``) of a per-second table kept in blocks of
+    ``_BLOCK_S`` seconds (``block(b)`` is block ``b``), as a new array; one block is sliced, not joined."""
+    first, last = start_s // _BLOCK_S, (end_s - 1) // _BLOCK_S
+    stacked = block(first) if first == last else np.concatenate([block(b) for b in range(first, last + 1)])
+    offset = first * _BLOCK_S
+    return stacked[start_s - offset : end_s - offset].copy()
 
 
 class _Series:
