@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from agent.logging import configure_logging
-from agent.settings import FlinkAutoscalerOptions
+from agent.settings import FlinkAutoscalerOptions, PrometheusSettings, Settings
 from lab.flink.capacity import Capacity, max_sustainable_rate
 from lab.flink.harness import (
     JobRecord,
@@ -59,18 +59,14 @@ from lab.flink.trace_job import JobCounts, TraceJobOptions
 from lab.slo import DEFAULT_FALLING_BEHIND_ALLOWANCE_S, judge
 from planner.peers import FlinkAutoscaler
 
-DEFAULT_TIME = {
-    "loop_interval_s": 60.0,
-    "grace_period_s": 120.0,
-    "recent_rescale_window_s": 300.0,
-    "scale_down_stabilization_s": 300.0,
-    "forecast_horizon_s": 900,
-    "forecast_window_s": 900,
-    "target_recovery_time_s": 300.0,
-    "checkpoint_interval_s": 10.0,
-    "downtime_rescale_prior_s": 30.0,
-    "downtime_failure_prior_s": 15.0,
-    "rate_window_s": 60,
+_TIME_KEYS = (
+    "loop_interval_s", "grace_period_s", "recent_rescale_window_s", "scale_down_stabilization_s",
+    "forecast_horizon_s", "forecast_window_s", "target_recovery_time_s", "checkpoint_interval_s",
+    "downtime_rescale_prior_s", "downtime_failure_prior_s",
+)
+DEFAULT_TIME: dict[str, Any] = {
+    **{key: Settings.model_fields[key].default for key in _TIME_KEYS},
+    "rate_window_s": PrometheusSettings.model_fields["rate_window_s"].default,
 }
 """Perdix's shipped time constants (agent/settings.py), divided by the compression for a replay."""
 FLINK_AUTOSCALER_TIME = {
