@@ -24,8 +24,8 @@ default target recovery time (300 s), the time scale the SLO judges on, and the 
 No scale-in is taken while the last loop's workload runs more than :data:`RISING_MARGIN` above the
 forecast for the next loop: the forecast is then behind a rise, and a scale-in sized on it meets the
 rest of the rise with the capacity it gave away. If nothing qualifies, the scale-out with the
-shortest predicted recovery is chosen (the paper returns the maximum, which on a job whose capacity
-stops growing is no better and costs the most).
+shortest predicted recovery is chosen, and among equals the highest capacity (the paper returns the
+maximum, which on a job whose capacity stops growing is no better, costs the most, and may carry less).
 
 ``DaedalusPolicy.decide`` reads as its stages: guards, the recent-rescale hold, the candidate
 search, the fallback, stabilization.
@@ -192,13 +192,16 @@ def scale_in_hold_s(recovery_s: float, config: PlannerConfig) -> float:
 
 
 def _fallback(plan_input: PlanInput, config: PlannerConfig, reasons: list[str]) -> int:
-    """No candidate: the scale-out with the shortest predicted recovery (among equals the larger)."""
-    known = {
-        n: plan_input.recovery_times.get(n, math.inf)
+    """No candidate: the scale-out with the shortest predicted recovery; among equals (never, most often)
+    the highest capacity, then the fewest workers. Where the capacity stops growing with the scale-out, the
+    largest one may carry less than a smaller one, and a rescale to it only adds downtime."""
+    capacities = {
+        n: capacity
         for n in range(config.min_parallelism, config.max_parallelism + 1)
-        if plan_input.capacities.get(n) is not None
+        if (capacity := plan_input.capacities.get(n)) is not None
     }
-    desired = min(known, key=lambda n: (known[n], -n)) if known else config.max_parallelism
+    known = {n: plan_input.recovery_times.get(n, math.inf) for n in capacities}
+    desired = min(known, key=lambda n: (known[n], -capacities[n], n)) if known else config.max_parallelism
     best = known.get(desired, math.inf)
     reasons.append(
         f"no scale-out in [{config.min_parallelism}, {config.max_parallelism}] meets the target recovery "

@@ -162,6 +162,21 @@ def test_spike_beyond_max_takes_the_shortest_recovery_and_says_the_target_cannot
     assert "no scale-out" in decision.reasons[-1] and "target recovery" in decision.reasons[-1]
 
 
+def test_when_no_scale_out_can_recover_the_fallback_takes_the_highest_capacity_not_the_largest() -> None:
+    # Capacity stops growing with the scale-out (hot partitions): 8 carries the most, 9 and 10 less.
+    capacities: dict[int, float | None] = {n: 10_000.0 * n for n in range(1, 8)}
+    capacities.update({8: 81_000.0, 9: 80_500.0, 10: 79_000.0})
+    inp = plan(current=7, workload=78_000, forecast=100_000, capacities=capacities)
+    never = {n: math.inf for n in range(1, 11)}
+    decision = POLICY.decide(PlanInput(**{**inp.__dict__, "recovery_times": never}), CONFIG)
+    assert decision.code is ReasonCode.NO_CANDIDATE
+    assert decision.target_parallelism == 8
+    # Among equal capacities the fewest workers.
+    flat = {**capacities, 9: 81_000.0, 10: 81_000.0}
+    tied = POLICY.decide(PlanInput(**{**inp.__dict__, "capacities": flat, "recovery_times": never}), CONFIG)
+    assert tied.target_parallelism == 8
+
+
 def test_a_job_outside_the_bounds_is_moved_to_the_nearest_bound_without_data() -> None:
     config = PlannerConfig(min_parallelism=2, max_parallelism=2, target_recovery_time_s=300)
     decision = POLICY.decide(plan(current=3, workload=None, capacities={n: None for n in range(1, 11)}), config)
