@@ -394,7 +394,8 @@ class Analyzer:
         capacities: dict[int, float | None] = {}
         sources: dict[int, str] = {}
         recovery_times: dict[int, float] = {}
-        """What the planner checks: the slower of a rescale to ``n`` and a failure once there (see below)."""
+        """What the planner checks: the slower of a rescale to ``n`` and a failure once there, and for a
+        scale-in also its bad case (see below)."""
         stop_recovery: dict[int, float] = {}
         """The prediction for the stop that would start at ``n`` next: what the recovery watch is compared with."""
         # At least one second: a sub-second checkpoint interval (a time-compressed job) must not leave the
@@ -448,6 +449,14 @@ class Analyzer:
                     recovery_times[n] = max(stop_recovery[n], self.recovery.predict(
                         capacity=value, forecast=arrivals, recent_workload_rate=recent_rate, kind="failure",
                         parallelism=n, profile=profile, current=n,
+                    ))
+                if kind == "rescale" and parallelism is not None and n < parallelism and upper is not None:
+                    # A scale-in saves workers, it is never needed: it must recover in time even when the stop
+                    # replays a whole checkpoint interval and the workload rises as it has before. Planned on
+                    # the expected case, scale-ins near the capacity edge (a few percent of spare capacity)
+                    # recovered in several times their prediction and missed (issue 21's ablation).
+                    recovery_times[n] = max(recovery_times[n], self.recovery.predict_bad_case(
+                        value, upper, recent_rate, parallelism=n, current=parallelism, current_lag=lag, profile=profile,
                     ))
         self._last_capacities, self._last_recovery = capacities, stop_recovery
 

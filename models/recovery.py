@@ -17,7 +17,8 @@ compares them at every stop of the lab's replays):
 * **The expected replay, not the worst case.** A stop falls anywhere in a checkpoint interval (a
   failure whenever it happens, a rescale whenever the loop decides), so half an interval of the
   recent workload is replayed on average. Assuming a full one made every prediction a worst case,
-  biased against every measurement.
+  biased against every measurement. (A scale-in, which is only an option, is also checked against
+  the bad case: :meth:`RecoveryPredictor.predict_bad_case`.)
 * **Caught up is within a second of input** (:data:`CAUGHT_UP_S`), as the SLO and the measurement
   count it, not an empty queue.
 * **Every worker drains its own share.** ``capacity`` is the job's sustainable rate, set by the
@@ -270,6 +271,40 @@ class RecoveryPredictor:
             forecast=series,
             replay_records=self.replay_records(rate),
             downtime_s=downtime,
+            profile=profile,
+            held_records=lag,
+        )
+
+    def predict_bad_case(
+        self,
+        capacity: float | None,
+        upper: Any,
+        recent_workload_rate: float | None,
+        *,
+        parallelism: int,
+        current: int,
+        current_lag: float = 0.0,
+        profile: WorkerProfile | None = None,
+    ) -> float:
+        """The recovery of a rescale from ``current`` to ``parallelism`` in the bad case: the stop falls just
+        before a checkpoint completes (a whole interval replayed) and the workload rises as ``upper`` says
+        (the rise envelope) while the job catches up. What a rescale that is only an option, a scale-in, must
+        recover within; the expected case (:meth:`predict`) is what the watch compares with, and this one is
+        not recorded for learning."""
+        if capacity is None or not math.isfinite(capacity) or capacity <= 0:
+            return math.inf
+        series = _clean_forecast(upper, recent_workload_rate)
+        if series is None:
+            return math.inf
+        rate = recent_workload_rate
+        if rate is None or not math.isfinite(rate) or rate < 0:
+            rate = float(series[0])
+        lag = current_lag if current_lag is not None and math.isfinite(current_lag) and current_lag > 0 else 0.0
+        return recovery_time(
+            capacity=float(capacity),
+            forecast=series,
+            replay_records=2 * self.replay_records(rate),
+            downtime_s=self.downtime("rescale", parallelism, current),
             profile=profile,
             held_records=lag,
         )

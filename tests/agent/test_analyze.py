@@ -149,6 +149,29 @@ def test_records_already_waiting_lengthen_every_predicted_recovery() -> None:
     assert behind.recovery_times[n] - caught_up.recovery_times[n] >= 0.8 * 1_000_000.0 / spare
 
 
+def test_a_scale_in_is_judged_by_its_bad_case_and_the_watch_by_the_expected_one() -> None:
+    """A scale-in is only an option: its recovery is the slower of the expected one and the bad case (a
+    whole checkpoint interval replayed, the workload rising as the envelope says). What the recovery watch
+    compares a measured stop with stays the expected prediction."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "max_parallelism": 12})
+    run = Replay(Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0])), settings, hours=0.5)
+    run.run()
+    analyzer = run.agent.analyzer
+    assert isinstance(analyzer, Analyzer)
+    now = float(run.job.now_s)
+    analysis = analyzer.analyze(run.monitor.observe(since=now - 60, now=now), now=now)
+    current = analysis.parallelism
+    assert current is not None and current > 2
+    expected = analyzer._last_recovery
+    below = [n for n in range(1, current) if np.isfinite(expected.get(n, np.inf))]
+    assert below, expected
+    for n in below:
+        assert analysis.recovery_times[n] > expected[n]
+    # Scale-outs are needed, not optional: the expected case (and a failure once there) decides.
+    for n in range(current + 1, settings.max_parallelism + 1):
+        assert analysis.recovery_times[n] >= expected[n]
+
+
 @pytest.mark.parametrize("failure_prior_s", [5.0, 5_000.0])
 def test_every_scale_out_is_judged_by_a_failure_there_too(failure_prior_s: float) -> None:
     """A scale-out Daedalus moves to must also recover from a failure within the target, or the next round

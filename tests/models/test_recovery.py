@@ -24,6 +24,21 @@ def test_hand_computed_constant_workload() -> None:
     assert predictor.predict(200.0, np.full(900, 100.0), 100.0, kind="failure", parallelism=4) == pytest.approx(34.0)
 
 
+def test_the_bad_case_replays_a_whole_interval_over_the_rise_and_is_not_learned_from() -> None:
+    predictor = RecoveryPredictor(checkpoint_interval_s=10, downtime_rescale_prior_s=30, downtime_failure_prior_s=15)
+    # Flat: the whole interval (1000) + 30 s downtime at 100/s = 4000; spare 100/s, down to 100 in 39 s.
+    flat = np.full(900, 100.0)
+    assert predictor.predict_bad_case(200.0, flat, 100.0, parallelism=4, current=6) == pytest.approx(69.0)
+    # The rise envelope's arrivals lengthen it; never when they reach the capacity.
+    rising = np.linspace(100.0, 150.0, 900)
+    assert predictor.predict_bad_case(200.0, rising, 100.0, parallelism=4, current=6) > 69.0
+    assert predictor.predict_bad_case(200.0, np.full(900, 200.0), 100.0, parallelism=4, current=6) == math.inf
+    # A what-if: the recovery a stop is later measured against stays the expected one.
+    predictor.predict(200.0, flat, 100.0, kind="rescale", parallelism=4)
+    predictor.predict_bad_case(200.0, rising, 100.0, parallelism=4, current=6)
+    assert predictor.observe_recovery(kind="rescale", parallelism=4, measured_s=64.0) == pytest.approx(30.0, abs=1e-6)
+
+
 def test_rising_forecast_takes_longer_and_never_is_inf() -> None:
     predictor = RecoveryPredictor(10, 30, 15)
     flat = predictor.predict(200.0, np.full(900, 100.0), 100.0, parallelism=2)
