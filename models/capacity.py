@@ -135,6 +135,7 @@ class CapacityModel:
         self._held: dict[str, float | None] | None = None
         """Worker capacities memoised while :meth:`held` is in force (None: compute every time)."""
         self._held_profiles: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+        self._held_current: tuple[list[float | None], float | None] | None = None
         """The same for the profiles from the partition weights, per scale-out."""
 
     # ------------------------------------------------------------------ learning
@@ -272,11 +273,11 @@ class CapacityModel:
         A round reads the capacity at every candidate scale-out, and each of those reads every current
         worker's line; nothing learns in between, so the analyzer reads them all inside one ``held()``.
         """
-        self._held, self._held_profiles = {}, {}
+        self._held, self._held_profiles, self._held_current = {}, {}, None
         try:
             yield self
         finally:
-            self._held, self._held_profiles = None, {}
+            self._held, self._held_profiles, self._held_current = None, {}, None
 
     def worker_capacity(self, worker_id: str) -> float | None:
         """The worker's throughput at ``max_cpu``: from its regression, else from its records per unit of load.
@@ -426,14 +427,24 @@ class CapacityModel:
         # Reader i runs on the i-th current worker in natural order (StatefulSet-style names keep their
         # index across rescales); readers beyond today's workers are assumed typical of them. Only the
         # current workers count: names that churned away say nothing about the pods that will run.
-        current = [self.worker_capacity(w) for w in self.workers]
-        known = [c for c in current if c is not None]
-        if not known:
+        current, typical = self._current_capacities()
+        if typical is None:
             return None
-        typical = float(np.median(known))
         capacities = [typical if value is None else value for value in current[:parallelism]]
         capacities += [typical] * (parallelism - len(capacities))
         return shares, np.asarray(capacities)
+
+    def _current_capacities(self) -> tuple[list[float | None], float | None]:
+        """Each current worker's capacity and their median (None if none is known); read once while held,
+        not once per candidate scale-out (at 1,000 workers that was a million reads a round)."""
+        if self._held is not None and self._held_current is not None:
+            return self._held_current
+        current = [self.worker_capacity(w) for w in self.workers]
+        known = [c for c in current if c is not None]
+        result = current, (float(np.median(known)) if known else None)
+        if self._held is not None:
+            self._held_current = result
+        return result
 
     def worker_profile(self, parallelism: int) -> tuple[np.ndarray, np.ndarray] | None:
         """``(shares, capacities)`` of the workers at ``parallelism``: how the input and the capacity are spread.

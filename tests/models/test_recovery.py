@@ -238,3 +238,78 @@ def test_a_backlog_already_waiting_is_the_bottlenecks_to_work_off() -> None:
     # The slow worker's spare is 100/s of its own: 20,000 records less the one second of input (1,000) it may keep.
     assert held == pytest.approx((20_000.0 - 1_000.0) / 100.0, rel=0.01)
     assert held > 1.5 * spread
+
+
+def _recovery_by_definition(
+    capacity: float, forecast: np.ndarray, replay: float, downtime: float, profile: tuple[np.ndarray, np.ndarray], held: float
+) -> float:
+    """The recovery written plainly: every worker's waiting records at every second (a workers x seconds
+    table), then beyond the horizon each worker's finishing time in turn. What the fast path must equal."""
+    shares, caps = (np.asarray(a, dtype=float) for a in profile)
+    shares = shares / shares.sum()
+    rates = caps / shares
+    rates = rates * (capacity / rates.min())
+    backlog = np.full(shares.size, replay)
+    bottleneck = int(np.argmin(rates))
+    backlog[bottleneck] += held / shares[bottleneck]
+    arrivals = np.concatenate(([0.0], np.cumsum(forecast)))
+
+    def arrived_at(t: float) -> float:
+        if t >= forecast.size:
+            return float(arrivals[-1] + forecast[-1] * (t - forecast.size))
+        k = int(math.floor(t))
+        return float(arrivals[k] + forecast[k] * (t - k))
+
+    def behind(t: float, arrived: float, rate: float) -> float:
+        waiting = shares * np.maximum(backlog + arrived - rates * max(t - downtime, 0.0), 0.0)
+        return float(waiting.sum()) - rate
+
+    k = min(int(math.floor(downtime)), forecast.size)
+    previous_t, previous = downtime, behind(downtime, arrived_at(downtime), float(forecast[max(0, k - 1)]))
+    if previous <= 0:
+        return downtime
+    for t in range(int(math.floor(downtime)) + 1, forecast.size + 1):
+        value = behind(float(t), float(arrivals[t]), float(forecast[t - 1]))
+        if value <= 0:
+            return previous_t + (t - previous_t) * previous / (previous - value) if previous > value else float(t)
+        previous_t, previous = float(t), value
+    start = max(float(forecast.size), downtime)
+    rate = float(forecast[-1])
+    excess = backlog + arrived_at(start) - rates * (start - downtime)
+    drain = rates - rate
+    if np.any((excess > 0) & (drain <= 0)):
+        return math.inf
+    done = np.where(excess > 0, excess / np.where(drain > 0, drain, 1.0), 0.0)
+    last, v0 = 0.0, float(np.sum(shares * np.maximum(excess, 0.0))) - rate
+    if v0 <= 0:
+        return start
+    for tau in np.unique(done[excess > 0]):
+        v1 = float(np.sum(shares * np.where((excess > 0) & (done > tau), excess - drain * tau, 0.0))) - rate
+        if v1 <= 0:
+            return start + last + (float(tau) - last) * v0 / (v0 - v1)
+        last, v0 = float(tau), v1
+    return math.inf
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(0.1, 10.0), st.floats(100.0, 10_000.0)), min_size=1, max_size=40),
+    st.lists(st.floats(0.0, 20_000.0), min_size=1, max_size=120),
+    st.floats(0.0, 1e6),
+    st.floats(0.0, 60.0),
+    st.floats(0.0, 1e6),
+)
+def test_the_fast_recovery_equals_the_plain_definition(
+    workers: list[tuple[float, float]], forecast: list[float], replay: float, downtime: float, held: float
+) -> None:
+    profile = (np.array([w[0] for w in workers]), np.array([w[1] for w in workers]))
+    capacity = float(np.min(profile[1] / (profile[0] / profile[0].sum())))
+    series = np.array(forecast)
+    fast = recovery_time(
+        capacity=capacity, forecast=series, replay_records=replay, downtime_s=downtime, profile=profile, held_records=held,
+    )
+    plain = _recovery_by_definition(capacity, series, replay, downtime, profile, held)
+    if math.isinf(plain):
+        assert math.isinf(fast)
+    else:
+        assert fast == pytest.approx(plain, rel=1e-6, abs=1e-6)
