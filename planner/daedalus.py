@@ -9,7 +9,8 @@ Paper 001, section 3.2. For each candidate scale-out ``i`` from min to max:
 5. if ``i`` is below the current one and the consumer lag exceeds ``C_i``, the job is still catching
    up: wait rather than scale in;
 6. ``C_i > max TSF`` over the whole horizon when scaling out (one scale-out to what carries the
-   forecast peak, not a staircase), and over the *hold* of a scale-in when scaling in: its recovery
+   forecast peak, not a staircase; while the forecast is behind a rise, also the rise envelope's peak
+   until the agent can act again), and over the *hold* of a scale-in when scaling in: its recovery
    plus the time until the agent can act again and its next decision has landed (grace period or
    loop interval, then a loop). A scale-in only has to last until the agent can undo it in time;
    asking it to carry the whole horizon's peak keeps a job with a daily cycle at its peak size.
@@ -175,13 +176,18 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
                 return n
             reasons.append(f"{n}: capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold")
             continue
-        if capacity > horizon_peak:
-            reasons.append(
-                f"{n}: carries the forecast peak {_fmt(horizon_peak)} (capacity {_fmt(capacity)}) "
-                f"and recovers in {recovery:.0f} s"
-            )
+        peak, what = horizon_peak, "the forecast peak"
+        if rising:
+            # The forecast is behind a rise: the scale-out must carry what the rise envelope says until the
+            # agent can act again, or the next rounds climb a staircase of rescales behind the workload.
+            hold_s = scale_in_hold_s(recovery, config)
+            rise = _forecast_max(known.upper, hold_s)
+            if rise > peak:
+                peak, what = rise, f"the rise {hold_s:.0f} s ahead (the forecast is behind)"
+        if capacity > peak:
+            reasons.append(f"{n}: carries {what} {_fmt(peak)} (capacity {_fmt(capacity)}) and recovers in {recovery:.0f} s")
             return n
-        reasons.append(f"{n}: capacity {_fmt(capacity)} < forecast peak {_fmt(horizon_peak)}")
+        reasons.append(f"{n}: capacity {_fmt(capacity)} < {what} {_fmt(peak)}")
     return None
 
 

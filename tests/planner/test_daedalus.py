@@ -311,3 +311,19 @@ def test_no_scale_in_while_the_workload_runs_above_the_forecast_for_the_next_loo
     # A scale-out is never held by it.
     up = POLICY.decide(plan(current=2, workload=33_000, forecast=30_000), CONFIG)
     assert up.target_parallelism > 2
+
+
+def test_behind_a_rise_a_scale_out_carries_the_rise_envelope_until_the_agent_can_act_again() -> None:
+    """At 2 workers the last loop ran at 33k/s against a point forecast of 30k/s (it is behind a step); the rise
+    envelope climbs from 30k/s to 55k/s over five minutes. The scale-out is sized for the rise until the agent
+    can act again (recovery 100 s + grace 120 s + a loop: 53k/s, 6 workers at 10k/s each), not for the
+    point forecast and the envelope over the recovery alone (38k/s: 4), so the next rounds do not climb a
+    staircase behind it."""
+    inp = plan(current=2, workload=33_000, forecast=30_000)
+    upper = np.interp(np.arange(1, 901), [0, 300, 900], [30_000.0, 55_000.0, 55_000.0])
+    decision = POLICY.decide(PlanInput(**{**inp.__dict__, "forecast_upper": upper}), CONFIG)
+    assert decision.target_parallelism == 6
+    assert any("the forecast is behind" in r for r in decision.reasons)
+    # On the forecast (no rise under way) the scale-out carries the point forecast's peak, as before.
+    level = PlanInput(**{**plan(current=2, workload=30_000, forecast=30_000).__dict__, "forecast_upper": upper})
+    assert POLICY.decide(level, CONFIG).target_parallelism == 4
