@@ -135,8 +135,9 @@ class CapacityModel:
         self._held: dict[str, float | None] | None = None
         """Worker capacities memoised while :meth:`held` is in force (None: compute every time)."""
         self._held_profiles: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
-        self._held_current: tuple[list[float | None], float | None] | None = None
         """The same for the profiles from the partition weights, per scale-out."""
+        self._held_current: tuple[list[float | None], float | None] | None = None
+        """The same for the current workers' capacities and their median (one read for every scale-out)."""
 
     # ------------------------------------------------------------------ learning
 

@@ -204,6 +204,23 @@ def _tail(start: float, shares: np.ndarray, rates: np.ndarray, pending: np.ndarr
     return start + previous + (tau - previous) * before / (before - after)
 
 
+def _inputs(
+    capacity: float | None, forecast: Any, recent_workload_rate: float | None, current_lag: float | None
+) -> tuple[float, np.ndarray, float, float] | None:
+    """A prediction's cleaned inputs ``(capacity, forecast, replayed rate, lag waiting)``, or None when it is "never"
+    (no usable capacity or forecast). The replayed rate falls back to the forecast's first second."""
+    if capacity is None or not math.isfinite(capacity) or capacity <= 0:
+        return None
+    series = _clean_forecast(forecast, recent_workload_rate)
+    if series is None:
+        return None
+    rate = recent_workload_rate
+    if rate is None or not math.isfinite(rate) or rate < 0:
+        rate = float(series[0])
+    lag = current_lag if current_lag is not None and math.isfinite(current_lag) and current_lag > 0 else 0.0
+    return float(capacity), series, float(rate), float(lag)
+
+
 def _job_rates(capacity: float, profile: WorkerProfile | None) -> tuple[np.ndarray, np.ndarray]:
     """Shares and the job rate at which each worker saturates (capacity_i / share_i), the slowest at ``capacity``."""
     if profile is not None:
@@ -295,19 +312,14 @@ class RecoveryPredictor:
         ``current``: the scale-out the job runs at now (a rescale's downtime depends on it too).
         """
         _check_kind(kind)
-        if capacity is None or not math.isfinite(capacity) or capacity <= 0:
+        inputs = _inputs(capacity, forecast, recent_workload_rate, current_lag)
+        if inputs is None:
             return math.inf
-        series = _clean_forecast(forecast, recent_workload_rate)
-        if series is None:
-            return math.inf
-        rate = recent_workload_rate
-        if rate is None or not math.isfinite(rate) or rate < 0:
-            rate = float(series[0])
-        lag = current_lag if current_lag is not None and math.isfinite(current_lag) and current_lag > 0 else 0.0
-        self._context[(kind, int(parallelism))] = (float(capacity), series, float(rate), float(lag), profile)
+        capacity, series, rate, lag = inputs
+        self._context[(kind, int(parallelism))] = (capacity, series, rate, lag, profile)
         downtime = self.downtime(kind, parallelism, current) if downtime_s is None else float(downtime_s)
         return recovery_time(
-            capacity=float(capacity),
+            capacity=capacity,
             forecast=series,
             replay_records=self.replay_records(rate),
             downtime_s=downtime,
@@ -331,17 +343,12 @@ class RecoveryPredictor:
         (the rise envelope) while the job catches up. What a rescale that is only an option, a scale-in, must
         recover within; the expected case (:meth:`predict`) is what the watch compares with, and this one is
         not recorded for learning."""
-        if capacity is None or not math.isfinite(capacity) or capacity <= 0:
+        inputs = _inputs(capacity, upper, recent_workload_rate, current_lag)
+        if inputs is None:
             return math.inf
-        series = _clean_forecast(upper, recent_workload_rate)
-        if series is None:
-            return math.inf
-        rate = recent_workload_rate
-        if rate is None or not math.isfinite(rate) or rate < 0:
-            rate = float(series[0])
-        lag = current_lag if current_lag is not None and math.isfinite(current_lag) and current_lag > 0 else 0.0
+        capacity, series, rate, lag = inputs
         return recovery_time(
-            capacity=float(capacity),
+            capacity=capacity,
             forecast=series,
             replay_records=2 * self.replay_records(rate),
             downtime_s=self.downtime("rescale", parallelism, current),
