@@ -290,9 +290,11 @@ class Settings(BaseSettings):
     )
     forecast_quantile: float | None = Field(
         0.8, ge=0.5, lt=1, description="Quantile of the workload's recent rises that decisions plan for: a "
-        "scale-in must carry it until the agent can undo it, a scale-out must carry it while the job recovers "
-        "(how long a recovery takes is predicted from the point forecast). Higher plans for rarer rises: fewer "
-        "SLO misses at more worker-hours (0.5: the typical rise; null: the point forecast alone)."
+        "scale-in must carry it until the agent can undo it and recover in time with it arriving (its bad case, "
+        "with a whole checkpoint interval replayed), a scale-out must carry it while the job recovers (and, while "
+        "the forecast is behind a rise, until the agent can act again); the expected recovery is predicted from "
+        "the point forecast. Higher plans for rarer rises: fewer SLO misses at more worker-hours (0.5: the "
+        "typical rise; null: the point forecast alone)."
     )
     checkpoint_interval_s: float = Field(
         10.0, gt=0, description="The job's checkpoint interval: records since the last checkpoint are replayed, seconds."
