@@ -56,6 +56,8 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "short holds": (frozenset(), SHORT_HOLDS),
     "ARIMA + linear fallback": (frozenset(), {"forecast_selection": False}),
     "point forecast only": (frozenset(), {"forecast_quantile": None}),
+    "rise quantile 0.6": (frozenset(), {"forecast_quantile": 0.6}),
+    "rise quantile 0.7": (frozenset(), {"forecast_quantile": 0.7}),
     "rise quantile 0.8": (frozenset(), {"forecast_quantile": 0.8}),
     "rise quantile 0.9": (frozenset(), {"forecast_quantile": 0.9}),
     "rise quantile 0.95": (frozenset(), {"forecast_quantile": 0.95}),
