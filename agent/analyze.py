@@ -101,6 +101,8 @@ class Analysis:
     worker_cpu_avg: float | None = None
     forecast_upper: np.ndarray | None = None
     """The workload as high as it may rise (``models.forecast.envelope``): what decisions plan for."""
+    workload_previous: float | None = None
+    """Mean workload over the stretch as long as this round's observation just before it (the loop before), or None."""
     restart_detected: str | None = None
     """Why the job is believed to have restarted outside Perdix this round, or None."""
     rescaled_outside: bool = False
@@ -403,6 +405,8 @@ class Analyzer:
         recent_rate = _finite_mean(self.recent.last(max(1, math.ceil(self.settings.checkpoint_interval_s))))
         self.envelope.update(workload)
         level = _finite_mean(self.recent.last(60))
+        span = int(observation.times.size)
+        previous = _finite_mean(self.recent.last(2 * span)[:span]) if span else None
         if recent_rate is None:
             # The last checkpoint interval's samples are a gap (rates restart with the tasks): the last
             # minute's level stands in, or every recovery would read "never" and undo the rescale.
@@ -467,6 +471,7 @@ class Analyzer:
             consumer_lag=observation.latest_lag,
             forecast=forecast.values,
             forecast_upper=upper,
+            workload_previous=previous,
             forecast_source=forecast.source,
             forecast_wape=forecast.wape,
             capacities=capacities,

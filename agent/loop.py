@@ -312,6 +312,7 @@ class Agent:
             now=now,
             current_parallelism=analysis.parallelism or 0,
             workload_avg=analysis.workload_avg,
+            workload_previous=analysis.workload_previous,
             forecast=analysis.forecast,
             forecast_upper=analysis.forecast_upper,
             consumer_lag=analysis.consumer_lag,

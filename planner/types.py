@@ -50,6 +50,8 @@ class PlanInput:
     forecast_upper: np.ndarray | None = None
     """The workload as high as it may rise over the horizon (a quantile of its recent rises), records/s;
     what a decision that must hold plans for. None: the forecast itself."""
+    workload_previous: float | None = None
+    """Mean workload over the loop before the last one, records/s; None if unknown (the workload's trend)."""
     last_rescale_at: float | None = None
     recovering: bool = False
     """True while the recovery watcher says the job has not caught up after a rescale or failure."""

@@ -187,3 +187,21 @@ def test_every_scale_out_is_judged_by_a_failure_there_too(failure_prior_s: float
         assert all(t >= failure_prior_s for t in finite.values()), finite
     else:
         assert all(t < 1000 for t in finite.values()), finite
+
+
+def test_the_loop_before_is_the_mean_of_the_stretch_as_long_as_this_rounds_just_before_it() -> None:
+    """A workload that steps from 20k/s to 30k/s at 600 s: the round at 660 s ran at 30k/s and the loop
+    before it at 20k/s (what the planner reads as a climb); a loop later both are 30k/s."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    trace = Trace("step", np.array([0.0, 600.0, 600.1, 7200.0]), np.array([20_000.0, 20_000.0, 30_000.0, 30_000.0]))
+    job = SimulatedFlinkJob(trace, settings.simulator)
+    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
+    analyses = {}
+    for now in range(60, 721, 60):
+        while job.now_s < now:
+            job.step()
+        analyses[now] = analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
+    assert analyses[600].workload_previous == pytest.approx(20_000.0, rel=0.05)
+    assert analyses[660].workload_avg == pytest.approx(30_000.0, rel=0.05)
+    assert analyses[660].workload_previous == pytest.approx(20_000.0, rel=0.05)
+    assert analyses[720].workload_previous == pytest.approx(30_000.0, rel=0.05)

@@ -304,7 +304,7 @@ def test_no_scale_in_while_the_workload_runs_above_the_forecast_for_the_next_loo
     assert expected.target_parallelism == 4
     behind = POLICY.decide(plan(current=8, workload=33_000, forecast=30_000, history=steady), CONFIG)
     assert behind.target_parallelism == 8
-    assert any("no scale-in on a forecast behind a rise" in r for r in behind.reasons)
+    assert any("runs above the forecast" in r and "no scale-in on a rising workload" in r for r in behind.reasons)
     # Within the margin (noise, not a rise) the scale-in goes ahead.
     noisy = POLICY.decide(plan(current=8, workload=31_000, forecast=30_000, history=steady), CONFIG)
     assert noisy.target_parallelism == 4
@@ -323,7 +323,28 @@ def test_behind_a_rise_a_scale_out_carries_the_rise_envelope_until_the_agent_can
     upper = np.interp(np.arange(1, 901), [0, 300, 900], [30_000.0, 55_000.0, 55_000.0])
     decision = POLICY.decide(PlanInput(**{**inp.__dict__, "forecast_upper": upper}), CONFIG)
     assert decision.target_parallelism == 6
-    assert any("the forecast is behind" in r for r in decision.reasons)
+    assert any("the rise 280 s ahead (the workload 33,000/s runs above the forecast" in r for r in decision.reasons)
     # On the forecast (no rise under way) the scale-out carries the point forecast's peak, as before.
     level = PlanInput(**{**plan(current=2, workload=30_000, forecast=30_000).__dict__, "forecast_upper": upper})
     assert POLICY.decide(level, CONFIG).target_parallelism == 4
+
+
+def test_no_scale_in_while_the_workload_climbs_over_the_loop_before_whatever_the_forecast() -> None:
+    """The forecast follows the ramp (33k/s expected, 33k/s seen), but the last loop ran 10 % and more above
+    the loop before: no scale-in, and a scale-out is sized for the rise envelope too. Below the margin the
+    scale-in goes ahead."""
+    steady = tuple((10_000 - 600 + 60 * i, 4) for i in range(11))
+    base = plan(current=8, workload=33_000, forecast=33_000, history=steady)
+    assert POLICY.decide(base, CONFIG).target_parallelism == 4
+    climbing = PlanInput(**{**base.__dict__, "workload_previous": 29_000.0})
+    held = POLICY.decide(climbing, CONFIG)
+    assert held.target_parallelism == 8
+    assert any("climbed from 29,000/s" in r for r in held.reasons)
+    slow = PlanInput(**{**base.__dict__, "workload_previous": 31_000.0})
+    assert POLICY.decide(slow, CONFIG).target_parallelism == 4
+    up = plan(current=2, workload=33_000, forecast=33_000)
+    ramp = np.interp(np.arange(1, 901), [0, 300, 900], [33_000.0, 58_000.0, 58_000.0])
+    rising_out = PlanInput(**{**up.__dict__, "workload_previous": 29_000.0, "forecast_upper": ramp})
+    assert POLICY.decide(rising_out, CONFIG).target_parallelism == 6
+    level_out = PlanInput(**{**up.__dict__, "workload_previous": 33_000.0, "forecast_upper": ramp})
+    assert POLICY.decide(level_out, CONFIG).target_parallelism == 5  # the envelope over its 100-s recovery alone
