@@ -94,7 +94,8 @@ def recovery_time(
     bottleneck = int(np.argmin(rates))
     backlog[bottleneck] += max(0.0, float(held_records)) / float(shares[bottleneck])
     horizon = forecast.size
-    arrivals = np.concatenate(([0.0], np.cumsum(forecast)))  # arrivals[k] = records in [0, k)
+    with np.errstate(over="ignore"):
+        arrivals = np.concatenate(([0.0], np.cumsum(forecast)))  # arrivals[k] = records in [0, k)
     waiting = _Waiting(shares, rates, replay, bottleneck, float(backlog[bottleneck]))
 
     def behind(t: np.ndarray, arrived: np.ndarray, caught_up: np.ndarray) -> np.ndarray:
@@ -147,13 +148,14 @@ class _Waiting:
 
     def __call__(self, tau: np.ndarray, arrived: np.ndarray) -> np.ndarray:
         """Records waiting after ``tau`` seconds of processing with ``arrived`` records arrived since the stop."""
-        pending = self.backlog + arrived
-        with np.errstate(divide="ignore", invalid="ignore"):
+        # A forecast beyond floating point (garbage in) gives inf or NaN here, which never counts as caught up.
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            pending = self.backlog + arrived
             limit = np.where(tau > 0, pending / np.where(tau > 0, tau, 1.0), np.inf)
-        k = np.searchsorted(self.rates, limit, side="left")
-        total = np.maximum(pending * self.shares[k] - tau * self.worked[k], 0.0)
-        share, rate, held = self.bottleneck
-        return total + share * np.maximum(held + arrived - rate * tau, 0.0)
+            k = np.searchsorted(self.rates, limit, side="left")
+            total = np.maximum(pending * self.shares[k] - tau * self.worked[k], 0.0)
+            share, rate, held = self.bottleneck
+            return total + share * np.maximum(held + arrived - rate * tau, 0.0)
 
 
 def _arrived(arrivals: np.ndarray, forecast: np.ndarray, t: float) -> float:
