@@ -454,7 +454,7 @@ class Analyzer:
                         capacity=value, forecast=arrivals, recent_workload_rate=recent_rate, kind="failure",
                         parallelism=n, profile=profile, current=n,
                     ))
-                if kind == "rescale" and parallelism is not None and n < parallelism and upper is not None:
+                if parallelism is not None and n < parallelism and upper is not None:
                     # A scale-in saves workers, it is never needed: it must recover in time even when the stop
                     # replays a whole checkpoint interval and the workload rises as it has before. Planned on
                     # the expected case, scale-ins near the capacity edge (a few percent of spare capacity)

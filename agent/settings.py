@@ -292,7 +292,7 @@ class Settings(BaseSettings):
         0.8, ge=0.5, lt=1, description="Quantile of the workload's recent rises that decisions plan for: a "
         "scale-in must carry it until the agent can undo it and recover in time with it arriving (its bad case, "
         "with a whole checkpoint interval replayed), a scale-out must carry it while the job recovers (and, while "
-        "the forecast is behind a rise, until the agent can act again); the expected recovery is predicted from "
+        "the workload rises, until the agent can act again); the expected recovery is predicted from "
         "the point forecast. Higher plans for rarer rises: fewer SLO misses at more worker-hours (0.5: the "
         "typical rise; null: the point forecast alone)."
     )
