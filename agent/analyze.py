@@ -366,7 +366,7 @@ class Analyzer:
                 self.capacity.update(worker, observation.settled(utilization), observation.settled(throughput))
         workers = sorted(observation.worker_throughput)
         if parallelism is not None and len(workers) == parallelism:
-            self.capacity.set_workers(workers)
+            self.capacity.set_workers(workers, observation.worker_backlog)
             current_capacity = self.capacity.capacity_now()
             if current_capacity is not None:
                 self.capacity.record_observed(parallelism, current_capacity)

@@ -36,6 +36,9 @@ class Observation:
     """Series name -> why it is missing or incomplete."""
     worker_busy: Mapping[str, np.ndarray] = field(default_factory=dict)
     """Busy fraction 0..1 per worker (Flink's busyTimeMsPerSecond / 1000); empty if not read."""
+    worker_backlog: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """Records waiting at the source per worker (its readers' FLIP-33 pendingRecords, a gauge); empty if not
+    read. With the throughput it gives each worker's input even while the job is saturated."""
     partition_offsets: tuple[tuple[int, int | None], ...] | None = None
     """Per source partition at the end of the window: (log-end offset, offset committed by the last
     completed checkpoint); None if not read."""

@@ -87,6 +87,13 @@ class PromQLQueries(_Section):
         description="Records available at the sources but not yet read (FLIP-33 pendingRecords, summed over the "
         "source readers; Flink's KafkaSource reports it). Needs: pendingRecords.",
     )
+    worker_backlog: str = Field(
+        f"sum by ({{worker_label}}) (flink_taskmanager_job_task_operator_pendingRecords{{{_SOURCE}}})",
+        description="Records waiting at the source per worker (FLIP-33 pendingRecords of its readers): with the "
+        "throughput it gives each worker's share of the input while the job is saturated, where throughput "
+        "alone understates the busiest worker's; a job whose readers report no pendingRecords is measured in its "
+        "unsaturated seconds only. Needs: pendingRecords.",
+    )
     parallelism: str = Field(
         f"max(count by (operator_id) (flink_taskmanager_job_task_operator_numRecordsOut{{{_SOURCE}}}))",
         description="The scale-out: running subtasks of the source (an in-place rescale leaves TaskManagers "

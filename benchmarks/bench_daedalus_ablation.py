@@ -65,8 +65,32 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "true capacity": (frozenset({"capacities"}), {}),
     "true recovery": (frozenset({"recovery_times"}), {}),
     "all true": (frozenset({"forecast", "capacities", "recovery_times"}), {}),
+    "no partition offsets": (frozenset(), {}),
+    "no partition offsets or backlogs": (frozenset(), {}),
 }
 """Variant name -> (estimates replaced by the truth, settings overrides)."""
+
+HIDDEN: dict[str, dict[str, Any]] = {
+    "no partition offsets": {"partition_offsets": None},
+    "no partition offsets or backlogs": {"partition_offsets": None, "worker_backlog": {}},
+}
+"""Variant name -> observation fields the agent does not get. The Prometheus monitor reads no per-partition
+offsets (Flink reports none it could read), only each worker's backlog: these variants are Daedalus as it
+runs on a real job, where the skew at other scale-outs is not known from the partitions."""
+
+
+class HidingMonitor:
+    """The simulated monitor without some of the observation's fields."""
+
+    def __init__(self, inner: Any, hidden: dict[str, Any]) -> None:
+        self.inner, self.hidden = inner, hidden
+
+    def observe(self, *, since: float, now: float) -> Observation:
+        """The inner observation with the hidden fields at their 'not read' value."""
+        return dataclasses.replace(self.inner.observe(since=since, now=now), **self.hidden)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 class AblationAnalyzer:
@@ -96,8 +120,13 @@ class AblationReplay(Replay):
     recorder: RecordingAnalyzer | None = None
     """The real analyzer when ``recording``: what each round's recovery predictions were made of."""
 
+    hidden: dict[str, Any] = {}
+    """Observation fields the agent does not get (:data:`HIDDEN`)."""
+
     def start_agent(self) -> Agent:
         """The agent with the ablation analyzer (a plain one when nothing is replaced and nothing recorded)."""
+        if self.hidden:
+            self.monitor = HidingMonitor(self.monitor, self.hidden)
         if not self.truths and not self.recording:
             return super().start_agent()
         self.background = _InlineExecutor()
@@ -136,6 +165,7 @@ def run_variant(
     replay = AblationReplay.__new__(AblationReplay)
     replay.truths = truths
     replay.recording = recovery_errors
+    replay.hidden = HIDDEN.get(variant, {})
     Replay.__init__(replay, load_trace(trace.path), settings, hours=hours, failures_per_hour=failures)
     replay.run()
     summary = replay.result().summary

@@ -33,6 +33,7 @@ class SimulatedMonitor:
         throughput = {w: s for w, s in window.throughput.items() if s.size and np.isfinite(s[-1])}
         cpu = {w: window.cpu[w] for w in throughput}
         busy = {w: window.busy[w] for w in throughput if w in window.busy}
+        backlog = {w: window.backlog[w] for w in throughput if w in window.backlog}
         offsets = tuple(zip(self.job.end_offsets.tolist(), self.job.committed_offsets.tolist()))
         return Observation(
             now=now,
@@ -45,6 +46,7 @@ class SimulatedMonitor:
             uptime_s=uptime,
             gaps=gaps,
             worker_busy=busy,
+            worker_backlog=backlog,
             partition_offsets=offsets,
         )
 

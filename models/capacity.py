@@ -8,8 +8,10 @@ when its most loaded worker does: with ``share_i`` the fraction of the input wor
 
 This is the paper's "expected maximum CPU of a worker is proportional to the most loaded worker",
 written with throughput shares instead of CPU ratios, which stays exact when workers burn CPU at
-idle (a CPU ratio would overstate the cold workers). Shares are measured from per-worker throughput
-in seconds where no worker is saturated (a saturated worker's throughput understates its input).
+idle (a CPU ratio would overstate the cold workers). A worker's share is the input it receives: what
+it read plus what its backlog grew (its source readers' pendingRecords), which holds while workers are
+saturated; without per-worker backlogs, its throughput in the seconds where no worker is saturated (a
+saturated worker's throughput understates its input).
 
 Capacities of other scale-outs come, in order of trust, from what was observed at that scale-out,
 from an estimate scaled from the current one (with the skew the round-robin partition assignment
@@ -68,6 +70,12 @@ class _Shares:
         for worker in self.workers:
             self.sums[worker] += float(np.asarray(throughput[worker], dtype=float)[valid].sum())
         self.seconds += int(np.count_nonzero(valid))
+
+    def add_inputs(self, inputs: Mapping[str, float], seconds: int) -> None:
+        """Records each worker received over ``seconds`` (read plus the growth of what waits for it)."""
+        for worker in self.workers:
+            self.sums[worker] += float(inputs[worker])
+        self.seconds += int(seconds)
 
     def shares(self) -> dict[str, float] | None:
         total = sum(self.sums.values())
@@ -196,8 +204,13 @@ class CapacityModel:
         self._pending[worker_id] = (np.where(valid, cpu_array, np.nan), np.where(valid, tp_array, np.nan))
         return used
 
-    def set_workers(self, workers: Iterable[str]) -> None:
-        """Declare the current workers (after this round's updates) and fold the round into their shares."""
+    def set_workers(self, workers: Iterable[str], backlog: Mapping[str, Any] | None = None) -> None:
+        """Declare the current workers (after this round's updates) and fold the round into their shares.
+
+        ``backlog``: per worker, the records waiting for it at each of the round's samples (its source
+        readers' pendingRecords). With it a worker's input over the round is what it read plus what its
+        backlog grew, which holds while workers are saturated too; without it only the seconds in which no
+        worker is saturated count (a saturated worker's throughput understates its input)."""
         current = tuple(sorted(workers, key=natural_key))
         self.workers = current
         pending, self._pending = self._pending, {}
@@ -216,6 +229,10 @@ class CapacityModel:
             return
         cpu = np.vstack([pending[w][0] for w in current])
         throughput = {w: pending[w][1] for w in current}
+        received = _received(throughput, backlog, current) if backlog else None
+        if received is not None:
+            shares.add_inputs(*received)
+            return
         total = np.vstack([throughput[w] for w in current]).sum(axis=0)
         with np.errstate(invalid="ignore"):
             valid = np.all(np.isfinite(cpu), axis=0) & np.isfinite(total) & (total > 0)
@@ -223,12 +240,14 @@ class CapacityModel:
         if np.any(valid):
             shares.add(throughput, valid)
 
-    def observe(self, cpu: Mapping[str, Any], throughput: Mapping[str, Any]) -> None:
+    def observe(
+        self, cpu: Mapping[str, Any], throughput: Mapping[str, Any], backlog: Mapping[str, Any] | None = None
+    ) -> None:
         """Update every worker present in both mappings and make them the current workers."""
         workers = [w for w in throughput if w in cpu]
         for worker in workers:
             self.update(worker, cpu[worker], throughput[worker])
-        self.set_workers(workers)
+        self.set_workers(workers, backlog)
 
     def record_observed(self, parallelism: int, capacity: float | None) -> None:
         """Remember the capacity measured while running at ``parallelism`` (ignored if unknown)."""
@@ -542,6 +561,41 @@ def _means(cpu: np.ndarray, throughput: np.ndarray) -> tuple[float, float] | Non
         return None
     count = int(np.count_nonzero(both))
     return float(cpu[both].sum()) / count, float(throughput[both].sum()) / count
+
+
+def _received(
+    throughput: Mapping[str, np.ndarray], backlog: Mapping[str, Any], workers: tuple[str, ...]
+) -> tuple[dict[str, float], int] | None:
+    """Records each worker received over the round's last stretch in which every worker's throughput and
+    backlog are known, and its seconds: read over the stretch plus the backlog's growth across it.
+
+    The last unbroken stretch only: a stop in between (no samples while the job is down, or rates not yet
+    settled) rolls the read positions back, and the backlog's jump then is replay, not input. None if a
+    worker has no backlog, the stretch is shorter than two samples, or a worker's input comes out negative.
+    """
+    if any(w not in backlog for w in workers):
+        return None
+    reads = np.vstack([np.asarray(throughput[w], dtype=float) for w in workers])
+    waiting = np.vstack([np.asarray(backlog[w], dtype=float) for w in workers])
+    if reads.shape != waiting.shape:
+        return None
+    with np.errstate(invalid="ignore"):
+        known = np.all(np.isfinite(reads) & np.isfinite(waiting) & (reads >= 0) & (waiting >= 0), axis=0)
+    if not known[-1]:
+        known_at = np.flatnonzero(known)
+        if known_at.size == 0:
+            return None
+        known = known[: known_at[-1] + 1]
+    gaps = np.flatnonzero(~known)
+    first = int(gaps[-1]) + 1 if gaps.size else 0
+    last = known.size - 1
+    if last - first < 1:
+        return None
+    # Sample k is the second ending at it: the stretch's input is read in seconds first+1 .. last.
+    inputs = reads[:, first + 1 : last + 1].sum(axis=1) + waiting[:, last] - waiting[:, first]
+    if np.any(inputs < 0) or not inputs.sum() > 0:
+        return None
+    return {w: float(v) for w, v in zip(workers, inputs)}, last - first
 
 
 def _bottleneck(capacities: Mapping[str, float], shares: Mapping[str, float]) -> float | None:

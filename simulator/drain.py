@@ -60,7 +60,7 @@ def run_job(
     uptime_start: int, checkpoint_interval_s: int, cpu_idle: float, cpu_noise: float,
     end: np.ndarray, position: np.ndarray, committed: np.ndarray,
     workload: np.ndarray, lag: np.ndarray, committed_lag: np.ndarray, active: np.ndarray, uptime: np.ndarray,
-    throughput: np.ndarray, cpu: np.ndarray, busy: np.ndarray,
+    throughput: np.ndarray, cpu: np.ndarray, busy: np.ndarray, backlog: np.ndarray,
 ) -> tuple[int, int, int]:  # pragma: no cover - compiled; covered through every replay
     """The seconds ``start_s …`` (one per row of ``arrivals``) of a job that neither stops nor restarts
     in them, as :meth:`simulator.SimulatedFlinkJob.step` defines a second, in place: the offsets
@@ -99,9 +99,15 @@ def run_job(
             cpu[k, w] = 0.0 if value < 0.0 else (1.0 if value > 1.0 else value)
         waiting = 0
         uncommitted = 0
+        pending = backlog[k]
+        pending[:] = np.nan
+        if running:
+            pending[:parallelism] = 0.0
         for p in range(workers):
             waiting += end[p] - position[p]
             uncommitted += end[p] - committed[p]
+            if running:
+                pending[p % parallelism] += end[p] - position[p]
         workload[k] = float(produced_now)
         lag[k] = float(waiting)
         committed_lag[k] = float(uncommitted)

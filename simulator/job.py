@@ -314,7 +314,7 @@ class _Series:
     step costs a few array writes however long the averaging window is.
     """
 
-    _COLUMNS = ("workload", "lag", "committed_lag", "parallelism", "uptime", "throughput", "cpu", "busy")
+    _COLUMNS = ("workload", "lag", "committed_lag", "parallelism", "uptime", "throughput", "cpu", "busy", "backlog")
 
     def __init__(self, workers: int, capacity: int = 4096) -> None:
         self.length = 0
@@ -327,6 +327,7 @@ class _Series:
         self.throughput = np.empty((capacity, workers))
         self.cpu = np.empty((capacity, workers))
         self.busy = np.empty((capacity, workers))
+        self.backlog = np.empty((capacity, workers))
 
     def _grow(self) -> None:
         for name in self._COLUMNS:
@@ -365,6 +366,9 @@ class Window:
     committed_lag: np.ndarray
     """Records produced but not covered by the last completed checkpoint (end offsets − committed offsets):
     the consumer-group lag a Kafka scaler such as KEDA's sees."""
+    backlog: dict[str, np.ndarray]
+    """Records waiting in each worker's partitions after each second (its source readers' FLIP-33
+    ``pendingRecords``, a gauge); NaN while the job is down or the worker did not exist."""
 
 
 class SimulatedFlinkJob:
@@ -583,6 +587,7 @@ class SimulatedFlinkJob:
             cpu={worker_id(i): cpu[:, i] for i in present},
             busy={worker_id(i): busy[:, i] for i in present},
             committed_lag=s.committed_lag[start:end].copy(),
+            backlog={worker_id(i): s.backlog[start:end, i].copy() for i in present},
         )
 
     @property

@@ -33,7 +33,7 @@ from agent.settings import ConfigError, PrometheusSettings
 
 SCALAR_QUERIES = ("workload", "consumer_lag", "parallelism", "uptime")
 """Queries that must answer with exactly one series."""
-WORKER_QUERIES = ("throughput", "busy", "cpu")
+WORKER_QUERIES = ("throughput", "busy", "cpu", "worker_backlog")
 """Queries that must answer with one series per worker, told apart by ``worker_label``."""
 
 LIVE_TAIL_POINTS = 3
@@ -265,6 +265,7 @@ class PrometheusMonitor:
         throughput = workers.get("throughput", {})
         cpu = workers.get("cpu", {})
         busy = workers.get("busy", {})
+        backlog = workers.get("worker_backlog", {})
         return Observation(
             now=now,
             times=grid.times,
@@ -276,6 +277,7 @@ class PrometheusMonitor:
             uptime_s=_last_seconds(scalars.get("uptime")),
             gaps=gaps,
             worker_busy={w: s for w, s in busy.items() if w in throughput} if throughput else busy,
+            worker_backlog={w: s for w, s in backlog.items() if w in throughput},
             rates_settled=self._settled(scalars.get("uptime")),
         )
 

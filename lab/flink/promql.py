@@ -62,6 +62,11 @@ class FlinkQueries:
         return f"sum({OPERATOR}_pendingRecords{{{self.source}}})"
 
     @property
+    def worker_backlog(self) -> str:
+        """Records waiting for each worker's source readers (their pendingRecords summed by worker)."""
+        return f"sum by ({self.worker_label}) ({OPERATOR}_pendingRecords{{{self.source}}})"
+
+    @property
     def read_rate(self) -> str:
         """Records the source reads per second (its numRecordsOut counters, every attempt's series)."""
         return f"sum(rate({OPERATOR}_numRecordsOut{{{self.source}}}[{self.window_s}s]))"

@@ -44,6 +44,7 @@ def healthy(fake: FakePrometheus) -> None:
         q("cpu"): Canned([({"pod": "tm-0"}, lambda t: 0.5), ({"pod": "tm-1"}, lambda t: 0.6)]),
         q("busy"): Canned([({"pod": "tm-0"}, lambda t: 0.4), ({"pod": "tm-1"}, lambda t: 0.45)]),
         q("consumer_lag"): Canned([({}, lambda t: 50.0)]),
+        q("worker_backlog"): Canned([({"pod": "tm-0"}, lambda t: 20.0), ({"pod": "tm-1"}, lambda t: 30.0)]),
         q("parallelism"): Canned([({}, lambda t: 2.0)]),
         q("uptime"): Canned([({}, lambda t: 600_000.0)]),
     }
@@ -62,6 +63,7 @@ def test_a_healthy_answer_lands_on_one_grid_with_no_gaps(fake_prometheus: FakePr
     assert set(obs.worker_throughput) == set(obs.worker_cpu) == {"tm-0", "tm-1"}
     np.testing.assert_array_equal(obs.worker_cpu["tm-1"], np.full(60, 0.6))
     np.testing.assert_array_equal(obs.worker_busy["tm-1"], np.full(60, 0.45))
+    np.testing.assert_array_equal(obs.worker_backlog["tm-1"], np.full(60, 30.0))
     assert obs.parallelism == 2 and obs.uptime_s == 600.0 and obs.latest_lag == 50.0
     assert dict(obs.gaps) == {} and obs.usable
     ranges = [p for path, p in fake_prometheus.requests if path == "/api/v1/query_range"]

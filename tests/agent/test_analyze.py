@@ -205,3 +205,24 @@ def test_the_loop_before_is_the_mean_of_the_stretch_as_long_as_this_rounds_just_
     assert analyses[660].workload_avg == pytest.approx(30_000.0, rel=0.05)
     assert analyses[660].workload_previous == pytest.approx(20_000.0, rel=0.05)
     assert analyses[720].workload_previous == pytest.approx(30_000.0, rel=0.05)
+
+
+def test_the_first_round_of_a_job_saturated_from_the_start_reads_its_bottleneck() -> None:
+    """The lab's job at its initial scale-out under a workload above every worker's capacity: no second is
+    unsaturated and the partitions' rates are not yet known (one round gives no offsets' difference). The
+    workers' backlogs say who receives what, so the first capacity is the true one, not the sum of what
+    the saturated workers read."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    job = SimulatedFlinkJob(Trace("over", np.array([0.0, 7200.0]), np.array([200_000.0, 200_000.0])), settings.simulator)
+    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
+    job.run_until(60)
+    observation = monitor.observe(since=0, now=60)
+    assert set(observation.worker_backlog) == set(observation.worker_throughput)
+    analysis = analyzer.analyze(observation, now=60)
+    n = job.parallelism
+    read = sum(float(np.mean(s[-10:])) for s in observation.worker_throughput.values())
+    assert analysis.capacities[n] == pytest.approx(job.true_capacity(n), rel=0.03)
+    assert job.true_capacity(n) < 0.8 * read
+
+    blind = Analyzer(settings)
+    assert blind.analyze(replace(observation, worker_backlog={}), now=60).capacities[n] == pytest.approx(read, rel=0.03)

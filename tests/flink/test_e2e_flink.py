@@ -127,8 +127,10 @@ def test_default_queries_with_tm_id_read_the_real_job(prometheus: PrometheusServ
     assert details is not None
     running_s = (details["now"] - details["timestamps"]["RUNNING"]) / 1000
     assert observation.uptime_s is not None and 0 < observation.uptime_s <= running_s + 2
-    # The datagen source reports no pendingRecords: the default workload and lag queries are named gaps, never zeros.
-    assert set(observation.gaps) == {"workload", "consumer_lag"}, observation.gaps
+    # The datagen source reports no pendingRecords: the default workload, lag and per-worker backlog queries are
+    # named gaps, never zeros.
+    assert set(observation.gaps) == {"workload", "consumer_lag", "worker_backlog"}, observation.gaps
+    assert observation.worker_backlog == {}
     # The default scale-out is the running source subtasks (the trace job's tests cover a source with a backlog).
     running = prometheus.query(settings.prometheus.render(PromQLQueries().parallelism))
     assert running[0]["value"][1] == "3"

@@ -290,6 +290,14 @@ def test_perdix_default_queries_read_the_job_through_its_monitor_across_rescales
     grid = observation.times
     backlog = np.array([float(v) for _, v in query_range(prometheus, lab.backlog, float(grid[0]), float(grid[-1]))[0]["values"]])
     assert np.allclose(observation.consumer_lag[: backlog.size], backlog, rtol=1e-9), (observation.consumer_lag, backlog)
+    # Each worker's backlog (its readers' pendingRecords, a gauge) is there for the workers whose readers run now
+    # (the throughput's 60-s rates still show the TaskManagers the scale-in emptied) and adds up to the job's.
+    assert len(observation.worker_backlog) == observation.parallelism, (observation.gaps, observation.worker_backlog)
+    assert set(observation.worker_backlog) <= set(observation.worker_throughput)
+    waiting = {worker: float(series[-1]) for worker, series in observation.worker_backlog.items()}
+    assert sum(waiting.values()) == pytest.approx(float(observation.consumer_lag[-1]), rel=1e-9), waiting
+    by_lab = query_at(prometheus, lab.worker_backlog, float(grid[-1]))
+    assert waiting == pytest.approx({s["metric"]["tm_id"]: float(s["value"][1]) for s in by_lab}), (waiting, by_lab)
     read = float(query_at(prometheus, lab.read_rate, float(grid[-1]))[0]["value"][1])
     summed = sum(float(series[-1]) for series in observation.worker_throughput.values())
     assert abs(summed - read) <= 1e-6 * read, (observation.worker_throughput, read)

@@ -76,6 +76,7 @@ DISTINCT = {
     "prometheus.queries.throughput": 'sum(rate(flink_taskmanager_job_task_numRecordsOut{task_name=~"Source.*"}[1m])) by ({worker_label})',
     "prometheus.queries.cpu": "max(flink_taskmanager_Status_JVM_CPU_Load) by ({worker_label})",
     "prometheus.queries.consumer_lag": 'sum(kafka_consumergroup_lag{group="orders"})',
+    "prometheus.queries.worker_backlog": "sum by ({worker_label}) (flink_taskmanager_job_task_operator_pendingRecords)",
     "prometheus.queries.parallelism": "count(flink_taskmanager_Status_JVM_CPU_Load)",
     "prometheus.queries.uptime": 'max(flink_jobmanager_job_uptime{job_name="orders"})',
     "scale_target.kind": "statefulset",

@@ -281,3 +281,66 @@ def test_capacity_now_reads_input_shares_from_partition_weights_when_the_busiest
     model.set_partition_weights([0.5, 0.1, 0.25, 0.15])
     assert model.capacity_by_weights() == pytest.approx(6000.0 / 0.75)
     assert model.capacity_now() == pytest.approx(6000.0 / 0.75)
+
+
+def test_a_saturated_job_reads_its_input_shares_from_what_read_plus_what_waits() -> None:
+    """Both workers saturated at 6,000/s: throughput says 'equal shares' and the CPU rule sums them to
+    12,000/s. Worker a's backlog grows 3,000 records a second, b's not at all: a receives 9,000/s of
+    15,000/s (0.6), so the job carries 6,000 / 0.6 = 10,000/s, whatever the partitions."""
+    model = CapacityModel(min_cpu_std=0.02)
+    seconds = np.arange(60, dtype=float)
+    for worker in ("a", "b"):
+        model.update(worker, np.full(60, 1.0), np.full(60, 6000.0))
+    model.set_workers(["a", "b"], {"a": 1_000.0 + 3_000.0 * seconds, "b": np.full(60, 500.0)})
+    shares = model.shares()
+    assert shares == pytest.approx({"a": 0.6, "b": 0.4})
+    assert model.capacity_now() == pytest.approx(10_000.0)
+
+    blind = CapacityModel(min_cpu_std=0.02)
+    for worker in ("a", "b"):
+        blind.update(worker, np.full(60, 1.0), np.full(60, 6000.0))
+    blind.set_workers(["a", "b"])
+    assert blind.shares() is None
+    assert blind.capacity_now() == pytest.approx(12_000.0)
+
+
+def test_input_shares_skip_a_stop_and_fall_back_without_every_workers_backlog() -> None:
+    """A stop inside the round (no samples while down) rolls the read positions back: the backlogs jump by
+    the replay, which is not input. Only the stretch after it counts; a worker without a backlog series,
+    or a backlog that fell by more than was read, leaves the round to the unsaturated seconds."""
+    cpu, throughput = np.full(60, 0.5), np.full(60, 1000.0)
+    backlog_a = np.concatenate([np.zeros(20), np.full(10, np.nan), 90_000.0 + 1000.0 * np.arange(30)])
+    backlog_b = np.concatenate([np.zeros(20), np.full(10, np.nan), np.full(30, 10_000.0)])
+    model = CapacityModel(min_cpu_std=0.0)
+    for worker in ("a", "b"):
+        model.update(worker, cpu, throughput)
+    model.set_workers(["a", "b"], {"a": backlog_a, "b": backlog_b})
+    # After the stop: a received 1,000 + 1,000 records/s, b 1,000/s (the 80,000-record jump is replay).
+    assert model.shares() == pytest.approx({"a": 2 / 3, "b": 1 / 3})
+
+    for backlogs in ({"a": backlog_a}, {"a": np.full(60, 10_000.0), "b": 10_000.0 - 2_000.0 * np.arange(60)}):
+        fallback = CapacityModel(min_cpu_std=0.0)
+        for worker in ("a", "b"):
+            fallback.update(worker, cpu, throughput)
+        fallback.set_workers(["a", "b"], backlogs)
+        assert fallback.shares() == pytest.approx({"a": 0.5, "b": 0.5})  # the unsaturated throughput's shares
+
+
+def test_a_simulated_job_overloaded_from_its_first_second_is_measured_at_its_bottleneck() -> None:
+    """The first round of a job that never had an unsaturated second (the workload above its capacity from
+    the start, every worker saturated, worker 0 receiving twice the others' input): its capacity is the
+    hot worker's 14,000/s over its 0.4 share, 35,000/s, not the 56,000/s all four read together."""
+    config = SimulatorSettings(
+        partitions=8, partition_weights=(2, 1, 1, 1, 2, 1, 1, 1), initial_parallelism=4, worker_speed_spread=0.0,
+    )
+    job = SimulatedFlinkJob(Trace("over", np.array([0.0, 400.0]), np.array([80_000.0, 80_000.0])), config)
+    job.run_until(60)
+    window = job.window(0, 60)
+    assert min(float(np.min(cpu[10:])) for cpu in window.cpu.values()) > 0.95
+    model = CapacityModel()
+    model.observe(window.cpu, window.throughput, window.backlog)
+    assert job.true_capacity(4) == pytest.approx(35_000.0)
+    assert model.capacity_now() == pytest.approx(35_000.0, rel=0.03)
+    blind = CapacityModel()
+    blind.observe(window.cpu, window.throughput)
+    assert blind.capacity_now() == pytest.approx(56_000.0, rel=0.03)

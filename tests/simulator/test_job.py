@@ -251,6 +251,27 @@ def test_busy_fraction_and_committed_lag_are_recorded() -> None:
     )
 
 
+def test_each_workers_backlog_is_what_waits_in_its_partitions_and_unknown_while_down() -> None:
+    """The per-worker backlog (its readers' pendingRecords) adds up to the job's lag every second it runs,
+    ends at :meth:`worker_backlogs`, and is NaN while the job is down (no reader reports) and for a worker
+    that no longer exists."""
+    job = SimulatedFlinkJob(flat(60_000.0), config(initial_parallelism=4, partitions=8))
+    job.run_until(40)
+    job.rescale(2)
+    stop = job.now_s
+    job.run_until(120)
+    window = job.window(0, 120)
+    assert set(window.backlog) == {f"taskmanager-{i}" for i in range(4)}
+    down = np.isnan(window.backlog["taskmanager-0"])
+    resumed = stop + job.restarts[-1].downtime_s
+    assert np.all(down[stop:resumed]) and not np.any(down[:stop]) and not np.any(down[resumed:])
+    running = ~down
+    total = np.nansum(np.vstack(list(window.backlog.values())), axis=0)
+    np.testing.assert_array_equal(total[running], window.lag[running])
+    assert np.all(np.isnan(window.backlog["taskmanager-3"][resumed:]))
+    np.testing.assert_array_equal([window.backlog[f"taskmanager-{i}"][-1] for i in range(2)], job.worker_backlogs())
+
+
 def test_a_stop_in_progress_is_visible_until_the_job_resumes() -> None:
     job = SimulatedFlinkJob(flat(1_000.0), config(initial_parallelism=2))
     job.run_until(30)

@@ -130,7 +130,7 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
 {{- $p := .Values.perdix -}}
 {{- $t := include "perdix.scaleTarget" . | fromYaml -}}
 {{- $q := $p.prometheus.queries -}}
-{{- $queries := dict "workload" $q.workload "throughput" $q.throughput "busy" $q.busy "cpu" $q.cpu "consumer_lag" $q.consumerLag "parallelism" $q.parallelism "uptime" $q.uptime -}}
+{{- $queries := dict "workload" $q.workload "throughput" $q.throughput "busy" $q.busy "cpu" $q.cpu "consumer_lag" $q.consumerLag "worker_backlog" $q.workerBacklog "parallelism" $q.parallelism "uptime" $q.uptime -}}
 {{- $prometheus := dict "url" $p.prometheus.url "timeout_s" $p.prometheus.timeoutSeconds "step_s" $p.prometheus.stepSeconds "stale_after_s" $p.prometheus.staleAfterSeconds "worker_label" $p.prometheus.workerLabel "rate_window_s" $p.prometheus.rateWindowSeconds "source_operator" $p.prometheus.sourceOperator "flink_job" $p.prometheus.flinkJob "queries" $queries -}}
 {{- $st := $p.scaleTarget -}}
 {{- $scaleTarget := dict "kind" $t.kind "name" $t.name "namespace" $t.namespace "kubeconfig" $st.kubeconfig "rest_url" $st.restUrl "job" $st.job "request_timeout_s" $st.requestTimeoutSeconds "max_retries" $st.maxRetries "recommendation_events" $st.recommendationEvents -}}
