@@ -9,7 +9,13 @@ held flat, the baseline of issue 21) and, with ``--no-selection``, the ARIMA wit
 fallback (turn 1's manager). Printed per trace: WAPE median over origins for each, and the ratio
 manager / naive; then the median ratio over the traces (issue 21's goal: at most 0.8).
 
-Run: .venv/bin/python -m benchmarks.bench_forecast_corpus [--half dev|held-out|all] [--hours 6] [--jobs 2]
+With ``--candidates`` it scores instead a set of simple forecasts at the same origins (each held to its
+rule, no selection: the last 10 s or 60 s held, the mean of the last 5/15/30/60 minutes, the line over
+the last 10 minutes, the seasonal-naive of the registry) and prints their ratios to the naive forecast
+per trace and, per half, the median of the best of them chosen per trace in hindsight: a bound on what
+selecting among them can reach.
+
+Run: .venv/bin/python -m benchmarks.bench_forecast_corpus [--half dev|held-out|all] [--hours 6] [--jobs 2] [--candidates]
 """
 
 from __future__ import annotations
@@ -74,6 +80,59 @@ def score_trace(trace: CorpusTrace, hours: float, select_candidates: bool) -> di
     }
 
 
+def score_candidates(trace: CorpusTrace, hours: float) -> dict[str, Any]:
+    """Median WAPE over the origins of each simple forecast (see the module docstring), and the naive one's."""
+    from models.forecast.candidates import SeasonalNaive
+    from simulator import load_trace
+
+    seconds = int(hours * 3600)
+    workload = load_trace(trace.path).per_second(0, seconds)
+    y = workload * (1 + 0.02 * np.random.default_rng(0).standard_normal(workload.size))
+    seasonal = SeasonalNaive()
+    scores: dict[str, list[float]] = {}
+    lead = np.arange(HORIZON_S, dtype=float)
+    for t in range(0, seconds - HORIZON_S - LOOP_S + 1, LOOP_S):
+        seasonal.update(y[t : t + LOOP_S])
+        origin = t + LOOP_S
+        if origin % 600 == 0:
+            seasonal.find_period()
+        if origin < WARM_UP_S:
+            continue
+        actual = y[origin : origin + HORIZON_S]
+        held = {f"last {s} s": y[origin - s : origin].mean() for s in (NAIVE_LEVEL_S, 60)}
+        held |= {f"mean {m} min": y[max(0, origin - 60 * m) : origin].mean() for m in (5, 15, 30, 60)}
+        forecasts = {name: np.full(HORIZON_S, level) for name, level in held.items()}
+        slope, intercept = np.polyfit(np.arange(600.0), y[origin - 600 : origin], 1)
+        forecasts["line 10 min"] = np.maximum(intercept + slope * (600.0 + lead), 0.0)
+        repeated = seasonal.predict(HORIZON_S)
+        forecasts["seasonal"] = repeated if repeated is not None else forecasts["last 60 s"]
+        for name, values in forecasts.items():
+            score = wape(actual, values[: actual.size])
+            if score is not None:
+                scores.setdefault(name, []).append(score)
+    return {"trace": trace.name, "family": trace.family, "half": trace.half,
+            "medians": {name: float(np.median(values)) for name, values in scores.items()}}
+
+
+def main_candidates(traces: list[CorpusTrace], hours: float, jobs: int) -> None:
+    """Print every simple forecast's ratio to the naive one per trace, and the hindsight-best median per half."""
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        rows = list(pool.map(score_candidates, traces, [hours] * len(traces)))
+    names = list(rows[0]["medians"])
+    naive = f"last {NAIVE_LEVEL_S} s"
+    print(f"{'trace':22s} {'family':8s} " + " ".join(f"{name:>11s}" for name in names))
+    for row in rows:
+        m = row["medians"]
+        print(f"{row['trace']:22s} {row['family']:8s} " + " ".join(f"{m[name] / m[naive]:11.2f}" for name in names))
+    for half in ("dev", "held-out"):
+        chosen = [r["medians"] for r in rows if r["half"] == half]
+        if chosen:
+            best = statistics.median(min(m.values()) / m[naive] for m in chosen)
+            each = ", ".join(f"{name} {statistics.median(m[name] / m[naive] for m in chosen):.2f}" for name in names)
+            print(f"{half}: median ratio to the naive forecast, best of them per trace in hindsight {best:.2f} "
+                  f"(goal <= 0.80); each alone: {each}")
+
+
 def main() -> None:
     """Score the corpus half and print the table and the median ratio."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -81,8 +140,13 @@ def main() -> None:
     parser.add_argument("--hours", type=float, default=6.0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-selection", action="store_true", help="turn 1's manager: ARIMA with the linear fallback")
+    parser.add_argument("--candidates", action="store_true",
+                        help="score simple fixed forecasts instead, and the best of them per trace in hindsight")
     args = parser.parse_args()
     traces = select(args.half)
+    if args.candidates:
+        main_candidates(traces, args.hours, args.jobs)
+        return
     label = "ARIMA + linear fallback" if args.no_selection else "manager (selection)"
     print(f"15-min WAPE streaming every {LOOP_S} s over {len(traces)} traces ({args.half}), {args.hours:g} h each: {label}")
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
