@@ -28,8 +28,9 @@ system-deps:
 demo: $(STAMP)
 	$(BIN)/perdix simulate --trace traces/bank_calls.csv --policy daedalus --hours 6 --out out/demo --log-format console
 
+# The real-Flink scenarios (tests/flink, real time, mostly waiting) beside the rest (CPU-bound, at nice 10).
 test: $(STAMP) system-deps lint
-	$(BIN)/python -m pytest -q --durations=25
+	bash scripts/run-tests.sh $(BIN)/python
 
 lint: $(STAMP)
 	$(BIN)/lint-imports

@@ -97,6 +97,9 @@ def recovery_time(
     with np.errstate(over="ignore"):
         arrivals = np.concatenate(([0.0], np.cumsum(forecast)))  # arrivals[k] = records in [0, k)
     waiting = _Waiting(shares, rates, replay, bottleneck, float(backlog[bottleneck]))
+    # Caught up is "nothing beyond a second of input waits", up to rounding: the sums over the workers
+    # differ from the exact value in the last bits, and a job that drains to exactly nothing must count.
+    slack = _slack(float(np.max(backlog)), float(arrivals[-1]))
 
     def behind(t: np.ndarray, arrived: np.ndarray, caught_up: np.ndarray) -> np.ndarray:
         """Records still waiting at times ``t`` beyond what counts as caught up (<= 0: recovered)."""
@@ -105,13 +108,13 @@ def recovery_time(
     k = min(int(math.floor(downtime)), horizon)
     arrived = np.array([_arrived(arrivals, forecast, downtime)])
     start_value = float(behind(np.array([downtime]), arrived, forecast[max(0, k - 1) : max(1, k)])[0])
-    if start_value <= 0:
+    if start_value <= slack:
         return downtime
     first = int(math.floor(downtime)) + 1
     if first <= horizon:
         grid = np.arange(first, horizon + 1)
         values = behind(grid.astype(float), arrivals[first:], forecast[grid - 1])
-        hits = np.flatnonzero(values <= 0)
+        hits = np.flatnonzero(values <= slack)
         if hits.size:
             k = int(hits[0])
             end = float(grid[k])
@@ -123,7 +126,13 @@ def recovery_time(
     else:
         tail_start = downtime
     pending = backlog + _arrived(arrivals, forecast, tail_start)
-    return _tail(tail_start, shares, rates, pending, downtime, float(forecast[-1]))
+    return _tail(tail_start, shares, rates, pending, downtime, float(forecast[-1]), slack)
+
+
+def _slack(backlog: float, arrived: float) -> float:
+    """Records of rounding the caught-up test allows: a billionth of those in play (at least of one)."""
+    in_play = backlog + (arrived if math.isfinite(arrived) else 0.0)
+    return 1e-9 * max(1.0, in_play) if math.isfinite(in_play) else 0.0
 
 
 class _Waiting:
@@ -168,7 +177,9 @@ def _arrived(arrivals: np.ndarray, forecast: np.ndarray, t: float) -> float:
     return float(arrivals[k] + forecast[k] * (t - k))
 
 
-def _tail(start: float, shares: np.ndarray, rates: np.ndarray, pending: np.ndarray, downtime: float, rate: float) -> float:
+def _tail(
+    start: float, shares: np.ndarray, rates: np.ndarray, pending: np.ndarray, downtime: float, rate: float, slack: float = 0.0
+) -> float:
     """The crossing after ``start``, with a constant workload ``rate``: each worker's waiting records then
     fall linearly until it is done, so the job's are piecewise linear between the workers' finishing times."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -192,12 +203,12 @@ def _tail(start: float, shares: np.ndarray, rates: np.ndarray, pending: np.ndarr
     drained_after = np.concatenate((np.cumsum(drained[::-1])[::-1], [0.0]))
     threshold = CAUGHT_UP_S * rate
     v0 = float(held_after[0]) - threshold
-    if v0 <= 0:
+    if v0 <= slack:
         return start
     breaks = np.unique(done)
     first = np.searchsorted(done, breaks, side="right")  # the first worker still holding after each break
     values = np.maximum(held_after[first] - breaks * drained_after[first], 0.0) - threshold
-    hits = np.flatnonzero(values <= 0)
+    hits = np.flatnonzero(values <= slack)
     if not hits.size:
         return math.inf
     j = int(hits[0])
