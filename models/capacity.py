@@ -471,16 +471,33 @@ class CapacityModel:
 
         The job's capacity is its bottleneck's; how fast a backlog drains also depends on the others
         (``models.recovery``). From the partition weights at any scale-out, else from the measured
-        shares at the current one; None when neither is known.
+        shares at the current one, else from the partition count (how the readers split the partitions,
+        each partition alike); None when none is known. A real job's monitor reads no per-partition
+        offsets, so there the count is what describes a scale-out not yet run: without it the recovery
+        was predicted as if the job were one worker, and a backlog waiting at the bottleneck drained on
+        every worker's capacity.
         """
         if self.partition_weights is not None and 1 <= parallelism <= self.partition_weights.size:
             return self._profile_from_weights(parallelism)
-        if parallelism != len(self.workers):
+        if parallelism == len(self.workers):
+            capacities, shares = self._filled_capacities(self.workers), self.shares(parallelism)
+            if capacities is not None and shares is not None and all(w in shares for w in self.workers):
+                return np.asarray([shares[w] for w in self.workers]), np.asarray([capacities[w] for w in self.workers])
+        if self.partitions is not None and 1 <= parallelism <= self.partitions:
+            return self._profile_from_partition_count(parallelism)
+        return None
+
+    def _profile_from_partition_count(self, parallelism: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Only the partition count known: reader ``i`` owns the partitions ``p ≡ i (mod n)``, each taken
+        as carrying as much; the capacities are the current workers' (the median beyond them)."""
+        assert self.partitions is not None
+        counts = np.bincount(np.arange(self.partitions) % parallelism, minlength=parallelism).astype(float)
+        current, typical = self._current_capacities()
+        if typical is None:
             return None
-        capacities, shares = self._filled_capacities(self.workers), self.shares(parallelism)
-        if capacities is None or shares is None or any(w not in shares for w in self.workers):
-            return None
-        return np.asarray([shares[w] for w in self.workers]), np.asarray([capacities[w] for w in self.workers])
+        capacities = [typical if value is None else value for value in current[:parallelism]]
+        capacities += [typical] * (parallelism - len(capacities))
+        return counts / counts.sum(), np.asarray(capacities)
 
     def capacity_at(self, parallelism: int, *, current: int | None = None) -> tuple[float | None, str]:
         """``(capacity, source)`` at a scale-out; source is observed > estimated > prior > unknown.

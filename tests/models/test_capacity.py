@@ -166,6 +166,23 @@ def test_worker_profile_spreads_input_and_capacity_over_the_workers() -> None:
     assert float(np.min(capacities / by_weights)) == pytest.approx(model.capacity_at(2, current=3)[0])
 
 
+def test_with_only_the_partition_count_a_scale_out_not_run_splits_the_partitions_round_robin() -> None:
+    """Ten partitions, three workers measured, no partition weights (a real job's monitor reads none): at
+    four readers two own three partitions and two own two, each partition alike, on the current workers'
+    capacities and their median beyond them; without the count nothing is known there."""
+    rng = np.random.default_rng(2)
+    model = CapacityModel(max_cpu=1.0, partitions=10)
+    for worker, capacity in (("a", 9000.0), ("b", 10000.0), ("c", 11000.0)):
+        model.update(worker, *_samples(np.linspace(1000, 6000, 120), capacity, rng))
+    model.set_workers(["a", "b", "c"])
+    shares, capacities = model.worker_profile(4)  # type: ignore[misc]
+    assert shares == pytest.approx([0.3, 0.3, 0.2, 0.2])
+    known = [model.worker_capacity(w) for w in ("a", "b", "c")]
+    assert capacities == pytest.approx([*known, float(np.median(known))])
+    assert model.worker_profile(11) is None, "more readers than partitions: some would own none"
+    assert CapacityModel(max_cpu=1.0).worker_profile(4) is None
+
+
 def test_round_trip_keeps_capacities() -> None:
     rng = np.random.default_rng(6)
     model = CapacityModel(prior={3: 1.0}, partition_weights=[1.0, 2.0, 3.0])
