@@ -33,7 +33,11 @@ class SimulatedMonitor:
         throughput = {w: s for w, s in window.throughput.items() if s.size and np.isfinite(s[-1])}
         cpu = {w: window.cpu[w] for w in throughput}
         busy = {w: window.busy[w] for w in throughput if w in window.busy}
-        backlog = {w: window.backlog[w] for w in throughput if w in window.backlog}
+        # The throughput a worker reports is a moving average that, for its first metric window after a
+        # restart, still counts the stop's idle seconds (the real monitor marks such samples unsettled): the
+        # input a worker received (read plus backlog growth) is read from the settled seconds only.
+        settled = window.uptime_s >= self.job.config.metric_window_s
+        backlog = {w: np.where(settled, window.backlog[w], np.nan) for w in throughput if w in window.backlog}
         offsets = tuple(zip(self.job.end_offsets.tolist(), self.job.committed_offsets.tolist()))
         return Observation(
             now=now,

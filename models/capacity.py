@@ -59,7 +59,8 @@ def round_robin_shares(weights: np.ndarray, parallelism: int) -> np.ndarray:
 
 
 class _Shares:
-    """Running input shares of one set of workers: summed throughput over unsaturated seconds."""
+    """Running input shares of one set of workers: the records each received (read plus backlog growth), or
+    without backlogs its throughput summed over unsaturated seconds."""
 
     def __init__(self, workers: Iterable[str]) -> None:
         self.workers = tuple(sorted(workers, key=natural_key))
@@ -204,13 +205,16 @@ class CapacityModel:
         self._pending[worker_id] = (np.where(valid, cpu_array, np.nan), np.where(valid, tp_array, np.nan))
         return used
 
-    def set_workers(self, workers: Iterable[str], backlog: Mapping[str, Any] | None = None) -> None:
+    def set_workers(
+        self, workers: Iterable[str], backlog: Mapping[str, Any] | None = None, *, sample_s: float = 1.0
+    ) -> None:
         """Declare the current workers (after this round's updates) and fold the round into their shares.
 
         ``backlog``: per worker, the records waiting for it at each of the round's samples (its source
         readers' pendingRecords). With it a worker's input over the round is what it read plus what its
         backlog grew, which holds while workers are saturated too; without it only the seconds in which no
-        worker is saturated count (a saturated worker's throughput understates its input)."""
+        worker is saturated count (a saturated worker's throughput understates its input). ``sample_s``:
+        seconds between two samples (the monitor's step)."""
         current = tuple(sorted(workers, key=natural_key))
         self.workers = current
         pending, self._pending = self._pending, {}
@@ -229,7 +233,7 @@ class CapacityModel:
             return
         cpu = np.vstack([pending[w][0] for w in current])
         throughput = {w: pending[w][1] for w in current}
-        received = _received(throughput, backlog, current) if backlog else None
+        received = _received(throughput, backlog, current, sample_s) if backlog else None
         if received is not None:
             shares.add_inputs(*received)
             return
@@ -581,10 +585,11 @@ def _means(cpu: np.ndarray, throughput: np.ndarray) -> tuple[float, float] | Non
 
 
 def _received(
-    throughput: Mapping[str, np.ndarray], backlog: Mapping[str, Any], workers: tuple[str, ...]
+    throughput: Mapping[str, np.ndarray], backlog: Mapping[str, Any], workers: tuple[str, ...], sample_s: float = 1.0
 ) -> tuple[dict[str, float], int] | None:
     """Records each worker received over the round's last stretch in which every worker's throughput and
-    backlog are known, and its seconds: read over the stretch plus the backlog's growth across it.
+    backlog are known, and its seconds: read over the stretch (rates times ``sample_s``) plus the backlog's
+    growth across it.
 
     The last unbroken stretch only: a stop in between (no samples while the job is down, or rates not yet
     settled) rolls the read positions back, and the backlog's jump then is replay, not input. None if a
@@ -594,7 +599,7 @@ def _received(
         return None
     reads = np.vstack([np.asarray(throughput[w], dtype=float) for w in workers])
     waiting = np.vstack([np.asarray(backlog[w], dtype=float) for w in workers])
-    if reads.shape != waiting.shape:
+    if reads.shape != waiting.shape or reads.shape[1] < 2 or not (math.isfinite(sample_s) and sample_s > 0):
         return None
     with np.errstate(invalid="ignore"):
         known = np.all(np.isfinite(reads) & np.isfinite(waiting) & (reads >= 0) & (waiting >= 0), axis=0)
@@ -608,11 +613,12 @@ def _received(
     last = known.size - 1
     if last - first < 1:
         return None
-    # Sample k is the second ending at it: the stretch's input is read in seconds first+1 .. last.
-    inputs = reads[:, first + 1 : last + 1].sum(axis=1) + waiting[:, last] - waiting[:, first]
+    # The backlog at sample k is the one after the read of the interval ending at k: between samples first and
+    # last the workers read the rates of samples first+1 .. last, each over one sample interval.
+    inputs = reads[:, first + 1 : last + 1].sum(axis=1) * sample_s + waiting[:, last] - waiting[:, first]
     if np.any(inputs < 0) or not inputs.sum() > 0:
         return None
-    return {w: float(v) for w, v in zip(workers, inputs)}, last - first
+    return {w: float(v) for w, v in zip(workers, inputs)}, int(round((last - first) * sample_s))
 
 
 def _bottleneck(capacities: Mapping[str, float], shares: Mapping[str, float]) -> float | None:

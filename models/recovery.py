@@ -121,7 +121,7 @@ def recovery_time(
             start, s0 = (downtime, start_value) if k == 0 else (float(grid[k - 1]), float(values[k - 1]))
             s1 = float(values[k])
             # Within a second the waiting records change (almost) linearly: interpolate the crossing.
-            return start + (end - start) * s0 / (s0 - s1) if s0 > s1 else end
+            return start + (end - start) * _crossing(s0, s1, slack)
         tail_start = float(horizon)
     else:
         tail_start = downtime
@@ -214,7 +214,13 @@ def _tail(
     j = int(hits[0])
     previous, before = (0.0, v0) if j == 0 else (float(breaks[j - 1]), float(values[j - 1]))
     tau, after = float(breaks[j]), float(values[j])
-    return start + previous + (tau - previous) * before / (before - after)
+    return start + previous + (tau - previous) * _crossing(before, after, slack)
+
+
+def _crossing(before: float, after: float, slack: float) -> float:
+    """Where between two points (0..1) a line from ``before`` (above ``slack``) to ``after`` (at or below it)
+    reaches ``slack``."""
+    return min(1.0, max(0.0, (before - slack) / (before - after))) if before > after else 1.0
 
 
 def _inputs(

@@ -226,3 +226,21 @@ def test_the_first_round_of_a_job_saturated_from_the_start_reads_its_bottleneck(
 
     blind = Analyzer(settings)
     assert blind.analyze(replace(observation, worker_backlog={}), now=60).capacities[n] == pytest.approx(read, rel=0.03)
+
+
+def test_after_a_restart_the_backlogs_wait_for_the_throughput_averages_to_settle() -> None:
+    """The workers' throughput is a moving average over the metric window that, just after a rescale, still
+    counts the stop's idle seconds for the workers that were there: the simulated monitor gives no backlog
+    for those samples (as the real monitor marks them unsettled), so the shares are read after them."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([50_000.0, 50_000.0])), settings.simulator)
+    monitor = SimulatedMonitor(job)
+    job.run_until(120)
+    job.rescale(job.parallelism + 2)
+    job.run_until(240)
+    observation = monitor.observe(since=120, now=240)
+    window = settings.simulator.metric_window_s
+    resumed = 120 + job.restarts[-1].downtime_s
+    for backlog in observation.worker_backlog.values():
+        unknown = np.isnan(backlog)
+        assert unknown[: resumed - 120 + window].all() and not unknown[resumed - 120 + window :].any()

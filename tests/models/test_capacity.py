@@ -361,3 +361,15 @@ def test_a_simulated_job_overloaded_from_its_first_second_is_measured_at_its_bot
     blind = CapacityModel()
     blind.observe(window.cpu, window.throughput)
     assert blind.capacity_now() == pytest.approx(56_000.0, rel=0.03)
+
+
+def test_input_shares_count_each_sample_over_the_monitors_step_and_end_at_the_last_known_sample() -> None:
+    """Samples 5 s apart (prometheus.step_s 5): each worker reads 1,000/s, a's backlog grows 5,000 records a
+    sample (another 1,000/s), b's not: a receives 2/3. The round's last two samples are a gap (a scrape
+    missed): the stretch ends before them."""
+    model = CapacityModel(min_cpu_std=0.0)
+    for worker in ("a", "b"):
+        model.update(worker, np.full(12, 1.0), np.full(12, 1000.0))
+    grown = np.concatenate([5_000.0 * np.arange(10), [np.nan, np.nan]])
+    model.set_workers(["a", "b"], {"a": grown, "b": np.concatenate([np.full(10, 300.0), [np.nan, np.nan]])}, sample_s=5.0)
+    assert model.shares() == pytest.approx({"a": 2 / 3, "b": 1 / 3})

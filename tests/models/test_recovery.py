@@ -273,7 +273,7 @@ def _recovery_by_definition(
     for t in range(int(math.floor(downtime)) + 1, forecast.size + 1):
         value = behind(float(t), float(arrivals[t]), float(forecast[t - 1]))
         if value <= slack:
-            return previous_t + (t - previous_t) * previous / (previous - value) if previous > value else float(t)
+            return previous_t + (t - previous_t) * _to_slack(previous, value, slack)
         previous_t, previous = float(t), value
     start = max(float(forecast.size), downtime)
     rate = float(forecast[-1])
@@ -288,9 +288,14 @@ def _recovery_by_definition(
     for tau in np.unique(done[excess > 0]):
         v1 = float(np.sum(shares * np.where((excess > 0) & (done > tau), excess - drain * tau, 0.0))) - rate
         if v1 <= slack:
-            return start + last + (float(tau) - last) * v0 / (v0 - v1)
+            return start + last + (float(tau) - last) * _to_slack(v0, v1, slack)
         last, v0 = float(tau), v1
     return math.inf
+
+
+def _to_slack(before: float, after: float, slack: float) -> float:
+    """Where (0..1) the line from ``before`` to ``after`` reaches ``slack``."""
+    return min(1.0, max(0.0, (before - slack) / (before - after))) if before > after else 1.0
 
 
 @settings(max_examples=200, deadline=None)
