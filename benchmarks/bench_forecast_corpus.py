@@ -48,13 +48,18 @@ class _Inline:
         return future
 
 
-def score_trace(trace: CorpusTrace, hours: float, select_candidates: bool) -> dict[str, Any]:
-    """WAPE at every loop origin after the warm-up: the manager's and the naive forecast's."""
+def _noisy_workload(trace: CorpusTrace, hours: float) -> tuple[int, np.ndarray]:
+    """The trace's seconds and its per-second workload with the simulator's 2 % arrival noise (seed 0)."""
     from simulator import load_trace
 
     seconds = int(hours * 3600)
     workload = load_trace(trace.path).per_second(0, seconds)
-    y = workload * (1 + 0.02 * np.random.default_rng(0).standard_normal(workload.size))
+    return seconds, workload * (1 + 0.02 * np.random.default_rng(0).standard_normal(workload.size))
+
+
+def score_trace(trace: CorpusTrace, hours: float, select_candidates: bool) -> dict[str, Any]:
+    """WAPE at every loop origin after the warm-up: the manager's and the naive forecast's."""
+    seconds, y = _noisy_workload(trace, hours)
     manager = WorkloadForecaster(executor=_Inline(), select=select_candidates)
     ours: list[float] = []
     naive: list[float] = []
@@ -83,11 +88,8 @@ def score_trace(trace: CorpusTrace, hours: float, select_candidates: bool) -> di
 def score_candidates(trace: CorpusTrace, hours: float) -> dict[str, Any]:
     """Median WAPE over the origins of each simple forecast (see the module docstring), and the naive one's."""
     from models.forecast.candidates import SeasonalNaive
-    from simulator import load_trace
 
-    seconds = int(hours * 3600)
-    workload = load_trace(trace.path).per_second(0, seconds)
-    y = workload * (1 + 0.02 * np.random.default_rng(0).standard_normal(workload.size))
+    seconds, y = _noisy_workload(trace, hours)
     seasonal = SeasonalNaive()
     scores: dict[str, list[float]] = {}
     lead = np.arange(HORIZON_S, dtype=float)

@@ -603,14 +603,12 @@ def _received(
         return None
     with np.errstate(invalid="ignore"):
         known = np.all(np.isfinite(reads) & np.isfinite(waiting) & (reads >= 0) & (waiting >= 0), axis=0)
-    if not known[-1]:
-        known_at = np.flatnonzero(known)
-        if known_at.size == 0:
-            return None
-        known = known[: known_at[-1] + 1]
-    gaps = np.flatnonzero(~known)
+    known_at = np.flatnonzero(known)
+    if known_at.size == 0:
+        return None
+    last = int(known_at[-1])
+    gaps = np.flatnonzero(~known[:last])
     first = int(gaps[-1]) + 1 if gaps.size else 0
-    last = known.size - 1
     if last - first < 1:
         return None
     # The backlog at sample k is the one after the read of the interval ending at k: between samples first and
