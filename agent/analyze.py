@@ -183,13 +183,6 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def _sample_s(times: np.ndarray) -> float:
-    """Seconds between two samples of the observation (the monitor's step; 1 with fewer than two)."""
-    steps = np.diff(np.asarray(times, dtype=float))
-    steps = steps[np.isfinite(steps) & (steps > 0)]
-    return float(np.median(steps)) if steps.size else 1.0
-
-
 def _finite_mean(values: np.ndarray) -> float | None:
     finite = values[np.isfinite(values)]
     return float(finite.sum()) / finite.size if finite.size else None
@@ -373,7 +366,7 @@ class Analyzer:
                 self.capacity.update(worker, observation.settled(utilization), observation.settled(throughput))
         workers = sorted(observation.worker_throughput)
         if parallelism is not None and len(workers) == parallelism:
-            self.capacity.set_workers(workers, observation.worker_backlog, sample_s=_sample_s(observation.times))
+            self.capacity.set_workers(workers, observation.worker_backlog, sample_s=observation.step_s)
             current_capacity = self.capacity.capacity_now()
             if current_capacity is not None:
                 self.capacity.record_observed(parallelism, current_capacity)

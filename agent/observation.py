@@ -54,6 +54,13 @@ class Observation:
         return np.where(self.rates_settled, series, np.nan)
 
     @property
+    def step_s(self) -> float:
+        """Seconds between two samples (the monitor's step: the median spacing; 1 with fewer than two)."""
+        steps = np.diff(np.asarray(self.times, dtype=float))
+        steps = steps[np.isfinite(steps) & (steps > 0)]
+        return float(np.median(steps)) if steps.size else 1.0
+
+    @property
     def latest_lag(self) -> float | None:
         """The newest finite consumer-lag sample, or None."""
         finite = self.consumer_lag[np.isfinite(self.consumer_lag)]

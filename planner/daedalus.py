@@ -172,7 +172,7 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
             reasons.append(f"{n}: consumer lag {lag:,.0f} > capacity {_fmt(capacity)}: still catching up")
             continue
         if n < current:
-            hold_s = scale_in_hold_s(recovery, config)
+            hold_s = decision_hold_s(recovery, config)
             hold_peak = _forecast_max(known.upper, hold_s)
             if capacity > hold_peak:
                 reasons.append(
@@ -186,7 +186,7 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
         if rising:
             # A rise under way: the scale-out must carry what the rise envelope says until the agent can act
             # again, or the next rounds climb a staircase of rescales behind the workload.
-            hold_s = scale_in_hold_s(recovery, config)
+            hold_s = decision_hold_s(recovery, config)
             rise = _forecast_max(known.upper, hold_s)
             if rise > peak:
                 peak, what = rise, f"the rise {hold_s:.0f} s ahead ({rising})"
@@ -208,9 +208,10 @@ def _rising(workload: float, next_loop: float, previous: float | None) -> str:
     return ""
 
 
-def scale_in_hold_s(recovery_s: float, config: PlannerConfig) -> float:
-    """How long a scale-in must carry the forecast: its recovery, then until the agent may act again
-    (the grace period or the next loop, whichever is later), then one loop for that decision to land."""
+def decision_hold_s(recovery_s: float, config: PlannerConfig) -> float:
+    """How long a rescale's capacity must carry the forecast before the agent could undo it: its recovery,
+    then until the agent may act again (the grace period or the next loop, whichever is later), then one
+    loop for that decision to land. A scale-in carries its peak; a scale-out behind a rise, the rise's."""
     return recovery_s + max(config.grace_period_s, config.loop_interval_s) + config.loop_interval_s
 
 

@@ -244,3 +244,12 @@ def test_after_a_restart_the_backlogs_wait_for_the_throughput_averages_to_settle
     for backlog in observation.worker_backlog.values():
         unknown = np.isnan(backlog)
         assert unknown[: resumed - 120 + window].all() and not unknown[resumed - 120 + window :].any()
+
+
+def test_the_observation_step_is_the_monitors_spacing_of_samples() -> None:
+    """Input shares weigh each sample by it: a 5-s Prometheus step is five seconds of input per sample."""
+    every_five = replace(observation(np.zeros(12), uptime_s=None), times=np.arange(1000.0, 1060.0, 5.0))
+    assert every_five.step_s == 5.0
+    with_a_gap = replace(every_five, times=np.concatenate([np.arange(1000.0, 1030.0, 5.0), np.arange(1100.0, 1130.0, 5.0)]))
+    assert with_a_gap.step_s == 5.0, "a gap in the samples is not the step"
+    assert replace(every_five, times=np.asarray([1000.0])).step_s == 1.0
