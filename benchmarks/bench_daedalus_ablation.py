@@ -18,8 +18,14 @@ Two kinds of variant:
 predicted with the one the job then measured (``benchmarks.recovery_errors``).
 
 Develop on ``--half dev``; confirm on ``--half held-out`` once.
+``--failure-seeds 7,101,202`` replays every trace with the failures at other moments (the same job and
+workload): a policy's misses on one seed are partly luck (the dev half's 4 misses on the default seed were
+9 and 11 on two others), so a change is judged on several; each seed has its own optimal schedule
+(``--optimal-cache`` keeps them between runs).
+
 Run: .venv/bin/python -m benchmarks.bench_daedalus_ablation [--half dev] [--hours 6] [--jobs 2]
-     [--variants NAME,...] [--optimal-from evaluate-summary.json] [--recovery-errors]
+     [--variants NAME,...] [--failure-seeds 7,101,202] [--optimal-from evaluate-summary.json]
+     [--optimal-cache out/optimal-cache.json] [--recovery-errors]
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "true capacity": (frozenset({"capacities"}), {}),
     "true recovery": (frozenset({"recovery_times"}), {}),
     "all true": (frozenset({"forecast", "capacities", "recovery_times"}), {}),
+    "stabilization 120 s": (frozenset(), {"scale_down_stabilization_s": 120.0}),
+    "stabilization 0 s": (frozenset(), {"scale_down_stabilization_s": 0.0}),
     "no partition offsets": (frozenset(), {}),
     "no partition offsets or backlogs": (frozenset(), {}),
 }
@@ -154,13 +162,14 @@ def _settings(overrides: dict[str, Any]) -> LabSettings:
 
 
 def run_variant(
-    trace: CorpusTrace, variant: str, hours: float | None, failures: float, recovery_errors: bool = False
-) -> tuple[str, str, dict[str, Any], float]:
+    trace: CorpusTrace, variant: str, hours: float | None, failures: float, recovery_errors: bool = False,
+    failure_seed: int | None = None,
+) -> tuple[str, str, int | None, dict[str, Any], float]:
     """One Daedalus replay of a variant; returns its summary (with ``recovery_errors`` rows if asked) and wall time."""
     from simulator import load_trace
 
     truths, overrides = VARIANTS[variant]
-    settings = _settings(overrides)
+    settings = _settings({**overrides, **_seeded(failure_seed)})
     start = time.perf_counter()
     replay = AblationReplay.__new__(AblationReplay)
     replay.truths = truths
@@ -171,18 +180,24 @@ def run_variant(
     summary = replay.result().summary
     if replay.recorder is not None:
         summary["recovery_errors"] = stop_errors(replay.job, replay.recorder.snapshots)
-    return trace.name, variant, summary, time.perf_counter() - start
+    return trace.name, variant, failure_seed, summary, time.perf_counter() - start
 
 
-def run_optimal(trace: CorpusTrace, hours: float | None, failures: float) -> tuple[str, str, dict[str, Any], float]:
+def _seeded(failure_seed: int | None) -> dict[str, Any]:
+    return {} if failure_seed is None else {"simulator.failure_seed": failure_seed}
+
+
+def run_optimal(
+    trace: CorpusTrace, hours: float | None, failures: float, failure_seed: int | None = None
+) -> tuple[str, str, int | None, dict[str, Any], float]:
     """The optimal schedule of the trace (the lab's dynamic program), same failures as the replays."""
     from lab.optimal import optimal_run
     from simulator import load_trace
 
-    settings = _settings({})
+    settings = _settings(_seeded(failure_seed))
     start = time.perf_counter()
     summary, _ = optimal_run(load_trace(trace.path), settings, hours=hours, failures_per_hour=failures)
-    return trace.name, "optimal", summary, time.perf_counter() - start
+    return trace.name, "optimal", failure_seed, summary, time.perf_counter() - start
 
 
 def _stored_optimal(path: Path) -> dict[str, dict[str, Any]]:
@@ -195,30 +210,44 @@ def _stored_optimal(path: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def table(results: dict[str, dict[str, dict[str, Any]]], optimal: dict[str, dict[str, Any]], variants: list[str]) -> list[str]:
-    """One line per variant: × optimal (median, worst), misses, avoidable misses and traces with them."""
+Key = tuple[str, int | None]
+"""(trace, failure seed): one replay's identity (None: the simulator's own seed)."""
+
+
+def _cache_key(name: str, seed: int | None, hours: float | None, failures: float) -> str:
+    return f"{name}|seed={'default' if seed is None else seed}|hours={hours or 'all'}|failures={failures:g}"
+
+
+def table(
+    results: dict[str, dict[Key, dict[str, Any]]], optimal: dict[Key, dict[str, Any]], variants: list[str]
+) -> list[str]:
+    """One line per variant: × optimal (median over traces of the mean over failure seeds, worst), misses,
+    avoidable misses (where the optimal schedule of that trace and seed has none) and the (trace, seed) runs
+    with them, rescales."""
     lines = [
         f"{'variant':<26} {'x opt median':>12} {'x opt worst':>11} {'misses':>6} {'avoidable':>9} "
-        f"{'traces':>6} {'rescales':>8}"
+        f"{'runs':>6} {'rescales':>8}"
     ]
     lines.append("-" * len(lines[0]))
     for variant in variants:
-        ratios, misses, avoidable, traces, rescales = [], 0, 0, 0, 0
-        for name, best in optimal.items():
-            summary = results.get(variant, {}).get(name)
+        ratios: dict[str, list[float]] = {}
+        misses = avoidable = runs = rescales = 0
+        for key, best in optimal.items():
+            summary = results.get(variant, {}).get(key)
             if summary is None:
                 continue
-            ratios.append(summary["worker_hours"] / best["worker_hours"])
+            ratios.setdefault(key[0], []).append(summary["worker_hours"] / best["worker_hours"])
             misses += summary["slo_misses"]
             rescales += summary["rescales"]
             if best["slo_misses"] == 0 and summary["slo_misses"]:
                 avoidable += summary["slo_misses"]
-                traces += 1
+                runs += 1
         if not ratios:
             continue
+        per_trace = [statistics.fmean(values) for values in ratios.values()]
         lines.append(
-            f"{variant:<26} {statistics.median(ratios):>12.3f} {max(ratios):>11.3f} {misses:>6} {avoidable:>9} "
-            f"{traces:>6} {rescales:>8}"
+            f"{variant:<26} {statistics.median(per_trace):>12.3f} {max(per_trace):>11.3f} {misses:>6} {avoidable:>9} "
+            f"{runs:>6} {rescales:>8}"
         )
     return lines
 
@@ -229,11 +258,18 @@ def main() -> None:
     parser.add_argument("--half", default="dev", choices=("dev", "held-out", "all"))
     parser.add_argument("--hours", type=float, default=6.0, help="hours of each trace replayed (0: all)")
     parser.add_argument("--failures-per-hour", type=float, default=1.0)
+    parser.add_argument("--failure-seeds", default="",
+                        help="comma-separated seeds of the injected failure instants (default: the simulator's own); "
+                        "each replays every trace with failures at other moments, and its own optimal schedule")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated; known: " + ", ".join(VARIANTS))
     parser.add_argument("--traces", default=None, help="comma-separated trace names (default: the whole half)")
     parser.add_argument("--optimal-from", type=Path, default=None,
-                        help="reuse the optimal runs of a `perdix evaluate` summary.json with the same hours and failures")
+                        help="reuse the optimal runs of a `perdix evaluate` summary.json with the same hours and failures "
+                        "(the simulator's own failure seed)")
+    parser.add_argument("--optimal-cache", type=Path, default=None,
+                        help="a JSON file of optimal runs by trace, failure seed, hours and failures: read, and "
+                        "extended with every optimal schedule this run computes")
     parser.add_argument("--recovery-errors", action="store_true",
                         help="also print, per variant, predicted against measured recovery at every stop "
                         "(benchmarks.recovery_errors)")
@@ -243,6 +279,13 @@ def main() -> None:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    try:
+        seeds: list[int | None] = [int(s) for s in args.failure_seeds.split(",") if s.strip()] or [None]
+    except ValueError:
+        parser.error(f"--failure-seeds: not a comma-separated list of integers: {args.failure_seeds!r}")
+    if any(seed is not None and seed < 0 for seed in seeds):
+        parser.error("--failure-seeds: seeds must be >= 0")
+    own_seed = _settings({}).simulator.seed
     traces = select(args.half)
     if args.traces:
         wanted = {t.strip() for t in args.traces.split(",")}
@@ -250,31 +293,66 @@ def main() -> None:
         if missing := wanted - {t.name for t in traces}:
             parser.error(f"--traces: {sorted(missing)} not in the {args.half} half")
     hours = args.hours or None
-    optimal = _stored_optimal(args.optimal_from) if args.optimal_from else {}
-    results: dict[str, dict[str, dict[str, Any]]] = {}
+    optimal: dict[Key, dict[str, Any]] = {}
+    cache: dict[str, Any] = {}
+    if args.optimal_cache is not None and args.optimal_cache.exists():
+        cache = json.loads(args.optimal_cache.read_text())
+    for seed in seeds:
+        for t in traces:
+            stored = cache.get(_cache_key(t.name, own_seed if seed is None else seed, hours, args.failures_per_hour))
+            if stored is not None:
+                optimal[(t.name, seed)] = stored
+    if args.optimal_from:
+        for name, summary in _stored_optimal(args.optimal_from).items():
+            for seed in seeds:
+                if seed is None or seed == own_seed:
+                    optimal.setdefault((name, seed), summary)
+    results: dict[str, dict[Key, dict[str, Any]]] = {}
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_optimal, t, hours, args.failures_per_hour) for t in traces if t.name not in optimal]
-        futures += [pool.submit(run_variant, t, v, hours, args.failures_per_hour, args.recovery_errors) for t in traces for v in variants]
+        futures = [
+            pool.submit(run_optimal, t, hours, args.failures_per_hour, seed)
+            for seed in seeds for t in traces if (t.name, seed) not in optimal
+        ]
+        futures += [
+            pool.submit(run_variant, t, v, hours, args.failures_per_hour, args.recovery_errors, seed)
+            for seed in seeds for t in traces for v in variants
+        ]
         for done, future in enumerate(as_completed(futures), 1):
-            name, variant, summary, wall = future.result()
+            name, variant, seed, summary, wall = future.result()
             if variant == "optimal":
-                optimal[name] = summary
+                optimal[(name, seed)] = summary
+                cache[_cache_key(name, own_seed if seed is None else seed, hours, args.failures_per_hour)] = summary
             else:
-                results.setdefault(variant, {})[name] = summary
-            print(f"[{done}/{len(futures)}] {name:<22} {variant:<26} {summary['worker_hours']:8.1f} worker-h "
+                results.setdefault(variant, {})[(name, seed)] = summary
+            shown = "" if seed is None else f" seed {seed}"
+            print(f"[{done}/{len(futures)}] {name:<22} {variant + shown:<32} {summary['worker_hours']:8.1f} worker-h "
                   f"{summary['slo_misses']:3} misses {wall:6.0f} s", flush=True)
-    optimal = {t.name: optimal[t.name] for t in traces if t.name in optimal}
-    print(f"\n{args.half} half, {len(optimal)} traces, {args.hours:g} h each, {args.failures_per_hour:g} failure/h, "
-          f"{time.perf_counter() - started:.0f} s")
+    if args.optimal_cache is not None:
+        args.optimal_cache.parent.mkdir(parents=True, exist_ok=True)
+        args.optimal_cache.write_text(json.dumps(cache, indent=1, default=float))
+    optimal = {(t.name, seed): optimal[(t.name, seed)] for seed in seeds for t in traces if (t.name, seed) in optimal}
+    shown_seeds = ", ".join(str(own_seed if s is None else s) for s in seeds)
+    print(f"\n{args.half} half, {len(traces)} traces, {args.hours:g} h each, {args.failures_per_hour:g} failure/h, "
+          f"failure seed(s) {shown_seeds}, {time.perf_counter() - started:.0f} s")
     print("\n".join(table(results, optimal, variants)))
     if args.recovery_errors:
         for variant in variants:
-            rows = {name: s.get("recovery_errors", []) for name, s in results.get(variant, {}).items()}
+            rows = {
+                name if seed is None else f"{name} (seed {seed})": s.get("recovery_errors", [])
+                for (name, seed), s in results.get(variant, {}).items()
+            }
             print(f"\nrecovery errors ({variant}): (predicted - measured) / measured at each stop")
             print("\n".join(report(rows)))
     if args.json:
-        args.json.write_text(json.dumps({"optimal": optimal, "variants": results}, indent=1, default=float))
+        document = {
+            "optimal": {_cache_key(n, s, hours, args.failures_per_hour): v for (n, s), v in optimal.items()},
+            "variants": {
+                variant: {_cache_key(n, s, hours, args.failures_per_hour): v for (n, s), v in runs.items()}
+                for variant, runs in results.items()
+            },
+        }
+        args.json.write_text(json.dumps(document, indent=1, default=float))
 
 
 if __name__ == "__main__":

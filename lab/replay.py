@@ -122,7 +122,7 @@ class Replay:
         self.scaler = SimulatedScaler(self.job)
         self.knowledge = knowledge or MemoryKnowledgeStore()
         self.monitor = monitor or SimulatedMonitor(self.job)
-        self.failures = set(failure_schedule(duration, failures_per_hour, settings.simulator.seed))
+        self.failures = set(failure_schedule(duration, failures_per_hour, settings.simulator.failures_seed))
         self.rounds: list[RoundResult] = []
         self.policy = policy
         self.judged_target_s = settings.target_recovery_time_s if judged_target_s is None else judged_target_s

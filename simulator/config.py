@@ -62,6 +62,19 @@ class SimulatorSettings(BaseModel):
             "from their own stream keyed by (seed, second), so every policy replaying a trace faces the same ones."
         ),
     )
+    failure_seed: int | None = Field(
+        None,
+        ge=0,
+        description=(
+            "Seed of the injected failure instants alone (None: seed). Another failure seed replays the same job "
+            "and workload with failures at other moments, to tell a policy's luck from its judgement."
+        ),
+    )
+
+    @property
+    def failures_seed(self) -> int:
+        """The seed the failure instants are drawn with."""
+        return self.seed if self.failure_seed is None else self.failure_seed
 
     @model_validator(mode="after")
     def _can_run(self) -> SimulatorSettings:

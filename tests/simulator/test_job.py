@@ -290,3 +290,18 @@ def test_the_failure_schedule_is_a_seeded_poisson_process() -> None:
     assert times == failure_schedule(200 * 3600, 1.0, 7)
     assert times == sorted(times) and 0 <= times[0] and times[-1] < 200 * 3600
     assert 150 <= len(times) <= 250  # about one an hour
+
+
+def test_a_failure_seed_moves_the_failures_and_nothing_else() -> None:
+    """Without a failure seed the instants come from the simulator's seed; with one, only they move: the same
+    arrivals, capacities and downtimes face the job (a policy's luck told from its judgement)."""
+    base = SimulatorSettings(seed=7)
+    moved = SimulatorSettings(seed=7, failure_seed=101)
+    assert base.failures_seed == 7 and moved.failures_seed == 101
+    trace = Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0]))
+    one, other = SimulatedFlinkJob(trace, base).environment, SimulatedFlinkJob(trace, moved).environment
+    assert one.failures(7200, 2.0) == failure_schedule(7200, 2.0, 7)
+    assert other.failures(7200, 2.0) == failure_schedule(7200, 2.0, 101) != one.failures(7200, 2.0)
+    assert np.array_equal(one.workload(0, 600), other.workload(0, 600))
+    assert one.true_capacity(5) == other.true_capacity(5)
+    assert one.downtime_s("rescale", 120, 4, 6) == other.downtime_s("rescale", 120, 4, 6)

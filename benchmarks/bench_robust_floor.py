@@ -1,0 +1,130 @@
+"""What staying failure-safe costs, with the future workload known: the floor under issue 21's cost goal.
+
+The optimal schedule (``lab/optimal.py``) knows when every failure comes. It runs lean everywhere else
+and short on purpose within the SLO's allowances (records waiting for up to the target), and pre-scales
+only around the injected failures. A policy that does not know when a TaskManager fails has to be
+ready for it at every moment: at the scale-out it runs, a failure must be worked off within the
+target recovery time.
+
+For every 10 s of a trace this benchmark takes the fewest workers that
+
+* carry the workload: the highest 60-s mean of the next ``step`` seconds is within their capacity, and
+* recover in time from a failure right then: the simulator's per-worker capacities and shares, its mean
+  failure downtime, half a checkpoint interval replayed, and the *true* workload that follows
+  (``models.recovery.recovery_time``, the predictor's own model, here fed only the truth),
+
+and sums them into worker-hours: the **failure-robust floor**. It knows the future exactly and pays
+nothing for rescaling (it may change the scale-out every 10 s at no downtime), so a policy that learns
+the workload as it comes, rescales with downtime and must be ready for a failure at any moment spends
+more than it. It is no strict bound on every policy (one could scale out after a failure and catch up
+faster), but it is what the optimal schedule's lead costs an online autoscaler that keeps its recovery
+target whenever a failure comes.
+
+Run: .venv/bin/python -m benchmarks.bench_robust_floor [--half dev|held-out|all] [--hours 6]
+     [--optimal-from evaluate-summary.json] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+import numpy as np
+
+from lab.corpus import CorpusTrace, select
+from lab.settings import load_lab_settings
+from models.recovery import recovery_time
+from simulator import SimulatedFlinkJob, load_trace
+
+STEP_S = 10
+"""Seconds between the moments the floor is taken at."""
+CARRY_WINDOW_S = 60
+"""The workload a scale-out must carry is the mean of this many seconds (the SLO's falling-behind allowance)."""
+
+
+def floor_worker_hours(trace: CorpusTrace, hours: float) -> tuple[str, float, float]:
+    """``(name, carry floor, failure-robust floor)`` in worker-hours for the first ``hours`` of the trace."""
+    settings = load_lab_settings(None, {"policy": "daedalus"})
+    sim = settings.simulator
+    job = SimulatedFlinkJob(load_trace(trace.path), sim)
+    env = job.environment
+    duration = int(min(hours * 3600, job.trace.duration_s))
+    horizon = int(settings.target_recovery_time_s) * 3
+    workload = env.workload(0, duration + horizon)
+    top = min(settings.max_parallelism, sim.partitions)
+    sizes = range(settings.min_parallelism, top + 1)
+    capacity = {n: env.true_capacity(n) for n in sizes}
+    profile = {n: (env.shares(n), env.worker_capacities(n)) for n in sizes}
+    means = np.convolve(workload, np.ones(CARRY_WINDOW_S) / CARRY_WINDOW_S, mode="valid")
+    replay_s = sim.checkpoint_interval_s / 2
+    carry_total = robust_total = 0
+    for t in range(0, duration, STEP_S):
+        peak = float(means[t : t + STEP_S].max())
+        carry = next((n for n in sizes if capacity[n] >= peak), top)
+        robust = top
+        recent = float(workload[max(0, t - sim.checkpoint_interval_s) : t + 1].mean())
+        for n in range(carry, top + 1):
+            downtime = sim.failure_downtime_base_s + sim.failure_downtime_per_worker_s * n
+            seconds = recovery_time(
+                capacity=capacity[n], forecast=workload[t : t + horizon], replay_records=replay_s * recent,
+                downtime_s=downtime, profile=profile[n],
+            )
+            if seconds <= settings.target_recovery_time_s:
+                robust = n
+                break
+        carry_total += carry * STEP_S
+        robust_total += robust * STEP_S
+    return trace.name, carry_total / 3600, robust_total / 3600
+
+
+def _optimal(path: Path | None, traces: list[CorpusTrace], hours: float, jobs: int) -> dict[str, float]:
+    if path is not None:
+        document = json.loads(path.read_text())
+        return {
+            name: float(entry["runs"]["optimal"]["worker_hours"])
+            for name, entry in document.get("traces", {}).items()
+            if "optimal" in entry.get("runs", {})
+        }
+    from benchmarks.bench_daedalus_ablation import run_optimal
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        done = pool.map(run_optimal, traces, [hours] * len(traces), [1.0] * len(traces))
+        return {name: float(summary["worker_hours"]) for name, _, _, summary, _ in done}
+
+
+def main() -> None:
+    """Print each trace's floors against its optimal schedule, and the medians per half."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--half", default="all", choices=("dev", "held-out", "all"))
+    parser.add_argument("--hours", type=float, default=6.0)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--optimal-from", type=Path, default=None,
+                        help="a `perdix evaluate --policies optimal` summary.json with the same hours (one failure/h)")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    traces = select(args.half)
+    optimal = _optimal(args.optimal_from, traces, args.hours, args.jobs)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        rows = list(pool.map(floor_worker_hours, traces, [args.hours] * len(traces)))
+    half_of = {t.name: t.half for t in traces}
+    print(f"{'half':<9} {'trace':<22} {'optimal':>8} {'carry floor':>12} {'x opt':>6} {'robust floor':>13} {'x opt':>6}")
+    summary: dict[str, list[tuple[float, float]]] = {}
+    for name, carry, robust in sorted(rows, key=lambda r: (half_of[r[0]], r[0])):
+        best = optimal.get(name)
+        if best is None:
+            continue
+        summary.setdefault(half_of[name], []).append((carry / best, robust / best))
+        print(f"{half_of[name]:<9} {name:<22} {best:8.1f} {carry:12.1f} {carry / best:6.3f} {robust:13.1f} {robust / best:6.3f}")
+    print()
+    for half, ratios in summary.items():
+        carry_ratios, robust_ratios = zip(*ratios)
+        print(f"{half}: carry floor x optimal median {statistics.median(carry_ratios):.3f}, failure-robust floor median "
+              f"{statistics.median(robust_ratios):.3f} (worst {max(robust_ratios):.3f}) over {len(ratios)} traces")
+    print(f"{time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
