@@ -23,12 +23,11 @@ scale-out, and scale-in waits until the lower scale-out has been wanted for the 
 window (HPA style), so a workload hovering at a threshold does not flap. The windows default to the
 default target recovery time (300 s), the time scale the SLO judges on, and the grace to two loops.
 No scale-in is taken while the workload rises — the last loop's average runs more than
-:data:`RISING_MARGIN` above the forecast for the next loop and did not fall below the loop before (the
-forecast is behind a rise), or more than :data:`CLIMB_MARGIN` above the loop before — since a scale-in
-sized on the forecast meets the rest of the rise with the capacity it gave away. If nothing qualifies,
-the scale-out with the shortest predicted recovery is chosen, and among equals the highest capacity (the
-paper returns the maximum, which on a job whose capacity stops growing is no better, costs the most, and
-may carry less).
+:data:`RISING_MARGIN` above the forecast for the next loop (the forecast is behind a rise) or more than
+:data:`CLIMB_MARGIN` above the loop before — since a scale-in sized on the forecast meets the rest of
+the rise with the capacity it gave away. If nothing qualifies, the scale-out with the
+shortest predicted recovery is chosen, and among equals the highest capacity (the paper returns the
+maximum, which on a job whose capacity stops growing is no better, costs the most, and may carry less).
 
 ``DaedalusPolicy.decide`` reads as its stages: guards, the recent-rescale hold, the candidate
 search, the fallback, stabilization.
@@ -200,16 +199,9 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
 
 def _rising(workload: float, next_loop: float, previous: float | None) -> str:
     """Why the workload counts as rising (empty if it does not): the last loop's average runs more than
-    :data:`RISING_MARGIN` above the forecast for the next loop (the forecast is behind) while it did not fall
-    below the loop before, or more than :data:`CLIMB_MARGIN` above the loop before (it climbs, whatever the
-    forecast says).
-
-    A workload that fell over the last loop is not rising because the forecast runs below it: a trend model
-    carries a fall on into the next loop, and taking that for "behind a rise" held every scale-in back all
-    the way down a falling workload (aluminium_premium sat at 9 workers from 70k/s down to 22k/s for half an
-    hour; docs/daedalus-ablation.md)."""
-    falling = previous is not None and workload < previous
-    if workload > (1.0 + RISING_MARGIN) * next_loop and not falling:
+    :data:`RISING_MARGIN` above the forecast for the next loop (the forecast is behind), or more than
+    :data:`CLIMB_MARGIN` above the loop before (it climbs, whatever the forecast says)."""
+    if workload > (1.0 + RISING_MARGIN) * next_loop:
         return f"the workload {_fmt(workload)} runs above the forecast for the next loop {_fmt(next_loop)}"
     if previous is not None and workload > (1.0 + CLIMB_MARGIN) * previous:
         return f"the workload {_fmt(workload)} climbed from {_fmt(previous)} over the loop before"

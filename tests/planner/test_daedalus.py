@@ -348,18 +348,3 @@ def test_no_scale_in_while_the_workload_climbs_over_the_loop_before_whatever_the
     assert POLICY.decide(rising_out, CONFIG).target_parallelism == 6
     level_out = PlanInput(**{**up.__dict__, "workload_previous": 33_000.0, "forecast_upper": ramp})
     assert POLICY.decide(level_out, CONFIG).target_parallelism == 5  # the envelope over its 100-s recovery alone
-
-
-def test_a_falling_workload_is_not_rising_because_the_forecast_carries_the_fall_on() -> None:
-    """8 workers, a steady wish for 4: the last loop's 33k/s runs 10 % above a forecast of 30k/s for the next
-    loop. Behind a rise (the loop before ran 31k/s, or is unknown) no scale-in; after a fall from 40k/s the
-    forecast only carries the fall on, and the scale-in goes ahead."""
-    steady = tuple((10_000 - 600 + 60 * i, 4) for i in range(11))
-    base = plan(current=8, workload=33_000, forecast=30_000, history=steady)
-    assert POLICY.decide(base, CONFIG).target_parallelism == 8
-    after_rise = PlanInput(**{**base.__dict__, "workload_previous": 31_000.0})
-    assert POLICY.decide(after_rise, CONFIG).target_parallelism == 8
-    after_fall = PlanInput(**{**base.__dict__, "workload_previous": 40_000.0})
-    decision = POLICY.decide(after_fall, CONFIG)
-    assert decision.target_parallelism == 4
-    assert not any("rising" in r for r in decision.reasons)
