@@ -164,7 +164,7 @@ def _settings(overrides: dict[str, Any]) -> LabSettings:
 def run_variant(
     trace: CorpusTrace, variant: str, hours: float | None, failures: float, recovery_errors: bool = False,
     failure_seed: int | None = None,
-) -> tuple[str, str, int | None, dict[str, Any], float]:
+) -> tuple[str, str, int, dict[str, Any], float]:
     """One Daedalus replay of a variant; returns its summary (with ``recovery_errors`` rows if asked) and wall time."""
     from simulator import load_trace
 
@@ -180,7 +180,7 @@ def run_variant(
     summary = replay.result().summary
     if replay.recorder is not None:
         summary["recovery_errors"] = stop_errors(replay.job, replay.recorder.snapshots)
-    return trace.name, variant, failure_seed, summary, time.perf_counter() - start
+    return trace.name, variant, settings.simulator.failure_schedule_seed, summary, time.perf_counter() - start
 
 
 def _seeded(failure_seed: int | None) -> dict[str, Any]:
@@ -189,7 +189,7 @@ def _seeded(failure_seed: int | None) -> dict[str, Any]:
 
 def run_optimal(
     trace: CorpusTrace, hours: float | None, failures: float, failure_seed: int | None = None
-) -> tuple[str, str, int | None, dict[str, Any], float]:
+) -> tuple[str, str, int, dict[str, Any], float]:
     """The optimal schedule of the trace (the lab's dynamic program), same failures as the replays."""
     from lab.optimal import optimal_run
     from simulator import load_trace
@@ -197,7 +197,7 @@ def run_optimal(
     settings = _settings(_seeded(failure_seed))
     start = time.perf_counter()
     summary, _ = optimal_run(load_trace(trace.path), settings, hours=hours, failures_per_hour=failures)
-    return trace.name, "optimal", failure_seed, summary, time.perf_counter() - start
+    return trace.name, "optimal", settings.simulator.failure_schedule_seed, summary, time.perf_counter() - start
 
 
 def _stored_optimal(path: Path) -> dict[str, dict[str, Any]]:
@@ -210,12 +210,12 @@ def _stored_optimal(path: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-Key = tuple[str, int | None]
-"""(trace, failure seed): one replay's identity (None: the simulator's own seed)."""
+Key = tuple[str, int]
+"""(trace, failure seed): one replay's identity."""
 
 
-def _cache_key(name: str, seed: int | None, hours: float | None, failures: float) -> str:
-    return f"{name}|seed={'default' if seed is None else seed}|hours={hours or 'all'}|failures={failures:g}"
+def _cache_key(name: str, seed: int, hours: float | None, failures: float) -> str:
+    return f"{name}|seed={seed}|hours={hours or 'all'}|failures={failures:g}"
 
 
 def table(
@@ -279,13 +279,13 @@ def main() -> None:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    own_seed = _settings({}).simulator.seed
     try:
-        seeds: list[int | None] = [int(s) for s in args.failure_seeds.split(",") if s.strip()] or [None]
+        seeds = [int(s) for s in args.failure_seeds.split(",") if s.strip()] or [own_seed]
     except ValueError:
         parser.error(f"--failure-seeds: not a comma-separated list of integers: {args.failure_seeds!r}")
-    if any(seed is not None and seed < 0 for seed in seeds):
+    if any(seed < 0 for seed in seeds):
         parser.error("--failure-seeds: seeds must be >= 0")
-    own_seed = _settings({}).simulator.seed
     traces = select(args.half)
     if args.traces:
         wanted = {t.strip() for t in args.traces.split(",")}
@@ -299,14 +299,12 @@ def main() -> None:
         cache = json.loads(args.optimal_cache.read_text())
     for seed in seeds:
         for t in traces:
-            stored = cache.get(_cache_key(t.name, own_seed if seed is None else seed, hours, args.failures_per_hour))
+            stored = cache.get(_cache_key(t.name, seed, hours, args.failures_per_hour))
             if stored is not None:
                 optimal[(t.name, seed)] = stored
-    if args.optimal_from:
+    if args.optimal_from and own_seed in seeds:
         for name, summary in _stored_optimal(args.optimal_from).items():
-            for seed in seeds:
-                if seed is None or seed == own_seed:
-                    optimal.setdefault((name, seed), summary)
+            optimal.setdefault((name, own_seed), summary)
     results: dict[str, dict[Key, dict[str, Any]]] = {}
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
@@ -322,24 +320,22 @@ def main() -> None:
             name, variant, seed, summary, wall = future.result()
             if variant == "optimal":
                 optimal[(name, seed)] = summary
-                cache[_cache_key(name, own_seed if seed is None else seed, hours, args.failures_per_hour)] = summary
+                cache[_cache_key(name, seed, hours, args.failures_per_hour)] = summary
             else:
                 results.setdefault(variant, {})[(name, seed)] = summary
-            shown = "" if seed is None else f" seed {seed}"
-            print(f"[{done}/{len(futures)}] {name:<22} {variant + shown:<32} {summary['worker_hours']:8.1f} worker-h "
+            print(f"[{done}/{len(futures)}] {name:<22} {f'{variant} seed {seed}':<32} {summary['worker_hours']:8.1f} worker-h "
                   f"{summary['slo_misses']:3} misses {wall:6.0f} s", flush=True)
     if args.optimal_cache is not None:
         args.optimal_cache.parent.mkdir(parents=True, exist_ok=True)
         args.optimal_cache.write_text(json.dumps(cache, indent=1, default=float))
     optimal = {(t.name, seed): optimal[(t.name, seed)] for seed in seeds for t in traces if (t.name, seed) in optimal}
-    shown_seeds = ", ".join(str(own_seed if s is None else s) for s in seeds)
     print(f"\n{args.half} half, {len(traces)} traces, {args.hours:g} h each, {args.failures_per_hour:g} failure/h, "
-          f"failure seed(s) {shown_seeds}, {time.perf_counter() - started:.0f} s")
+          f"failure seed(s) {', '.join(map(str, seeds))}, {time.perf_counter() - started:.0f} s")
     print("\n".join(table(results, optimal, variants)))
     if args.recovery_errors:
         for variant in variants:
             rows = {
-                name if seed is None else f"{name} (seed {seed})": s.get("recovery_errors", [])
+                name if len(seeds) == 1 else f"{name} (seed {seed})": s.get("recovery_errors", [])
                 for (name, seed), s in results.get(variant, {}).items()
             }
             print(f"\nrecovery errors ({variant}): (predicted - measured) / measured at each stop")

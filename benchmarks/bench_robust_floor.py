@@ -27,11 +27,11 @@ Run: .venv/bin/python -m benchmarks.bench_robust_floor [--half dev|held-out|all]
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
 import numpy as np
 
 from lab.corpus import CorpusTrace, select
@@ -81,14 +81,10 @@ def floor_worker_hours(trace: CorpusTrace, hours: float) -> tuple[str, float, fl
 
 
 def _optimal(path: Path | None, traces: list[CorpusTrace], hours: float, jobs: int) -> dict[str, float]:
+    from benchmarks.bench_daedalus_ablation import _stored_optimal, run_optimal
+
     if path is not None:
-        document = json.loads(path.read_text())
-        return {
-            name: float(entry["runs"]["optimal"]["worker_hours"])
-            for name, entry in document.get("traces", {}).items()
-            if "optimal" in entry.get("runs", {})
-        }
-    from benchmarks.bench_daedalus_ablation import run_optimal
+        return {name: float(summary["worker_hours"]) for name, summary in _stored_optimal(path).items()}
 
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         done = pool.map(run_optimal, traces, [hours] * len(traces), [1.0] * len(traces))

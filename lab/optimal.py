@@ -907,7 +907,7 @@ def _failures(
 ) -> tuple[int, ...]:
     if failures is not None:
         return tuple(sorted(int(f) for f in failures))
-    return tuple(failure_schedule(duration_s, failures_per_hour, simulator.failures_seed))
+    return tuple(failure_schedule(duration_s, failures_per_hour, simulator.failure_schedule_seed))
 
 
 _HEURISTIC_MARGINS = (0.0, 0.05, 0.1, 0.2, 0.35)

@@ -23,7 +23,7 @@ from lab.settings import LabSettings
 from lab.simulated import SimulatedMonitor, SimulatedScaler
 from lab.slo import SloJudgement, judge, stops_from
 from planner import Policy
-from simulator import SimulatedFlinkJob, Trace, failure_schedule
+from simulator import SimulatedFlinkJob, Trace
 
 
 class ReplayError(ValueError):
@@ -122,7 +122,7 @@ class Replay:
         self.scaler = SimulatedScaler(self.job)
         self.knowledge = knowledge or MemoryKnowledgeStore()
         self.monitor = monitor or SimulatedMonitor(self.job)
-        self.failures = set(failure_schedule(duration, failures_per_hour, settings.simulator.failures_seed))
+        self.failures = set(self.job.environment.failures(duration, failures_per_hour))
         self.rounds: list[RoundResult] = []
         self.policy = policy
         self.judged_target_s = settings.target_recovery_time_s if judged_target_s is None else judged_target_s

@@ -72,7 +72,7 @@ class SimulatorSettings(BaseModel):
     )
 
     @property
-    def failures_seed(self) -> int:
+    def failure_schedule_seed(self) -> int:
         """The seed the failure instants are drawn with."""
         return self.seed if self.failure_seed is None else self.failure_seed
 

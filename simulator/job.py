@@ -294,7 +294,7 @@ class JobEnvironment:
 
     def failures(self, duration_s: int, failures_per_hour: float) -> list[int]:
         """The failure instants a replay of ``duration_s`` injects (see :func:`failure_schedule`)."""
-        return failure_schedule(duration_s, failures_per_hour, self.config.failures_seed)
+        return failure_schedule(duration_s, failures_per_hour, self.config.failure_schedule_seed)
 
 
 def _span(block: Callable[[int], np.ndarray], start_s: int, end_s: int) -> np.ndarray:

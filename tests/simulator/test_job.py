@@ -297,7 +297,7 @@ def test_a_failure_seed_moves_the_failures_and_nothing_else() -> None:
     arrivals, capacities and downtimes face the job (a policy's luck told from its judgement)."""
     base = SimulatorSettings(seed=7)
     moved = SimulatorSettings(seed=7, failure_seed=101)
-    assert base.failures_seed == 7 and moved.failures_seed == 101
+    assert base.failure_schedule_seed == 7 and moved.failure_schedule_seed == 101
     trace = Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0]))
     one, other = SimulatedFlinkJob(trace, base).environment, SimulatedFlinkJob(trace, moved).environment
     assert one.failures(7200, 2.0) == failure_schedule(7200, 2.0, 7)
