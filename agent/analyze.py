@@ -590,6 +590,15 @@ class Analyzer:
         values = self._watch_signal(observation)
         if values is None:
             return []
+        if self.watch.active and self._signal == "gap" and not self.watch.detector.ready:
+            # Without a lag there is no caught-up test, and the gap's normal band is learned only between
+            # watches: a stop right after the start (the job's own, or a rescale in the first minutes) could
+            # never be seen to end, and would hold the planner for the whole target and keep the band from
+            # being learned. The stop is let go unmeasured; the grace period still follows a rescale.
+            self.log.info("recovery.unmeasured", started_at=self.watch.started_at,
+                          why="no consumer lag, and the normal workload-throughput gap is not learned yet")
+            self.watch.abandon()
+            self._watched = None
         done: list[MeasuredRecovery] = []
         # With the lag as the signal, "recovered" is the SLO's test: within one second of the input.
         caught_up: np.ndarray | None = (

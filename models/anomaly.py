@@ -104,12 +104,16 @@ class GapAnomalyDetector:
         value = self._smoothed(float(x))
         if value is None:
             return
-        if self.ready:
-            std = self.stats.std
-            if abs(value - self.stats.mean) > self.learn_limit * max(std, 1e-9 * max(1.0, abs(self.stats.mean))):
-                self.refused += 1
-                return
+        if self.ready and abs(value - self.stats.mean) > self.learn_limit * self._spread():
+            self.refused += 1
+            return
         self.stats.update(value)
+
+    def _spread(self) -> float:
+        """The learned standard deviation, floored at rounding: a gap that is identically zero up to the
+        last bits (a job whose workload is what its sources read, with no backlog to add) has a band of
+        rounding error, and the same value seen again must score as normal, not as infinitely far."""
+        return max(self.stats.std, 1e-9 * max(1.0, abs(self.stats.mean)))
 
     @property
     def ready(self) -> bool:
@@ -121,10 +125,7 @@ class GapAnomalyDetector:
         value = self._smoothed(float(x))
         if value is None or not self.ready:
             return None
-        std = self.stats.std
-        if std == 0:
-            return 0.0 if value == self.stats.mean else math.inf
-        return abs(value - self.stats.mean) / std
+        return abs(value - self.stats.mean) / self._spread()
 
     def is_normal(self, score: float | None) -> bool | None:
         """Whether a score is within ``k`` standard deviations (None if unknown)."""
@@ -210,6 +211,12 @@ class RecoveryWatch:
         self._run_start = None
         self._run_length = 0
         self.detector.reset_smoothing()
+
+    def abandon(self) -> None:
+        """Stop watching without a measurement (counted in :attr:`abandoned`)."""
+        if self.active:
+            self.active = False
+            self.abandoned += 1
 
     def resumed(self, at: float) -> None:
         """The job of the watched stop runs again since ``at``: samples from then on are after the stop."""

@@ -36,6 +36,8 @@ JOB_SOURCES = ROOT / "jobs" / "trace-source"
 """The job's Maven-layout source tree (src/main/java/perdix/jobs/*.java)."""
 
 MAIN_CLASS = "perdix.jobs.TraceSourceJob"
+GENERATOR_CLASS = "perdix.jobs.GeneratorJob"
+"""A second entry point in the same jar: Flink's datagen source (no FLIP-33 backlog) into the costly map."""
 SOURCE_NAME = "log"
 """Name of the source operator: its vertex is ``Source: log`` (``Source:_log`` in Prometheus labels)."""
 
@@ -308,15 +310,45 @@ def submit(
     """
     if options.epoch_ms is None:
         options = replace(options, epoch_ms=int(time.time() * 1000))
-    jar = jar or build_jar()
+    job_id = run_jar(
+        rest_url, jar or build_jar(), MAIN_CLASS, options.program_args(), parallelism=options.parallelism,
+        running_timeout_s=running_timeout_s, flink_configuration=flink_configuration,
+    )
+    return TraceJob(rest_url, job_id, options)
+
+
+def submit_generator(
+    rest_url: str, *, job_name: str, rate_per_s: float, capacity_per_subtask: float, parallelism: int,
+    checkpoint_interval_s: float = 10.0, jar: Path | None = None, running_timeout_s: float = 90.0,
+) -> str:
+    """Submit ``perdix.jobs.GeneratorJob`` (Flink's rate-limited datagen source, no FLIP-33 backlog, into the
+    costly map); return its job id once every subtask is RUNNING."""
+    if not (rate_per_s > 0 and capacity_per_subtask > 0 and parallelism >= 1 and checkpoint_interval_s >= 0):
+        raise ValueError("generator job: rate and capacity must be > 0, parallelism >= 1, checkpoint interval >= 0")
+    args = [
+        "--job-name", job_name, "--rate", f"{rate_per_s:g}", "--capacity", f"{capacity_per_subtask:g}",
+        "--checkpoint-ms", str(round(checkpoint_interval_s * 1000)),
+    ]
+    return run_jar(rest_url, jar or build_jar(), GENERATOR_CLASS, args, parallelism=parallelism,
+                   running_timeout_s=running_timeout_s)
+
+
+def run_jar(
+    rest_url: str, jar: Path, entry_class: str, program_args: list[str], *, parallelism: int,
+    running_timeout_s: float = 90.0, flink_configuration: dict[str, str] | None = None,
+) -> str:
+    """Upload ``jar``, run ``entry_class`` with ``program_args`` and return the job id once every subtask runs.
+
+    The upload is deleted again whatever happens (a leftover costs disk space only).
+    """
     jar_id = upload_jar(rest_url, jar)
     try:
         answer = _request(
             f"{rest_url}/jars/{jar_id}/run", method="POST",
             body=json.dumps({
-                "entryClass": MAIN_CLASS,
-                "programArgsList": options.program_args(),
-                "parallelism": options.parallelism,
+                "entryClass": entry_class,
+                "programArgsList": program_args,
+                "parallelism": parallelism,
                 **({"flinkConfiguration": dict(flink_configuration)} if flink_configuration else {}),
             }).encode(),
             content_type="application/json",
@@ -330,7 +362,7 @@ def submit(
     if not job_id:
         raise SubmitFailed(f"POST {rest_url}/jars/{jar_id}/run: no job id in {answer!r}")
     wait_running(rest_url, job_id, timeout_s=running_timeout_s)
-    return TraceJob(rest_url, job_id, options)
+    return job_id
 
 
 def wait_running(rest_url: str, job_id: str, *, timeout_s: float = 90.0) -> dict[str, Any]:

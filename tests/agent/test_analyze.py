@@ -253,3 +253,38 @@ def test_the_observation_step_is_the_monitors_spacing_of_samples() -> None:
     with_a_gap = replace(every_five, times=np.concatenate([np.arange(1000.0, 1030.0, 5.0), np.arange(1100.0, 1130.0, 5.0)]))
     assert with_a_gap.step_s == 5.0, "a gap in the samples is not the step"
     assert replace(every_five, times=np.asarray([1000.0])).step_s == 1.0
+
+
+def lagless(now: float, *, parallelism: int, uptime_s: float, rate: float = 1500.0, window_s: int = 60) -> Observation:
+    """A round of a job whose source reports no backlog: the workload is what its workers read."""
+    times = np.arange(now - window_s + 1.0, now + 1.0)
+    share = np.full(times.size, rate / parallelism)
+    workers = {f"tm-{i}": share + 1e-13 * i for i in range(parallelism)}  # the sums differ in the last bits
+    return Observation(
+        now=now, times=times, workload=np.sum(list(workers.values())[::-1], axis=0),
+        worker_throughput=workers, worker_cpu={}, worker_busy={w: np.full(times.size, 0.25) for w in workers},
+        consumer_lag=np.full(times.size, np.nan), parallelism=parallelism, uptime_s=uptime_s,
+        gaps={"consumer_lag": "empty", "worker_backlog": "empty"},
+    )
+
+
+def test_without_a_lag_a_stop_before_the_gap_is_learned_is_let_go_unmeasured() -> None:
+    """Perdix started beside a job that is still coming up: the parallelism it first read changes, which
+    is a restart it did not cause. With no lag there is no caught-up test and the gap's band is not learned
+    yet, so the stop could never be seen to end: it is let go at once, not held until the target, and the
+    band is learned from the next round on; a later stop is measured."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "target_recovery_time_s": 300.0})
+    analyzer = Analyzer(settings)
+    # Rounds every 5 s (a short loop), the job a few seconds old: five samples of the gap per round.
+    analyzer.analyze(lagless(1000.0, parallelism=1, uptime_s=5.0, window_s=5), now=1000.0)
+    started = analyzer.analyze(lagless(1005.0, parallelism=3, uptime_s=10.0, window_s=5), now=1005.0)
+    assert started.restart_detected and not started.recovering
+    assert not analyzer.watch.active and analyzer.watch.abandoned == 1
+    for k in range(1, 4):
+        analyzer.analyze(lagless(1005.0 + 60 * k, parallelism=3, uptime_s=10.0 + 60 * k), now=1005.0 + 60 * k)
+    assert analyzer.watch.detector.ready
+    # A rescale now: the job runs again at once, and the gap (still zero up to rounding) ends the watch.
+    analyzer.on_rescale(now=1250.0, from_parallelism=3, to_parallelism=2, downtime_s=0.2, resumed_at=1250.2)
+    after = analyzer.analyze(lagless(1300.0, parallelism=2, uptime_s=50.0), now=1300.0)
+    assert not after.recovering and not analyzer.watch.active and analyzer.watch.abandoned == 1
+    assert after.recoveries and after.recoveries[0].kind == "rescale"

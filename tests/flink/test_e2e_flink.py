@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from agent.monitor.prometheus import PrometheusMonitor
@@ -80,11 +81,6 @@ def agent_settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir:
             "url": prometheus.url,
             "worker_label": "tm_id",
             "timeout_s": 5.0,
-            "queries": {
-                # The datagen source reports no backlog: the workload is what it emits (its counters). Every
-                # other query is the default (parallelism: the running source subtasks).
-                "workload": 'sum(rate(flink_taskmanager_job_task_operator_numRecordsOut{operator_name=~"Source:.*"}[{window}s]))',
-            },
         },
         "scale_target": {
             "kind": "flink-rest",
@@ -127,10 +123,15 @@ def test_default_queries_with_tm_id_read_the_real_job(prometheus: PrometheusServ
     assert details is not None
     running_s = (details["now"] - details["timestamps"]["RUNNING"]) / 1000
     assert observation.uptime_s is not None and 0 < observation.uptime_s <= running_s + 2
-    # The datagen source reports no pendingRecords: the default workload, lag and per-worker backlog queries are
-    # named gaps, never zeros.
-    assert set(observation.gaps) == {"workload", "consumer_lag", "worker_backlog"}, observation.gaps
+    # The datagen source reports no pendingRecords: the lag and per-worker backlog queries are named gaps, never
+    # zeros, and the default workload is what the sources read (no backlog growth to add), the same counters
+    # the per-worker throughput sums.
+    assert set(observation.gaps) == {"consumer_lag", "worker_backlog"}, observation.gaps
     assert observation.worker_backlog == {}
+    read = np.sum([observation.worker_throughput[w] for w in tm_ids], axis=0)
+    both = np.isfinite(observation.workload) & np.isfinite(read)
+    assert both.any() and np.allclose(observation.workload[both], read[both], rtol=1e-9)
+    assert (observation.workload[both] > 0).all()  # (a 60-s rate of a job up for seconds: below its 5,000/s yet)
     # The default scale-out is the running source subtasks (the trace job's tests cover a source with a backlog).
     running = prometheus.query(settings.prometheus.render(PromQLQueries().parallelism))
     assert running[0]["value"][1] == "3"
@@ -191,6 +192,4 @@ def _get(url: str) -> str:
 
 
 def _nan(values: Any) -> Any:
-    import numpy as np
-
     return np.isnan(values)

@@ -1,7 +1,7 @@
 """The chart's default job is one Perdix's default queries can read, so a default install decides.
 
-Flink's bundled examples report no FLIP-33 ``pendingRecords`` (their sources are generators), so the
-default workload and lag queries would be gaps and a default install would never decide. The chart
+Flink's bundled examples report no FLIP-33 ``pendingRecords`` (their sources are generators), so a
+default install would see no lag and, while saturated, no demand beyond what the job reads. The chart
 runs the trace-source example job (jobs/trace-source) instead, from an image built by
 ``jobs/trace-source/Dockerfile``. Here, without Docker:
 

@@ -148,3 +148,26 @@ def test_a_resumed_job_still_behind_is_still_recovering() -> None:
     assert watch.update(102.0, 9_000.0, caught_up=False) is None
     assert watch.update(103.0, 4.0, caught_up=True) is None
     assert watch.update(104.0, 4.0, caught_up=True) == 103.0
+
+
+def test_a_gap_that_is_zero_up_to_rounding_ends_once_the_job_runs_again() -> None:
+    """A source that reports no backlog: the workload is what the sources read, so workload − throughput is
+    zero up to the last bits of two sums. The band learned from it is rounding error, and the same rounding
+    seen after the stop is normal: the watch ends once the job is known to run again, not at the target."""
+    rng = np.random.default_rng(3)
+    rates = rng.uniform(1400.0, 1600.0, (200, 3))
+
+    def gap(row: np.ndarray) -> float:
+        return float((row[2] + row[1] + row[0]) - (row[0] + row[1] + row[2]))  # a sum in another order
+
+    assert any(gap(row) != 0.0 for row in rates)  # the rounding the band must absorb
+    watch = RecoveryWatch(consecutive_s=3, min_samples=10, smoothing_s=1)
+    for row in rates[:100]:
+        watch.learn_one(gap(row))
+    assert watch.detector.ready and watch.detector.refused == 0
+    watch.start(100.0)
+    watch.resumed(100.5)
+    ended = [watch.update(101.0 + i, gap(row)) for i, row in enumerate(rates[100:110])]
+    assert ended[:3] == [None, None, 101.0] and not watch.active
+    # A real departure from the band is still one.
+    assert GapAnomalyDetector.from_dict(watch.detector.to_dict()).score_one(1.0) > 1e6
