@@ -235,8 +235,7 @@ class RecoveryWatch:
         if not self.active or self.started_at is None:
             return None
         if t - self.started_at > self.give_up_s and not self._seen_anomaly:
-            self.active = False
-            self.abandoned += 1
+            self.abandon()
             return None
         score = self.detector.score_one(x)
         normal = self.detector.is_normal(score) if caught_up is None else caught_up

@@ -5,8 +5,8 @@ the installed Flink distribution and packs it with ``jar``, into a cache directo
 the sources, the JDK and the Flink jars, so it is rebuilt only when one of them changes. ``submit``
 uploads the jar through the REST API (``POST /jars/upload``, ``POST /jars/{id}/run``; no client JVM)
 and waits until every subtask runs; ``submit_generator`` runs the jar's second entry point, Flink's
-datagen source without a backlog (``perdix.jobs.GeneratorJob``). ``read_counts`` reads the job's own accounting (produced,
-pending, verified, ahead, duplicate, lost records) from the REST API's metrics.
+datagen source without a backlog (``perdix.jobs.GeneratorJob``). ``read_counts`` reads the job's own
+accounting (produced, pending, verified, ahead, duplicate, lost records) from the REST API's metrics.
 
 Every failure is one line: a missing JDK tool, the compiler's first error, the job's own argument
 error as Flink reports it.
