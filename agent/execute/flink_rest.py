@@ -178,11 +178,18 @@ class Vertex:
     max_parallelism: int
     running_subtasks: int
     slot_sharing_group: str | None
+    finished_subtasks: int = 0
+    """Subtasks that ran and FINISHED (a source reader left without a split): they never run again."""
 
     @property
     def fully_running(self) -> bool:
-        """True when every subtask of the vertex is RUNNING."""
-        return self.running_subtasks == self.parallelism
+        """True when every subtask of the vertex is RUNNING or has run and FINISHED.
+
+        A reader that gets no split at the new parallelism (more readers than splits in a bounded or
+        generator source) finishes right after it starts; waiting for it to run would hold every rescale
+        for the whole confirm timeout.
+        """
+        return self.running_subtasks + self.finished_subtasks == self.parallelism
 
 
 @dataclass(frozen=True)
@@ -231,6 +238,7 @@ class FlinkJobStatus:
                 max_parallelism=int(v.get("maxParallelism") or v.get("max-parallelism") or 0),
                 running_subtasks=int((v.get("tasks") or {}).get("RUNNING", 0)),
                 slot_sharing_group=v.get("slotSharingGroupId"),
+                finished_subtasks=int((v.get("tasks") or {}).get("FINISHED", 0)),
             )
             for v in body.get("vertices") or []
         )

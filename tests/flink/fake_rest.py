@@ -37,6 +37,14 @@ class FakeJob:
     """Upper bounds of the resource requirements as last PUT (a vertex without one: its parallelism)."""
     inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Upstream vertex ids per vertex, for /jobs/{id}/plan (a vertex not named: a source)."""
+    splits: dict[str, int] = field(default_factory=dict)
+    """Per source vertex, the splits it has: subtasks beyond them run and FINISH (a generator source's readers)."""
+
+    def task_counts(self, vid: str) -> dict[str, int]:
+        """The vertex's subtasks by state, as /jobs/{id} counts them."""
+        p = self.vertices[vid]
+        finished = max(p - self.splits[vid], 0) if vid in self.splits else 0
+        return {"RUNNING": p - finished, "FINISHED": finished}
 
 
 class FakeFlinkRest:
@@ -62,7 +70,7 @@ class FakeFlinkRest:
             "vertices": [
                 {
                     "id": vid, "name": job.names.get(vid, vid), "parallelism": p, "maxParallelism": 128,
-                    "status": "RUNNING", "slotSharingGroupId": "ssg", "tasks": {"RUNNING": p},
+                    "status": "RUNNING", "slotSharingGroupId": "ssg", "tasks": job.task_counts(vid),
                 }
                 for vid, p in job.vertices.items()
             ],

@@ -156,3 +156,12 @@ def test_a_bound_left_above_the_running_parallelism_is_lowered_without_waiting(f
     assert fake.put_bodies == [{vid: {"parallelism": {"lowerBound": 1, "upperBound": 2}} for vid in job.vertices}]
     assert target.rescale(2, reasons=(), dry_run=False).confirmed == 2
     assert len(fake.put_bodies) == 1, "settled: nothing more to write"
+
+
+def test_readers_that_finish_without_a_split_do_not_hold_the_rescale(fake: FakeFlinkRest) -> None:
+    job = fake.jobs[next(iter(fake.jobs))]
+    job.splits = {"a" * 32: 2}  # the source has two splits: at 3 readers one runs, finds none and FINISHES
+    clock = SimulatedClock(start=100.0)
+    result = scaler(fake.url, clock=clock).rescale(3, reasons=(), dry_run=False)
+    assert (result.requested, result.confirmed, result.downtime_s) == (3, 3, 1.5)
+    assert clock.now() < 105.0, "confirmed at once, not at the 30-s confirm deadline"
