@@ -492,6 +492,10 @@ class Analyzer:
             return
         ends = np.asarray([end for end, _ in offsets], dtype=float)
         last, self._last_ends = self._last_ends, (now, ends)
+        since = observation.partition_ends_since
+        if since is not None and len(since) == ends.size:
+            self.capacity.observe_partition_records(ends - np.asarray(since, dtype=float))
+            return
         if last is None or last[1].shape != ends.shape or now <= last[0]:
             return
         self.capacity.observe_partition_records(ends - last[1])

@@ -42,6 +42,10 @@ class Observation:
     partition_offsets: tuple[tuple[int, int | None], ...] | None = None
     """Per source partition at the end of the window: (log-end offset, offset committed by the last
     completed checkpoint); None if not read."""
+    partition_ends_since: tuple[int, ...] | None = None
+    """Per source partition, the log-end offset at the start of the window, where the monitor has it (a range
+    read of the offsets): the records each partition received over the window, so the partition weights are
+    known from the first round instead of the second. None: the analyzer differences consecutive rounds."""
     rates_settled: np.ndarray | None = None
     """Per sample: False where the rates (workload, throughput, busy) were taken over a window that reaches
     back before the job's last restart (replayed records, new series); the models skip those samples.

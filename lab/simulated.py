@@ -20,6 +20,9 @@ class SimulatedMonitor:
 
     def __init__(self, job: SimulatedFlinkJob) -> None:
         self.job = job
+        self._ends: dict[int, tuple[int, ...]] = {int(job.now_s): tuple(job.end_offsets.tolist())}
+        """Log-end offsets per partition at each second the monitor read them (from its start): what a range
+        read of the offsets returns for the start of the next window."""
 
     def observe(self, *, since: float, now: float) -> Observation:
         """The seconds ``[since, now)`` the simulator recorded, as the real monitor would see them."""
@@ -38,7 +41,10 @@ class SimulatedMonitor:
         # input a worker received (read plus backlog growth) is read from the settled seconds only.
         settled = window.uptime_s >= self.job.config.metric_window_s
         backlog = {w: np.where(settled, window.backlog[w], np.nan) for w in throughput if w in window.backlog}
-        offsets = tuple(zip(self.job.end_offsets.tolist(), self.job.committed_offsets.tolist()))
+        ends = self.job.end_offsets.tolist()
+        offsets = tuple(zip(ends, self.job.committed_offsets.tolist()))
+        ends_since = self._ends.get(int(math.floor(since)))
+        self._ends = {int(self.job.now_s): tuple(ends)}
         return Observation(
             now=now,
             times=window.times,
@@ -52,6 +58,7 @@ class SimulatedMonitor:
             worker_busy=busy,
             worker_backlog=backlog,
             partition_offsets=offsets,
+            partition_ends_since=ends_since,
         )
 
 
@@ -60,6 +67,9 @@ class SimulatedScaler:
 
     def __init__(self, job: SimulatedFlinkJob) -> None:
         self.job = job
+        self._ends: dict[int, tuple[int, ...]] = {int(job.now_s): tuple(job.end_offsets.tolist())}
+        """Log-end offsets per partition at each second the monitor read them (from its start): what a range
+        read of the offsets returns for the start of the next window."""
         self.requests: list[tuple[int, int, bool]] = []
         """(simulated second, target, dry_run) of every rescale request."""
 
