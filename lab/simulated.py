@@ -20,9 +20,9 @@ class SimulatedMonitor:
 
     def __init__(self, job: SimulatedFlinkJob) -> None:
         self.job = job
-        self._ends: dict[int, tuple[int, ...]] = {int(job.now_s): tuple(job.end_offsets.tolist())}
-        """Log-end offsets per partition at each second the monitor read them (from its start): what a range
-        read of the offsets returns for the start of the next window."""
+        self._ends: tuple[int, tuple[int, ...]] = (int(job.now_s), tuple(job.end_offsets.tolist()))
+        """The second the monitor last read the partitions' log-end offsets (first: its start) and what they were:
+        for a window starting then, what a range read of the offsets returns for its start."""
 
     def observe(self, *, since: float, now: float) -> Observation:
         """The seconds ``[since, now)`` the simulator recorded, as the real monitor would see them."""
@@ -43,8 +43,9 @@ class SimulatedMonitor:
         backlog = {w: np.where(settled, window.backlog[w], np.nan) for w in throughput if w in window.backlog}
         ends = self.job.end_offsets.tolist()
         offsets = tuple(zip(ends, self.job.committed_offsets.tolist()))
-        ends_since = self._ends.get(int(math.floor(since)))
-        self._ends = {int(self.job.now_s): tuple(ends)}
+        read_at, read = self._ends
+        ends_since = read if read_at == int(math.floor(since)) else None
+        self._ends = (int(self.job.now_s), tuple(ends))
         return Observation(
             now=now,
             times=window.times,
@@ -67,9 +68,6 @@ class SimulatedScaler:
 
     def __init__(self, job: SimulatedFlinkJob) -> None:
         self.job = job
-        self._ends: dict[int, tuple[int, ...]] = {int(job.now_s): tuple(job.end_offsets.tolist())}
-        """Log-end offsets per partition at each second the monitor read them (from its start): what a range
-        read of the offsets returns for the start of the next window."""
         self.requests: list[tuple[int, int, bool]] = []
         """(simulated second, target, dry_run) of every rescale request."""
 
