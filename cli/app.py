@@ -58,6 +58,15 @@ def hours_done(done_s: int, total_s: int) -> str:
     return f"{done_s / 3600:.2f}/{total_s / 3600:.2f} h"
 
 
+def _episode_line(episode: dict[str, Any]) -> str:
+    """``rescale at 7,320 s: 312 s, 1 stop``: one missed episode of a summary."""
+    stops = episode["stops"]
+    line = f"{episode['kind']} at {episode['start_s']:,} s: {episode['length_s']:,} s, {stops} stop{'s' if stops != 1 else ''}"
+    if episode["end_s"] is None:
+        line += ", still open at the end"
+    return line + (f", {episode['falling_behind_s']} s falling behind" if episode["falling_behind_s"] else "")
+
+
 def print_summary(summary: dict[str, Any]) -> None:
     """A two-column table of a summary."""
     table = Table(title=f"{summary['trace']} — {summary['policy']}", show_header=False)
@@ -68,5 +77,7 @@ def print_summary(summary: dict[str, Any]) -> None:
             value = f"{value:,.3f}"
         elif isinstance(value, int) and not isinstance(value, bool):
             value = f"{value:,}"
+        elif key == "slo_missed_episodes":
+            value = "\n".join(_episode_line(e) for e in value) or "none"
         table.add_row(key, str(value))
     Console().print(table)

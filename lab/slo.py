@@ -119,6 +119,13 @@ class Episode:
         """The job caught up before the series ended."""
         return self.end_s is not None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The episode as a summary lists it."""
+        return {
+            "kind": self.kind, "start_s": self.start_s, "end_s": self.end_s, "length_s": self.length_s,
+            "stops": self.stops, "falling_behind_s": self.falling_behind_s,
+        }
+
 
 @dataclass(frozen=True)
 class KindCounts:
@@ -211,6 +218,8 @@ class SloJudgement:
             "slo_episodes_by_kind": self.episodes_by_kind.to_dict(),
             "slo_falling_behind_s": sum(e.falling_behind_s for e in self.episodes),
             "slo_misses_by_kind": self.misses_by_kind.to_dict(),
+            # Which episodes missed, to find them in the series and the decision log without replaying.
+            "slo_missed_episodes": [e.to_dict() for e in self.episodes if self.missed(e)],
         }
 
 

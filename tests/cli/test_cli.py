@@ -94,3 +94,22 @@ def test_run_refuses_a_policy_it_cannot_run_with_one_line(tmp_path: Path, policy
     assert len(lines) == 1, lines
     assert message in lines[0] and str(path) in lines[0]
     assert "Traceback" not in result.output
+
+
+def test_the_summary_table_names_each_missed_episode(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cli.app import print_summary
+
+    monkeypatch.setenv("COLUMNS", "160")  # one line per episode, as on a terminal wide enough
+
+    missed = [
+        {"kind": "rescale", "start_s": 16200, "end_s": 16588, "length_s": 388, "stops": 1, "falling_behind_s": 0},
+        {"kind": "overload", "start_s": 10, "end_s": None, "length_s": 675, "stops": 3, "falling_behind_s": 50},
+    ]
+    print_summary({"trace": "t", "policy": "daedalus", "slo_misses": 2, "slo_missed_episodes": missed})
+    out = capsys.readouterr().out
+    assert "rescale at 16,200 s: 388 s, 1 stop" in out
+    assert "overload at 10 s: 675 s, 3 stops, still open at the end, 50 s falling behind" in out
+    print_summary({"trace": "t", "policy": "daedalus", "slo_misses": 0, "slo_missed_episodes": []})
+    assert "none" in capsys.readouterr().out

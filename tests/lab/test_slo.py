@@ -99,6 +99,10 @@ def test_counts_per_kind_and_the_longest_episode() -> None:
     assert verdict.longest_episode_s == 10
     assert verdict.to_summary()["slo_misses"] == 2
     assert verdict.to_summary()["slo_seconds_over_target"] == 1.0 + 7.0
+    missed = verdict.to_summary()["slo_missed_episodes"]
+    assert [(e["kind"], e["start_s"], e["end_s"], e["length_s"]) for e in missed] == [
+        ("rescale", 3, 7, 4), ("rescale", 16, 26, 10),
+    ]
 
 
 def test_a_restart_becomes_a_stop() -> None:
