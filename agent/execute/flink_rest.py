@@ -394,6 +394,8 @@ class FlinkRestScaler:
         stop = self._stop(before, after)
         downtime, resumed_at = stop if stop is not None else (None, None)
         confirmed = after.parallelism if after is not None else self.current_parallelism()
+        if after is not None:
+            self._warn_idle_readers(after)
         if after is None or not after.running_at(wanted):
             self.log.error(
                 "rescale.short",
@@ -408,6 +410,21 @@ class FlinkRestScaler:
         )
 
     # ------------------------------------------------------------------ helpers
+
+    def _warn_idle_readers(self, job: FlinkJobStatus) -> None:
+        """Say once per vertex and parallelism when subtasks FINISHED right after the rescale: a source with
+        fewer splits than readers (a bounded source, Flink's DataGeneratorSource fixes its split count at the
+        first start) leaves the extra readers with nothing to do, so scaling it further adds no throughput."""
+        for vertex in job.vertices:
+            key = f"finished:{vertex.id}:{vertex.parallelism}"
+            if vertex.finished_subtasks and key not in self._reported:
+                self._reported.add(key)
+                self.log.warning(
+                    "rescale.subtasks_finished", job=job.job_id, vertex=vertex.name, parallelism=vertex.parallelism,
+                    finished=vertex.finished_subtasks,
+                    error=f"{vertex.finished_subtasks} of {vertex.parallelism} subtasks of {vertex.name!r} finished "
+                    "after the rescale: a source with fewer splits than readers gains nothing from more of them",
+                )
 
     def _resolve(self, job: FlinkJobStatus, targets: Mapping[str, int]) -> dict[str, int]:
         """Vertex id -> target from a mapping keyed by vertex id, vertex name or ``*``."""

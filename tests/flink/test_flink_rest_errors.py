@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from structlog.testing import capture_logs
 
 from agent.clock import SimulatedClock
 from agent.execute.flink_rest import FlinkRestClient, FlinkRestScaler, unreachable_reason
@@ -162,6 +163,9 @@ def test_readers_that_finish_without_a_split_do_not_hold_the_rescale(fake: FakeF
     job = fake.jobs[next(iter(fake.jobs))]
     job.splits = {"a" * 32: 2}  # the source has two splits: at 3 readers one runs, finds none and FINISHES
     clock = SimulatedClock(start=100.0)
-    result = scaler(fake.url, clock=clock).rescale(3, reasons=(), dry_run=False)
+    with capture_logs() as logs:
+        result = scaler(fake.url, clock=clock).rescale(3, reasons=(), dry_run=False)
     assert (result.requested, result.confirmed, result.downtime_s) == (3, 3, 1.5)
     assert clock.now() < 105.0, "confirmed at once, not at the 30-s confirm deadline"
+    warned = [e for e in logs if e["event"] == "rescale.subtasks_finished"]
+    assert len(warned) == 1 and warned[0]["vertex"] == "Source: src" and warned[0]["finished"] == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from structlog.testing import capture_logs
 
 from agent.execute.flink_rest import FlinkRestScaler
 from agent.settings import ScaleTargetSettings
@@ -42,11 +43,14 @@ def test_a_rescale_past_the_generators_splits_is_confirmed_when_the_extra_reader
         # Polled every 2 s: the extra readers finish milliseconds after they run, so the scaler reads them FINISHED.
         scaler = FlinkRestScaler(settings, confirm_timeout_s=60.0, poll_interval_s=2.0)
         started = time.monotonic()
-        result = scaler.rescale(3, reasons=("past the splits",), dry_run=False)
+        with capture_logs() as logs:
+            result = scaler.rescale(3, reasons=("past the splits",), dry_run=False)
         took = time.monotonic() - started
         poll(lambda: any(v["tasks"]["FINISHED"] for v in (flink_cluster.job(job_id) or {}).get("vertices", [])),
              timeout_s=10, what="the readers without a split FINISHED (else the case is not exercised)")
         assert (result.confirmed, result.downtime_s is not None) == (3, True), result
         assert took < 30.0, f"confirmed after {took:.1f} s"
+        # And the operator is told why the extra readers do nothing.
+        assert any(e["event"] == "rescale.subtasks_finished" and e["finished"] == 2 for e in logs), logs
     finally:
         flink_cluster.cancel(job_id)
