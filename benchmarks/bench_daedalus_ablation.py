@@ -25,7 +25,7 @@ workload): a policy's misses on one seed are partly luck (the dev half's 4 misse
 
 Run: .venv/bin/python -m benchmarks.bench_daedalus_ablation [--half dev] [--hours 6] [--jobs 2]
      [--variants NAME,...] [--failure-seeds 7,101,202] [--optimal-from evaluate-summary.json]
-     [--optimal-cache out/optimal-cache.json] [--recovery-errors]
+     [--optimal-cache out/optimal-cache.json] [--recovery-errors] [--misses]
 """
 
 from __future__ import annotations
@@ -252,6 +252,25 @@ def table(
     return lines
 
 
+def missed_lines(
+    results: dict[str, dict[Key, dict[str, Any]]], optimal: dict[Key, dict[str, Any]], variant: str
+) -> list[str]:
+    """One line per missed episode of a variant, by trace and seed, each marked avoidable where the optimal
+    schedule of that trace and seed has no miss: what started it, when, for how long, the stops inside."""
+    lines = []
+    for (name, seed), summary in sorted(results.get(variant, {}).items()):
+        best = optimal.get((name, seed))
+        avoidable = best is not None and best["slo_misses"] == 0
+        for episode in summary.get("slo_missed_episodes", []):
+            end = "still open" if episode["end_s"] is None else f"to {episode['end_s']} s"
+            lines.append(
+                f"{name:<22} seed {seed:<4} {'avoidable' if avoidable else '         '} {episode['kind']:<8} "
+                f"from {episode['start_s']:>5} s {end:<13} {episode['length_s']:>5} s, {episode['stops']} stop(s), "
+                f"{episode['falling_behind_s']} s falling behind"
+            )
+    return lines
+
+
 def main() -> None:
     """Run the variants on a corpus half and print the ablation table (and one line per run as it ends)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -273,6 +292,8 @@ def main() -> None:
     parser.add_argument("--recovery-errors", action="store_true",
                         help="also print, per variant, predicted against measured recovery at every stop "
                         "(benchmarks.recovery_errors)")
+    parser.add_argument("--misses", action="store_true",
+                        help="also print every missed episode, per variant, trace and seed (avoidable ones marked)")
     parser.add_argument("--json", type=Path, default=None, help="also write every summary here")
     args = parser.parse_args()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -340,6 +361,10 @@ def main() -> None:
             }
             print(f"\nrecovery errors ({variant}): (predicted - measured) / measured at each stop")
             print("\n".join(report(rows)))
+    if args.misses:
+        for variant in variants:
+            print(f"\nmissed episodes ({variant}):")
+            print("\n".join(missed_lines(results, optimal, variant)) or "none")
     if args.json:
         document = {
             "optimal": {_cache_key(n, s, hours, args.failures_per_hour): v for (n, s), v in optimal.items()},
