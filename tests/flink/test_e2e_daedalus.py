@@ -52,13 +52,16 @@ LOW, HIGH = 700.0, 3000.0
 """Records/s before the step up and after the step down; during the step. One slot carries LOW with its
 failure recovery (15 s prior downtime, a 10-s checkpoint's replay) inside the target; HIGH needs three
 slots: at two, a failure would not be recovered within the target."""
-UP_S, DOWN_S, END_S = 45.0, 100.0, 240.0
+UP_S, DOWN_S, END_S = 45.0, 100.0, 300.0
 """Seconds after the job's epoch: the step up, the step down, the end of production. Before the step the
 forecaster needs ~40 s of settled rates; the high phase outlasts the scale-out plus the target recovery
 time (the watch holds the planner until the job has caught up), and after the step down there is room
 for the arrivals the agent plans with to let go of the high level (never below the last minute's), the
 scale-in (3 -> 2 -> 1 when two is wanted before one: each waits out the stabilization window) and the
-measurement of each recovery. About four and a half minutes with the cluster."""
+measurement of each recovery. The low phase is long: an ARIMA fitted on 60 s that hold the step down
+extrapolates it for a while (forecasts of 0-600/s under a flat 700/s), and while the forecast for the next
+loop runs below the workload Daedalus takes the workload for rising and does not scale in; with 140 s the
+scale-in came too late in two runs of about a dozen. About five and a half minutes with the cluster."""
 CHECKPOINT_S = 10.0
 """The job's checkpoint interval: Perdix's default ``checkpoint_interval_s``, so the agent describes the job right."""
 
