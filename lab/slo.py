@@ -45,7 +45,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -120,11 +120,8 @@ class Episode:
         return self.end_s is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """The episode as a summary lists it."""
-        return {
-            "kind": self.kind, "start_s": self.start_s, "end_s": self.end_s, "length_s": self.length_s,
-            "stops": self.stops, "falling_behind_s": self.falling_behind_s,
-        }
+        """The episode as a summary lists it (its fields by name)."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)
