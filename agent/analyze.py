@@ -485,8 +485,9 @@ class Analyzer:
         )
 
     def _learn_partition_weights(self, observation: Observation, now: float) -> None:
-        """Records produced per partition since the last round (log-end offsets) give the partition weights,
-        and with them the skew at scale-outs the job has not run (round-robin assignment)."""
+        """Records produced per partition over the window (log-end offsets at its start, where the monitor gives
+        them, else at the last round) give the partition weights, and with them the skew at scale-outs the job
+        has not run (round-robin assignment)."""
         offsets = observation.partition_offsets
         if not offsets:
             return
@@ -494,11 +495,12 @@ class Analyzer:
         last, self._last_ends = self._last_ends, (now, ends)
         since = observation.partition_ends_since
         if since is not None and len(since) == ends.size:
-            self.capacity.observe_partition_records(ends - np.asarray(since, dtype=float))
+            before = np.asarray(since, dtype=float)
+        elif last is not None and last[1].shape == ends.shape and now > last[0]:
+            before = last[1]
+        else:
             return
-        if last is None or last[1].shape != ends.shape or now <= last[0]:
-            return
-        self.capacity.observe_partition_records(ends - last[1])
+        self.capacity.observe_partition_records(ends - before)
 
     def _hot_reload(self, now: float) -> None:
         """Switch to a newer registry model that forecast the recent window better (never raises)."""
