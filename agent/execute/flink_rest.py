@@ -7,9 +7,12 @@ without a new submission, the mechanism the Flink Kubernetes operator uses for i
 
 A rescale here:
 1. finds the job by id or name in ``/jobs/overview`` (the only running job when none is configured);
-2. refuses clearly, without writing, when the job is not on the adaptive scheduler, when a vertex's
-   max parallelism is below the target, or when the cluster has too few free slots for the target;
-3. ``PUT``s the new upper bound of every vertex (or of the named ones, for per-operator policies);
+2. refuses clearly, without writing, when the job is not on the adaptive scheduler, when the target is
+   above every vertex's max parallelism (or a vertex named on its own is asked past its own), or when the
+   cluster has too few free slots for the target;
+3. ``PUT``s the new upper bound of every vertex (or of the named ones, for per-operator policies); a
+   job-wide rescale caps each vertex at its max parallelism, so a non-parallel operator (``windowAll``, a
+   global aggregate) stays at 1 while the rest of the job scales;
    the lower bound is 1, so a shortage of slots never stops the job: it runs at what it can get;
 4. reads ``/jobs/{jobId}`` until every vertex runs all its subtasks at the new parallelism (deadline,
    injectable clock and sleep); only what is read back counts as confirmed;
@@ -427,14 +430,27 @@ class FlinkRestScaler:
                 )
 
     def _resolve(self, job: FlinkJobStatus, targets: Mapping[str, int]) -> dict[str, int]:
-        """Vertex id -> target from a mapping keyed by vertex id, vertex name or ``*``."""
+        """Vertex id -> target from a mapping keyed by vertex id, vertex name or ``*``.
+
+        ``*`` (the job's scale-out) takes each vertex to the target or to its own max parallelism, whichever is
+        lower: a non-parallel operator (``windowAll``, a global aggregate: max parallelism 1) stays as it is, as
+        Flink's own autoscaler leaves it, instead of making every scale-out of the job impossible. A target no
+        vertex can take is refused. A vertex named on its own above its max parallelism is refused too.
+        """
         wanted: dict[str, int] = {}
         by_name = {v.name: v.id for v in job.vertices}
         ids = {v.id for v in job.vertices}
         for key, value in targets.items():
             if key == "*":
-                for vertex in job.vertices:
-                    wanted.setdefault(vertex.id, int(value))
+                limits = [v.max_parallelism if v.max_parallelism > 0 else math.inf for v in job.vertices]
+                if job.vertices and int(value) > max(limits):
+                    raise ScalerError(
+                        f"job {job.name} has max parallelism {max(limits):.0f} (its vertices' largest), below the "
+                        f"target {int(value)}: lower max_parallelism or raise the job's max parallelism",
+                        kind="invalid_request",
+                    )
+                for vertex, limit in zip(job.vertices, limits, strict=True):
+                    wanted.setdefault(vertex.id, int(min(int(value), limit)))
             elif key in ids:
                 wanted[key] = int(value)
             elif key in by_name:

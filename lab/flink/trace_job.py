@@ -103,6 +103,8 @@ class TraceJobOptions:
     source_parallelism: int | None = None
     cost_parallelism: int | None = None
     verify_parallelism: int | None = None
+    verify_max_parallelism: int | None = None
+    """The verifier's max parallelism; 1 makes it a non-parallel operator (what windowAll gives)."""
 
     def __post_init__(self) -> None:
         if (self.rate_per_s is None) == (self.trace is None):
@@ -122,6 +124,7 @@ class TraceJobOptions:
             ("source_parallelism", self.source_parallelism is None or self.source_parallelism >= 1),
             ("cost_parallelism", self.cost_parallelism is None or self.cost_parallelism >= 1),
             ("verify_parallelism", self.verify_parallelism is None or self.verify_parallelism >= 1),
+            ("verify_max_parallelism", self.verify_max_parallelism is None or self.verify_max_parallelism >= 1),
         ]
         for name, ok in checks:
             if not ok:
@@ -154,6 +157,7 @@ class TraceJobOptions:
             ("--source-parallelism", self.source_parallelism),
             ("--cost-parallelism", self.cost_parallelism),
             ("--verify-parallelism", self.verify_parallelism),
+            ("--verify-max-parallelism", self.verify_max_parallelism),
         ):
             if value is not None:
                 args += [flag, str(value)]

@@ -37,6 +37,8 @@ class FakeJob:
     """Upper bounds of the resource requirements as last PUT (a vertex without one: its parallelism)."""
     inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Upstream vertex ids per vertex, for /jobs/{id}/plan (a vertex not named: a source)."""
+    max_parallelism: dict[str, int] = field(default_factory=dict)
+    """Per vertex, its max parallelism where not Flink's default 128 (1: a non-parallel operator)."""
     splits: dict[str, int] = field(default_factory=dict)
     """Per source vertex, the splits it has: subtasks beyond them run and FINISH (a generator source's readers)."""
 
@@ -69,7 +71,8 @@ class FakeFlinkRest:
             "now": job.created_ms + 10_000,
             "vertices": [
                 {
-                    "id": vid, "name": job.names.get(vid, vid), "parallelism": p, "maxParallelism": 128,
+                    "id": vid, "name": job.names.get(vid, vid), "parallelism": p,
+                    "maxParallelism": job.max_parallelism.get(vid, 128),
                     "status": "RUNNING", "slotSharingGroupId": "ssg", "tasks": job.task_counts(vid),
                 }
                 for vid, p in job.vertices.items()

@@ -169,3 +169,23 @@ def test_readers_that_finish_without_a_split_do_not_hold_the_rescale(fake: FakeF
     assert clock.now() < 105.0, "confirmed at once, not at the 30-s confirm deadline"
     warned = [e for e in logs if e["event"] == "rescale.subtasks_finished"]
     assert len(warned) == 1 and warned[0]["vertex"] == "Source: src" and warned[0]["finished"] == 1
+
+
+def test_a_job_wide_rescale_caps_each_vertex_at_its_max_parallelism(fake: FakeFlinkRest) -> None:
+    """A non-parallel sink (max parallelism 1) stays at 1 while the rest of the job scales; a vertex named on
+    its own above its max, or a scale-out past every vertex's max, is refused before any write."""
+    job = fake.jobs[next(iter(fake.jobs))]
+    job.vertices["b" * 32], job.max_parallelism["b" * 32] = 1, 1
+    result = scaler(fake.url).rescale(3, reasons=("up",), dry_run=False)
+    assert (result.requested, result.confirmed) == (3, 3)
+    assert fake.put_bodies == [{
+        "a" * 32: {"parallelism": {"lowerBound": 1, "upperBound": 3}},
+        "b" * 32: {"parallelism": {"lowerBound": 1, "upperBound": 1}},
+    }]
+    writes = len(fake.writes())
+    with pytest.raises(ScalerError, match="vertex 'Sink: snk' .* max parallelism 1, below the target 2") as named:
+        scaler(fake.url).rescale_vertices({"Sink: snk": 2}, reasons=(), dry_run=False)
+    with pytest.raises(ScalerError, match="max parallelism 128 .*below the target 129") as past:
+        scaler(fake.url).rescale(129, reasons=(), dry_run=False)
+    assert named.value.kind == past.value.kind == "invalid_request"
+    assert len(fake.writes()) == writes

@@ -26,7 +26,7 @@ public final class JobOptions implements Serializable {
     static final List<String> KEYS = List.of(
             "job-name", "partitions", "skew", "seed", "rate", "trace", "compress", "scale", "epoch-ms",
             "end-s", "capacity", "shape", "checkpoint-interval-ms", "source-parallelism", "cost-parallelism",
-            "verify-parallelism", "at-ms");
+            "verify-parallelism", "verify-max-parallelism", "at-ms");
 
     public String jobName = "perdix-trace-source";
     public int partitions = 12;
@@ -50,6 +50,8 @@ public final class JobOptions implements Serializable {
     public int sourceParallelism;
     public int costParallelism;
     public int verifyParallelism;
+    /** The verifier's max parallelism (1: a non-parallel operator, as windowAll makes); 0 keeps Flink's default. */
+    public int verifyMaxParallelism;
     /** Wall times (ms) the schedule tool prints the production at; unused by the job. */
     public long[] atMs = new long[0];
 
@@ -88,6 +90,7 @@ public final class JobOptions implements Serializable {
                 case "source-parallelism" -> o.sourceParallelism = (int) integer(key, value, 1, 32768);
                 case "cost-parallelism" -> o.costParallelism = (int) integer(key, value, 1, 32768);
                 case "verify-parallelism" -> o.verifyParallelism = (int) integer(key, value, 1, 32768);
+                case "verify-max-parallelism" -> o.verifyMaxParallelism = (int) integer(key, value, 1, 32768);
                 case "at-ms" -> o.atMs = times(key, value);
                 default -> throw new IllegalStateException(key);
             }

@@ -46,6 +46,9 @@ public final class TraceSourceJob {
         if (options.verifyParallelism > 0) {
             verified.setParallelism(options.verifyParallelism);
         }
+        if (options.verifyMaxParallelism > 0) {
+            verified.setMaxParallelism(options.verifyMaxParallelism);
+        }
         verified.sinkTo(new DiscardingSink<>()).name("discard").uid("discard");
         env.execute(options.jobName);
     }
