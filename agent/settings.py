@@ -137,8 +137,10 @@ class PrometheusSettings(_Section):
         120.0, gt=0, description="A series whose newest sample is older than this is a gap, seconds."
     )
     worker_label: str = Field(
-        "tm_id", description="Label that names a worker: `tm_id` (Flink's own, everywhere) or `pod` (Kubernetes "
-        "service discovery)."
+        "subtask_index", description="Label that names a worker, the unit the scale-out counts: `subtask_index` "
+        "(one worker per parallel instance, whatever the slots per TaskManager; Flink's own), or `tm_id` / `pod` "
+        "(one worker per TaskManager: right only with one slot each, and what utilization: cpu and the hpa policy "
+        "need, CPU being measured per TaskManager)."
     )
     rate_window_s: int = Field(
         60, ge=5, description="Window of the rate() and delta() in the queries ({window}), seconds. Samples whose "
@@ -392,6 +394,20 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"policy: {self.policy!r} sets the parallelism of each job vertex: scale_target.kind must be one of "
                 f"{', '.join(PER_VERTEX_TARGETS)}, not {self.scale_target.kind!r}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _cpu_per_taskmanager(self) -> Settings:
+        # CPU load is a TaskManager's, not a subtask's: its series carry no subtask_index, so the cpu query
+        # would answer one unlabelled series and every round would miss the CPU it is asked for. (The embedded
+        # simulator reads no Prometheus.)
+        reads_cpu = self.utilization == "cpu" or self.policy == "hpa"
+        if reads_cpu and self.prometheus.worker_label == "subtask_index" and self.scale_target.kind != "simulated":
+            reader = "utilization: cpu" if self.utilization == "cpu" else "policy: 'hpa'"
+            raise ValueError(
+                f"prometheus.worker_label: {reader} reads CPU per TaskManager, which subtask_index cannot name: "
+                "set it to tm_id (or pod on Kubernetes), with one slot per TaskManager"
             )
         return self
 

@@ -57,13 +57,12 @@ def agent_settings(
     """The smallest ``perdix run`` settings for the flink-rest target on this harness, plus ``overrides``.
 
     Set: the Prometheus URL, the flink-rest target's REST URL and job, the same job in the queries
-    (``prometheus.flink_job``, so a cluster that ran other jobs before is read right), the worker
-    label, the knowledge file and JSON logs without a metrics port (several agents may run on one
+    (``prometheus.flink_job``, so a cluster that ran other jobs before is read right), the knowledge file and JSON logs without a metrics port (several agents may run on one
     machine). ``overrides`` are top-level keys (``loop_interval_s=5``) or nested dicts merged in.
     """
     settings: dict[str, Any] = {
         "policy": policy,
-        "prometheus": {"url": prometheus_url, "worker_label": "tm_id", "flink_job": reporter_name(job_name)},
+        "prometheus": {"url": prometheus_url, "flink_job": reporter_name(job_name)},
         "scale_target": {"kind": "flink-rest", "rest_url": rest_url, "job": job_name},
         "knowledge": {"path": str(knowledge_path)},
         "telemetry": {"log_format": "json", "log_level": "info", "metrics_port": 0},

@@ -52,7 +52,8 @@ def scraped(prometheus: PrometheusServer, tiny_exporter: TinyExporter) -> float:
 
 
 def test_default_queries_on_real_prometheus_fill_one_grid_without_gaps(prometheus: PrometheusServer, scraped: float) -> None:
-    monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S))
+    # Every default, and CPU not asked for (as with utilization: busy): a worker is a source subtask.
+    monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S), skip=frozenset({"cpu"}))
     since = math.ceil(scraped) + 1.0
     now = time.time()
     obs = monitor.observe(since=since, now=now)
@@ -61,11 +62,17 @@ def test_default_queries_on_real_prometheus_fill_one_grid_without_gaps(prometheu
     assert obs.times[0] == since and np.all(np.diff(obs.times) == 1.0) and obs.times[-1] < now
     np.testing.assert_allclose(obs.workload, 2000.0, rtol=0.03)  # reads plus a flat backlog
     np.testing.assert_allclose(obs.consumer_lag, 50.0)
-    assert set(obs.worker_throughput) == {"tm-0", "tm-1"}
-    np.testing.assert_allclose(obs.worker_throughput["tm-0"], 1000.0, rtol=0.03)
-    np.testing.assert_allclose(obs.worker_busy["tm-1"], 0.7, rtol=0.03)
-    np.testing.assert_allclose(obs.worker_cpu["tm-1"], 0.75)
+    assert set(obs.worker_throughput) == set(obs.worker_busy) == {"0", "1"} and obs.worker_cpu == {}
+    np.testing.assert_allclose(obs.worker_throughput["0"], 1000.0, rtol=0.03)
+    np.testing.assert_allclose(obs.worker_busy["1"], 0.7, rtol=0.03)
     assert obs.parallelism == 2 and obs.uptime_s == 600.0 and obs.usable
+
+    # Workers named by TaskManager read CPU, a TaskManager's metric, beside the rest.
+    by_taskmanager = PrometheusMonitor(PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S, worker_label="tm_id"))
+    obs = by_taskmanager.observe(since=since, now=now)
+    assert dict(obs.gaps) == {}, obs.gaps
+    assert set(obs.worker_throughput) == set(obs.worker_cpu) == {"tm-0", "tm-1"}
+    np.testing.assert_allclose(obs.worker_cpu["tm-1"], 0.75)
 
 
 def test_a_worker_label_the_series_do_not_carry_is_a_wrong_shape_gap(prometheus: PrometheusServer, scraped: float) -> None:

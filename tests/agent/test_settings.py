@@ -74,6 +74,10 @@ def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
         # the flink-autoscaler's options are validated like the rest
         ("flink_autoscaler:\n  target_utilization: 1.5\n", "flink_autoscaler.target_utilization:"),
         ("flink_autoscaler:\n  metrics_window: 900\n", "flink_autoscaler.metrics_window: unknown key"),
+        # CPU is a TaskManager's: with workers named by subtask (the default) nothing could pair it with a worker
+        ("utilization: cpu\nscale_target:\n  kind: flink-rest\n",
+         "prometheus.worker_label: utilization: cpu reads CPU per TaskManager"),
+        ("policy: hpa\nscale_target:\n  kind: deployment\n", "prometheus.worker_label: policy: 'hpa' reads CPU per TaskManager"),
         # the simulated job is the lab's: the daemon's settings have no such section
         ("simulator:\n  partitions: 24\n", "simulator: unknown key"),
     ],
@@ -106,6 +110,14 @@ def test_bad_lab_config_is_one_line_naming_the_key(tmp_path: Path, yaml_text: st
     assert message in text
     assert "\n" not in text
     assert str(config) in text
+
+
+def test_cpu_readers_run_with_workers_named_by_taskmanager(tmp_path: Path) -> None:
+    for text in ("utilization: cpu\n", "policy: hpa\n"):
+        settings = load_settings(write(tmp_path, text + "scale_target:\n  kind: flink-rest\nprometheus:\n  worker_label: tm_id\n"))
+        assert settings.prometheus.worker_label == "tm_id" and "cpu" not in settings.skipped_queries
+        # The embedded simulator reads no Prometheus: any worker label will do there.
+        assert load_settings(write(tmp_path, text)).scale_target.kind == "simulated"
 
 
 def test_the_lab_accepts_the_oracle() -> None:

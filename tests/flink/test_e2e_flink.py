@@ -137,6 +137,21 @@ def test_default_queries_with_tm_id_read_the_real_job(prometheus: PrometheusServ
     assert running[0]["value"][1] == "3"
 
 
+def test_the_default_worker_is_a_subtask(prometheus: PrometheusServer, job_id: str) -> None:
+    """With every default the workers are the source's parallel instances (subtask_index), so a TaskManager with
+    several slots counts as several workers (tests/flink/test_multi_slot.py runs Perdix on one); busy time is
+    read per worker and CPU, a TaskManager's, is not asked for."""
+    settings = load_settings(None, {"prometheus.url": prometheus.url, "scale_target.kind": "flink-rest"})
+    monitor = PrometheusMonitor(settings.prometheus, skip=settings.skipped_queries)
+    now = time.time()
+    observation = monitor.observe(since=now - 5, now=now)
+    assert set(observation.worker_throughput) == set(observation.worker_busy) == {"0", "1", "2"}, observation.gaps
+    assert observation.worker_cpu == {} and observation.parallelism == 3
+    for worker, busy in observation.worker_busy.items():
+        finite = busy[~_nan(busy)]
+        assert finite.size and ((finite >= 0) & (finite <= 1)).all(), (worker, busy)
+
+
 def test_dry_run_recommends_and_writes_nothing(
     prometheus: PrometheusServer, flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy, tmp_path: Path
 ) -> None:
