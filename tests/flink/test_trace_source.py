@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ import pytest
 
 from agent.execute.flink_rest import FlinkRestScaler
 from agent.monitor.prometheus import PrometheusMonitor
-from agent.settings import PromQLQueries, ScaleTargetSettings, load_settings
+from agent.settings import PrometheusSettings, PromQLQueries, ScaleTargetSettings, load_settings
 from lab.flink import trace_job
 from lab.flink.promql import FlinkQueries, TraceJobQueries
 from lab.flink.trace_job import TraceJob, TraceJobOptions
@@ -296,8 +297,10 @@ def test_perdix_default_queries_read_the_job_through_its_monitor_across_rescales
     assert set(observation.worker_backlog) <= set(observation.worker_throughput)
     waiting = {worker: float(series[-1]) for worker, series in observation.worker_backlog.items()}
     assert sum(waiting.values()) == pytest.approx(float(observation.consumer_lag[-1]), rel=1e-9), waiting
-    by_lab = query_at(prometheus, lab.worker_backlog, float(grid[-1]))
-    assert waiting == pytest.approx({s["metric"]["tm_id"]: float(s["value"][1]) for s in by_lab}), (waiting, by_lab)
+    # The lab's query grouped by the default worker label (a worker is a source subtask).
+    label = PrometheusSettings().worker_label
+    by_lab = query_at(prometheus, replace(lab, worker_label=label).worker_backlog, float(grid[-1]))
+    assert waiting == pytest.approx({s["metric"][label]: float(s["value"][1]) for s in by_lab}), (waiting, by_lab)
     read = float(query_at(prometheus, lab.read_rate, float(grid[-1]))[0]["value"][1])
     summed = sum(float(series[-1]) for series in observation.worker_throughput.values())
     assert abs(summed - read) <= 1e-6 * read, (observation.worker_throughput, read)
