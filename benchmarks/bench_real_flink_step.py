@@ -9,8 +9,15 @@ alternates ``--cycles`` times between 700/s (one slot) and 3,000/s (three slots)
 confirmed rescale, and to the end of the SLO episode (lag back under one second of input, lab/slo.py),
 and whether the agent called the recovery overdue.
 
+``--defaults``: every time knob at its shipped default instead (60-s loop, 60-s rates, 120-s grace, 300-s
+recent-rescale hold and scale-in stabilization, 900-s forecast window and horizon, 300-s target recovery; only
+``max_parallelism: 3``, the job's 10-s checkpoints and a 2-s rescale downtime prior set, as the README's
+smallest configuration says), Prometheus scraping every 15 s, the first step after 180 s: Perdix as an
+operator would first run it. Use phases of several minutes (``--cycles 1 --phase 420``).
+
 Run (about 1 + 2 × cycles × phase / 60 minutes):
     flock /tmp/perdix-flink.lock .venv/bin/python -m benchmarks.bench_real_flink_step [--cycles 3] [--phase 70]
+    flock /tmp/perdix-flink.lock .venv/bin/python -m benchmarks.bench_real_flink_step --defaults --cycles 1 --phase 420
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ KNOBS: dict[str, Any] = {
     "prometheus": {"rate_window_s": 10},
 }
 """The short-run time knobs of tests/flink/test_e2e_daedalus.py (justified there)."""
+DEFAULTS: dict[str, Any] = {"max_parallelism": 3, "checkpoint_interval_s": 10.0, "downtime_rescale_prior_s": 2.0}
+"""``--defaults``: the settings the README's smallest flink-rest configuration sets; every time knob is the shipped one."""
 
 
 def main() -> None:
@@ -50,12 +59,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--phase", type=float, default=70.0, help="seconds per phase (HIGH and LOW)")
+    parser.add_argument("--defaults", action="store_true",
+                        help="every time knob at its default, Prometheus scraping every 15 s, the first step after 180 s")
     args = parser.parse_args()
     configure_logging("console", "error")
-    steps = [(FIRST_S + k * args.phase, HIGH if k % 2 == 0 else LOW) for k in range(2 * args.cycles)]
-    end_s = FIRST_S + 2 * args.cycles * args.phase
+    knobs, target_s, first_s = (DEFAULTS, 300.0, 180.0) if args.defaults else (KNOBS, TARGET_S, FIRST_S)
+    steps = [(first_s + k * args.phase, HIGH if k % 2 == 0 else LOW) for k in range(2 * args.cycles)]
+    end_s = first_s + 2 * args.cycles * args.phase
     with tempfile.TemporaryDirectory(prefix="perdix-bench-step-") as tmp, \
-            RealFlink.start(Path(tmp), taskmanagers=3, checkpoint_interval_s=10) as harness:
+            RealFlink.start(Path(tmp), taskmanagers=3, checkpoint_interval_s=10,
+                            scrape_interval="15s" if args.defaults else "1s") as harness:
         trace = Path(tmp) / "steps.csv"
         points = [(0.0, LOW)]
         level = LOW
@@ -70,14 +83,14 @@ def main() -> None:
         )
         job = harness.submit(options)
         epoch = (options.epoch_ms or 0) / 1000
-        agent = harness.perdix(Path(tmp) / "agent", harness.settings(job, Path(tmp) / "agent", **KNOBS))
+        agent = harness.perdix(Path(tmp) / "agent", harness.settings(job, Path(tmp) / "agent", **knobs))
         harness.wait_until(job, epoch + end_s, agent=agent)
         counts, expected = harness.drained(job, timeout_s=90)
         agent.stop()
         events = agent.events()
         rescales = rescales_from_log(events)
         record = harness.record(job, seconds=int(end_s), rescales=rescales)
-        verdict = judge(record.lag, record.workload, stops_from_log(rescales, epoch), target_recovery_time_s=TARGET_S)
+        verdict = judge(record.lag, record.workload, stops_from_log(rescales, epoch), target_recovery_time_s=target_s)
         overdue = [float(e["started_at"]) - epoch for e in events if e.get("event") == "recovery.overdue"]
         harness.cancel(job)
     print(f"rescales (s after the epoch): {[(r.from_parallelism, r.to_parallelism, round(r.requested_at - epoch, 1)) for r in rescales]}")
@@ -104,7 +117,7 @@ def main() -> None:
         print(f"| {at:.0f} | {new:,.0f}/s | {_fmt(request)} | {_fmt(confirmed)} | {_fmt(caught)} | {len(mine)} | {'yes' if late else 'no'} |")
     if ups:
         print(f"\nstep up: request after {statistics.median(ups):.1f} s (median of {len(ups)}), "
-              f"caught up after {statistics.median(catch) if catch else float('nan'):.1f} s (target {TARGET_S:g} s)")
+              f"caught up after {statistics.median(catch) if catch else float('nan'):.1f} s (target {target_s:g} s)")
 
 
 def _fmt(value: float | None) -> str:

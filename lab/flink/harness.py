@@ -57,8 +57,9 @@ def agent_settings(
     """The smallest ``perdix run`` settings for the flink-rest target on this harness, plus ``overrides``.
 
     Set: the Prometheus URL, the flink-rest target's REST URL and job, the same job in the queries
-    (``prometheus.flink_job``, so a cluster that ran other jobs before is read right), the knowledge file and JSON logs without a metrics port (several agents may run on one
-    machine). ``overrides`` are top-level keys (``loop_interval_s=5``) or nested dicts merged in.
+    (``prometheus.flink_job``, so a cluster that ran other jobs before is read right), the knowledge file
+    and JSON logs without a metrics port (several agents may run on one machine); the worker label is the
+    default one. ``overrides`` are top-level keys (``loop_interval_s=5``) or nested dicts merged in.
     """
     settings: dict[str, Any] = {
         "policy": policy,
@@ -151,9 +152,10 @@ class RealFlink:
     @classmethod
     def start(
         cls, workdir: Path, *, taskmanagers: int, checkpoint_interval_s: int = 10,
-        extra_config: dict[str, Any] | None = None,
+        extra_config: dict[str, Any] | None = None, scrape_interval: str = "1s",
     ) -> RealFlink:
-        """Start a cluster of ``taskmanagers`` one-slot TaskManagers and a Prometheus scraping it; build the jar.
+        """Start a cluster of ``taskmanagers`` one-slot TaskManagers and a Prometheus scraping it every
+        ``scrape_interval``; build the jar.
 
         A start that fails stops whatever it started before raising.
         """
@@ -163,7 +165,8 @@ class RealFlink:
         try:
             (workdir / "flink").mkdir(parents=True, exist_ok=True)
             cluster.start()
-            prometheus = PrometheusServer(workdir / "prometheus", cluster.metrics_targets).start()
+            prometheus = PrometheusServer(workdir / "prometheus", cluster.metrics_targets,
+                                          scrape_interval=scrape_interval).start()
             harness = cls(cluster, prometheus, trace_job.build_jar(), owned=True)
             harness.wait_scraped()
             return harness
