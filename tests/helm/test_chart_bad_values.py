@@ -46,6 +46,9 @@ BAD_VALUES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
     ("static-outside-bounds", {"perdix": {"staticParallelism": 40}}, [], ["perdix.staticParallelism"]),
     ("initial-replicas-above-max", {"flink": {"taskManager": {"replicas": 30}}}, [], ["flink.taskManager.replicas"]),
     ("operator-without-target", {"flink": {"mode": "operator"}}, [], ["flink.operator.flinkDeployment"]),
+    # CPU is a TaskManager's: workers named by subtask cannot carry it (perdix run refuses the same at start).
+    ("hpa-with-subtask-workers", {"perdix": {"policy": "hpa"}}, [], ["perdix.prometheus.workerLabel", "set it to pod"]),
+    ("cpu-with-subtask-workers", {"perdix": {"utilization": "cpu"}}, [], ["perdix.prometheus.workerLabel", "perdix.utilization cpu"]),
     ("standalone-other-target", {"perdix": {"scaleTarget": {"name": "someone-elses"}}}, [], ["perdix.scaleTarget.name"]),
     ("standalone-other-namespace", {"perdix": {"scaleTarget": {"namespace": "other"}}}, [], ["perdix.scaleTarget.namespace"]),
     ("standalone-flinkdeployment", {"perdix": {"scaleTarget": {"kind": "flinkdeployment"}}}, [], ["perdix.scaleTarget.kind"]),

@@ -89,6 +89,9 @@ Included by every template that depends on them, so `helm lint` and `helm templa
 {{- if and (has $p.policy (list "daedalus-per-operator" "justin" "qescalor")) (not (has $t.kind (list "flink-rest" "flinkdeployment"))) }}
 {{- fail (printf "perdix.policy (%s) sets the parallelism of each job vertex: perdix.scaleTarget.kind must be flink-rest or flinkdeployment (operator mode), not %s" $p.policy $t.kind) }}
 {{- end }}
+{{- if and (or (eq $p.policy "hpa") (eq $p.utilization "cpu")) (eq $p.prometheus.workerLabel "subtask_index") }}
+{{- fail "perdix.prometheus.workerLabel (subtask_index): perdix.policy hpa and perdix.utilization cpu read CPU per TaskManager: set it to pod (or tm_id), with one slot per TaskManager" }}
+{{- end }}
 {{- if eq .Values.flink.mode "standalone" }}
 {{- if ne $t.kind "deployment" }}
 {{- fail (printf "perdix.scaleTarget.kind (%s) must be empty or deployment in standalone mode: Perdix scales the chart's TaskManager Deployment" $t.kind) }}
