@@ -402,8 +402,7 @@ class Settings(BaseSettings):
         # CPU load is a TaskManager's, not a subtask's: its series carry no subtask_index, so the cpu query
         # would answer one unlabelled series and every round would miss the CPU it is asked for. (The embedded
         # simulator reads no Prometheus.)
-        reads_cpu = self.utilization == "cpu" or self.policy == "hpa"
-        if reads_cpu and self.prometheus.worker_label == "subtask_index" and self.scale_target.kind != "simulated":
+        if self.reads_cpu and self.prometheus.worker_label == "subtask_index" and self.scale_target.kind != "simulated":
             reader = "utilization: cpu" if self.utilization == "cpu" else "policy: 'hpa'"
             raise ValueError(
                 f"prometheus.worker_label: {reader} reads CPU per TaskManager, which subtask_index cannot name: "
@@ -422,11 +421,15 @@ class Settings(BaseSettings):
         return self.source_partitions
 
     @property
+    def reads_cpu(self) -> bool:
+        """True when something reads the workers' CPU: the capacity model (utilization: cpu) or the hpa policy."""
+        return self.utilization == "cpu" or self.policy == "hpa"
+
+    @property
     def skipped_queries(self) -> frozenset[str]:
         """The utilization query nothing reads (busy time or CPU), which the monitor does not run."""
-        wants_cpu = self.utilization == "cpu" or self.policy == "hpa"
         wants_busy = self.utilization == "busy" or self.policy in ("flink-autoscaler", "ds2")
-        return frozenset(name for name, wanted in (("cpu", wants_cpu), ("busy", wants_busy)) if not wanted)
+        return frozenset(name for name, wanted in (("cpu", self.reads_cpu), ("busy", wants_busy)) if not wanted)
 
     @classmethod
     def settings_customise_sources(

@@ -194,6 +194,11 @@ class Vertex:
         """
         return self.running_subtasks + self.finished_subtasks == self.parallelism
 
+    @property
+    def limit(self) -> float:
+        """The largest parallelism the vertex takes: its max parallelism (infinite where the REST API gave none)."""
+        return self.max_parallelism if self.max_parallelism > 0 else math.inf
+
 
 @dataclass(frozen=True)
 class FlinkJobStatus:
@@ -366,7 +371,7 @@ class FlinkRestScaler:
         why = reasons[-1] if reasons else "no reason given"
         if dry_run:  # the loop logs the recommendation; nothing is written here
             return RescaleResult(requested=requested, confirmed=before.parallelism, dry_run=True)
-        self._check_can_rescale(before, wanted)
+        self._check_can_rescale(before, wanted, job_target=targets.get("*"))
         current = self.resource_requirements()
         body: dict[str, Any] = {}
         for vertex in before.vertices:
@@ -435,22 +440,16 @@ class FlinkRestScaler:
         ``*`` (the job's scale-out) takes each vertex to the target or to its own max parallelism, whichever is
         lower: a non-parallel operator (``windowAll``, a global aggregate: max parallelism 1) stays as it is, as
         Flink's own autoscaler leaves it, instead of making every scale-out of the job impossible. A target no
-        vertex can take is refused. A vertex named on its own above its max parallelism is refused too.
+        vertex can take, and a vertex named on its own above its max parallelism, are refused by
+        :meth:`_check_can_rescale`.
         """
         wanted: dict[str, int] = {}
         by_name = {v.name: v.id for v in job.vertices}
         ids = {v.id for v in job.vertices}
         for key, value in targets.items():
             if key == "*":
-                limits = [v.max_parallelism if v.max_parallelism > 0 else math.inf for v in job.vertices]
-                if job.vertices and int(value) > max(limits):
-                    raise ScalerError(
-                        f"job {job.name} has max parallelism {max(limits):.0f} (its vertices' largest), below the "
-                        f"target {int(value)}: lower max_parallelism or raise the job's max parallelism",
-                        kind="invalid_request",
-                    )
-                for vertex, limit in zip(job.vertices, limits, strict=True):
-                    wanted.setdefault(vertex.id, int(min(int(value), limit)))
+                for vertex in job.vertices:
+                    wanted.setdefault(vertex.id, int(min(int(value), vertex.limit)))
             elif key in ids:
                 wanted[key] = int(value)
             elif key in by_name:
@@ -460,8 +459,11 @@ class FlinkRestScaler:
                 raise ScalerError(f"job {job.name} has no vertex {key!r} (vertices: {names})", kind="invalid_request")
         return wanted
 
-    def _check_can_rescale(self, job: FlinkJobStatus, wanted: Mapping[str, int]) -> None:
-        """Refuse before writing: wrong scheduler, above max parallelism, too few free slots."""
+    def _check_can_rescale(
+        self, job: FlinkJobStatus, wanted: Mapping[str, int], *, job_target: int | None = None
+    ) -> None:
+        """Refuse before writing: wrong scheduler, above max parallelism (a job-wide ``job_target`` above every
+        vertex's, or a vertex's own target above its), too few free slots."""
         scheduler = job.scheduler
         if scheduler is None:
             config = self.client.get(f"/jobs/{job.job_id}/jobmanager/config") or []
@@ -469,9 +471,16 @@ class FlinkRestScaler:
             scheduler = "Adaptive" if str(values.get("jobmanager.scheduler", "")).lower() == "adaptive" else "Default"
         if scheduler.lower() != "adaptive":
             raise self._once_error("not_adaptive", self._not_adaptive(job))
+        largest = max((v.limit for v in job.vertices), default=math.inf)
+        if job_target is not None and job_target > largest:
+            raise ScalerError(
+                f"job {job.name} has max parallelism {largest:.0f} (its vertices' largest), below the "
+                f"target {job_target}: lower max_parallelism or raise the job's max parallelism",
+                kind="invalid_request",
+            )
         for vertex in job.vertices:
             target = wanted.get(vertex.id)
-            if target is not None and vertex.max_parallelism > 0 and target > vertex.max_parallelism:
+            if target is not None and target > vertex.limit:
                 raise ScalerError(
                     f"vertex {vertex.name!r} of job {job.name} has max parallelism {vertex.max_parallelism}, "
                     f"below the target {target}", kind="invalid_request",
