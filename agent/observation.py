@@ -6,8 +6,9 @@ like an idle job. A series that could not be read at all is named in ``gaps`` wi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -84,6 +85,43 @@ class Observation:
             and self.workload_mean is not None
             and bool(self.worker_throughput)
             and bool(self.worker_cpu or self.worker_busy)
+        )
+
+    def per_second(self, step_s: float, since: float, until: float) -> Observation:
+        """The same observation on the 1-s grid the analyzer reads, each sample held until the next.
+
+        A monitor that reads at a coarser step (``prometheus.step_s: 15``, to query less) would
+        otherwise hand the forecaster, the envelope and the watch one sample per step where they count
+        seconds: a 900-s horizon read as 900 samples would be 3 h 45 min. The seconds of
+        ``[since, until)`` are covered (a second before the first sample is a gap, NaN); a finer step
+        keeps the sample at each second. ``step_s`` 1: the observation as it is.
+        """
+        times = np.asarray(self.times, dtype=float)
+        if times.size == 0 or step_s == 1.0:
+            return self
+        seconds = np.arange(math.ceil(since - 1e-9), until - 1e-9, 1.0)
+        index = np.searchsorted(times, seconds + 1e-9, side="right") - 1
+        before = index < 0
+
+        def held(series: np.ndarray) -> np.ndarray:
+            values = np.asarray(series)[index.clip(min=0)]
+            if values.dtype == bool:
+                return np.where(before, True, values)  # no rate there to call unsettled
+            return np.where(before, np.nan, values)
+
+        def each(series: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+            return {name: held(values) for name, values in series.items()}
+
+        return replace(
+            self,
+            times=seconds,
+            workload=held(self.workload),
+            worker_throughput=each(self.worker_throughput),
+            worker_cpu=each(self.worker_cpu),
+            consumer_lag=held(self.consumer_lag),
+            worker_busy=each(self.worker_busy),
+            worker_backlog=each(self.worker_backlog),
+            rates_settled=None if self.rates_settled is None else held(self.rates_settled),
         )
 
     def worker_load(self, utilization: str) -> Mapping[str, np.ndarray]:

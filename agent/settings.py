@@ -132,7 +132,12 @@ class PrometheusSettings(_Section):
 
     url: str = Field("http://127.0.0.1:9090", description="Base URL of the Prometheus server.")
     timeout_s: float = Field(10.0, gt=0, description="Timeout of one Prometheus request, seconds.")
-    step_s: float = Field(1.0, gt=0, description="Resolution of the range queries, seconds.")
+    step_s: float = Field(
+        1.0,
+        gt=0,
+        description="Resolution of the range queries, seconds. A coarser step queries less; the analyzer "
+        "still reads one sample a second, each point held until the next.",
+    )
     stale_after_s: float = Field(
         120.0, gt=0, description="A series whose newest sample is older than this is a gap, seconds."
     )

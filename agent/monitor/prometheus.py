@@ -1,7 +1,8 @@
 """The Prometheus monitor: one range query per series over the window since the last loop, on one grid.
 
 Every query lives in ``settings.prometheus.queries`` (defaults for the Flink Prometheus reporter and
-Kafka). Answers are placed on a common grid of ``step_s`` points covering ``[since, now)``; a point
+Kafka). Answers are placed on a common grid of ``step_s`` points covering ``[since, now)`` (and handed
+on at one per second, each held until the next: the analyzer counts seconds); a point
 Prometheus has no value for is NaN, never zero, because a missing sample must not look like an idle
 job. A series that is empty, stale, partial, rejected or of the wrong shape is named in
 ``Observation.gaps``; the loop does not act on a round without the data it needs. When Prometheus
@@ -226,9 +227,12 @@ class PrometheusMonitor:
 
     def observe(self, *, since: float, now: float) -> Observation:
         """The window ``[since, now)`` on the step grid; gaps are NaN and named; MonitorError if Prometheus is down."""
-        grid = Grid.covering(since, now, self.settings.step_s)
+        step = self.settings.step_s
+        # A step coarser than a second also reads the point at or before ``since``: held, it covers the
+        # window's first seconds, which the previous window's grid left to this one.
+        grid = Grid.covering(since if step == 1.0 else math.floor(since / step) * step, now, step)
         if grid.size == 0:
-            raise MonitorError(f"empty window: since={since} now={now} step={self.settings.step_s}")
+            raise MonitorError(f"empty window: since={since} now={now} step={step}")
         answers: dict[str, list[dict[str, Any]]] = {}
         gaps: dict[str, str] = {}
         failed: dict[str, QueryFailed] = {}
@@ -279,7 +283,7 @@ class PrometheusMonitor:
             worker_busy={w: s for w, s in busy.items() if w in throughput} if throughput else busy,
             worker_backlog={w: s for w, s in backlog.items() if w in throughput},
             rates_settled=self._settled(scalars.get("uptime")),
-        )
+        ).per_second(step, since=since, until=now)
 
     def _settled(self, uptime: np.ndarray | None) -> np.ndarray | None:
         """Per sample: False where a rate window reaches back before the job's last restart, else True.

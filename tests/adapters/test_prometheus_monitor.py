@@ -223,3 +223,30 @@ def test_a_skipped_query_is_never_sent(fake_prometheus: FakePrometheus) -> None:
     sent = {p["query"] for path, p in fake_prometheus.requests if path == "/api/v1/query_range"}
     assert q("cpu") not in sent and q("busy") in sent
     assert obs.worker_cpu == {} and set(obs.worker_busy) == {"tm-0", "tm-1"} and obs.usable
+
+
+def test_a_coarse_step_is_handed_on_at_one_sample_a_second(fake_prometheus: FakePrometheus) -> None:
+    """``step_s: 15`` queries a point every 15 s; the analyzer counts seconds, so each point is held."""
+    healthy(fake_prometheus)
+    fake_prometheus.answers[q("workload", step_s=15.0)] = Canned([({}, lambda t: t)])  # the value names its time
+    fake_prometheus.answers[q("consumer_lag", step_s=15.0)] = Canned([({}, lambda t: 50.0)])
+    monitor = monitor_for(fake_prometheus, step_s=15.0)
+    first = monitor.observe(since=1003.0, now=1061.5)
+    second = monitor.observe(since=1061.5, now=1120.0)
+    np.testing.assert_array_equal(np.concatenate([first.times, second.times]), np.arange(1003.0, 1120.0))
+    # Each second holds the newest point at or before it, the window's first seconds the point before ``since``.
+    expected = 15.0 * np.floor(np.arange(1003.0, 1120.0) / 15.0)
+    np.testing.assert_array_equal(np.concatenate([first.workload, second.workload]), expected)
+    assert first.step_s == 1.0 and first.worker_throughput["tm-0"].size == first.times.size
+    assert first.rates_settled is not None and first.rates_settled.all() and first.usable
+    ranges = [p for path, p in fake_prometheus.requests if path == "/api/v1/query_range"]
+    assert {(p["start"], p["end"], p["step"]) for p in ranges} == {("990", "1050", "15"), ("1050", "1110", "15")}
+
+
+def test_a_coarse_step_keeps_gaps_as_gaps(fake_prometheus: FakePrometheus) -> None:
+    healthy(fake_prometheus)
+    fake_prometheus.answers[q("workload", step_s=15.0)] = Canned([({}, lambda t: 2000.0 if t < 1030 else None)])
+    obs = monitor_for(fake_prometheus, step_s=15.0).observe(since=SINCE, now=NOW)
+    assert obs.times.size == 60  # points at 990 (before since), 1005, 1020, then none from 1035 on
+    assert np.isfinite(obs.workload[:35]).all() and np.isnan(obs.workload[35:]).all()
+    assert obs.gaps["workload"].startswith("partial")
