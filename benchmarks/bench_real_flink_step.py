@@ -7,7 +7,8 @@ recent-rescale hold and stabilization, 60-s forecast, 40-s target recovery, at m
 alternates ``--cycles`` times between 700/s (one slot) and 3,000/s (three slots) in phases of
 ``--phase`` seconds. Per step it prints the seconds from the step to the rescale request, to the
 confirmed rescale, and to the end of the SLO episode (lag back under one second of input, lab/slo.py),
-and whether the agent called the recovery overdue.
+and whether the agent called the recovery overdue; then, for the first step up, every round's forecast
+peak and where it came from (a step must be forecast at its new level, not as a ramp).
 
 ``--defaults``: every time knob at its shipped default instead (60-s loop, 60-s rates, 120-s grace, 300-s
 recent-rescale hold and scale-in stabilization, 900-s forecast window and horizon, 300-s target recovery; only
@@ -23,6 +24,7 @@ Run (about 1 + 2 × cycles × phase / 60 minutes):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.logging import configure_logging
-from lab.flink.harness import RealFlink, rescales_from_log, stops_from_log
+from lab.flink.harness import RealFlink, log_time, rescales_from_log, stops_from_log
 from lab.flink.trace_job import TraceJobOptions
 from lab.slo import judge
 
@@ -61,12 +63,17 @@ def main() -> None:
     parser.add_argument("--phase", type=float, default=70.0, help="seconds per phase (HIGH and LOW)")
     parser.add_argument("--defaults", action="store_true",
                         help="every time knob at its default, Prometheus scraping every 15 s, the first step after 180 s")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="work in DIR and keep it (the agent's log and knowledge, Flink's and Prometheus' files)")
     args = parser.parse_args()
     configure_logging("console", "error")
     knobs, target_s, first_s = (DEFAULTS, 300.0, 180.0) if args.defaults else (KNOBS, TARGET_S, FIRST_S)
     steps = [(first_s + k * args.phase, HIGH if k % 2 == 0 else LOW) for k in range(2 * args.cycles)]
     end_s = first_s + 2 * args.cycles * args.phase
-    with tempfile.TemporaryDirectory(prefix="perdix-bench-step-") as tmp, \
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with (contextlib.nullcontext(str(args.keep)) if args.keep is not None
+          else tempfile.TemporaryDirectory(prefix="perdix-bench-step-")) as tmp, \
             RealFlink.start(Path(tmp), taskmanagers=3, checkpoint_interval_s=10,
                             scrape_interval="15s" if args.defaults else "1s") as harness:
         trace = Path(tmp) / "steps.csv"
@@ -115,6 +122,13 @@ def main() -> None:
             if caught is not None:
                 catch.append(caught)
         print(f"| {at:.0f} | {new:,.0f}/s | {_fmt(request)} | {_fmt(confirmed)} | {_fmt(caught)} | {len(mine)} | {'yes' if late else 'no'} |")
+    first_at, first_until = steps[0][0], steps[1][0] if len(steps) > 1 else end_s
+    rounds = [(log_time(e) - epoch - first_at, e.get("forecast_peak"), e.get("forecast_source"))
+              for e in events if e.get("event") == "loop" and first_at <= log_time(e) - epoch < first_until]
+    peaks = [peak for _, peak, _ in rounds if isinstance(peak, (int, float))]
+    print(f"\nforecast after the first step up to {HIGH:,.0f}/s (s after it, peak, source): "
+          f"{[(round(t), peak, source) for t, peak, source in rounds]}; highest peak "
+          f"{max(peaks) if peaks else float('nan'):,.0f}/s")
     if ups:
         print(f"\nstep up: request after {statistics.median(ups):.1f} s (median of {len(ups)}), "
               f"caught up after {statistics.median(catch) if catch else float('nan'):.1f} s (target {target_s:g} s)")

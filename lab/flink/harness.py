@@ -76,7 +76,7 @@ def agent_settings(
     return settings
 
 
-def _log_time(event: Mapping[str, Any]) -> float:
+def log_time(event: Mapping[str, Any]) -> float:
     """Unix seconds of a structlog event's ISO timestamp."""
     return datetime.fromisoformat(str(event["timestamp"])).timestamp()
 
@@ -99,9 +99,9 @@ def rescales_from_log(events: list[dict[str, Any]]) -> list[Rescale]:
     for event in events:
         name = event.get("event")
         if name == "rescale.requested":
-            requested = _log_time(event)
+            requested = log_time(event)
         elif name == "rescale" and not event.get("dry_run"):
-            confirmed_at = _log_time(event)
+            confirmed_at = log_time(event)
             confirmed = event.get("confirmed")
             out.append(Rescale(
                 from_parallelism=int(event["from"]),

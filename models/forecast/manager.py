@@ -379,7 +379,7 @@ class WorkloadForecaster:
         recent = np.asarray(self._raw, dtype=float)[-self.linear_window_s :]
         if int(np.count_nonzero(np.isfinite(recent))) < self.min_linear_s:
             return None
-        line = LinearForecaster(window=self.linear_window_s, min_samples=self.min_linear_s).fit(recent)
+        line = LinearForecaster(window=self.linear_window_s, min_samples=self.min_linear_s, level_shifts=True).fit(recent)
         return line.predict(self.horizon_s)
 
     # ------------------------------------------------------------------ persistence

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.forecast import ArimaForecaster, Forecaster, LinearForecaster, WorkloadForecaster, wape
+from models.forecast.linear import fit_level_shift
 
 
 class InlineExecutor:
@@ -68,6 +69,74 @@ def test_linear_forecaster_extrapolates_and_clamps() -> None:
     assert falling.predict(20).min() == 0.0
     assert np.isnan(LinearForecaster(min_samples=5).fit(np.array([1.0, np.nan])).predict(2)).all()
     assert isinstance(model, Forecaster)
+
+
+def _step(before: float, after: float, age_s: int, *, smear_s: int = 1, seed: int = 0) -> np.ndarray:
+    """600 s of workload with a step ``age_s`` seconds before the end, smeared over ``smear_s`` (a rate window), 2 % noise."""
+    level = np.where(np.arange(600 + smear_s - 1) < 600 + smear_s - 1 - age_s, before, after)
+    smeared = np.convolve(level, np.ones(smear_s) / smear_s, mode="valid")
+    return smeared * (1 + 0.02 * np.random.default_rng(seed).standard_normal(600))
+
+
+@pytest.mark.parametrize("smear_s", [1, 60])
+@pytest.mark.parametrize(("before", "after"), [(1200.0, 4500.0), (3000.0, 700.0), (1000.0, 1300.0)])
+@pytest.mark.parametrize("age_s", [90, 180, 450])
+def test_a_step_is_carried_as_its_new_level_not_as_a_ramp(before: float, after: float, age_s: int, smear_s: int) -> None:
+    y = _step(before, after, age_s, smear_s=smear_s)
+    straight = LinearForecaster(window=600).fit(y).predict(900)
+    shifted = LinearForecaster(window=600, level_shifts=True).fit(y).predict(900)
+    assert abs(straight[-1] - after) > 0.15 * abs(after - before), "the straight line ramps the step (the case mended)"
+    assert np.abs(shifted - after).max() <= 0.1 * abs(after - before), "the new level, held 15 minutes on"
+
+
+def test_a_step_still_smearing_or_unseen_is_no_shift() -> None:
+    # 20 s into a 60-s rate window's smear the new level has not been seen: the straight line stands.
+    y = _step(1200.0, 4500.0, 20, smear_s=60)
+    assert fit_level_shift(y) is None
+    shift = fit_level_shift(_step(1200.0, 4500.0, 120, smear_s=60))
+    assert shift is not None and shift.shift == pytest.approx(3300.0, rel=0.05)
+    assert 110 <= shift.start <= 190 and shift.explained < 0.05
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda t: 1000.0 + 5.0 * t,  # a ramp
+        lambda t: 1000.0 + 3000.0 * np.sin(t / 600 * np.pi / 2),  # a ramp that levels off
+        lambda t: 1000.0 + 3000.0 * np.sin(t / 300 * np.pi / 2),  # up and down again
+        lambda t: np.full(t.size, 2000.0),  # flat
+        lambda t: np.where(t < 360, 1000.0, 1000.0 + 200.0 * (t - 360)),  # flat, then a steep ramp for 4 minutes
+        lambda t: np.where(t < 540, 1000.0, 1000.0 + 400.0 * (t - 540)),  # the last minute: a step's or a ramp's start
+    ],
+)
+def test_smooth_workloads_keep_the_straight_line(shape: Callable[[np.ndarray], np.ndarray]) -> None:
+    t = np.arange(600, dtype=float)
+    y = shape(t) * (1 + 0.02 * np.random.default_rng(3).standard_normal(600))
+    assert fit_level_shift(y) is None
+    straight = LinearForecaster(window=600).fit(y).predict(900)
+    assert LinearForecaster(window=600, level_shifts=True).fit(y).predict(900) == pytest.approx(straight)
+
+
+def test_level_shift_search_copes_with_gaps_and_short_windows() -> None:
+    y = _step(1200.0, 4500.0, 200)
+    y[100:250] = np.nan  # a monitoring gap: whole buckets missing
+    shift = fit_level_shift(y)
+    assert shift is not None and shift.last == pytest.approx(4500.0, rel=0.03)
+    assert fit_level_shift(np.full(50, 7.0)) is None  # five buckets: too short to hold a step
+    assert fit_level_shift(np.full(600, np.nan)) is None
+    model = LinearForecaster(window=600, level_shifts=True).fit(_step(1200.0, 4500.0, 300))
+    copy = LinearForecaster.from_dict(model.to_dict())
+    assert copy.level_shifts and copy.predict(5) == pytest.approx(model.predict(5))
+
+
+def test_a_fresh_agent_forecasts_a_step_as_its_new_level() -> None:
+    """Until an ARIMA is fitted and candidates are scored, the forecast is the line: not a ramp of a step."""
+    manager = WorkloadForecaster(executor=InlineExecutor(), model_factory=ConstantForecaster, min_fit_s=3600)
+    y = _step(1200.0, 4500.0, 180)
+    for start in range(0, 600, 60):
+        forecast = manager.step(y[start : start + 60])
+    assert forecast.source == "linear" and forecast.values is not None
+    assert forecast.values.max() < 4500.0 * 1.06
 
 
 def _manager(**kwargs: Any) -> WorkloadForecaster:
