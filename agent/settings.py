@@ -63,10 +63,11 @@ class PromQLQueries(_Section):
 
     workload: str = Field(
         f"sum(rate(flink_taskmanager_job_task_operator_numRecordsOut{{{_SOURCE}}}[{{window}}s]))"
-        f" + (delta(sum(flink_taskmanager_job_task_operator_pendingRecords{{{_SOURCE}}})[{{window}}s:{{step}}s]) / {{window}}"
+        f" + (sum(delta(flink_taskmanager_job_task_operator_pendingRecords{{{_SOURCE}}}[{{window}}s])) / {{window}}"
         " or vector(0))",
         description="Records/s arriving at the source: what the sources read (numRecordsOut counters) plus the "
-        "growth of their backlog (FLIP-33 pendingRecords) over the same window. A source that reports no "
+        "growth of their backlog (FLIP-33 pendingRecords) over the same window, both per reader (each reader's "
+        "two series are scraped together, so both terms cover the same stretch of the window). A source that reports no "
         "pendingRecords in the whole window (datagen, connectors without FLIP-33) adds no growth term: its "
         "workload is what it reads, which falls short of the demand while the job is saturated. "
         "Needs: numRecordsOut; pendingRecords where the source has it.",
