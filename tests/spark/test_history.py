@@ -160,7 +160,7 @@ class FakePrometheus(BaseHTTPRequestHandler):
             return
         stamps = start + step * np.arange(points)
         query = params["query"]
-        if "+ (delta(" in query:  # the workload: reads plus backlog growth
+        if "numRecordsOut" in query and "pendingRecords" in query:  # the workload: reads plus backlog growth
             series = [({}, 100.0 + stamps % 3600)]
         elif query.startswith("max(count by"):  # the running source subtasks
             series = [({}, 2.0 + 0 * stamps)]
