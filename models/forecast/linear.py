@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from models.forecast.scoring import step_means
+
 SHIFT_BUCKET_S = 10
 """The shift is looked for in means of this many samples (seconds), so noise does not look like a step."""
 SHIFT_WIDTHS = (1, 2, 3, 4, 5, 6, 7)
@@ -64,12 +66,9 @@ def fit_level_shift(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> LevelShift |
     n_all = y.size // bucket
     if n_all < SHIFT_MIN_BEFORE + SHIFT_MIN_AFTER + 1:
         return None
-    blocks = y[y.size - n_all * bucket :].reshape(n_all, bucket)
-    finite = np.isfinite(blocks)
-    counts = finite.sum(axis=1)
-    keep = counts > 0
-    index = np.arange(n_all)[keep]
-    means = np.where(finite, blocks, 0.0).sum(axis=1)[keep] / counts[keep]
+    all_means = step_means(y[y.size - n_all * bucket :], bucket, n_all)
+    keep = np.isfinite(all_means)
+    index, means = np.arange(n_all)[keep], all_means[keep]
     n = index.size
     if n < SHIFT_MIN_BEFORE + SHIFT_MIN_AFTER + 1:
         return None
@@ -102,10 +101,8 @@ def fit_level_shift(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> LevelShift |
 
 def _shift_columns(index: np.ndarray, n_all: int) -> tuple[np.ndarray, np.ndarray]:
     """Every shift's third column (K, n): 0 before bucket k, rising over its width, 1 after; and each k."""
-    ks = np.concatenate([np.arange(SHIFT_MIN_BEFORE, n_all - SHIFT_MIN_AFTER - w + 1) for w in SHIFT_WIDTHS])
-    widths = np.concatenate(
-        [np.full(max(0, n_all - SHIFT_MIN_AFTER - w + 1 - SHIFT_MIN_BEFORE), w) for w in SHIFT_WIDTHS]
-    )
+    pairs = [(k, w) for w in SHIFT_WIDTHS for k in range(SHIFT_MIN_BEFORE, n_all - SHIFT_MIN_AFTER - w + 1)]
+    ks, widths = np.array(pairs, dtype=int).reshape(-1, 2).T
     return np.clip((index[None, :] - ks[:, None] + 1) / widths[:, None], 0.0, 1.0), ks
 
 
