@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from lab.flink.harness import (
     JobRecord,
     RealFlink,
     Rescale,
+    log_time,
     rescales_from_log,
     stops_from_log,
 )
@@ -112,11 +112,6 @@ def prometheus(flink_cluster: FlinkCluster, tmp_path_factory: pytest.TempPathFac
         yield server
     finally:
         server.stop()
-
-
-def _unix(event: dict[str, Any]) -> float:
-    """Unix seconds of a log event's ISO timestamp."""
-    return datetime.fromisoformat(str(event["timestamp"])).timestamp()
 
 
 def write_steps(path: Path) -> Path:
@@ -239,7 +234,7 @@ def test_the_restarted_agent_resumes_from_its_knowledge_without_a_second_rescale
     )
     # The watch of the scale-out's recovery survived the kill: the restarted agent's first round still holds for it.
     restarted_rounds = [e for e in scenario.events if e.get("event") == "loop"
-                        and scenario.since_epoch(_unix(e)) > scenario.since_epoch(scenario.killed_at)]
+                        and scenario.since_epoch(log_time(e)) > scenario.since_epoch(scenario.killed_at)]
     assert restarted_rounds and restarted_rounds[0].get("recovering") is True, (
         f"the restarted agent's first round does not continue the recovery watch: {restarted_rounds[:1]}{scenario.tail()}"
     )

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from lab.flink import trace_job
-from lab.flink.harness import RealFlink, Rescale, agent_settings, rescales_from_log
+from lab.flink.harness import RealFlink, Rescale, agent_settings, log_time, rescales_from_log
 from tests.fixtures.flink import FlinkCluster, poll
 from tests.fixtures.prometheus import PrometheusServer
-from tests.flink.test_e2e_daedalus import RATE_WINDOW_S, _unix, time_knobs
+from tests.flink.test_e2e_daedalus import RATE_WINDOW_S, time_knobs
 
 pytestmark = pytest.mark.e2e
 
@@ -90,7 +90,7 @@ def test_every_round_reads_the_workload_from_what_the_sources_read(scenario: Sce
     # Once the rate window has passed the scale-in's restart (the generator does not make up the records of the
     # second it stopped, so a window over the restart reads up to a tenth low), the workload is the rate produced.
     settled_from = scenario.rescales[-1].confirmed_at + RATE_WINDOW_S + 1 if scenario.rescales else 0.0
-    steady = [float(e["workload_avg"]) for e in deciding if _unix(e) >= settled_from]
+    steady = [float(e["workload_avg"]) for e in deciding if log_time(e) >= settled_from]
     assert len(steady) >= 2 and all(abs(w - RATE) <= 0.05 * RATE for w in steady), (steady, scenario.tail)
     # The generator reports no backlog: the lag queries are named gaps, the workload is not one after the start.
     gaps = {e["series"] for e in scenario.events if e.get("event") == "monitor.gap" and e.get("problem") == "empty"}
