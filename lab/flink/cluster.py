@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -50,9 +51,46 @@ class DeadlineExceeded(FlinkLabError, TimeoutError):
     """A wait ran out of time."""
 
 
-def free_port() -> int:
-    """A TCP port free on loopback right now."""
-    with socket.socket() as sock:
+_PORT_FLOOR = 20000
+"""The lowest port free_port hands out below the kernel's ephemeral range (clear of the usual services)."""
+
+
+def ephemeral_port_range(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> tuple[int, int]:
+    """The kernel's range for the local end of outgoing connections (Linux' default when it cannot be read)."""
+    try:
+        low, high = (int(part) for part in path.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def _bindable(port: int) -> bool:
+    try:
+        with socket.socket() as sock:
+            sock.bind(("0.0.0.0", port))  # the wildcard: refused while any address holds the port
+    except OSError:
+        return False
+    return True
+
+
+def free_port(*, ephemeral: tuple[int, int] | None = None) -> int:
+    """A TCP port nothing holds right now, chosen below the kernel's ephemeral range when there is room.
+
+    The port is handed to another process, which binds it seconds later (a JVM's start). A port of the
+    ephemeral range can meanwhile become the local end of any outgoing connection (every HTTP request of
+    a test suite takes one), and Flink's Prometheus reporter then starts on no port at all, logging a
+    warning only: a CI run lost a TaskManager's metrics that way. Ports below the range are never taken
+    by connections; they are drawn at random (from the OS' entropy, not the ``random`` module that test
+    runners seed alike in parallel processes), so two processes asking at once rarely meet.
+    """
+    low, _high = ephemeral or ephemeral_port_range()
+    if low - _PORT_FLOOR >= 1000:
+        draw = random.SystemRandom()
+        for _ in range(100):
+            port = draw.randrange(_PORT_FLOOR, low)
+            if _bindable(port):
+                return port
+    with socket.socket() as sock:  # no room below the range (or all taken): any port the kernel has
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
@@ -139,6 +177,8 @@ class FlinkCluster:
     """Overrides of config(); a None value drops the key, so Flink's own default applies."""
     home: Path = field(default_factory=flink_home)
     rest_port: int = field(default_factory=free_port)
+    reporter_timeout_s: float = 20.0
+    """How long start() waits for a process's Prometheus reporter to answer once the TaskManagers registered."""
     processes: list[FlinkProcess] = field(default_factory=list)
     jobs: list[str] = field(default_factory=list)
 
@@ -259,14 +299,17 @@ class FlinkCluster:
 
     # ------------------------------------------------------------------ processes
 
-    def _start(self, role: str, script: str) -> FlinkProcess:
-        port = free_port()
+    def _start(self, role: str, script: str, metrics_port: int | None = None) -> FlinkProcess:
+        port = metrics_port or free_port()
         log = self.workdir / "log" / f"{role}.out"
+        # The scripts name the log file after FLINK_IDENT_STRING and a count of the pid file's lines, which
+        # processes started together read alike: without an ident of their own they wrote over one file.
+        env = {**self.env(), "FLINK_IDENT_STRING": role}
         with log.open("ab") as out:
             process = subprocess.Popen(
                 ["bash", str(self.home / "bin" / script), "start-foreground",
                  "-D", f"metrics.reporter.prom.port={port}"],
-                stdout=out, stderr=subprocess.STDOUT, env=self.env(), cwd=self.workdir,
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.workdir,
                 # Before exec, no thread of ours runs in the child: the fork-and-threads hazard does not apply.
                 start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
@@ -275,9 +318,10 @@ class FlinkCluster:
         return proc
 
     def start(self, timeout_s: float = 90.0) -> Self:
-        """Start the JobManager and the TaskManagers; return once all TaskManagers are registered.
+        """Start the JobManager and the TaskManagers; return once all are registered and every reporter answers.
 
-        A start that fails stops whatever it started before raising.
+        A TaskManager whose Prometheus reporter is silent is replaced (see add_taskmanager); a silent
+        JobManager fails the start. A start that fails stops whatever it started before raising.
         """
         try:
             self.write_config()
@@ -292,27 +336,74 @@ class FlinkCluster:
                 return bool(overview) and overview.get("taskmanagers") == self.taskmanagers
 
             poll(registered, timeout_s=timeout_s, interval_s=0.5, what=f"{self.taskmanagers} registered TaskManagers")
+            silent = [p for p in self.processes if not self.await_reporter(p)]
+            for proc in silent:
+                if proc.role == "jobmanager":
+                    raise FlinkLabError(
+                        f"the JobManager's Prometheus reporter does not answer on port {proc.metrics_port}; "
+                        f"log tail: {self.log_tail(proc, 5)!r}"
+                    )
+                self.kill(proc.role)
+                self.add_taskmanager()
+            if silent:  # a killed TaskManager holds its slot until its heartbeat times out
+                poll(registered, timeout_s=timeout_s, interval_s=0.5, what=f"{self.taskmanagers} TaskManagers again")
         except BaseException:
             self.stop()
             raise
         return self
 
+    def await_reporter(self, proc: FlinkProcess) -> bool:
+        """Whether the process's Prometheus reporter serves Flink's metrics within ``reporter_timeout_s``.
+
+        The reporter starts before the process registers; one whose port was taken in the meantime logs a
+        warning and reports nowhere, while the process runs on.
+        """
+        url = f"http://127.0.0.1:{proc.metrics_port}/metrics"
+
+        def serving() -> bool:
+            self.check_alive()
+            try:
+                with urllib.request.urlopen(url, timeout=2.0) as response:
+                    return b"flink_" in response.read()
+            except (urllib.error.URLError, OSError):
+                return False
+
+        try:
+            poll(serving, timeout_s=self.reporter_timeout_s, interval_s=0.3, what=f"the reporter of {proc.role}")
+        except DeadlineExceeded:
+            return False
+        return True
+
     def add_taskmanager(self, *, timeout_s: float = 60.0) -> FlinkProcess:
-        """Start one more TaskManager (a replacement after ``kill``) and wait until it is registered."""
+        """Start one more TaskManager (a replacement after ``kill``); return it once registered and reporting.
+
+        One whose Prometheus reporter stays silent is killed and another started in its place, once;
+        FlinkLabError if that one is silent too.
+        """
         def ids() -> set[str]:
             return {str(tm.get("id")) for tm in (rest_get(f"{self.rest_url}/taskmanagers") or {}).get("taskmanagers", [])}
 
-        # A killed TaskManager stays registered until its heartbeat times out, so wait for a new id, not a count.
-        before = ids()
-        index = 1 + max((int(p.role.rsplit("-", 1)[1]) for p in self.processes if p.role.startswith("taskmanager-")), default=-1)
-        proc = self._start(f"taskmanager-{index}", "taskmanager.sh")
+        silent: list[FlinkProcess] = []
+        while len(silent) < 2:
+            # A killed TaskManager stays registered until its heartbeat times out: wait for a new id, not a count.
+            before = ids()
+            # A new name, never one of a killed TaskManager's: its logs and port stay its own.
+            index = len(list((self.workdir / "log").glob("taskmanager-*.out")))
+            proc = self._start(f"taskmanager-{index}", "taskmanager.sh")
 
-        def registered() -> bool:
-            self.check_alive()
-            return bool(ids() - before)
+            def registered() -> bool:
+                self.check_alive()
+                return bool(ids() - before)
 
-        poll(registered, timeout_s=timeout_s, interval_s=0.3, what=f"TaskManager {proc.role} registered")
-        return proc
+            poll(registered, timeout_s=timeout_s, interval_s=0.3, what=f"TaskManager {proc.role} registered")
+            if self.await_reporter(proc):
+                return proc
+            silent.append(proc)
+            self.kill(proc.role)
+        raise FlinkLabError(
+            "the Prometheus reporters of " + " and ".join(f"{p.role} (port {p.metrics_port})" for p in silent)
+            + f" did not answer; log tail: {self.log_tail(silent[-1], 5)!r}"
+        )
 
     def kill(self, role: str) -> None:
         """SIGKILL one process of the cluster by its pid, as a crash would end it, and forget it."""
@@ -334,7 +425,7 @@ class FlinkCluster:
     def log_tail(self, proc: FlinkProcess, lines: int = 15) -> str:
         """Last lines of a process's logs, for failure messages."""
         texts = []
-        for path in [proc.log, *sorted((self.workdir / "log").glob(f"*{proc.role.split('-')[0]}*.log"))]:
+        for path in [proc.log, *sorted((self.workdir / "log").glob(f"flink-{proc.role}-*.log"))]:
             try:
                 texts.append("\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
             except OSError:
