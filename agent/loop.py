@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -20,7 +20,7 @@ from agent.clock import Clock
 from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge, encode_document
 from agent.logging import get_logger
 from agent.observation import Observation
-from agent.ports import EventSink, KnowledgeStore, MetricSource, Scaler, ScalerError
+from agent.ports import BoundedScaler, EventSink, KnowledgeStore, MetricSource, Scaler, ScalerError
 from agent.settings import Settings
 from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
 from planner.peers import FlinkAutoscaler
@@ -181,6 +181,9 @@ class Agent:
         self.last_rescale_at: float | None = None
         self.rescales: list[dict[str, Any]] = []
         self.recommendations = Recommendations()
+        self._reach: int | None = None
+        """The scale-out the scale target could run at most when it was below max_parallelism (logs changes)."""
+        self._reach_unread = False
         self._execute_failure: str | None = None
         """Kind of the last failed rescale until one succeeds (logs state changes, not rounds)."""
         self._knowledge_failure: str | None = None
@@ -290,7 +293,8 @@ class Agent:
     ) -> None:
         """Plan on the analysed round and apply the decision (the per-operator agent plans per job vertex here)."""
         plan_input = self._plan_input(analysis, now, observation)
-        decision = self._step(result, "plan", lambda: self.policy.decide(plan_input, self.config))
+        config = self._round_config()
+        decision = self._step(result, "plan", lambda: self.policy.decide(plan_input, config))
         if decision is None:
             return
         result.decision = decision
@@ -302,6 +306,34 @@ class Agent:
 
         if decision.rescales_from(current):
             self._step(result, "execute", lambda: self._execute(result, decision, current, analysis, now))
+
+    def _round_config(self) -> PlannerConfig:
+        """The planner's settings for this round: ``max_parallelism`` lowered to what the scale target can run now
+        (a session cluster's free slots, :meth:`FlinkRestScaler.reachable_parallelism`) where it says so."""
+        if not isinstance(self.scaler, BoundedScaler):
+            return self.config
+        try:
+            cap = self.scaler.reachable_parallelism(self.config.max_parallelism)
+        except Exception as exc:  # a failed read plans within the settings, as before (said once until it reads)
+            if not self._reach_unread:
+                self.log.warning("planner.reach_unread", error=f"{type(exc).__name__}: {exc}")
+            self._reach_unread = True
+            return self.config
+        self._reach_unread = False
+        configured = self.config.max_parallelism
+        upper = configured if cap is None or cap >= configured else max(self.config.min_parallelism, cap)
+        capped = upper < configured
+        if (upper if capped else None) != self._reach:
+            if capped:
+                self.log.warning(
+                    "planner.capped", max_parallelism=upper, configured=configured,
+                    error=f"the scale target can run the job at {cap} at most now (the cluster's free slots, the "
+                    f"job's max parallelism): planning up to {upper}, not max_parallelism {configured}",
+                )
+            else:
+                self.log.info("planner.uncapped", max_parallelism=configured)
+            self._reach = upper if capped else None
+        return replace(self.config, max_parallelism=upper) if capped else self.config
 
     def _plan_input(self, analysis: Analysis, now: float, observation: Observation | None = None) -> PlanInput:
         throughput = _worker_means(observation.worker_throughput) if observation is not None else {}

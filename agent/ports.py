@@ -62,6 +62,15 @@ class Scaler(Protocol):
 
 
 @runtime_checkable
+class BoundedScaler(Scaler, Protocol):
+    """A scale target that knows how far it can scale the job now (a session cluster's free slots)."""
+
+    def reachable_parallelism(self, upper: int) -> int | None:
+        """The largest scale-out up to ``upper`` the target can run the job at now; None if unknown."""
+        ...
+
+
+@runtime_checkable
 class KnowledgeStore(Protocol):
     """Keeps the knowledge document across restarts; one atomic write per loop."""
 

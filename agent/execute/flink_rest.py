@@ -264,6 +264,18 @@ class FlinkJobStatus:
 # ---------------------------------------------------------------------------------------------- scaler
 
 
+def _slots_at(job: FlinkJobStatus, wanted: Mapping[str, int]) -> int:
+    """Slots ``job`` needs with the vertices in ``wanted`` at their targets (the rest as they are)."""
+    return FlinkJobStatus(
+        job.job_id, job.name, job.state, job.scheduler,
+        tuple(
+            Vertex(v.id, v.name, wanted.get(v.id, v.parallelism), v.max_parallelism, 0, v.slot_sharing_group)
+            for v in job.vertices
+        ),
+        job.created_at_ms,
+    ).slots_needed
+
+
 class FlinkRestScaler:
     """Scaler over the adaptive scheduler's resource requirements (see the module doc)."""
 
@@ -485,20 +497,9 @@ class FlinkRestScaler:
                     f"vertex {vertex.name!r} of job {job.name} has max parallelism {vertex.max_parallelism}, "
                     f"below the target {target}", kind="invalid_request",
                 )
-        needed = FlinkJobStatus(
-            job.job_id, job.name, job.state, job.scheduler,
-            tuple(
-                Vertex(v.id, v.name, wanted.get(v.id, v.parallelism), v.max_parallelism, 0, v.slot_sharing_group)
-                for v in job.vertices
-            ),
-            job.created_at_ms,
-        ).slots_needed
+        needed = _slots_at(job, wanted)
         if needed > job.slots_needed:
-            # After a scale-in the scheduler keeps idle slots a while and /overview counts them as taken,
-            # so the job may use every slot the other jobs do not need.
-            overview = self.client.get("/overview") or {}
-            total = int(overview.get("slots-total", 0))
-            others = self._slots_of_other_jobs(job.job_id)
+            total, others = self._slots(job.job_id)
             usable = total - others
             if needed > usable:
                 raise self._once_error(
@@ -508,6 +509,45 @@ class FlinkRestScaler:
                     "(add TaskManagers or lower max_parallelism)",
                 )
         self._reported.discard("insufficient_slots")
+
+    def reachable_parallelism(self, upper: int) -> int | None:
+        """The largest job-wide scale-out up to ``upper`` that this job can run on the cluster now: within its
+        vertices' max parallelism and the slots no other job needs. None when that cannot be read.
+
+        The loop plans within it each round. A session or standalone cluster has the slots its TaskManagers
+        brought and no more; a decision above them was refused before any write ("insufficient slots"),
+        which left the job where it was rather than at the most the cluster holds.
+        """
+        try:
+            job = self.job_state()
+            total, others = self._slots(job.job_id)
+        except (ScalerError, KeyError, TypeError, ValueError) as exc:
+            self.log.debug("scale_target.slots_unread", error=str(exc))
+            return None
+        if total <= 0:
+            return None
+        usable = total - others
+
+        def fits(target: int) -> bool:
+            return _slots_at(job, self._resolve(job, {"*": target})) <= usable
+
+        largest = max((v.limit for v in job.vertices), default=math.inf)
+        low, high = 1, int(min(upper, largest))
+        if not fits(low):
+            return 1  # other jobs hold the rest: the job runs at what it gets, on a lower bound of 1
+        while low < high:  # slots needed grow with the target: the largest that fits
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle - 1)
+        return low
+
+    def _slots(self, job_id: str) -> tuple[int, int]:
+        """The cluster's slots, and how many of them the other running jobs need.
+
+        After a scale-in the scheduler keeps idle slots a while and /overview counts them as taken, so the
+        job may use every slot the other jobs do not need.
+        """
+        overview = self.client.get("/overview") or {}
+        return int(overview.get("slots-total", 0)), self._slots_of_other_jobs(job_id)
 
     def _slots_of_other_jobs(self, job_id: str) -> int:
         """Slots the other running jobs of the cluster occupy."""

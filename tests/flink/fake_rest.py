@@ -39,6 +39,8 @@ class FakeJob:
     """Upstream vertex ids per vertex, for /jobs/{id}/plan (a vertex not named: a source)."""
     max_parallelism: dict[str, int] = field(default_factory=dict)
     """Per vertex, its max parallelism where not Flink's default 128 (1: a non-parallel operator)."""
+    slot_groups: dict[str, str] = field(default_factory=dict)
+    """Per vertex, its slot-sharing group where not the job's one group ``ssg``."""
     splits: dict[str, int] = field(default_factory=dict)
     """Per source vertex, the splits it has: subtasks beyond them run and FINISH (a generator source's readers)."""
 
@@ -73,7 +75,7 @@ class FakeFlinkRest:
                 {
                     "id": vid, "name": job.names.get(vid, vid), "parallelism": p,
                     "maxParallelism": job.max_parallelism.get(vid, 128),
-                    "status": "RUNNING", "slotSharingGroupId": "ssg", "tasks": job.task_counts(vid),
+                    "status": "RUNNING", "slotSharingGroupId": job.slot_groups.get(vid, "ssg"), "tasks": job.task_counts(vid),
                 }
                 for vid, p in job.vertices.items()
             ],

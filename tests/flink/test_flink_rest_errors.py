@@ -189,3 +189,32 @@ def test_a_job_wide_rescale_caps_each_vertex_at_its_max_parallelism(fake: FakeFl
         scaler(fake.url).rescale(129, reasons=(), dry_run=False)
     assert named.value.kind == past.value.kind == "invalid_request"
     assert len(fake.writes()) == writes
+
+
+def test_the_reachable_scale_out_is_what_the_free_slots_and_max_parallelism_hold(fake: FakeFlinkRest) -> None:
+    target = scaler(fake.url)
+    assert target.reachable_parallelism(16) == 4, "the fake cluster's 4 slots, the job's own 2 among them"
+    assert target.reachable_parallelism(3) == 3, "never above what the loop may plan"
+    job = fake.jobs[next(iter(fake.jobs))]
+    job.max_parallelism = {vid: 3 for vid in job.vertices}
+    assert target.reachable_parallelism(16) == 3, "nor above the job's max parallelism"
+    job.max_parallelism = {}
+    job.slots_total = 8
+    job.slot_groups = {"b" * 32: "sink"}  # two slot-sharing groups: two slots per scale-out step
+    assert target.reachable_parallelism(16) == 4
+    assert fake.writes() == []
+
+
+def test_slots_other_jobs_need_are_not_reachable_and_an_unreadable_cluster_is_unknown() -> None:
+    ours = FakeJob(job_id="1" * 32, name="ours", slots_total=8)
+    other = FakeJob(job_id="2" * 32, name="other", slots_total=8, vertices={"c" * 32: 3})
+    server = FakeFlinkRest(ours, other).start()
+    try:
+        target = scaler(server.url, job="ours")
+        assert target.reachable_parallelism(16) == 5
+        other.vertices = {"c" * 32: 8}
+        assert target.reachable_parallelism(16) == 1, "the job still runs at what it gets"
+        server.failures["/overview"] = 100
+        assert target.reachable_parallelism(16) is None
+    finally:
+        server.stop()
