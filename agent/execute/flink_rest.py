@@ -34,7 +34,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,9 @@ TERMINAL_STATES = frozenset({"FINISHED", "CANCELED", "FAILED", "SUSPENDED"})
 
 DEFAULT_CONFIRM_TIMEOUT_S = 120.0
 """Longest wait for a rescale to show up at the new parallelism (a restart of a big state takes time)."""
+
+REACH_TIMEOUT_S = 2.0
+"""Longest wait of each request of the round's read of the free slots (tried once: the round plans without it)."""
 
 
 # ---------------------------------------------------------------------------------------------- HTTP
@@ -89,6 +93,17 @@ class FlinkRestClient:
     def get(self, path: str) -> Any:
         """GET ``path`` and return its JSON body."""
         return self._call("GET", path, None)
+
+    @contextmanager
+    def tried_once(self, timeout_s: float) -> Iterator[None]:
+        """Within it, each request is tried once with at most ``timeout_s``: for a read a round can do without,
+        which must not hold the round for the retries and timeouts a write is allowed."""
+        saved = self.max_retries, self.timeout_s
+        self.max_retries, self.timeout_s = 0, min(self.timeout_s, timeout_s)
+        try:
+            yield
+        finally:
+            self.max_retries, self.timeout_s = saved
 
     def put(self, path: str, body: Any) -> Any:
         """PUT ``body`` as JSON to ``path`` and return the JSON answer (None if empty)."""
@@ -519,8 +534,9 @@ class FlinkRestScaler:
         which left the job where it was rather than at the most the cluster holds.
         """
         try:
-            job = self.job_state()
-            total, others = self._slots(job.job_id)
+            with self.client.tried_once(REACH_TIMEOUT_S):
+                job = self.job_state()
+                total, others = self._slots(job.job_id)
         except (ScalerError, KeyError, TypeError, ValueError) as exc:
             self.log.debug("scale_target.slots_unread", error=str(exc))
             return None

@@ -218,3 +218,15 @@ def test_slots_other_jobs_need_are_not_reachable_and_an_unreadable_cluster_is_un
         assert target.reachable_parallelism(16) is None
     finally:
         server.stop()
+
+
+def test_the_round_s_read_of_the_slots_is_tried_once_and_writes_keep_their_retries(fake: FakeFlinkRest) -> None:
+    sleeps: list[float] = []
+    target = scaler(fake.url, sleeps=sleeps)
+    target.client.timeout_s = 5.0
+    fake.failures["/overview"] = 1
+    assert target.reachable_parallelism(16) is None and sleeps == [], "one 503, no retry, no backoff"
+    assert target.client.max_retries == 3 and target.client.timeout_s == 5.0, "the client's own settings back"
+    assert target.reachable_parallelism(16) == 4
+    fake.failures["/overview"] = 1  # the rescale's own slot check still retries
+    assert target.rescale(3, reasons=(), dry_run=False).confirmed == 3 and len(sleeps) == 1
