@@ -382,6 +382,7 @@ class Analyzer:
         workload = observation.settled(observation.workload)
         self.recent.extend(observation.times, workload)
         if self.forecasting:
+            self.forecaster.smear_s = int(round(observation.rate_window_s))
             forecast = self.forecaster.step(workload)
             if observation.times.size:
                 # The forecast covers the seconds after the last sample.

@@ -282,6 +282,7 @@ class PrometheusMonitor:
             gaps=gaps,
             worker_busy={w: s for w, s in busy.items() if w in throughput} if throughput else busy,
             worker_backlog={w: s for w, s in backlog.items() if w in throughput},
+            rate_window_s=float(self.settings.rate_window_s),
             rates_settled=self._settled(scalars.get("uptime")),
         ).per_second(step, since=since, until=now)
 

@@ -11,6 +11,7 @@ ramps and curves keep the straight line.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,77 @@ def fit_level_shift(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> LevelShift |
     slope (a hinge) has a BIC as low (the shift has three parameters more than the line, one more than
     the hinge), or when the shift leaves more than ``1 - SHIFT_EXPLAINS`` of the line's squared error.
     """
+    window = _bucketed(y, bucket)
+    if window is None:
+        return None
+    index, x, means, n_all, span, sse_line = window
+    n = index.size
+    shift = _best_fit(index, x, means, _shift_columns(index, n_all))
+    if shift is None:
+        return None
+    # A change of slope that explains the window as well is the start of a ramp, not a step.
+    hinge = _best_fit(index, x, means, _hinge_columns(index, x, n_all))
+    sse_shift = max(shift[0], 1e-12 * sse_line)
+    sse_hinge = max(hinge[0], 1e-12 * sse_line) if hinge is not None else sse_line
+    bic_line = n * np.log(sse_line / n) + 2 * np.log(n)
+    bic_hinge = n * np.log(sse_hinge / n) + 4 * np.log(n)
+    bic_shift = n * np.log(sse_shift / n) + 5 * np.log(n)  # the break and its width are parameters too
+    if bic_shift >= min(bic_line, bic_hinge) or sse_shift > (1 - SHIFT_EXPLAINS) * sse_line:
+        return None
+    _, k, coefs = shift
+    intercept, slope, step = (float(v) for v in coefs)
+    return LevelShift(
+        slope=slope / span, last=intercept + step, shift=step, start=(n_all - k) * bucket, explained=sse_shift / sse_line
+    )
+
+
+@dataclass(frozen=True)
+class YoungRamp:
+    """A change of slope too recent to tell from a step a rate window is still spreading (:func:`fit_young_ramp`)."""
+
+    slope: float
+    """Per sample, after the change."""
+    last: float
+    """The fitted value at the window's last sample."""
+    age: int
+    """Samples since the change began."""
+
+
+def fit_young_ramp(y: np.ndarray, smear_s: int, bucket: int = SHIFT_BUCKET_S) -> YoungRamp | None:
+    """The window's change of slope, if it explains the window better than a straight line (BIC) and began at
+    most ``smear_s`` samples before its end; else None.
+
+    A rate taken over a window of ``smear_s`` seconds turns a step into a ramp lasting that long, so a ramp
+    younger than the window cannot yet be told from a step. :class:`LinearForecaster` then carries it only to
+    where the step would be complete and holds it there; a ramp that outlasts the window is extrapolated as
+    any other line. A whole-window line through such a ramp is what forecast a step as a climb to several
+    times its level on the real job, in the first round after the step.
+    """
+    window = _bucketed(y, bucket)
+    if window is None or smear_s <= 0:
+        return None
+    index, x, means, n_all, span, sse_line = window
+    hinge = _best_fit(index, x, means, _hinge_columns(index, x, n_all))
+    if hinge is None:
+        return None
+    sse_hinge, k, (intercept, slope, change) = hinge[0], hinge[1], (float(v) for v in hinge[2])
+    n = index.size
+    bic_line = n * np.log(sse_line / n) + 2 * np.log(n)
+    bic_hinge = n * np.log(max(sse_hinge, 1e-12 * sse_line) / n) + 4 * np.log(n)
+    age = (n_all - k) * bucket
+    # Until the level after a step has been seen for SHIFT_MIN_AFTER buckets, fit_level_shift cannot take it
+    # for one: a ramp that began up to that much more than the smear ago may still be a step.
+    if bic_hinge >= bic_line or age > smear_s + SHIFT_MIN_AFTER * bucket:
+        return None
+    at = x[np.searchsorted(index, k).clip(max=index.size - 1)]
+    # The fitted value at the last sample (x = 0): the line, plus the change of slope since the break.
+    return YoungRamp(slope=(slope + change) / span, last=intercept + change * max(-at, 0.0), age=age)
+
+
+def _bucketed(y: np.ndarray, bucket: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, float, float] | None:
+    """The window in ``bucket``-sample means, for the break fits: (the buckets' indices, their x, their means,
+    the number of buckets, the span in samples, the straight line's squared error). None when the window is
+    too short (or too gappy) for a break, or a straight line fits it exactly."""
     y = np.asarray(y, dtype=float).ravel()
     n_all = y.size // bucket
     if n_all < SHIFT_MIN_BEFORE + SHIFT_MIN_AFTER + 1:
@@ -80,23 +152,7 @@ def fit_level_shift(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> LevelShift |
     sse_line = float(np.sum((means - straight @ coef) ** 2))
     if sse_line <= 0:
         return None
-    shift = _best_fit(index, x, means, _shift_columns(index, n_all))
-    if shift is None:
-        return None
-    # A change of slope that explains the window as well is the start of a ramp, not a step.
-    hinge = _best_fit(index, x, means, _hinge_columns(index, x, n_all))
-    sse_shift = max(shift[0], 1e-12 * sse_line)
-    sse_hinge = max(hinge[0], 1e-12 * sse_line) if hinge is not None else sse_line
-    bic_line = n * np.log(sse_line / n) + 2 * np.log(n)
-    bic_hinge = n * np.log(sse_hinge / n) + 4 * np.log(n)
-    bic_shift = n * np.log(sse_shift / n) + 5 * np.log(n)  # the break and its width are parameters too
-    if bic_shift >= min(bic_line, bic_hinge) or sse_shift > (1 - SHIFT_EXPLAINS) * sse_line:
-        return None
-    _, k, coefs = shift
-    intercept, slope, step = (float(v) for v in coefs)
-    return LevelShift(
-        slope=slope / span, last=intercept + step, shift=step, start=(n_all - k) * bucket, explained=sse_shift / sse_line
-    )
+    return index, x, means, n_all, span, sse_line
 
 
 def _shift_columns(index: np.ndarray, n_all: int) -> tuple[np.ndarray, np.ndarray]:
@@ -146,15 +202,18 @@ class LinearForecaster:
 
     name = "linear"
 
-    def __init__(self, window: int = 600, min_samples: int = 10, *, level_shifts: bool = False) -> None:
+    def __init__(self, window: int = 600, min_samples: int = 10, *, level_shifts: bool = False, smear_s: int = 0) -> None:
         """``window``: samples the line is fitted on; ``min_samples``: finite samples needed for a line;
         ``level_shifts``: a step in the window is carried as the level after it (:func:`fit_level_shift`),
-        not as a ramp (samples are seconds: the shift is looked for in 10-s means)."""
+        not as a ramp (samples are seconds: the shift is looked for in 10-s means); ``smear_s``: the window
+        the samples' rates were taken over (0: exact per-second rates), with ``level_shifts`` a ramp younger
+        than it is carried only to where a step it may be would be complete (:func:`fit_young_ramp`)."""
         if window < 2:
             raise ValueError(f"window must be at least 2, got {window}")
         self.window = int(window)
         self.min_samples = max(2, int(min_samples))
         self.level_shifts = bool(level_shifts)
+        self.smear_s = max(0, int(smear_s))
         self._y = np.empty(0)
 
     def fit(self, y: np.ndarray) -> LinearForecaster:
@@ -173,10 +232,17 @@ class LinearForecaster:
 
     def line(self) -> tuple[float, float] | None:
         """(slope per step, value at the last sample) of the least-squares line, or None."""
+        extrapolation = self._extrapolation()
+        return None if extrapolation is None else extrapolation[:2]
+
+    def _extrapolation(self) -> tuple[float, float, float] | None:
+        """(slope per step, value at the last sample, steps the slope holds for) or None."""
         if not self.ready:
             return None
         if self.level_shifts and (step := fit_level_shift(self._y)) is not None:
-            return step.slope, step.last
+            return step.slope, step.last, math.inf
+        if self.level_shifts and (ramp := fit_young_ramp(self._y, self.smear_s)) is not None:
+            return ramp.slope, ramp.last, float(max(self.smear_s - ramp.age, 0))
         x = np.arange(self._y.size, dtype=float)
         finite = np.isfinite(self._y)
         x, y = x[finite], self._y[finite]
@@ -184,15 +250,17 @@ class LinearForecaster:
         dx = x - x_mean
         denominator = float(dx @ dx)
         slope = float(dx @ (y - y_mean)) / denominator if denominator > 0 else 0.0
-        return slope, y_mean + slope * (self._y.size - 1 - x_mean)
+        return slope, y_mean + slope * (self._y.size - 1 - x_mean), math.inf
 
     def predict(self, horizon: int) -> np.ndarray:
-        """The line at the next ``horizon`` steps (NaN if not :attr:`ready`)."""
-        line = self.line()
-        if line is None:
+        """The line at the next ``horizon`` steps (NaN if not :attr:`ready`); a young ramp held where a step
+        would be complete."""
+        extrapolation = self._extrapolation()
+        if extrapolation is None:
             return np.full(int(horizon), np.nan)
-        slope, last = line
-        return np.maximum(last + slope * np.arange(1, int(horizon) + 1, dtype=float), 0.0)
+        slope, last, steps = extrapolation
+        ahead = np.minimum(np.arange(1, int(horizon) + 1, dtype=float), steps)
+        return np.maximum(last + slope * ahead, 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable state."""
@@ -201,6 +269,7 @@ class LinearForecaster:
             "window": self.window,
             "min_samples": self.min_samples,
             "level_shifts": self.level_shifts,
+            "smear_s": self.smear_s,
             "y": [None if not np.isfinite(v) else float(v) for v in self._y],
         }
 
@@ -211,6 +280,7 @@ class LinearForecaster:
             window=int(state["window"]),
             min_samples=int(state["min_samples"]),
             level_shifts=bool(state.get("level_shifts", False)),
+            smear_s=int(state.get("smear_s", 0)),
         )
         model._y = np.array([np.nan if v is None else float(v) for v in state["y"]], dtype=float)
         return model

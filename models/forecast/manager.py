@@ -114,6 +114,9 @@ class WorkloadForecaster:
         self.linear_window_s = int(linear_window_s)
         self.min_fit_s = int(min_fit_s) if min_fit_s is not None else max(self.window_s // 2, 3 * self.resolution_s)
         self.min_linear_s = int(min_linear_s)
+        self.smear_s = 0
+        """The window the workload's rates are taken over (the analyzer sets it from each observation; 0: exact
+        per-second rates): the linear fallback holds a ramp younger than it where a step would be complete."""
         self.window_points = max(3, self.window_s // self.resolution_s)
         self.update_maxiter = int(update_maxiter)
         self.model_factory: Callable[[], Forecaster] = model_factory or functools.partial(
@@ -379,7 +382,9 @@ class WorkloadForecaster:
         recent = np.asarray(self._raw, dtype=float)[-self.linear_window_s :]
         if int(np.count_nonzero(np.isfinite(recent))) < self.min_linear_s:
             return None
-        line = LinearForecaster(window=self.linear_window_s, min_samples=self.min_linear_s, level_shifts=True).fit(recent)
+        line = LinearForecaster(
+            window=self.linear_window_s, min_samples=self.min_linear_s, level_shifts=True, smear_s=self.smear_s
+        ).fit(recent)
         return line.predict(self.horizon_s)
 
     # ------------------------------------------------------------------ persistence

@@ -66,6 +66,7 @@ def test_a_healthy_answer_lands_on_one_grid_with_no_gaps(fake_prometheus: FakePr
     np.testing.assert_array_equal(obs.worker_backlog["tm-1"], np.full(60, 30.0))
     assert obs.parallelism == 2 and obs.uptime_s == 600.0 and obs.latest_lag == 50.0
     assert dict(obs.gaps) == {} and obs.usable
+    assert obs.rate_window_s == 60.0, "the window its rates were taken over: a step spreads over it"
     ranges = [p for path, p in fake_prometheus.requests if path == "/api/v1/query_range"]
     assert {(p["start"], p["end"], p["step"]) for p in ranges} == {("1000", "1059", "1")}
 

@@ -14,6 +14,7 @@ from lab.replay import Replay
 from lab.settings import LabSettings, load_lab_settings
 from lab.simulated import SimulatedMonitor
 from simulator import SimulatedFlinkJob, Trace
+from tests.models.test_forecast import _step
 
 
 def observation(lag: np.ndarray, *, uptime_s: float | None, rate: float = 1000.0) -> Observation:
@@ -205,6 +206,24 @@ def test_the_loop_before_is_the_mean_of_the_stretch_as_long_as_this_rounds_just_
     assert analyses[660].workload_avg == pytest.approx(30_000.0, rel=0.05)
     assert analyses[660].workload_previous == pytest.approx(20_000.0, rel=0.05)
     assert analyses[720].workload_previous == pytest.approx(30_000.0, rel=0.05)
+
+
+@pytest.mark.parametrize(("rate_window_s", "climbs"), [(60.0, False), (0.0, True)])
+def test_a_fresh_agent_reading_windowed_rates_forecasts_a_spreading_step_as_its_level(
+    rate_window_s: float, climbs: bool
+) -> None:
+    """Four rounds: three minutes at 700/s, then a step to 3,000/s that a 60-s rate window has just spread over
+    the last minute. Read from Prometheus (the window says so) the forecast is the step's level; the same
+    samples as exact per-second rates are a ramp, and the line climbs to several times the level."""
+    y = _step(700.0, 3000.0, 60, smear_s=60)[-240:]
+    analyzer = Analyzer(load_lab_settings(None, {"telemetry.log_level": "error"}))
+    for start in range(0, 240, 60):
+        times = np.arange(start, start + 60, dtype=float) + 1.0
+        seen = replace(observation(np.zeros(60), uptime_s=600.0 + start), times=times, now=float(times[-1]),
+                       workload=y[start : start + 60], rate_window_s=rate_window_s)
+        analysis = analyzer.analyze(seen, now=float(times[-1]))
+    assert analysis.forecast is not None
+    assert bool(analysis.forecast.max() > 2 * 3000.0) is climbs, analysis.forecast.max()
 
 
 def test_the_first_round_of_a_job_saturated_from_the_start_reads_its_bottleneck() -> None:

@@ -117,6 +117,49 @@ def test_smooth_workloads_keep_the_straight_line(shape: Callable[[np.ndarray], n
     assert LinearForecaster(window=600, level_shifts=True).fit(y).predict(900) == pytest.approx(straight)
 
 
+@pytest.mark.parametrize("history_s", [240, 600])
+@pytest.mark.parametrize(("before", "after"), [(700.0, 3000.0), (3000.0, 700.0)])
+@pytest.mark.parametrize("age_s", [40, 60, 70])
+def test_a_step_a_rate_window_still_spreads_is_not_extrapolated_past_it(
+    history_s: int, before: float, after: float, age_s: int
+) -> None:
+    """Up to a 60-s rate window (and the two buckets the shift fit needs) after a step, the window ends in a ramp."""
+    y = _step(before, after, age_s, smear_s=60)[-history_s:]
+    young = LinearForecaster(window=600, level_shifts=True, smear_s=60).fit(y).predict(900)
+    low, high = min(before, after), max(before, after)
+    assert low - 0.15 * (high - low) <= young.min() and young.max() <= high + 0.15 * (high - low)
+
+
+def test_a_fresh_agent_s_line_through_a_spreading_step_was_a_climb_to_twice_its_level() -> None:
+    # What the case above mends: four minutes of history, the rate window just done spreading the step.
+    y = _step(700.0, 3000.0, 60, smear_s=60)[-240:]
+    assert LinearForecaster(window=600, level_shifts=True).fit(y).predict(900).max() > 2 * 3000.0
+    assert LinearForecaster(window=600, level_shifts=True, smear_s=60).fit(y).predict(900).max() < 1.1 * 3000.0
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda t: 1000.0 + 5.0 * t,  # a ramp over the whole window
+        lambda t: np.where(t < 360, 1000.0, 1000.0 + 200.0 * (t - 360)),  # a steep ramp, four minutes old
+    ],
+)
+def test_a_ramp_older_than_the_rate_window_is_extrapolated_as_before(shape: Callable[[np.ndarray], np.ndarray]) -> None:
+    y = shape(np.arange(600, dtype=float)) * (1 + 0.02 * np.random.default_rng(3).standard_normal(600))
+    exact = LinearForecaster(window=600, level_shifts=True).fit(y).predict(900)
+    assert LinearForecaster(window=600, level_shifts=True, smear_s=60).fit(y).predict(900) == pytest.approx(exact)
+
+
+def test_a_ramp_as_young_as_the_rate_window_is_held_at_its_level_for_now() -> None:
+    # The price: a real ramp a minute old cannot be told from a step yet, and is held until it is older.
+    t = np.arange(600, dtype=float)
+    y = np.where(t < 540, 1000.0, 1000.0 + 50.0 * (t - 540)) * (1 + 0.02 * np.random.default_rng(3).standard_normal(600))
+    held = LinearForecaster(window=600, level_shifts=True, smear_s=60).fit(y)
+    assert held.predict(900).max() < 1.1 * 4000.0
+    copy = LinearForecaster.from_dict(held.to_dict())
+    assert copy.smear_s == 60 and copy.predict(900) == pytest.approx(held.predict(900))
+
+
 def test_level_shift_search_copes_with_gaps_and_short_windows() -> None:
     y = _step(1200.0, 4500.0, 200)
     y[100:250] = np.nan  # a monitoring gap: whole buckets missing
