@@ -11,10 +11,9 @@ and whether the agent called the recovery overdue; then, for the first step up, 
 peak and where it came from (a step must be forecast at its new level, not as a ramp).
 
 ``--defaults``: every time knob at its shipped default instead (60-s loop, 60-s rates, 120-s grace, 300-s
-recent-rescale hold and scale-in stabilization, 900-s forecast window and horizon, 300-s target recovery; only
-``max_parallelism: 3``, the job's 10-s checkpoints and a 2-s rescale downtime prior set, as the README's
-smallest configuration says), Prometheus scraping every 15 s, the first step after 180 s: Perdix as an
-operator would first run it. Use phases of several minutes (``--cycles 1 --phase 420``).
+recent-rescale hold and scale-in stabilization, 900-s forecast window and horizon, 300-s target recovery,
+``max_parallelism`` 16 on the three slots; only the job's 10-s checkpoints and a 2-s rescale downtime prior
+set), Prometheus scraping every 15 s, the first step after 180 s: Perdix as an operator would first run it. Use phases of several minutes (``--cycles 1 --phase 420``).
 
 Run (about 1 + 2 × cycles × phase / 60 minutes):
     flock /tmp/perdix-flink.lock .venv/bin/python -m benchmarks.bench_real_flink_step [--cycles 3] [--phase 70]
@@ -52,8 +51,9 @@ KNOBS: dict[str, Any] = {
     "prometheus": {"rate_window_s": 10},
 }
 """The short-run time knobs of tests/flink/test_e2e_daedalus.py (justified there)."""
-DEFAULTS: dict[str, Any] = {"max_parallelism": 3, "checkpoint_interval_s": 10.0, "downtime_rescale_prior_s": 2.0}
-"""``--defaults``: the settings the README's smallest flink-rest configuration sets; every time knob is the shipped one."""
+DEFAULTS: dict[str, Any] = {"checkpoint_interval_s": 10.0, "downtime_rescale_prior_s": 2.0}
+"""``--defaults``: the job's description the README's smallest flink-rest configuration gives; every time knob and
+``max_parallelism`` (16: Perdix plans within the cluster's three free slots) are the shipped ones."""
 
 
 def main() -> None:

@@ -283,10 +283,10 @@ class PrometheusMonitor:
             worker_busy={w: s for w, s in busy.items() if w in throughput} if throughput else busy,
             worker_backlog={w: s for w, s in backlog.items() if w in throughput},
             rate_window_s=float(self.settings.rate_window_s),
-            rates_settled=self._settled(scalars.get("uptime")),
+            rates_settled=self._settled(scalars.get("uptime"), grid.times),
         ).per_second(step, since=since, until=now)
 
-    def _settled(self, uptime: np.ndarray | None) -> np.ndarray | None:
+    def _settled(self, uptime: np.ndarray | None, times: np.ndarray) -> np.ndarray | None:
         """Per sample: False where a rate window reaches back before the job's last restart, else True.
 
         A restart replays the records read since the last checkpoint (the source counts them twice
@@ -295,8 +295,15 @@ class PrometheusMonitor:
         """
         if uptime is None:
             return None
+        window = self.settings.rate_window_s
         with np.errstate(invalid="ignore"):
-            young = uptime / 1000.0 < self.settings.rate_window_s  # NaN compares False: unknown counts as settled
+            young = uptime / 1000.0 < window  # NaN compares False: unknown counts as settled
+        # Each young sample dates the restart: its time less the uptime. The samples between that instant and
+        # the scrape that showed it still hold the old attempt's uptime (a scrape interval of them, 15 s at
+        # the usual scrape), while their rates already read the stop: they are unsettled too.
+        restarts = np.unique(np.round(times[young] - uptime[young] / 1000.0, 3))
+        for restart in restarts:
+            young |= (times >= restart) & (times < restart + window)
         return ~young
 
     def _stale(self, series: np.ndarray, grid: Grid, now: float) -> float | None:

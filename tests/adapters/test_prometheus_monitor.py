@@ -217,6 +217,24 @@ def test_rate_samples_whose_window_reaches_back_before_a_restart_are_not_settled
     assert "workload" not in obs.gaps and obs.usable, "a restart window is not a monitor problem"
 
 
+def test_the_samples_before_the_scrape_that_shows_a_restart_are_not_settled_either(fake_prometheus: FakePrometheus) -> None:
+    # Scrapes every 10 s; the job restarts at 1032 and the scrape at 1040 is the first to say so (uptime 8 s):
+    # the grid's 1032..1039 still hold the 1030 scrape's old uptime while their rates already read the stop.
+    healthy(fake_prometheus)
+    for name in ("workload", "throughput", "busy"):
+        fake_prometheus.answers[q(name, rate_window_s=20)] = fake_prometheus.answers[q(name)]
+
+    def uptime_ms(t: float) -> float:
+        scraped = 10.0 * (t // 10.0)
+        return 600_000.0 + (scraped - 1000.0) * 1000.0 if scraped < 1032 else (scraped - 1032.0) * 1000.0
+
+    fake_prometheus.answers[q("uptime")] = Canned([({}, uptime_ms)])
+    obs = monitor_for(fake_prometheus, rate_window_s=20).observe(since=SINCE, now=NOW)
+    assert obs.rates_settled is not None
+    unsettled = GRID[~obs.rates_settled]
+    assert unsettled.min() == 1032 and unsettled.max() == 1059 and unsettled.size == 28, unsettled
+
+
 def test_a_skipped_query_is_never_sent(fake_prometheus: FakePrometheus) -> None:
     healthy(fake_prometheus)
     config = PrometheusSettings(url=fake_prometheus.url, worker_label="pod")

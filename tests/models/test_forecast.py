@@ -130,6 +130,17 @@ def test_a_step_a_rate_window_still_spreads_is_not_extrapolated_past_it(
     assert low - 0.15 * (high - low) <= young.min() and young.max() <= high + 0.15 * (high - low)
 
 
+def test_a_step_down_being_spread_is_held_at_its_level_with_a_step_up_earlier_in_the_window() -> None:
+    # 700 -> 3,000/s 440 s ago, 3,000 -> 700/s a minute ago: no one change of slope explains the whole window,
+    # and its straight line rose (6.3k/s on the real job); the young ramp is looked for at the window's end.
+    up = _step(700.0, 3000.0, 440, smear_s=60)
+    down = _step(3000.0, 700.0, 60, smear_s=60, seed=1)
+    y = np.where(np.arange(600) < 300, up, down)
+    assert LinearForecaster(window=600, level_shifts=True).fit(y).predict(900).max() > 3000.0
+    held = LinearForecaster(window=600, level_shifts=True, smear_s=60).fit(y).predict(900)
+    assert np.abs(held - 700.0).max() < 0.15 * 2300.0
+
+
 def test_a_fresh_agent_s_line_through_a_spreading_step_was_a_climb_to_twice_its_level() -> None:
     # What the case above mends: four minutes of history, the rate window just done spreading the step.
     y = _step(700.0, 3000.0, 60, smear_s=60)[-240:]
