@@ -14,6 +14,13 @@ PYTHON="${PYTHON:-python3}"
 if [ -f "$STAMP" ] && [ -x "$VENV/bin/python" ]; then
     exit 0
 fi
+# make test runs two pytest processes that may both need Flink first: one installs, the other waits for it.
+mkdir -p "$(dirname "$VENV")"
+exec 9>"$VENV.lock"
+flock 9
+if [ -f "$STAMP" ] && [ -x "$VENV/bin/python" ]; then
+    exit 0
+fi
 command -v java >/dev/null || { echo "install-flink: java (17+) is required (see scripts/install-system-deps.sh)" >&2; exit 1; }
 
 echo "install-flink: installing apache-flink==$FLINK_VERSION into $VENV (a few minutes, once)"

@@ -4,7 +4,8 @@ A CI run lost a TaskManager's metrics: the port chosen for its Prometheus report
 bound it, the reporter logged a warning and reported nowhere, the TaskManager ran on, and every scenario
 after it waited in vain for its scrape target. The start now waits for each reporter and replaces a
 TaskManager whose reporter is silent; a silent JobManager fails the start with its port named. Here the
-port is taken on purpose, by a socket held open. About half a minute.
+port is taken on purpose, by a socket held open. About twenty seconds with clusters of their own, so they run
+in the main suite beside the real-Flink scenarios (scripts/install-flink.sh serialises a first install).
 """
 
 from __future__ import annotations
