@@ -6,7 +6,9 @@ one level shift in it (:func:`fit_level_shift`: a break anywhere in the window, 
 up to a minute, as a 60-s rate window spreads it) and the shifted line is used when the shift explains
 nearly all of what the straight line leaves unexplained and a change of slope (a ramp starting) does not
 explain it as well: the level after the step, carried along the slope the two segments share. Smooth
-ramps and curves keep the straight line.
+ramps and curves keep the straight line. Given the window its rates were taken over (``smear_s``), a ramp
+younger than that window, which may still be a step being spread, is carried only to where the step would
+be complete (:func:`fit_young_ramp`).
 """
 
 from __future__ import annotations
@@ -238,7 +240,7 @@ class LinearForecaster:
         return int(np.count_nonzero(np.isfinite(self._y))) >= self.min_samples
 
     def line(self) -> tuple[float, float] | None:
-        """(slope per step, value at the last sample) of the least-squares line, or None."""
+        """(slope per step, value at the last sample) of the line extrapolated (see :meth:`predict`), or None."""
         extrapolation = self._extrapolation()
         return None if extrapolation is None else extrapolation[:2]
 
