@@ -314,11 +314,11 @@ class Agent:
             return self.config
         try:
             cap = self.scaler.reachable_parallelism(self.config.max_parallelism)
-        except Exception as exc:  # a failed read plans within the settings, as before (said once until it reads)
+        except Exception as exc:  # unread this round: the last bound read stands (said once until it reads)
             if not self._reach_unread:
-                self.log.warning("planner.reach_unread", error=f"{type(exc).__name__}: {exc}")
+                self.log.warning("planner.reach_unread", error=f"{type(exc).__name__}: {exc}", kept=self._reach)
             self._reach_unread = True
-            return self.config
+            return self.config if self._reach is None else replace(self.config, max_parallelism=self._reach)
         self._reach_unread = False
         configured = self.config.max_parallelism
         upper = configured if cap is None or cap >= configured else max(self.config.min_parallelism, cap)

@@ -66,7 +66,8 @@ class BoundedScaler(Scaler, Protocol):
     """A scale target that knows how far it can scale the job now (a session cluster's free slots)."""
 
     def reachable_parallelism(self, upper: int) -> int | None:
-        """The largest scale-out up to ``upper`` the target can run the job at now; None if unknown."""
+        """The largest scale-out up to ``upper`` the target can run the job at now (never below the job's own);
+        None when the target has no bound; ScalerError when it cannot be read now."""
         ...
 
 

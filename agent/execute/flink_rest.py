@@ -527,7 +527,8 @@ class FlinkRestScaler:
 
     def reachable_parallelism(self, upper: int) -> int | None:
         """The largest job-wide scale-out up to ``upper`` that this job can run on the cluster now: within its
-        vertices' max parallelism and the slots no other job needs. None when that cannot be read.
+        vertices' max parallelism and the slots no other job needs, and never below what it runs at now.
+        ScalerError when that cannot be read (the loop then keeps the last bound it read).
 
         The loop plans within it each round. A session or standalone cluster has the slots its TaskManagers
         brought and no more; a decision above them was refused before any write ("insufficient slots"),
@@ -537,11 +538,10 @@ class FlinkRestScaler:
             with self.client.tried_once(REACH_TIMEOUT_S):
                 job = self.job_state()
                 total, others = self._slots(job.job_id)
-        except (ScalerError, KeyError, TypeError, ValueError) as exc:
-            self.log.debug("scale_target.slots_unread", error=str(exc))
-            return None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ScalerError(f"the cluster's slots cannot be read: {exc}", kind="unreadable") from None
         if total <= 0:
-            return None
+            raise ScalerError("the cluster reports no slots", kind="unreadable")
         usable = total - others
 
         def fits(target: int) -> bool:
@@ -549,12 +549,14 @@ class FlinkRestScaler:
 
         largest = max((v.limit for v in job.vertices), default=math.inf)
         low, high = 1, int(min(upper, largest))
-        if not fits(low):
-            return 1  # other jobs hold the rest: the job runs at what it gets, on a lower bound of 1
-        while low < high:  # slots needed grow with the target: the largest that fits
-            middle = (low + high + 1) // 2
-            low, high = (middle, high) if fits(middle) else (low, middle - 1)
-        return low
+        if fits(low):
+            while low < high:  # slots needed grow with the target: the largest that fits
+                middle = (low + high + 1) // 2
+                low, high = (middle, high) if fits(middle) else (low, middle - 1)
+        # What the job runs at is reachable, however its vertices share slots: a cap below it would move a
+        # healthy job down (a job of uneven vertices in two slot-sharing groups holds fewer slots than the same
+        # scale-out for every vertex would need).
+        return max(low, min(job.parallelism or 1, upper))
 
     def _slots(self, job_id: str) -> tuple[int, int]:
         """The cluster's slots, and how many of them the other running jobs need.

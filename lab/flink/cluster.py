@@ -55,6 +55,10 @@ _PORT_FLOOR = 20000
 """The lowest port free_port hands out below the kernel's ephemeral range (clear of the usual services)."""
 
 
+_HANDED_OUT: set[int] = set()
+"""Ports free_port has returned in this process."""
+
+
 def ephemeral_port_range(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> tuple[int, int]:
     """The kernel's range for the local end of outgoing connections (Linux' default when it cannot be read)."""
     try:
@@ -88,7 +92,8 @@ def free_port(*, ephemeral: tuple[int, int] | None = None) -> int:
         draw = random.SystemRandom()
         for _ in range(100):
             port = draw.randrange(_PORT_FLOOR, low)
-            if _bindable(port):
+            if port not in _HANDED_OUT and _bindable(port):
+                _HANDED_OUT.add(port)  # not yet bound by whoever got it: never handed out twice by this process
                 return port
     with socket.socket() as sock:  # no room below the range (or all taken): any port the kernel has
         sock.bind(("127.0.0.1", 0))
@@ -353,18 +358,20 @@ class FlinkCluster:
         return self
 
     def await_reporter(self, proc: FlinkProcess) -> bool:
-        """Whether the process's Prometheus reporter serves Flink's metrics within ``reporter_timeout_s``.
+        """Whether the process's Prometheus reporter serves its role's metrics within ``reporter_timeout_s``.
 
         The reporter starts before the process registers; one whose port was taken in the meantime logs a
         warning and reports nowhere, while the process runs on.
         """
         url = f"http://127.0.0.1:{proc.metrics_port}/metrics"
+        # Its own metrics: another process's reporter on the same port must not pass for this one.
+        own = b"flink_jobmanager_" if proc.role == "jobmanager" else b"flink_taskmanager_"
 
         def serving() -> bool:
             self.check_alive()
             try:
                 with urllib.request.urlopen(url, timeout=2.0) as response:
-                    return b"flink_" in response.read()
+                    return own in response.read()
             except (urllib.error.URLError, OSError):
                 return False
 

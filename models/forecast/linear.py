@@ -109,8 +109,9 @@ class YoungRamp:
 
 
 def fit_young_ramp(y: np.ndarray, smear_s: int, bucket: int = SHIFT_BUCKET_S) -> YoungRamp | None:
-    """The window's change of slope, if it explains the window better than a straight line (BIC) and began at
-    most ``smear_s`` samples before its end; else None.
+    """The window's change of slope, if it explains the window better than a straight line (BIC, and at most
+    ``1 - SHIFT_EXPLAINS`` of the line's squared error left) and began at most ``smear_s`` samples, plus the
+    ``SHIFT_MIN_AFTER`` buckets :func:`fit_level_shift` needs to see a new level, before its end; else None.
 
     A rate taken over a window of ``smear_s`` seconds turns a step into a ramp lasting that long, so a ramp
     younger than the window cannot yet be told from a step. :class:`LinearForecaster` then carries it only to
@@ -132,7 +133,9 @@ def fit_young_ramp(y: np.ndarray, smear_s: int, bucket: int = SHIFT_BUCKET_S) ->
     age = (n_all - k) * bucket
     # Until the level after a step has been seen for SHIFT_MIN_AFTER buckets, fit_level_shift cannot take it
     # for one: a ramp that began up to that much more than the smear ago may still be a step.
-    if bic_hinge >= bic_line or age > smear_s + SHIFT_MIN_AFTER * bucket:
+    # And like a shift, it must explain nearly all the straight line leaves: noise on a steady ramp finds a
+    # better-by-BIC change of slope near the end in about one window of thirteen, explaining a quarter to half.
+    if bic_hinge >= bic_line or sse_hinge > (1 - SHIFT_EXPLAINS) * sse_line or age > smear_s + SHIFT_MIN_AFTER * bucket:
         return None
     at = x[np.searchsorted(index, k).clip(max=index.size - 1)]
     # The fitted value at the last sample (x = 0): the line, plus the change of slope since the break.

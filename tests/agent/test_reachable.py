@@ -71,3 +71,23 @@ def test_a_failed_read_plans_within_the_settings_and_every_change_of_reach_is_lo
     assert events.count("planner.capped") == 1 and events.count("planner.uncapped") == 1
     executed = [(t, n) for t, n, dry in scaler.requests if not dry]
     assert [n for t, n in executed if t < 3600] and all(n <= 9 for t, n in executed if t < 3600), executed
+
+
+class Lapsing(SlotBound):
+    """Nine slots, read until an hour in; after that every read fails."""
+
+    def reachable_parallelism(self, upper: int) -> int | None:
+        if self.job.now_s >= 3000:
+            raise RuntimeError("connection refused")
+        return min(upper, 9)
+
+
+def test_an_unread_round_keeps_the_last_bound_read() -> None:
+    run = Replay(step_trace(), make_settings(), hours=1.5)
+    run.scaler = scaler = Lapsing(run, None)
+    with capture_logs() as logs:
+        run.agent = run.start_agent()
+        run.run()
+    events = [e["event"] for e in logs if e["event"].startswith("planner.")]
+    assert events == ["planner.capped", "planner.reach_unread"], events
+    assert all(n <= 9 for _, n, dry in scaler.requests if not dry), scaler.requests

@@ -213,9 +213,10 @@ def test_slots_other_jobs_need_are_not_reachable_and_an_unreadable_cluster_is_un
         target = scaler(server.url, job="ours")
         assert target.reachable_parallelism(16) == 5
         other.vertices = {"c" * 32: 8}
-        assert target.reachable_parallelism(16) == 1, "the job still runs at what it gets"
+        assert target.reachable_parallelism(16) == 2, "never below what the job runs at"
         server.failures["/overview"] = 100
-        assert target.reachable_parallelism(16) is None
+        with pytest.raises(ScalerError):
+            target.reachable_parallelism(16)
     finally:
         server.stop()
 
@@ -225,8 +226,17 @@ def test_the_round_s_read_of_the_slots_is_tried_once_and_writes_keep_their_retri
     target = scaler(fake.url, sleeps=sleeps)
     target.client.timeout_s = 5.0
     fake.failures["/overview"] = 1
-    assert target.reachable_parallelism(16) is None and sleeps == [], "one 503, no retry, no backoff"
+    with pytest.raises(ScalerError):
+        target.reachable_parallelism(16)
+    assert sleeps == [], "one 503, no retry, no backoff"
     assert target.client.max_retries == 3 and target.client.timeout_s == 5.0, "the client's own settings back"
     assert target.reachable_parallelism(16) == 4
     fake.failures["/overview"] = 1  # the rescale's own slot check still retries
     assert target.rescale(3, reasons=(), dry_run=False).confirmed == 3 and len(sleeps) == 1
+
+
+def test_a_job_of_uneven_vertices_is_never_capped_below_what_it_runs_at(fake: FakeFlinkRest) -> None:
+    # 6 + 2 in two slot-sharing groups hold 8 of 10 slots; 6 for every vertex would need 12.
+    job = fake.jobs[next(iter(fake.jobs))]
+    job.vertices, job.slot_groups, job.slots_total = {"a" * 32: 6, "b" * 32: 2}, {"b" * 32: "sink"}, 10
+    assert scaler(fake.url).reachable_parallelism(16) == 6

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.flink import cluster
 from lab.flink.cluster import ephemeral_port_range, free_port
 
 
@@ -21,6 +22,7 @@ def test_the_port_lies_below_the_ephemeral_range_and_is_free() -> None:
 
 
 def test_a_held_port_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "_HANDED_OUT", set())
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
@@ -44,3 +46,11 @@ def test_the_range_is_read_from_the_kernel_or_linux_default(tmp_path: Path) -> N
     assert ephemeral_port_range(tmp_path / "missing") == (32768, 60999)
     custom.write_text("garbage\n")
     assert ephemeral_port_range(custom) == (32768, 60999)
+
+
+def test_a_port_is_never_handed_out_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two JVMs given one port: the second's reporter cannot bind, and the first's would answer for both.
+    monkeypatch.setattr(cluster, "_HANDED_OUT", set())
+    draws = iter([21000, 21000, 21001])
+    monkeypatch.setattr(random.SystemRandom, "randrange", lambda self, low, high: next(draws))
+    assert (free_port(), free_port()) == (21000, 21001)

@@ -156,9 +156,11 @@ def test_a_fresh_agent_s_line_through_a_spreading_step_was_a_climb_to_twice_its_
     ],
 )
 def test_a_ramp_older_than_the_rate_window_is_extrapolated_as_before(shape: Callable[[np.ndarray], np.ndarray]) -> None:
-    y = shape(np.arange(600, dtype=float)) * (1 + 0.02 * np.random.default_rng(3).standard_normal(600))
-    exact = LinearForecaster(window=600, level_shifts=True).fit(y).predict(900)
-    assert LinearForecaster(window=600, level_shifts=True, smear_s=60).fit(y).predict(900) == pytest.approx(exact)
+    # Noise must not pass for a young ramp: before the test of how much it explains, 7-10 % of such windows did.
+    for seed in range(60):
+        y = shape(np.arange(600, dtype=float)) * (1 + 0.02 * np.random.default_rng(seed).standard_normal(600))
+        exact = LinearForecaster(window=600, level_shifts=True).fit(y).predict(900)
+        assert LinearForecaster(window=600, level_shifts=True, smear_s=60).fit(y).predict(900) == pytest.approx(exact)
 
 
 def test_a_ramp_as_young_as_the_rate_window_is_held_at_its_level_for_now() -> None:
