@@ -22,10 +22,11 @@ class SlotBound(SimulatedScaler):
         return None if self.slots is None else min(upper, self.slots)
 
 
-def replay_on(slots: int | None) -> tuple[Replay, SlotBound, list[dict[str, object]]]:
-    """The step trace (45k -> 95k/s; 14 workers wanted after it, 9 carry 97k/s) on ``slots`` slots."""
+def replay_on(slots: int | None, kind: type[SlotBound] = SlotBound) -> tuple[Replay, SlotBound, list[dict[str, object]]]:
+    """The step trace (45k -> 95k/s; 14 workers wanted after it, 9 carry 97k/s) on ``slots`` slots (or as
+    ``kind`` reads them)."""
     run = Replay(step_trace(), make_settings(), hours=1.5)
-    run.scaler = scaler = SlotBound(run, slots)
+    run.scaler = scaler = kind(run, slots)
     with capture_logs() as logs:
         run.agent = run.start_agent()
         run.run()
@@ -60,11 +61,7 @@ class Flaky(SlotBound):
 
 
 def test_a_failed_read_plans_within_the_settings_and_every_change_of_reach_is_logged_once() -> None:
-    run = Replay(step_trace(), make_settings(), hours=1.5)
-    run.scaler = scaler = Flaky(run, None)
-    with capture_logs() as logs:
-        run.agent = run.start_agent()
-        run.run()
+    _, scaler, logs = replay_on(None, Flaky)
     events = [e["event"] for e in logs if e["event"].startswith("planner.")]
     assert events[0] == "planner.reach_unread" and set(events) == {"planner.reach_unread", "planner.capped", "planner.uncapped"}
     assert events.count("planner.reach_unread") == 1, "said once, not every round it fails"
@@ -83,11 +80,7 @@ class Lapsing(SlotBound):
 
 
 def test_an_unread_round_keeps_the_last_bound_read() -> None:
-    run = Replay(step_trace(), make_settings(), hours=1.5)
-    run.scaler = scaler = Lapsing(run, None)
-    with capture_logs() as logs:
-        run.agent = run.start_agent()
-        run.run()
+    _, scaler, logs = replay_on(None, Lapsing)
     events = [e["event"] for e in logs if e["event"].startswith("planner.")]
     assert events == ["planner.capped", "planner.reach_unread"], events
     assert all(n <= 9 for _, n, dry in scaler.requests if not dry), scaler.requests
