@@ -76,16 +76,15 @@ def fit_level_shift(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> LevelShift |
     # A change of slope that explains the window as well is the start of a ramp, not a step.
     hinge = _best_fit(index, x, means, _hinge_columns(index, x, n_all))
     sse_shift = max(shift[0], 1e-12 * sse_line)
-    sse_hinge = max(hinge[0], 1e-12 * sse_line) if hinge is not None else sse_line
-    bic_line = n * np.log(sse_line / n) + 2 * np.log(n)
-    bic_hinge = n * np.log(sse_hinge / n) + 4 * np.log(n)
-    bic_shift = n * np.log(sse_shift / n) + 5 * np.log(n)  # the break and its width are parameters too
+    bic_line, bic_hinge = _bic(sse_line, sse_line, n, 2), _bic(hinge[0] if hinge else sse_line, sse_line, n, 4)
+    bic_shift = _bic(sse_shift, sse_line, n, 5)  # the break and its width are parameters too
     if bic_shift >= min(bic_line, bic_hinge) or sse_shift > (1 - SHIFT_EXPLAINS) * sse_line:
         return None
     _, k, coefs = shift
     intercept, slope, step = (float(v) for v in coefs)
     return LevelShift(
-        slope=slope / span, last=intercept + step, shift=step, start=(n_all - k) * bucket, explained=sse_shift / sse_line
+        slope=slope / span, last=intercept + step, shift=step, start=(n_all - k) * bucket,
+        explained=sse_shift / sse_line,
     )
 
 
@@ -119,8 +118,8 @@ def fit_young_ramp(y: np.ndarray, smear_s: int, bucket: int = SHIFT_BUCKET_S) ->
     any other line. A whole-window line through such a ramp is what forecast a step as a climb to several
     times its level on the real job, in the first round after the step.
     """
-    window = _bucketed(y, bucket)
-    if window is None or smear_s <= 0:
+    window = _bucketed(y, bucket) if smear_s > 0 else None
+    if window is None:
         return None
     index, x, means, n_all, span, sse_line = window
     hinge = _best_fit(index, x, means, _hinge_columns(index, x, n_all))
@@ -128,8 +127,7 @@ def fit_young_ramp(y: np.ndarray, smear_s: int, bucket: int = SHIFT_BUCKET_S) ->
         return None
     sse_hinge, k, (intercept, slope, change) = hinge[0], hinge[1], (float(v) for v in hinge[2])
     n = index.size
-    bic_line = n * np.log(sse_line / n) + 2 * np.log(n)
-    bic_hinge = n * np.log(max(sse_hinge, 1e-12 * sse_line) / n) + 4 * np.log(n)
+    bic_line, bic_hinge = _bic(sse_line, sse_line, n, 2), _bic(sse_hinge, sse_line, n, 4)
     age = (n_all - k) * bucket
     # Until the level after a step has been seen for SHIFT_MIN_AFTER buckets, fit_level_shift cannot take it
     # for one: a ramp that began up to that much more than the smear ago may still be a step.
@@ -140,6 +138,12 @@ def fit_young_ramp(y: np.ndarray, smear_s: int, bucket: int = SHIFT_BUCKET_S) ->
     at = x[np.searchsorted(index, k).clip(max=index.size - 1)]
     # The fitted value at the last sample (x = 0): the line, plus the change of slope since the break.
     return YoungRamp(slope=(slope + change) / span, last=intercept + change * max(-at, 0.0), age=age)
+
+
+def _bic(sse: float, sse_line: float, n: int, parameters: int) -> float:
+    """The BIC of a fit to ``n`` bucket means with ``parameters`` parameters (its squared error floored at a
+    trillionth of the straight line's, so an exact fit compares finitely)."""
+    return float(n * np.log(max(sse, 1e-12 * sse_line) / n) + parameters * np.log(n))
 
 
 def _bucketed(y: np.ndarray, bucket: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, float, float] | None:
@@ -254,8 +258,9 @@ class LinearForecaster:
         if self.level_shifts and (step := fit_level_shift(self._y)) is not None:
             return step.slope, step.last, math.inf
         # The ramp is looked for at the window's end only, where an earlier step would not hide it.
-        recent = self._y[-YOUNG_RAMP_CONTEXT * self.smear_s :] if self.smear_s else self._y
-        if self.level_shifts and (ramp := fit_young_ramp(recent, self.smear_s)) is not None:
+        if self.level_shifts and self.smear_s > 0 and (
+            ramp := fit_young_ramp(self._y[-YOUNG_RAMP_CONTEXT * self.smear_s :], self.smear_s)
+        ) is not None:
             return ramp.slope, ramp.last, float(max(self.smear_s - ramp.age, 0))
         x = np.arange(self._y.size, dtype=float)
         finite = np.isfinite(self._y)
