@@ -312,28 +312,28 @@ class Agent:
         (a session cluster's free slots, :meth:`FlinkRestScaler.reachable_parallelism`) where it says so."""
         if not isinstance(self.scaler, BoundedScaler):
             return self.config
+        configured = self.config.max_parallelism
         try:
-            cap = self.scaler.reachable_parallelism(self.config.max_parallelism)
+            cap = self.scaler.reachable_parallelism(configured)
         except Exception as exc:  # unread this round: the last bound read stands (said once until it reads)
             if not self._reach_unread:
                 self.log.warning("planner.reach_unread", error=f"{type(exc).__name__}: {exc}", kept=self._reach)
             self._reach_unread = True
-            return self.config if self._reach is None else replace(self.config, max_parallelism=self._reach)
-        self._reach_unread = False
-        configured = self.config.max_parallelism
-        upper = configured if cap is None or cap >= configured else max(self.config.min_parallelism, cap)
-        capped = upper < configured
-        if (upper if capped else None) != self._reach:
-            if capped:
-                self.log.warning(
-                    "planner.capped", max_parallelism=upper, configured=configured,
-                    error=f"the scale target can run the job at {cap} at most now (the cluster's free slots, the "
-                    f"job's max parallelism): planning up to {upper}, not max_parallelism {configured}",
-                )
-            else:
-                self.log.info("planner.uncapped", max_parallelism=configured)
-            self._reach = upper if capped else None
-        return replace(self.config, max_parallelism=upper) if capped else self.config
+        else:
+            self._reach_unread = False
+            reach = None if cap is None else max(self.config.min_parallelism, cap)
+            reach = reach if reach is not None and reach < configured else None
+            if reach != self._reach:
+                if reach is not None:
+                    self.log.warning(
+                        "planner.capped", max_parallelism=reach, configured=configured,
+                        error=f"the scale target can run the job at {cap} at most now (the cluster's free slots, "
+                        f"the job's max parallelism): planning up to {reach}, not max_parallelism {configured}",
+                    )
+                else:
+                    self.log.info("planner.uncapped", max_parallelism=configured)
+                self._reach = reach
+        return self.config if self._reach is None else replace(self.config, max_parallelism=self._reach)
 
     def _plan_input(self, analysis: Analysis, now: float, observation: Observation | None = None) -> PlanInput:
         throughput = _worker_means(observation.worker_throughput) if observation is not None else {}
