@@ -1,44 +1,61 @@
 #!/usr/bin/env bash
-# `make test`'s runner: the real-Flink scenarios and the rest of the suite side by side.
+# `make test`'s runner: the real-Flink scenarios, in two halves, beside the rest of the suite.
 #
-# The scenarios under tests/flink run a Flink cluster, Prometheus and Perdix in real time (about eleven of the
-# suite's seventeen minutes on two cores) and mostly wait; the rest is CPU-bound. They run as two pytest
-# processes at once, the CPU-bound one at a lower priority (nice 10) so that the real-time scenarios keep the
-# CPU they had alone. The main suite streams to the terminal; the Flink suite's output follows when both are
-# done. The exit status is non-zero if either failed.
+# The scenarios under tests/flink run a Flink cluster, Prometheus and Perdix in real time (about fourteen minutes
+# one after another on two cores) and mostly wait: a quarter of a core between them, the JVMs included. So they run
+# as two pytest processes, each with a session cluster of its own (every port is drawn free, every directory is
+# the process's own), beside a third that runs the rest of the suite, CPU-bound, at a lower priority (nice 10) so
+# that the real-time scenarios keep the CPU they had alone. FLINK_FIRST is the first half: the long end-to-end
+# scenario (about 330 s) and the StreamBed plan (about 110 s); every other file under tests/flink, a new one
+# included, is the second half (about 420 s). The main suite streams to the terminal; the two halves' output
+# follows when all are done. The exit status is non-zero if any failed.
 #
-# An interrupt (Ctrl-C, a cancelled CI job) reaches both: the Flink suite gets SIGINT too, so its fixtures stop
-# the cluster, Prometheus and Perdix before it exits.
+# An interrupt (Ctrl-C, a cancelled CI job) reaches all of them: the Flink halves get SIGINT too, so their
+# fixtures stop the clusters, Prometheus and Perdix before they exit.
 #
-# Usage: scripts/run-tests.sh PYTHON [pytest options for both runs, e.g. -x or -p no:cacheprovider]
-# (to run some tests only, call pytest directly: a selection would leave one of the two runs empty).
+# Usage: scripts/run-tests.sh PYTHON [pytest options for every run, e.g. -x or -p no:cacheprovider]
+# (to run some tests only, call pytest directly: a selection would leave one of the runs empty).
 set -uo pipefail
 python=${1:?usage: scripts/run-tests.sh PYTHON [pytest options...]}
 shift
-log=$(mktemp -t perdix-flink-tests.XXXXXX)
+FLINK_FIRST=(tests/flink/test_e2e_daedalus.py tests/flink/test_streambed_flink.py)
+first_log=$(mktemp -t perdix-flink-tests-1.XXXXXX)
+second_log=$(mktemp -t perdix-flink-tests-2.XXXXXX)
 started=$(date +%s)
 
-# Job control gives the background run its own process group and keeps SIGINT's default action for it
+ignore=()
+for file in "${FLINK_FIRST[@]}"; do
+    [ -f "$file" ] || { echo "scripts/run-tests.sh: $file (FLINK_FIRST) does not exist" >&2; exit 2; }
+    ignore+=("--ignore=$file")
+done
+
+# Job control gives each background run its own process group and keeps SIGINT's default action for it
 # (a script's background jobs otherwise ignore SIGINT).
 set -m
-"$python" -m pytest -q --durations=10 "$@" tests/flink >"$log" 2>&1 &
-flink=$!
+"$python" -m pytest -q --durations=10 "$@" "${FLINK_FIRST[@]}" >"$first_log" 2>&1 &
+first=$!
+"$python" -m pytest -q --durations=10 "$@" tests/flink "${ignore[@]}" >"$second_log" 2>&1 &
+second=$!
 set +m
 interrupted() {
-    kill -INT -- "-$flink" 2>/dev/null
-    wait "$flink" 2>/dev/null
-    cat "$log"
-    rm -f "$log"
+    kill -INT -- "-$first" "-$second" 2>/dev/null
+    wait "$first" "$second" 2>/dev/null
+    cat "$first_log" "$second_log"
+    rm -f "$first_log" "$second_log"
     exit 130
 }
 trap interrupted INT TERM
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$first_log" "$second_log"' EXIT
 
 nice -n 10 "$python" -m pytest -q --durations=15 "$@" --ignore=tests/flink
 rest=$?
-echo "--- the real-Flink scenarios (tests/flink), run beside the above ---"
-wait "$flink"
-status=$?
-cat "$log"
-echo "make test: $(( $(date +%s) - started )) s wall (tests/flink exit $status, the rest exit $rest)"
-[ "$rest" -eq 0 ] && [ "$status" -eq 0 ]
+wait "$first"
+first_status=$?
+wait "$second"
+second_status=$?
+echo "--- the real-Flink scenarios, first half (${FLINK_FIRST[*]}), run beside the above ---"
+cat "$first_log"
+echo "--- the real-Flink scenarios, second half (the rest of tests/flink), run beside the above ---"
+cat "$second_log"
+echo "make test: $(( $(date +%s) - started )) s wall (tests/flink halves exit $first_status and $second_status, the rest exit $rest)"
+[ "$rest" -eq 0 ] && [ "$first_status" -eq 0 ] && [ "$second_status" -eq 0 ]
