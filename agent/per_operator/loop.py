@@ -14,7 +14,7 @@ profile (QEScalor) is always a recommendation. Dry-run logs the per-vertex plan 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -161,7 +161,8 @@ class OperatorAgent(Agent):
         plan_input = self._step(result, "plan", lambda: self._operator_input(seen, observation, analysis, now))
         if plan_input is None:
             return
-        decision = self._step(result, "plan", lambda: self.operator_policy.decide(plan_input, self.operator_config))
+        config = self._operator_round_config()
+        decision = self._step(result, "plan", lambda: self.operator_policy.decide(plan_input, config))
         if decision is None:
             return
         before = plan_input.current
@@ -189,6 +190,15 @@ class OperatorAgent(Agent):
         if self.operator_telemetry is not None:
             self.operator_telemetry.record(seen, plan_input, decision)
         self.last_operator_round = OperatorRound(seen, plan_input, decision, applied)
+
+    def _operator_round_config(self) -> OperatorConfig:
+        """The per-operator settings for this round: every vertex's upper bound lowered to what the cluster can run
+        now (:meth:`Agent._round_config`). With slot sharing a job takes as many slots as its widest vertex, so
+        the job-wide reach bounds each vertex; without it a vertex past the free slots was refused at the write."""
+        planner = self._round_config()
+        if planner.max_parallelism == self.operator_config.planner.max_parallelism:
+            return self.operator_config
+        return replace(self.operator_config, planner=planner)
 
     def _operator_input(
         self, seen: OperatorObservation, observation: Observation, analysis: Analysis, now: float

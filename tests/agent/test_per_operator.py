@@ -298,8 +298,21 @@ class NoScaler:
         raise AssertionError("the per-operator round never rescales the whole job")
 
 
+class SlotBound(NoScaler):
+    """A session cluster whose free slots run the job at ``slots`` subtasks a vertex at most (reads recorded)."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.asked: list[int] = []
+
+    def reachable_parallelism(self, upper: int) -> int | None:
+        self.asked.append(upper)
+        return min(upper, self.slots)
+
+
 def agent_for(tmp_path: Path, policy: str, monitor: SplitJobMonitor, *, dry_run: bool = False,
-              memory_applies: bool = False, kind: str = "flink-rest") -> tuple[OperatorAgent, RecordingVertexScaler, Events]:
+              memory_applies: bool = False, kind: str = "flink-rest",
+              job_scaler: NoScaler | None = None) -> tuple[OperatorAgent, RecordingVertexScaler, Events]:
     settings = Settings(
         policy=policy, dry_run=dry_run, loop_interval_s=60.0, grace_period_s=0.0, max_parallelism=8,
         scale_target=ScaleTargetSettings(kind=kind),  # type: ignore[arg-type]
@@ -308,7 +321,7 @@ def agent_for(tmp_path: Path, policy: str, monitor: SplitJobMonitor, *, dry_run:
     scaler = RecordingVertexScaler(monitor, memory_applies=memory_applies)
     events = Events()
     agent = OperatorAgent(
-        settings=settings, clock=SimulatedClock(NOW), monitor=WholeJobMonitor(), scaler=NoScaler(),
+        settings=settings, clock=SimulatedClock(NOW), monitor=WholeJobMonitor(), scaler=job_scaler or NoScaler(),
         knowledge=FileKnowledgeStore(tmp_path / "k.json"), events=events,
         telemetry=Telemetry(CollectorRegistry()), operator_monitor=monitor, vertex_scaler=scaler,  # type: ignore[arg-type]
     )
@@ -331,6 +344,27 @@ def test_ds2_round_rescales_the_costly_vertex_alone_in_one_write(tmp_path: Path)
     assert registry.get_sample_value("perdix_vertex_parallelism_recommended", {"vertex": "cost"}) == 3.0
     # The knowledge keeps the per-vertex rescale and the loop's state.
     assert agent.document()["loop"]["rescales"][-1]["vertices"] == {"cost": [2, 3]}
+
+
+def test_every_vertex_is_planned_within_the_slots_the_cluster_has_free(tmp_path: Path) -> None:
+    # The round above wants the costly vertex at 3; on a cluster with room for 2 a vertex it stays at 2.
+    monitor = SplitJobMonitor()
+    bound = SlotBound(2)
+    agent, scaler, _ = agent_for(tmp_path, "ds2", monitor, job_scaler=bound)
+    with capture_logs() as logs:
+        result = agent.round()
+    assert bound.asked == [8], "asked with the configured max_parallelism"
+    assert all(max(targets.values()) <= 2 for targets, _ in scaler.calls), scaler.calls
+    assert monitor.parallelism[COST] == 2 and result.decision is not None
+    capped = [e for e in logs if e["event"] == "planner.capped"]
+    assert len(capped) == 1 and capped[0]["max_parallelism"] == 2 and capped[0]["configured"] == 8
+    # With the slots back the same round rescales the vertex to 3.
+    bound.slots = 8
+    agent.clock.advance(60.0)  # type: ignore[attr-defined]
+    with capture_logs() as logs:
+        agent.round()
+    assert scaler.calls[-1] == ({COST: 3}, False) and [e["event"] for e in logs if e["event"].startswith("planner.")] == [
+        "planner.uncapped"]
 
 
 def test_dry_run_logs_the_per_vertex_plan_and_writes_nothing(tmp_path: Path) -> None:
