@@ -45,8 +45,8 @@ CARRY_WINDOW_S = 60
 """The workload a scale-out must carry is the mean of this many seconds (the SLO's falling-behind allowance)."""
 
 
-def floor_worker_hours(trace: CorpusTrace, hours: float) -> tuple[str, float, float]:
-    """``(name, carry floor, failure-robust floor)`` in worker-hours for the first ``hours`` of the trace."""
+def floor_series(trace: CorpusTrace, hours: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(carry, robust)``: the two floors' scale-outs for every second of the first ``hours`` of the trace."""
     settings = load_lab_settings(None, {"policy": "daedalus"})
     sim = settings.simulator
     job = SimulatedFlinkJob(load_trace(trace.path), sim)
@@ -60,7 +60,8 @@ def floor_worker_hours(trace: CorpusTrace, hours: float) -> tuple[str, float, fl
     profile = {n: (env.shares(n), env.worker_capacities(n)) for n in sizes}
     means = np.convolve(workload, np.ones(CARRY_WINDOW_S) / CARRY_WINDOW_S, mode="valid")
     replay_s = sim.checkpoint_interval_s / 2
-    carry_total = robust_total = 0
+    carry_floor = np.zeros(duration, dtype=int)
+    robust_floor = np.zeros(duration, dtype=int)
     for t in range(0, duration, STEP_S):
         peak = float(means[t : t + STEP_S].max())
         carry = next((n for n in sizes if capacity[n] >= peak), top)
@@ -75,9 +76,15 @@ def floor_worker_hours(trace: CorpusTrace, hours: float) -> tuple[str, float, fl
             if seconds <= settings.target_recovery_time_s:
                 robust = n
                 break
-        carry_total += carry * STEP_S
-        robust_total += robust * STEP_S
-    return trace.name, carry_total / 3600, robust_total / 3600
+        carry_floor[t : t + STEP_S] = carry
+        robust_floor[t : t + STEP_S] = robust
+    return carry_floor, robust_floor
+
+
+def floor_worker_hours(trace: CorpusTrace, hours: float) -> tuple[str, float, float]:
+    """``(name, carry floor, failure-robust floor)`` in worker-hours for the first ``hours`` of the trace."""
+    carry, robust = floor_series(trace, hours)
+    return trace.name, float(carry.sum()) / 3600, float(robust.sum()) / 3600
 
 
 def _optimal(path: Path | None, traces: list[CorpusTrace], hours: float, jobs: int) -> dict[str, float]:

@@ -1,0 +1,46 @@
+"""Where Daedalus's worker-hours above the failure-robust floor go (``benchmarks.bench_excess``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.loop import RoundResult
+from benchmarks.bench_excess import STATES, excess, state_of
+from lab.corpus import CorpusTrace
+from planner.types import Decision, ReasonCode, decided, keep
+
+
+@pytest.mark.parametrize(
+    ("decision", "state"),
+    [
+        (keep(9, ReasonCode.GRACE, "in the grace period"), "guard: grace"),
+        (keep(9, ReasonCode.RECOVERING, "recovering"), "guard: recovering"),
+        (keep(9, ReasonCode.UNKNOWN_DATA, "workload unknown"), "guard: other"),
+        (decided(9, 9, 7, ["7: carries the peak"]), "stabilizing"),
+        (decided(9, 8, 7, ["7: carries the peak"]), "stabilizing"),
+        (decided(9, 7, 7, ["7: carries the peak"]), "scale in"),
+        (decided(9, 12, 12, ["12: carries the peak"]), "scale out"),
+        (decided(9, 9, 9, ["8: recovery 320 s > target 300 s", "9: current scale-out qualifies"]), "keep: search"),
+        (keep(9, ReasonCode.KEEP, "rescaled recently and 9 still carries the average", acted=True),
+         "keep: recent rescale"),
+        (Decision(14, 14, ("no scale-out meets the target",), ReasonCode.NO_CANDIDATE), "no candidate"),
+        (None, "guard: other"),
+    ],
+)
+def test_each_round_is_put_under_what_it_left_the_job_in(decision: Decision | None, state: str) -> None:
+    assert state in STATES
+    assert state_of(RoundResult(now=60.0, decision=decision)) == state
+
+
+def test_the_states_share_out_every_worker_hour_above_the_floor(tmp_path: Path) -> None:
+    """An hour of a workload that halves after 20 minutes: the states add up to Daedalus's worker-hours less
+    the floor's, the fall is met by a wait in the stabilization window, and only the first loop has no round."""
+    path = tmp_path / "fall.csv"
+    path.write_text("time_s,rate\n0,90000\n1199,90000\n1200,40000\n3600,40000\n")
+    name, used, floor, by_state = excess(CorpusTrace("fall", "steps", "dev", path, "test", "test"), 1.0, None)
+    assert name == "fall" and used > floor > 0
+    assert sum(by_state.values()) == pytest.approx(used - floor, abs=1e-9)
+    assert by_state["stabilizing"] > 0, by_state
+    assert abs(by_state["before the first round"]) <= 60 * 16 / 3600
