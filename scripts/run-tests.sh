@@ -1,31 +1,34 @@
 #!/usr/bin/env bash
-# `make test`'s runner: the real-Flink scenarios, in two halves, beside the rest of the suite.
+# `make test`'s runner: the real-Flink scenarios, in two halves, beside the rest of the suite; then StreamBed alone.
 #
 # The scenarios under tests/flink run a Flink cluster, Prometheus and Perdix in real time (about fourteen minutes
 # one after another on two cores) and mostly wait: a quarter of a core between them, the JVMs included. So they run
 # as two pytest processes, each with a session cluster of its own (every port is drawn free, every directory is
 # the process's own), beside a third that runs the rest of the suite, CPU-bound, at a lower priority (nice 10) so
-# that the real-time scenarios keep the CPU they had alone. FLINK_FIRST is the first half: the long end-to-end
-# scenario (about 330 s) and the StreamBed plan (about 110 s); every other file under tests/flink, a new one
-# included, is the second half (about 420 s). The main suite streams to the terminal; the two halves' output
-# follows when all are done. The exit status is non-zero if any failed.
+# that the real-time scenarios keep the CPU they had alone. FLINK_FIRST is the first half, the long end-to-end
+# scenario (about 340 s); every other file under tests/flink, a new one included, is the second half (about
+# 420 s). FLINK_ALONE runs after all three, on a machine with nothing else to do: StreamBed measures the job's
+# maximum sustainable throughput, which is the CPU a slot gets (beside both halves a slot carried 13 % less and
+# the prior came out of its 10 % tolerance). The main suite streams to the terminal; the halves' output follows
+# when all three are done, then the last run streams. The exit status is non-zero if any failed.
 #
-# An interrupt (Ctrl-C, a cancelled CI job) reaches all of them: the Flink halves get SIGINT too, so their
-# fixtures stop the clusters, Prometheus and Perdix before they exit.
+# An interrupt (Ctrl-C, a cancelled CI job) reaches every run: the Flink runs get SIGINT too, so their fixtures
+# stop the clusters, Prometheus and Perdix before they exit.
 #
 # Usage: scripts/run-tests.sh PYTHON [pytest options for every run, e.g. -x or -p no:cacheprovider]
 # (to run some tests only, call pytest directly: a selection would leave one of the runs empty).
 set -uo pipefail
 python=${1:?usage: scripts/run-tests.sh PYTHON [pytest options...]}
 shift
-FLINK_FIRST=(tests/flink/test_e2e_daedalus.py tests/flink/test_streambed_flink.py)
+FLINK_FIRST=(tests/flink/test_e2e_daedalus.py)
+FLINK_ALONE=(tests/flink/test_streambed_flink.py)
 first_log=$(mktemp -t perdix-flink-tests-1.XXXXXX)
 second_log=$(mktemp -t perdix-flink-tests-2.XXXXXX)
 started=$(date +%s)
 
 ignore=()
-for file in "${FLINK_FIRST[@]}"; do
-    [ -f "$file" ] || { echo "scripts/run-tests.sh: $file (FLINK_FIRST) does not exist" >&2; exit 2; }
+for file in "${FLINK_FIRST[@]}" "${FLINK_ALONE[@]}"; do
+    [ -f "$file" ] || { echo "scripts/run-tests.sh: $file (FLINK_FIRST or FLINK_ALONE) does not exist" >&2; exit 2; }
     ignore+=("--ignore=$file")
 done
 
@@ -57,5 +60,10 @@ echo "--- the real-Flink scenarios, first half (${FLINK_FIRST[*]}), run beside t
 cat "$first_log"
 echo "--- the real-Flink scenarios, second half (the rest of tests/flink), run beside the above ---"
 cat "$second_log"
-echo "make test: $(( $(date +%s) - started )) s wall (tests/flink halves exit $first_status and $second_status, the rest exit $rest)"
-[ "$rest" -eq 0 ] && [ "$first_status" -eq 0 ] && [ "$second_status" -eq 0 ]
+trap - INT TERM  # the last run is in the foreground: an interrupt reaches it directly
+echo "--- StreamBed on real Flink (${FLINK_ALONE[*]}), alone ---"
+"$python" -m pytest -q --durations=5 "$@" "${FLINK_ALONE[@]}"
+alone=$?
+echo "make test: $(( $(date +%s) - started )) s wall (tests/flink halves exit $first_status and $second_status," \
+     "StreamBed exit $alone, the rest exit $rest)"
+[ "$rest" -eq 0 ] && [ "$first_status" -eq 0 ] && [ "$second_status" -eq 0 ] && [ "$alone" -eq 0 ]
