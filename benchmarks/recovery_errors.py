@@ -1,9 +1,16 @@
 """Predicted against measured recovery times at every stop of a replay, and which estimate explains the gap.
 
 At each stop Daedalus went through (a rescale it asked for, or an injected failure) the prediction it
-held is compared with the recovery the simulated job then measured: from the stop until the lag is
-no more than one second of input again (the SLO's criterion, ``lab.slo``). A stop that another stop
-interrupts before the job caught up is left out (its recovery is not its own).
+held for that stop is compared with the recovery the simulated job then measured: from the stop until
+the lag is no more than one second of input again (the SLO's criterion, ``lab.slo``). A stop that another
+stop interrupts before the job caught up is left out (its recovery is not its own).
+
+The prediction for a stop is the analyzer's expected case for it — a rescale to the scale-out, or a
+failure at the one the job runs — which the recovery watch compares each measured recovery with. What the
+planner checks a candidate against is a bound over scenarios, not that prediction: the slower of the
+rescale and a later failure there, and for a scale-in the bad case too (a whole checkpoint interval
+replayed, arrivals along the rise envelope). Its errors are printed beside (``planned``), as they were
+the headline figure until the twelfth session of issue 21.
 
 To say *why* a prediction is off, the same prediction is recomputed (``models.recovery``'s
 ``recovery_time``) with one of its inputs replaced by the simulator's truth at a time — the capacity
@@ -48,6 +55,8 @@ class Snapshot:
     """The workload per second the predictor assumed would arrive, per scale-out."""
     profiles: dict[int, Any]
     """The workers' shares and capacities the predictor assumed, per scale-out (None: one worker)."""
+    stop_predictions: dict[int, float]
+    """The expected recovery of the stop that would start at each scale-out next (what the watch compares)."""
 
 
 class RecordingAnalyzer(Analyzer):
@@ -75,7 +84,8 @@ class RecordingAnalyzer(Analyzer):
             # second to the bottleneck worker.
             replays[n] = (self.recovery.replay_records(rate or 0.0), context[3])
             arrivals[n], profiles[n] = context[1], context[4]
-        self.snapshots.append(Snapshot(now, current, analysis, rate, downtimes, replays, arrivals, profiles))
+        stops = dict(self._last_recovery)  # the stop predictions the watch compares with
+        self.snapshots.append(Snapshot(now, current, analysis, rate, downtimes, replays, arrivals, profiles, stops))
         return analysis
 
 
@@ -105,10 +115,11 @@ def stop_errors(job: SimulatedFlinkJob, snapshots: list[Snapshot]) -> list[dict[
             continue
         snap = snapshots[k]
         n = restart.to_parallelism
-        predicted = snap.analysis.recovery_times.get(n)
+        predicted = snap.stop_predictions.get(n)
+        planned = snap.analysis.recovery_times.get(n)
         capacity = snap.analysis.capacities.get(n)
         upper = snap.arrivals.get(n)
-        if predicted is None or capacity is None or upper is None or snap.recent_rate is None:
+        if predicted is None or planned is None or capacity is None or upper is None or snap.recent_rate is None:
             continue
         lag_before = float(whole.lag[restart.start_s - 1]) if restart.start_s > 0 else 0.0
         future = whole.workload[restart.start_s : restart.start_s + 3600]
@@ -134,7 +145,7 @@ def stop_errors(job: SimulatedFlinkJob, snapshots: list[Snapshot]) -> list[dict[
 
         row: dict[str, Any] = {
             "kind": restart.kind, "start_s": restart.start_s, "parallelism": n,
-            "predicted": predicted, "measured": measured, "recomputed": predict(believed),
+            "predicted": predicted, "planned": planned, "measured": measured, "recomputed": predict(believed),
         }
         for name in TRUTHS:
             inputs = dict(truth) if name == "all" else {**believed, name: truth[name]}
@@ -177,7 +188,7 @@ def report(rows_by_trace: dict[str, list[dict[str, Any]]]) -> list[str]:
             lines.append(f"{kind:<22} {stats['n']:>5} {stats['median']:>9.2f} {stats['p95']:>9.2f} {stats['bias']:>+7.2f}")
     lines.append("")
     lines.append(f"{'prediction with':<22} {'stops':>5} {'|err| med':>9} {'|err| p95':>9} {'bias':>7}")
-    for column in ("predicted", "recomputed", "point forecast", *(f"true {name}" for name in TRUTHS)):
+    for column in ("predicted", "planned", "recomputed", "point forecast", *(f"true {name}" for name in TRUTHS)):
         stats = error_stats([r for r in everything if column in r], column)
         if stats:
             lines.append(f"{column:<22} {stats['n']:>5} {stats['median']:>9.2f} {stats['p95']:>9.2f} {stats['bias']:>+7.2f}")
