@@ -22,15 +22,15 @@ python=${1:?usage: scripts/run-tests.sh PYTHON [pytest options...]}
 shift
 FLINK_FIRST=(tests/flink/test_e2e_daedalus.py)
 FLINK_ALONE=(tests/flink/test_streambed_flink.py)
-first_log=$(mktemp -t perdix-flink-tests-1.XXXXXX)
-second_log=$(mktemp -t perdix-flink-tests-2.XXXXXX)
-started=$(date +%s)
-
 ignore=()
 for file in "${FLINK_FIRST[@]}" "${FLINK_ALONE[@]}"; do
     [ -f "$file" ] || { echo "scripts/run-tests.sh: $file (FLINK_FIRST or FLINK_ALONE) does not exist" >&2; exit 2; }
     ignore+=("--ignore=$file")
 done
+
+first_log=$(mktemp -t perdix-flink-tests-1.XXXXXX)
+second_log=$(mktemp -t perdix-flink-tests-2.XXXXXX)
+started=$(date +%s)
 
 # Job control gives each background run its own process group and keeps SIGINT's default action for it
 # (a script's background jobs otherwise ignore SIGINT).
