@@ -97,6 +97,20 @@ class Scenario:
         """The agent's log tail, for failure messages."""
         return "\n--- perdix log (tail) ---\n" + self.agent.tail(40)
 
+    def rounds_to_first_rescale(self) -> str:
+        """The rounds up to and including the first rescale, one line each, for failure messages: what the
+        agent saw and decided on the way (the log's tail holds only the end of the run)."""
+        lines = []
+        for event in self.events:
+            if event.get("event") == "loop":
+                keys = ("parallelism", "workload_avg", "lag", "capacity", "forecast_peak", "forecast_source",
+                        "predicted_recovery_s", "code", "reason")
+                lines.append(f"{self.since_epoch(log_time(event)):6.1f} s " + " ".join(f"{k}={event.get(k)}" for k in keys))
+            elif event.get("event") == "rescale":
+                lines.append(f"{self.since_epoch(log_time(event)):6.1f} s rescale {event}")
+                break
+        return "\n--- the agent's rounds up to the first rescale (s after the epoch) ---\n" + "\n".join(lines)
+
     def since_epoch(self, unix_s: float) -> float:
         """Seconds after the job's epoch."""
         return unix_s - self.epoch
@@ -208,11 +222,12 @@ def test_the_step_up_is_met_by_an_in_place_scale_out_within_a_few_loops(scenario
     ups = [r for r in scenario.rescales if r.to_parallelism > r.from_parallelism]
     assert ups, f"no scale-out after the step up at {UP_S:g} s{scenario.tail()}"
     first = scenario.rescales[0]
-    assert first.to_parallelism > first.from_parallelism == 1, f"the first rescale was {first}{scenario.tail()}"
+    assert first.to_parallelism > first.from_parallelism == 1, f"the first rescale was {first}{scenario.rounds_to_first_rescale()}"
     after = scenario.since_epoch(first.requested_at) - UP_S
     # The step shows in full one rate window after it happens; a few loops beyond that is the budget.
     assert 0 < after <= RATE_WINDOW_S + 3 * LOOP_S, (
-        f"the scale-out was requested {after:.1f} s after the step up (budget {RATE_WINDOW_S + 3 * LOOP_S:g} s){scenario.tail()}"
+        f"the scale-out was requested {after:.1f} s after the step up (budget {RATE_WINDOW_S + 3 * LOOP_S:g} s)"
+        f"{scenario.rounds_to_first_rescale()}"
     )
     puts = [w for w in scenario.proxy_writes if w[0] == "PUT"]
     assert puts and all(path == f"/jobs/{scenario.job.job_id}/resource-requirements" and status == 200
