@@ -28,13 +28,13 @@ system-deps:
 demo: $(STAMP)
 	$(BIN)/perdix simulate --trace traces/bank_calls.csv --policy daedalus --hours 6 --out out/demo --log-format console
 
-# The real-Flink scenarios (tests/flink, real time, mostly waiting) beside the rest (CPU-bound, at nice 10).
+# The real-Flink scenarios (tests/flink, real time, mostly waiting) beside the rest (CPU-bound, at nice 15).
 test: $(STAMP) system-deps lint
 	bash scripts/run-tests.sh $(BIN)/python
 
 lint: $(STAMP)
 	$(BIN)/lint-imports
-	$(BIN)/mypy agent cli lab models planner spark simulator
+	$(BIN)/mypy agent cli lab models planner spark simulator benchmarks
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all

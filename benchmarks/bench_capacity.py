@@ -66,11 +66,11 @@ def main() -> None:
     cumulative: list[float] = []
     with_fallback: list[float] = []
     for seed in SEEDS:
-        e, u, f, c = run_seed(seed)
-        errors += e
-        unknown += u
-        with_fallback += f
-        cumulative += c
+        window_errors, seed_unknown, fallback_errors, cumulative_errors = run_seed(seed)
+        errors += window_errors
+        unknown += seed_unknown
+        with_fallback += fallback_errors
+        cumulative += cumulative_errors
     total = len(errors) + unknown
     e = np.array(errors) * 100
     c = np.array(cumulative) * 100

@@ -45,7 +45,8 @@ from agent.observation import Observation
 from benchmarks.recovery_errors import RecordingAnalyzer, report, stop_errors
 from lab.corpus import CorpusTrace, select
 from lab.oracle import OracleAnalyzer
-from lab.replay import Replay, _InlineExecutor
+from lab.inline import InlineExecutor
+from lab.replay import Replay
 from lab.settings import LabSettings, load_lab_settings
 
 TURN_1_HOLDS = {"scale_down_stabilization_s": 600.0, "recent_rescale_window_s": 600.0, "grace_period_s": 180.0}
@@ -137,8 +138,8 @@ class AblationReplay(Replay):
             self.monitor = HidingMonitor(self.monitor, self.hidden)
         if not self.truths and not self.recording:
             return super().start_agent()
-        self.background = _InlineExecutor()
-        inner = (RecordingAnalyzer if self.recording else Analyzer)(self.settings, executor=self.background)  # type: ignore[arg-type]
+        self.background = InlineExecutor()
+        inner = (RecordingAnalyzer if self.recording else Analyzer)(self.settings, executor=self.background)
         if isinstance(inner, RecordingAnalyzer):
             self.recorder = inner
         analyzer = (

@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from benchmarks.common import SHIPPED_TRACES, TRACES
+from lab.inline import InlineExecutor
 from models.forecast import ArimaForecaster, LinearForecaster, StatsForecastArima, WorkloadForecaster, wape
 from simulator import load_trace
 
@@ -43,20 +44,12 @@ def _forecast(model: object, history: np.ndarray, resolution: int) -> tuple[np.n
     return np.repeat(values, resolution), fit_s
 
 
-class _Inline:
-    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
-        from concurrent.futures import Future
-
-        future: Future = Future()
-        future.set_result(fn(*args, **kwargs))
-        return future
-
-
 def loop_cost(name: str = "bank_calls", resolution: int = 10, loops: int = 360) -> None:
     """Per-loop wall time of WorkloadForecaster.step (update + predict) over a six-hour replay, fits apart."""
     y = _series(name)
-    manager = WorkloadForecaster(executor=_Inline(), resolution_s=resolution)
-    step_times, fit_times = [], []
+    manager = WorkloadForecaster(executor=InlineExecutor(), resolution_s=resolution)
+    step_times: list[float] = []
+    fit_times: list[float] = []
     for k in range(loops):
         fits = manager.fits_started
         start = time.perf_counter()
@@ -71,7 +64,7 @@ def loop_cost(name: str = "bank_calls", resolution: int = 10, loops: int = 360) 
 def streaming(name: str, update_maxiter: int, loop_s: int = 60) -> tuple[float, float]:
     """15-min-ahead WAPE (median, p90) of the manager as the agent runs it: a step every loop, fits inline."""
     y = _series(name)
-    manager = WorkloadForecaster(executor=_Inline(), update_maxiter=update_maxiter)
+    manager = WorkloadForecaster(executor=InlineExecutor(), update_maxiter=update_maxiter)
     scores = []
     for t in range(0, HOURS * 3600, loop_s):
         forecast = manager.step(y[t : t + loop_s])
@@ -105,8 +98,8 @@ def main() -> None:
             linear = LinearForecaster(window=600).fit(history).predict(HORIZON_S)
             scores.setdefault("linear fallback", []).append(wape(actual, linear) or np.nan)
         print(f" {name} ({len(scores['naive (last 10 s)'])} origins)")
-        for label, values in scores.items():
-            v = np.array(values)
+        for label, scored in scores.items():
+            v = np.array(scored)
             print(f"  {label:20s} WAPE median {np.nanmedian(v):.3f}  p90 {np.nanpercentile(v, 90):.3f}")
     print(" refit time (auto-ARIMA search + fit), median / max over origins")
     for label, times in fit_times.items():

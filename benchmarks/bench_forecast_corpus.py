@@ -29,23 +29,13 @@ from typing import Any
 import numpy as np
 
 from lab.corpus import CorpusTrace, select
+from lab.inline import InlineExecutor
 from models.forecast import WorkloadForecaster, wape
 
 HORIZON_S = 900
 LOOP_S = 60
 WARM_UP_S = 1800
 NAIVE_LEVEL_S = 10
-
-
-class _Inline:
-    """Fits run in the caller, as if the background executor were instant (the forecasts are what is measured)."""
-
-    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
-        from concurrent.futures import Future
-
-        future: Future = Future()
-        future.set_result(fn(*args, **kwargs))
-        return future
 
 
 def _noisy_workload(trace: CorpusTrace, hours: float) -> tuple[int, np.ndarray]:
@@ -60,7 +50,7 @@ def _noisy_workload(trace: CorpusTrace, hours: float) -> tuple[int, np.ndarray]:
 def score_trace(trace: CorpusTrace, hours: float, select_candidates: bool) -> dict[str, Any]:
     """WAPE at every loop origin after the warm-up: the manager's and the naive forecast's."""
     seconds, y = _noisy_workload(trace, hours)
-    manager = WorkloadForecaster(executor=_Inline(), select=select_candidates)
+    manager = WorkloadForecaster(executor=InlineExecutor(), select=select_candidates)
     ours: list[float] = []
     naive: list[float] = []
     sources: dict[str, int] = {}

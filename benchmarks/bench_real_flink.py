@@ -57,6 +57,7 @@ from lab.flink.harness import (
 from lab.flink.schedule import ProductionSchedule, read_trace
 from lab.flink.trace_job import JobCounts, TraceJobOptions
 from lab.slo import DEFAULT_FALLING_BEHIND_ALLOWANCE_S, judge
+from planner.flink_autoscaler import FlinkAutoscalerPolicy
 from planner.peers import FlinkAutoscaler
 
 _TIME_KEYS = (
@@ -114,7 +115,7 @@ class Setup:
         """:meth:`time_knobs`, and for the flink-autoscaler its own windows and its sync, compressed alike."""
         knobs = self.time_knobs()
         if policy == FlinkAutoscaler.name:
-            knobs["loop_interval_s"] = FlinkAutoscaler().sync_interval_s / self.compress
+            knobs["loop_interval_s"] = FlinkAutoscalerPolicy.sync_interval_s / self.compress
             knobs["flink_autoscaler"] = {key: value / self.compress for key, value in FLINK_AUTOSCALER_TIME.items()}
         return knobs
 

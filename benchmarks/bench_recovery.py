@@ -22,13 +22,12 @@ Run: .venv/bin/python -m benchmarks.bench_recovery
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
 from benchmarks.common import TRACES
+from lab.inline import InlineExecutor
 from models.anomaly import RecoveryWatch
 from models.capacity import CapacityModel
 from models.forecast import WorkloadForecaster
@@ -39,16 +38,6 @@ from simulator.config import SimulatorSettings
 RESCALES = 50
 EVERY_S = 600
 LOOP_S = 60
-
-
-class _Inline:
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
-        future: Future = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as exc:  # noqa: BLE001
-            future.set_exception(exc)
-        return future
 
 
 DRAINED_S = 0.1
@@ -69,7 +58,7 @@ def run(feedback: str, seed: int = 11) -> dict[str, list[float]]:
     job = SimulatedFlinkJob(load_trace(TRACES / "taylor.csv"), config)
     rng = np.random.default_rng(seed)
     capacity = CapacityModel()
-    forecaster = WorkloadForecaster(executor=_Inline())
+    forecaster = WorkloadForecaster(executor=InlineExecutor())
     predictor = RecoveryPredictor(checkpoint_interval_s=config.checkpoint_interval_s)
     oracle = RecoveryPredictor(checkpoint_interval_s=config.checkpoint_interval_s)
     watch = RecoveryWatch()

@@ -19,16 +19,15 @@ import argparse
 import sys
 import tempfile
 import time
-from concurrent.futures import Future
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 
 from agent.logging import configure_logging
 from agent.model_reload import SCORE_EVERY_LOOPS, ModelReloader
 from benchmarks.common import SHIPPED_TRACES, TRACES
+from lab.inline import InlineExecutor
 from benchmarks.synthetic_history import job_shapes, workload
 from models.forecast import WorkloadForecaster
 from models.forecast.reloaded import ReloadedForecaster
@@ -40,15 +39,6 @@ from spark.training import RetrainConfig
 
 DAYS = 14
 START_S = datetime(2026, 11, 1, tzinfo=UTC).timestamp()
-
-
-class _Inline:
-    """An executor that runs the forecaster's fits at once (the benchmark times the check, not the fits)."""
-
-    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        future.set_result(fn(*args, **kwargs))
-        return future
 
 
 def job_hour(index: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             registry.publish(job, version_at(datetime(2026, 11, 15, tzinfo=UTC)),
                              metadata={"backtest": {"wape": 0.1}}, model=model.to_dict())
             hour_start = START_S + DAYS * 86_400
-            forecaster = WorkloadForecaster(executor=_Inline())  # type: ignore[arg-type]
+            forecaster = WorkloadForecaster(executor=InlineExecutor())
             recent = RecentWorkload()
             for first in range(0, hour.size, 60):
                 times = hour_start + first + np.arange(60)

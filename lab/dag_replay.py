@@ -29,13 +29,13 @@ here): one measured minute per profile of the window operator's true rate per ta
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from lab.dag import cache_hit_rate
+from lab.inline import InlineExecutor
 from lab.slo import Stop, judge
 from models.forecast import WorkloadForecaster
 from planner.daedalus_per_operator import DaedalusPerOperator
@@ -121,18 +121,6 @@ class DagReplaySettings:
         )
 
 
-class _Inline:
-    """An executor that runs a forecaster's background fit at once (a replay must be deterministic)."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # the forecaster records a failed fit itself
-            future.set_exception(exc)
-        return future
-
-
 def duration_of(trace: Trace, hours: float | None) -> int:
     """Seconds replayed."""
     total = int(trace.duration_s)
@@ -146,7 +134,7 @@ def forecasts(trace: Trace, *, hours: float | None, loop_interval_s: int = 60, h
     """
     duration = duration_of(trace, hours)
     rates = trace.per_second(0, duration)
-    forecaster = WorkloadForecaster(horizon_s=horizon_s, window_s=900, executor=_Inline())  # type: ignore[arg-type]
+    forecaster = WorkloadForecaster(horizon_s=horizon_s, window_s=900, executor=InlineExecutor())
     out: dict[int, np.ndarray] = {}
     for end in range(loop_interval_s, duration + 1, loop_interval_s):
         result = forecaster.step(rates[end - loop_interval_s : end])

@@ -8,7 +8,6 @@ about: worker-hours, rescales, recoveries that missed the target, lag, records l
 from __future__ import annotations
 
 import bisect
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from agent.analyze import Analyzer
 from agent.clock import SimulatedClock
 from agent.loop import Agent, RoundResult
 from agent.ports import KnowledgeStore, MetricSource
+from lab.inline import InlineExecutor
 from lab.settings import LabSettings
 from lab.simulated import SimulatedMonitor, SimulatedScaler
 from lab.slo import SloJudgement, judge, stops_from
@@ -52,33 +52,6 @@ class MemoryKnowledgeStore:
         self.aside.append(self.document)
         self.document = None
         return f"aside[{len(self.aside) - 1}]"
-
-
-class _InlineExecutor:
-    """Runs submitted work at once, so a simulated replay is deterministic (fits do not race the clock).
-
-    In production the same work runs in a background thread beside the loop; ``spent_s`` lets the
-    replay book it as background time instead of loop latency.
-    """
-
-    def __init__(self) -> None:
-        self.spent_s = 0.0
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        from concurrent.futures import Future
-
-        future: Future[Any] = Future()
-        start = time.perf_counter()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:
-            future.set_exception(exc)
-        finally:
-            self.spent_s += time.perf_counter() - start
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        return None
 
 
 @dataclass
@@ -131,14 +104,14 @@ class Replay:
     def start_agent(self) -> Agent:
         """A fresh agent process on this job, loading whatever the knowledge store holds (a restart)."""
         analyzer: Any
-        self.background = _InlineExecutor()
+        self.background = InlineExecutor()
         if self.settings.policy == "oracle":
             # The oracle is handed the simulator's truth instead of the online models' estimates.
             from lab.oracle import OracleAnalyzer
 
             analyzer = OracleAnalyzer(self.job, self.settings)
         else:
-            analyzer = Analyzer(self.settings, executor=self.background)  # type: ignore[arg-type]
+            analyzer = Analyzer(self.settings, executor=self.background)
         return Agent(
             settings=self.settings,
             clock=self.clock,

@@ -102,9 +102,9 @@ class FakeKubeAPI:
         class Handler(_Handler):
             api = fake
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=lambda: self._server.serve_forever(poll_interval=0.05), name="fake-kube-api", daemon=True)
+        server = self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        self._thread = threading.Thread(target=lambda: server.serve_forever(poll_interval=0.05), name="fake-kube-api", daemon=True)
         self._thread.start()
         return self
 
@@ -129,7 +129,7 @@ class FakeKubeAPI:
         """Base URL of the fake."""
         assert self._server is not None, "fake API not started"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
         """A kubeconfig whose only context points at this fake (plain HTTP, a static token)."""
@@ -294,17 +294,17 @@ class FakeKubeAPI:
         """Answer one request: (status, JSON body, extra headers)."""
         with self._lock:
             if m := _SCALE.match(path):
-                return self._scale(method, *m.groups(), content_type, body)
+                return self._scale(method, m[1], m[2], m[3], content_type, body)
             if m := _WORKLOAD.match(path):
-                return self._workload(method, *m.groups())
+                return self._workload(method, m[1], m[2], m[3])
             if m := _FLINK.match(path):
-                return self._flink(method, *m.groups(), content_type, body)
+                return self._flink(method, m[1], m[2], content_type, body)
             if m := _EVENTS.match(path):
                 return self._events(method, m.group(1), body)
             if m := _CONFIGMAPS.match(path):
                 return self._configmaps(method, m.group(1), body)
             if m := _CONFIGMAP.match(path):
-                return self._configmap_one(method, *m.groups(), body)
+                return self._configmap_one(method, m[1], m[2], body)
         return _status(404, "NotFound", f"the server could not find the requested resource ({path})")
 
     def _frozen(self, path: str) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
@@ -11,20 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lab.inline import InlineExecutor
 from models.forecast import ArimaForecaster, Forecaster, LinearForecaster, WorkloadForecaster, wape
 from models.forecast.linear import fit_level_shift
-
-
-class InlineExecutor:
-    """Runs submitted work at once (what a deterministic replay uses)."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
-        future: Future = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as exc:  # noqa: BLE001 - delivered through the future, as a pool would
-            future.set_exception(exc)
-        return future
 
 
 class ConstantForecaster:
