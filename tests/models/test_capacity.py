@@ -72,6 +72,25 @@ def test_flat_cpu_series_falls_back_to_records_per_unit_of_load() -> None:
     assert capacity is not None and capacity == pytest.approx(10_000, rel=0.01)
 
 
+def test_a_steady_load_with_a_noisy_reading_is_not_read_as_a_full_worker() -> None:
+    """A worker carrying 700 of its 2,000 records/s at a steady rate, its busy fraction read with the noise of
+    a real job (±0.02): the least-squares line of throughput on load is diluted by that noise to a slope near
+    zero and read 724 records/s at full load (the job looked full, and a real-Flink run scaled out for it). The
+    line is never read below the records per unit of load: no worker processes records at no load."""
+    rng = np.random.default_rng(3)
+    throughput = 700 + 3 * rng.standard_normal(32)
+    busy = 0.035 + throughput / 2000 + 0.02 * rng.standard_normal(32)
+    model = CapacityModel(max_cpu=1.0)
+    model.update("w", busy, throughput)
+    model.set_workers(["w"])
+    regression = model.regressions["w"]
+    assert regression.slope is not None and regression.predict(1.0) < 800, "the diluted line this test is about"
+    capacity = model.worker_capacity("w")
+    # Records per unit of load read at full load: 700 / 0.385, short of 2,000 by the busy floor only.
+    assert capacity == pytest.approx(700 / 0.385, rel=0.03)
+    assert model.capacity_now() == pytest.approx(capacity)
+
+
 def test_idle_worker_gives_no_ratio_estimate() -> None:
     """Below RATIO_MIN_LOAD a busy floor dominates: those seconds say nothing about the speed."""
     model = CapacityModel(min_cpu_std=0.02)
