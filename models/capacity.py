@@ -304,7 +304,8 @@ class CapacityModel:
             self._held, self._held_profiles, self._held_current = None, {}, None
 
     def worker_capacity(self, worker_id: str) -> float | None:
-        """The worker's throughput at ``max_cpu``: from its regression, else from its records per unit of load.
+        """The worker's throughput at ``max_cpu``: from its regression (never below its records per unit of load),
+        else from its records per unit of load.
 
         The regression needs the load to have varied; a worker at a steady load (or saturated) still
         shows how much it processes per unit of load (the true processing rate of DS2 and the Flink
