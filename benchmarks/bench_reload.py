@@ -27,8 +27,8 @@ import numpy as np
 from agent.logging import configure_logging
 from agent.model_reload import SCORE_EVERY_LOOPS, ModelReloader
 from benchmarks.common import SHIPPED_TRACES, TRACES
-from lab.inline import InlineExecutor
 from benchmarks.synthetic_history import job_shapes, workload
+from lab.inline import InlineExecutor
 from models.forecast import WorkloadForecaster
 from models.forecast.reloaded import ReloadedForecaster
 from models.forecast.scoring import RecentWorkload

@@ -8,10 +8,10 @@
 # that the real-time scenarios keep the CPU they had alone. FLINK_FIRST is the first half, the long end-to-end
 # scenario (about 340 s); every other file under tests/flink, a new one included, is the second half (about
 # 450 s), at nice 5: the first half's agent measures the job's capacity at one slot in its first minute, while
-# both clusters and the main suite start, and acts on it (a CI run read half the capacity there and scaled out
-# before the step it waits for), so when all three want the CPU at once the first half comes first. FLINK_ALONE runs after all three, on a machine with nothing else to do: StreamBed measures the job's
-# maximum sustainable throughput, which is the CPU a slot gets (beside both halves a slot carried 13 % less and
-# the prior came out of its 10 % tolerance). The main suite streams to the terminal; the halves' output follows
+# both clusters and the main suite start, so when all three want the CPU at once the first half comes first.
+# FLINK_ALONE runs after all three, on a machine with nothing else to do: StreamBed measures the job's maximum
+# sustainable throughput, which is the CPU a slot gets (beside both halves a slot carried 13 % less and the prior
+# came out of its 10 % tolerance). The main suite streams to the terminal; the halves' output follows
 # when all three are done, then the last run streams. The exit status is non-zero if any failed.
 #
 # An interrupt (Ctrl-C, a cancelled CI job) reaches every run: the Flink runs get SIGINT too, so their fixtures

@@ -98,17 +98,21 @@ class Scenario:
         return "\n--- perdix log (tail) ---\n" + self.agent.tail(40)
 
     def rounds_to_first_rescale(self) -> str:
-        """The rounds up to and including the first rescale, one line each, for failure messages: what the
-        agent saw and decided on the way (the log's tail holds only the end of the run)."""
+        """The rounds up to and including the one that rescaled first, one line each, for failure messages: what
+        the agent saw and decided on the way (the log's tail holds only the end of the run). The rescaling round
+        logs its ``loop`` line after its ``rescale`` line, so the list ends with the loop line after the rescale."""
+        keys = ("parallelism", "workload_avg", "lag", "capacity", "forecast_peak", "forecast_source",
+                "predicted_recovery_s", "code", "reason")
         lines = []
+        rescaled = False
         for event in self.events:
             if event.get("event") == "loop":
-                keys = ("parallelism", "workload_avg", "lag", "capacity", "forecast_peak", "forecast_source",
-                        "predicted_recovery_s", "code", "reason")
                 lines.append(f"{self.since_epoch(log_time(event)):6.1f} s " + " ".join(f"{k}={event.get(k)}" for k in keys))
-            elif event.get("event") == "rescale":
+                if rescaled:
+                    break
+            elif event.get("event") == "rescale" and not rescaled:
                 lines.append(f"{self.since_epoch(log_time(event)):6.1f} s rescale {event}")
-                break
+                rescaled = True
         return "\n--- the agent's rounds up to the first rescale (s after the epoch) ---\n" + "\n".join(lines)
 
     def since_epoch(self, unix_s: float) -> float:
