@@ -80,10 +80,15 @@ def test_retrain_on_a_standalone_cluster_writes_the_registry_local_writes(
         assert f"{job}: published {VERSION}" in done.stdout, done.stdout
     assert f"({spark_cluster.master_url})" in done.stdout  # the cluster, not a local[*] fallback
 
-    # The tasks really ran on the cluster: the application had an executor on each worker.
+    # The tasks really ran on the cluster: the application had an executor on each worker. An
+    # executor that exits early is replaced by the master and the run still finishes, so a worker
+    # may have run more than one (once in CI: 2 and 1; the message shows how each one ended).
     (app,) = [app for app in spark_cluster.applications() if app.get("name") == "perdix-retrain"]
     assert app.get("state") == "FINISHED", app
-    assert spark_cluster.executors_by_worker(app["id"]) == {"worker-0": 1, "worker-1": 1}
+    executors = spark_cluster.executors_by_worker(app["id"])
+    assert sorted(executors) == ["worker-0", "worker-1"] and min(executors.values()) >= 1, (
+        executors, spark_cluster.executor_endings(app["id"])
+    )
 
     local_registry = tmp_path / "local-registry"
     local = run_spark(
