@@ -325,18 +325,26 @@ class CapacityModel:
         by the noise of the load reading: at a steady load the load's noise is most of its spread, and the
         least-squares slope shrinks towards zero, so a job carrying 700 records/s on a worker that carries
         2,000 read a capacity of 724 and looked full (a real-Flink run; the unit test has it)."""
+        line = self._line_at(worker_id, self.max_cpu)
+        return line if line is not None else self._per_unit_of_load(worker_id, self.max_cpu)
+
+    def _per_unit_of_load(self, worker_id: str, cpu: float) -> float | None:
+        """The worker's records per unit of load, times ``cpu``; None before it has carried any load."""
         ratio = self.ratios.get(worker_id)
-        by_ratio = ratio[0] / ratio[1] * self.max_cpu if ratio is not None and ratio[1] > 0 else None
-        if by_ratio is not None and not _positive(by_ratio):
-            by_ratio = None
+        value = ratio[0] / ratio[1] * cpu if ratio is not None and ratio[1] > 0 else None
+        return value if value is not None and _positive(value) else None
+
+    def _line_at(self, worker_id: str, cpu: float) -> float | None:
+        """The worker's regression read at ``cpu``, never below its records per unit of load there (see
+        :meth:`_worker_capacity`); None without a line whose throughput rises with the load."""
         regression = self.regressions.get(worker_id)
-        if regression is not None:
-            slope = regression.slope
-            # Throughput falling with CPU is noise, not a machine: no line.
-            value = regression.predict(self.max_cpu) if slope is not None and slope > 0 else None
-            if value is not None and _positive(value):
-                return max(value, by_ratio) if by_ratio is not None else value
-        return by_ratio
+        slope = regression.slope if regression is not None else None
+        # Throughput falling with CPU is noise, not a machine: no line.
+        value = regression.predict(cpu) if regression is not None and slope is not None and slope > 0 else None
+        if value is None or not _positive(value):
+            return None
+        floor = self._per_unit_of_load(worker_id, cpu)
+        return max(value, floor) if floor is not None else value
 
     def shares(self, parallelism: int | None = None) -> dict[str, float] | None:
         """Measured input share of each worker at ``parallelism`` (default: the current one), or None."""
@@ -391,9 +399,10 @@ class CapacityModel:
     def capacity_by_cpu(self) -> float | None:
         """Sum over current workers of the throughput each reaches when the busiest hits ``max_cpu``.
 
-        A worker's throughput there comes from its regression when it has one, else from scaling
-        its last-round throughput by ``expected_max_cpu / cpu`` (exact at saturation, where the
-        regression has no CPU spread to learn from). None without a last round for every worker.
+        A worker's throughput there comes from its regression when it has one (never below its records
+        per unit of load, as in :meth:`worker_capacity`), else from scaling its last-round throughput by
+        ``expected_max_cpu / cpu`` (exact at saturation, where the regression has no CPU spread to learn
+        from). None without a last round for every worker.
         """
         rounds = [self._last_round.get(w) for w in self.workers]
         if not self.workers or any(r is None for r in rounds):
@@ -404,9 +413,8 @@ class CapacityModel:
         total = 0.0
         for worker, (cpu, throughput) in zip(self.workers, rounds):  # type: ignore[misc]
             expected_cpu = self.max_cpu * cpu / busiest
-            regression = self.regressions.get(worker)
-            by_line = regression.predict(expected_cpu) if regression is not None and (regression.slope or 0) > 0 else None
-            if by_line is not None and by_line > 0:
+            by_line = self._line_at(worker, expected_cpu)
+            if by_line is not None:
                 total += by_line
             elif cpu > 0:
                 total += throughput * expected_cpu / cpu

@@ -91,6 +91,20 @@ def test_a_steady_load_with_a_noisy_reading_is_not_read_as_a_full_worker() -> No
     assert model.capacity_now() == pytest.approx(capacity)
 
 
+def test_the_cpu_rule_reads_a_diluted_line_no_lower_than_the_records_per_unit_of_load() -> None:
+    """Daedalus' CPU rule (no shares measured yet) reads each worker's line at its expected maximum CPU; the
+    same floor holds there: two workers at a steady 700 records/s with a noisy busy fraction are not read
+    as carrying little more than that."""
+    rng = np.random.default_rng(3)
+    model = CapacityModel(max_cpu=1.0)
+    for worker in ("a", "b"):
+        throughput = 700 + 3 * rng.standard_normal(32)
+        model.update(worker, 0.035 + throughput / 2000 + 0.02 * rng.standard_normal(32), throughput)
+    model.set_workers(["a", "b"])
+    assert all(model.regressions[w].predict(1.0) < 800 for w in "ab"), "the diluted lines this test is about"
+    assert model.capacity_by_cpu() == pytest.approx(2 * 700 / 0.385, rel=0.05)
+
+
 def test_idle_worker_gives_no_ratio_estimate() -> None:
     """Below RATIO_MIN_LOAD a busy floor dominates: those seconds say nothing about the speed."""
     model = CapacityModel(min_cpu_std=0.02)
