@@ -15,25 +15,19 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agent.promql import accumulated_time_rate, check_query
+
 VERTEX_LABEL = "task_id"
 """Label that names a job vertex in Flink's task- and operator-scope series (its JobVertexID)."""
 SUBTASK_LABEL = "subtask_index"
 """Label that names a subtask of a vertex."""
 
 _JOB = 'job_name=~"{job}"'
-_BY = f"sum by ({VERTEX_LABEL}, {SUBTASK_LABEL})"
-
-
-def _accumulated(kind: str, *, drop_nan: bool = False) -> str:
-    series = f"flink_taskmanager_job_task_accumulate{kind}TimeMs{{{_JOB}}}"
-    if drop_nan:
-        # The first scrape of a new task attempt reads NaN, which would make rate() NaN for a whole window.
-        return f"{_BY} (rate(({series} >= 0)[{{window}}s:{{step}}s]))"
-    return f"{_BY} (rate({series}[{{window}}s]))"
-
-
-_BUSY = _accumulated("Busy", drop_nan=True)
-_TIME = f"({_BUSY} + {_accumulated('Idle')} + {_accumulated('BackPressured')})"
+_LABELS = f"{VERTEX_LABEL}, {SUBTASK_LABEL}"
+_BY = f"sum by ({_LABELS})"
+_BUSY = accumulated_time_rate("Busy", selector=_JOB, by=_LABELS, drop_nan=True)
+_BACK_PRESSURED = accumulated_time_rate("BackPressured", selector=_JOB, by=_LABELS)
+_TIME = f"({_BUSY} + {accumulated_time_rate('Idle', selector=_JOB, by=_LABELS)} + {_BACK_PRESSURED})"
 _HITS = f"{_BY} (rate(flink_taskmanager_job_task_operator_rocksdb_block_cache_hit{{{_JOB}}}[{{window}}s]))"
 _MISSES = f"{_BY} (rate(flink_taskmanager_job_task_operator_rocksdb_block_cache_miss{{{_JOB}}}[{{window}}s]))"
 
@@ -62,7 +56,7 @@ class OperatorQueries(_Section):
         "time. Needs: accumulateBusyTimeMs, accumulateIdleTimeMs, accumulateBackPressuredTimeMs.",
     )
     backpressure: str = Field(
-        f"{_accumulated('BackPressured')} / {_TIME}",
+        f"{_BACK_PRESSURED} / {_TIME}",
         description="Back-pressured fraction (0..1) of each subtask's time. Needs: the same three counters.",
     )
     state_size: str = Field(
@@ -89,15 +83,7 @@ class OperatorQueries(_Section):
         "Justin's state access latency). Needs: state.latency-track.keyed-state-enabled.",
     )
 
-    @field_validator("*")
-    @classmethod
-    def _balanced(cls, query: str) -> str:
-        if not query.strip():
-            raise ValueError("query is empty")
-        for open_, close in ("()", "[]", "{}"):
-            if query.count(open_) != query.count(close):
-                raise ValueError(f"malformed PromQL: unbalanced {open_!r}")
-        return query
+    _balanced = field_validator("*")(check_query)
 
 
 REQUIRED_QUERIES = ("records_in", "records_out", "busy")

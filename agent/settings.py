@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agent.operator_settings import OperatorSettings
+from agent.promql import accumulated_time_rate, check_query
 from planner import (
     DAG_ONLY_POLICIES,
     LAB_ONLY_POLICIES,
@@ -40,15 +41,10 @@ _SOURCE = 'operator_name=~"{source}",job_name=~"{job}"'
 _TASKS = 'job_name=~"{job}"'
 
 
-def _busy_share(kind: str, *, drop_nan: bool = False) -> str:
-    series = f"flink_taskmanager_job_task_accumulate{kind}TimeMs{{{_TASKS}}}"
-    if drop_nan:
-        # The first scrape of a new task attempt reads NaN, which would make rate() NaN for a whole window.
-        return f"sum by ({{worker_label}}, task_id, subtask_index) (rate(({series} >= 0)[{{window}}s:{{step}}s]))"
-    return f"sum by ({{worker_label}}, task_id, subtask_index) (rate({series}[{{window}}s]))"
-
-
-_BUSY = _busy_share("Busy", drop_nan=True)
+_BY_WORKER = "{worker_label}, task_id, subtask_index"
+_BUSY = accumulated_time_rate("Busy", selector=_TASKS, by=_BY_WORKER, drop_nan=True)
+_IDLE = accumulated_time_rate("Idle", selector=_TASKS, by=_BY_WORKER)
+_BACK_PRESSURED = accumulated_time_rate("BackPressured", selector=_TASKS, by=_BY_WORKER)
 
 
 class PromQLQueries(_Section):
@@ -77,7 +73,7 @@ class PromQLQueries(_Section):
         description="Records/s the source reads per worker. Needs: the sources' numRecordsOut.",
     )
     busy: str = Field(
-        f"max by ({{worker_label}}) ({_BUSY} / ({_BUSY} + {_busy_share('Idle')} + {_busy_share('BackPressured')}))",
+        f"max by ({{worker_label}}) ({_BUSY} / ({_BUSY} + {_IDLE} + {_BACK_PRESSURED}))",
         description="Busy fraction (0..1) of each worker's busiest task over the window: accumulated busy time "
         "over busy + idle + back-pressured time (what busyTimeMsPerSecond averages, from counters). "
         "Needs: accumulateBusyTimeMs, accumulateIdleTimeMs, accumulateBackPressuredTimeMs.",
@@ -109,15 +105,7 @@ class PromQLQueries(_Section):
         description="Job uptime in milliseconds; a reset means the job restarted. Needs: the JobManager's uptime.",
     )
 
-    @field_validator("*")
-    @classmethod
-    def _balanced(cls, query: str) -> str:
-        if not query.strip():
-            raise ValueError("query is empty")
-        for open_, close in ("()", "[]", "{}"):
-            if query.count(open_) != query.count(close):
-                raise ValueError(f"malformed PromQL: unbalanced {open_!r}")
-        return query
+    _balanced = field_validator("*")(check_query)
 
 
 KAFKA_BROKER_QUERIES: dict[str, str] = {
