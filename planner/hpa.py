@@ -346,17 +346,23 @@ def _changes_in_period(events: Sequence[TimedValue], period_s: float, now: float
     return sum(e.value for e in events if e.time > cutoff)
 
 
+def _period_start(current: int, state: HpaState, period_s: float, now: float) -> int:
+    """The replicas at the start of a policy's period: ``current`` with the period's scale events undone
+    (the ``periodStartReplicas`` both limits start from)."""
+    return (
+        current
+        - _changes_in_period(state.scale_up_events, period_s, now)
+        + _changes_in_period(state.scale_down_events, period_s, now)
+    )
+
+
 def scale_up_limit(current: int, state: HpaState, rules: ScalingRules, now: float) -> int:
     """``calculateScaleUpLimitWithScalingRules``."""
     if rules.select is SelectPolicy.DISABLED:
         return current
     proposals = []
     for policy in rules.policies:
-        start = (
-            current
-            - _changes_in_period(state.scale_up_events, policy.period_s, now)
-            + _changes_in_period(state.scale_down_events, policy.period_s, now)
-        )
+        start = _period_start(current, state, policy.period_s, now)
         if policy.type is PolicyType.PODS:
             proposals.append(start + policy.value)
         else:
@@ -370,11 +376,7 @@ def scale_down_limit(current: int, state: HpaState, rules: ScalingRules, now: fl
         return current
     proposals = []
     for policy in rules.policies:
-        start = (
-            current
-            - _changes_in_period(state.scale_up_events, policy.period_s, now)
-            + _changes_in_period(state.scale_down_events, policy.period_s, now)
-        )
+        start = _period_start(current, state, policy.period_s, now)
         if policy.type is PolicyType.PODS:
             proposals.append(start - policy.value)
         else:
