@@ -23,7 +23,7 @@ from agent.observation import Observation
 from agent.ports import BoundedScaler, EventSink, KnowledgeStore, MetricSource, Scaler, ScalerError
 from agent.settings import Settings
 from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
-from planner.peers import FlinkAutoscaler
+from planner.peers import FlinkAutoscaler, KedaLag
 from planner.history import Recommendations
 
 MAX_HISTORY = 500
@@ -40,6 +40,8 @@ def policy_for(settings: Settings) -> Policy:
     """The policy ``settings.policy`` names, with its options from the settings where it has some."""
     if settings.policy == FlinkAutoscaler.name:
         return FlinkAutoscaler(**settings.flink_autoscaler.model_dump())
+    if settings.policy == KedaLag.name:
+        return KedaLag(settings.keda_lag_threshold)
     return get_policy(settings.policy)
 
 

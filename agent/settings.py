@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agent.operator_settings import OperatorSettings
@@ -24,6 +24,7 @@ from planner import (
     PER_VERTEX_TARGETS,
     PRODUCTION_POLICIES,
 )
+from planner.peers import KEDA_LAB_LAG_THRESHOLD
 
 ENV_PREFIX = "PERDIX_"
 ENV_NESTED_DELIMITER = "__"
@@ -45,6 +46,10 @@ _BY_WORKER = "{worker_label}, task_id, subtask_index"
 _BUSY = accumulated_time_rate("Busy", selector=_TASKS, by=_BY_WORKER, drop_nan=True)
 _IDLE = accumulated_time_rate("Idle", selector=_TASKS, by=_BY_WORKER)
 _BACK_PRESSURED = accumulated_time_rate("BackPressured", selector=_TASKS, by=_BY_WORKER)
+
+
+OPTIONAL_QUERIES = ("partition_end_offsets", "partition_committed_offsets")
+"""Queries that may be left empty (not read); every other one must be set."""
 
 
 class PromQLQueries(_Section):
@@ -104,16 +109,40 @@ class PromQLQueries(_Section):
         'max(flink_jobmanager_job_uptime{job_name=~"{job}"})',
         description="Job uptime in milliseconds; a reset means the job restarted. Needs: the JobManager's uptime.",
     )
+    partition_end_offsets: str = Field(
+        "",
+        description="Log-end offset of each source partition, one series per 'partition' label (kafka_exporter's "
+        "kafka_topic_partition_current_offset of the topic; KAFKA_BROKER_QUERIES). What each partition received "
+        "over the window gives the partitions' weights, from which Daedalus reads the skew at scale-outs the job "
+        "never ran (without them: from source_partitions, every partition alike); the keda-lag policy's input. "
+        "Empty: not read. Needs: a Kafka source and kafka_exporter scraped.",
+    )
+    partition_committed_offsets: str = Field(
+        "",
+        description="Offset the job's consumer group committed on each source partition, one series per 'partition' "
+        "label (kafka_exporter's kafka_consumergroup_current_offset; Flink's KafkaSource commits on each completed "
+        "checkpoint): the keda-lag policy's lag against partition_end_offsets. Empty: not read.",
+    )
 
-    _balanced = field_validator("*")(check_query)
+    @field_validator("*")
+    @classmethod
+    def _balanced(cls, query: str, info: ValidationInfo) -> str:
+        if info.field_name in OPTIONAL_QUERIES and not query.strip():
+            return ""
+        return check_query(query)
 
 
 KAFKA_BROKER_QUERIES: dict[str, str] = {
     "workload": 'sum(rate(kafka_server_brokertopicmetrics_messagesin_total{topic="TOPIC"}[{window}s]))',
     "consumer_lag": 'sum(kafka_consumergroup_lag{consumergroup="GROUP",topic="TOPIC"})',
+    "partition_end_offsets": 'max by (partition) (kafka_topic_partition_current_offset{topic="TOPIC"})',
+    "partition_committed_offsets": (
+        'max by (partition) (kafka_consumergroup_current_offset{consumergroup="GROUP",topic="TOPIC"})'
+    ),
 }
 """The documented alternative for jobs whose Kafka brokers and consumer groups are scraped too (JMX and
-kafka_exporter): arrivals at the topic and the group's total lag (TOPIC and GROUP to fill in)."""
+kafka_exporter): arrivals at the topic, the group's total lag, and per partition the log-end and committed
+offsets (TOPIC and GROUP to fill in)."""
 
 
 class PrometheusSettings(_Section):
@@ -263,6 +292,11 @@ class Settings(BaseSettings):
     static_parallelism: int | None = Field(
         None, ge=1, description="Scale-out of the static policy; unset means max_parallelism."
     )
+    keda_lag_threshold: int = Field(
+        KEDA_LAB_LAG_THRESHOLD, ge=1, description="Policy keda-lag: KEDA's lagThreshold, the partitions' lag each "
+        "replica is sized for, records (KEDA's own default of 10 suits a consumer of a few records a second; a "
+        "Flink worker reads thousands)."
+    )
     dry_run: bool = Field(False, description="Plan and log rescales without changing the job.")
     grace_period_s: float = Field(
         120.0, ge=0, description="No new decision this long after a rescale (the job settles), seconds."
@@ -388,6 +422,16 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"policy: {self.policy!r} sets the parallelism of each job vertex: scale_target.kind must be one of "
                 f"{', '.join(PER_VERTEX_TARGETS)}, not {self.scale_target.kind!r}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _keda_reads_offsets(self) -> Settings:
+        # KEDA's Kafka scaler sums each partition's lag; without the partitions' offsets it could never act.
+        if self.policy == "keda-lag" and self.scale_target.kind != "simulated" and not self.prometheus.queries.partition_end_offsets:
+            raise ValueError(
+                "prometheus.queries.partition_end_offsets: policy 'keda-lag' reads the lag of each source partition; "
+                "set it and partition_committed_offsets (kafka_exporter's, as in KAFKA_BROKER_QUERIES)"
             )
         return self
 

@@ -83,9 +83,10 @@ HIDDEN: dict[str, dict[str, Any]] = {
     "no partition offsets": {"partition_offsets": None},
     "no partition offsets or backlogs": {"partition_offsets": None, "worker_backlog": {}},
 }
-"""Variant name -> observation fields the agent does not get. The Prometheus monitor reads no per-partition
-offsets (Flink reports none it could read), only each worker's backlog: these variants are Daedalus as it
-runs on a real job, where the skew at other scale-outs is not known from the partitions."""
+"""Variant name -> observation fields the agent does not get. Flink reports no per-partition offsets the
+Prometheus monitor could read, only each worker's backlog; kafka_exporter's are read only where the operator
+configures their queries. These variants are Daedalus on a real job without them, where the skew at other
+scale-outs is not known from the partitions."""
 
 
 class HidingMonitor:

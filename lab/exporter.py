@@ -13,7 +13,11 @@ docs/flink-metrics.md); every per-task series carries ``tm_id`` and ``pod`` (the
 - ``flink_taskmanager_job_task_accumulateBusyTimeMs`` / ``...IdleTimeMs`` / ``...BackPressuredTimeMs``:
   the task's busy and idle time in this attempt, milliseconds of wall time (counters);
 - ``flink_taskmanager_Status_JVM_CPU_Load``: CPU load 0..1 per worker (moving average);
-- ``flink_jobmanager_numRegisteredTaskManagers`` and ``flink_jobmanager_job_uptime`` (milliseconds).
+- ``flink_jobmanager_numRegisteredTaskManagers`` and ``flink_jobmanager_job_uptime`` (milliseconds);
+- kafka_exporter's ``kafka_topic_partition_current_offset{topic,partition}`` (each partition's log-end offset)
+  and ``kafka_consumergroup_current_offset{consumergroup,topic,partition}`` (the offset the job committed with
+  its last completed checkpoint), for the queries a job with a Kafka source may add (``KAFKA_BROKER_QUERIES``);
+  the brokers serve them while the job is down too.
 
 While the job restarts no task series exist (Flink's go stale), only the JobManager's. Counts are
 records and times are wall time, so an agent on the wall clock sees a consistent job at any speed: at X
@@ -48,6 +52,10 @@ BACKPRESSURED = "flink_taskmanager_job_task_accumulateBackPressuredTimeMs"
 CPU = "flink_taskmanager_Status_JVM_CPU_Load"
 REGISTERED = "flink_jobmanager_numRegisteredTaskManagers"
 UPTIME = "flink_jobmanager_job_uptime"
+END_OFFSET = "kafka_topic_partition_current_offset"
+COMMITTED_OFFSET = "kafka_consumergroup_current_offset"
+CONSUMER_GROUP = "simulated_job"
+"""The consumer group the simulated job commits its offsets as."""
 JOB_NAME = "simulated_job"
 TASK_LABELS = ["job_name", "task_name", "task_id", "subtask_index", "task_attempt_num", "tm_id", "pod"]
 OPERATOR_LABELS = [*TASK_LABELS, "operator_name", "operator_id"]
@@ -155,6 +163,7 @@ class SimulationExporter(Collector):
             last = job.window(job.recorded_seconds - 1, job.recorded_seconds)
             uptime_s = float(last.uptime_s[-1])
             cpu = {w: float(s[-1]) for w, s in last.cpu.items() if np.isfinite(s[-1])}
+            ends, committed = job.end_offsets, job.committed_offsets
         speed = self.speed
         registered = GaugeMetricFamily(REGISTERED, "Registered TaskManagers (simulated).")
         registered.add_metric([], parallelism)
@@ -166,6 +175,16 @@ class SimulationExporter(Collector):
         for worker, value in sorted(cpu.items(), key=lambda item: _worker_index(item[0])):
             load.add_metric([worker, worker], value)
         yield load
+        end_offsets = GaugeMetricFamily(END_OFFSET, "Log-end offset of each partition.", labels=["topic", "partition"])
+        group_offsets = GaugeMetricFamily(
+            COMMITTED_OFFSET, "Offset the consumer group committed on each partition.",
+            labels=["consumergroup", "topic", "partition"],
+        )
+        for partition, (end, done) in enumerate(zip(ends.tolist(), committed.tolist())):
+            end_offsets.add_metric([self.topic, str(partition)], float(end))
+            group_offsets.add_metric([CONSUMER_GROUP, self.topic, str(partition)], float(done))
+        yield end_offsets
+        yield group_offsets
         if not running:
             return
         source = "Source:_" + self.topic

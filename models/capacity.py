@@ -491,8 +491,8 @@ class CapacityModel:
         The job's capacity is its bottleneck's; how fast a backlog drains also depends on the others
         (``models.recovery``). From the partition weights at any scale-out, else from the measured
         shares at the current one, else from the partition count (how the readers split the partitions,
-        each partition alike); None when none is known. A real job's monitor reads no per-partition
-        offsets, so there the count is what describes a scale-out not yet run: without it the recovery
+        each partition alike); None when none is known. A real job without kafka_exporter's
+        per-partition offsets gives no weights, so there the count is what describes a scale-out not yet run: without it the recovery
         was predicted as if the job were one worker, and a backlog waiting at the bottleneck drained on
         every worker's capacity.
         """

@@ -36,6 +36,10 @@ SCALAR_QUERIES = ("workload", "consumer_lag", "parallelism", "uptime")
 """Queries that must answer with exactly one series."""
 WORKER_QUERIES = ("throughput", "busy", "cpu", "worker_backlog")
 """Queries that must answer with one series per worker, told apart by ``worker_label``."""
+PARTITION_QUERIES = ("partition_end_offsets", "partition_committed_offsets")
+"""Queries that answer one series per source partition, told apart by :data:`PARTITION_LABEL`."""
+PARTITION_LABEL = "partition"
+"""The label kafka_exporter names a topic's partitions by."""
 
 LIVE_TAIL_POINTS = 3
 """A worker counts as present if its series has a value in the last few grid points."""
@@ -119,7 +123,7 @@ def check_prometheus(settings: PrometheusSettings, *, skip: frozenset[str] = fro
     except QueryFailed as exc:
         raise MonitorError(f"prometheus.url: {settings.url} does not answer like Prometheus: {exc}") from None
     for name, query in settings.queries.model_dump().items():
-        if name in skip:
+        if name in skip or not query:
             continue
         rendered = settings.render(query)
         try:
@@ -206,7 +210,9 @@ class PrometheusMonitor:
         self.settings = settings
         self.client = client or connect(settings)
         self.queries = {
-            name: settings.render(query) for name, query in settings.queries.model_dump().items() if name not in skip
+            name: settings.render(query)
+            for name, query in settings.queries.model_dump().items()
+            if name not in skip and query  # an optional query left empty is not read
         }
         self.on_error = on_error
         self.log = get_logger("perdix.monitor", url=settings.url)
@@ -265,6 +271,14 @@ class PrometheusMonitor:
             if name in answers:
                 workers[name] = self._per_worker(name, answers[name], grid, now, gaps)
 
+        partitions: dict[str, dict[int, np.ndarray]] = {}
+        for name in PARTITION_QUERIES:
+            if name in answers:
+                partitions[name] = self._per_partition(name, answers[name], grid, now, gaps)
+        offsets, ends_since = _partition_offsets(
+            partitions.get("partition_end_offsets", {}), partitions.get("partition_committed_offsets", {})
+        )
+
         nan = np.full(grid.size, np.nan)
         throughput = workers.get("throughput", {})
         cpu = workers.get("cpu", {})
@@ -282,6 +296,8 @@ class PrometheusMonitor:
             gaps=gaps,
             worker_busy={w: s for w, s in busy.items() if w in throughput} if throughput else busy,
             worker_backlog={w: s for w, s in backlog.items() if w in throughput},
+            partition_offsets=offsets,
+            partition_ends_since=ends_since,
             rate_window_s=float(self.settings.rate_window_s),
             rates_settled=self._settled(scalars.get("uptime"), grid.times),
         ).per_second(step, since=since, until=now)
@@ -376,6 +392,54 @@ class PrometheusMonitor:
             return {}
         self._note(name, None)
         return fresh
+
+    def _per_partition(
+        self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]
+    ) -> dict[int, np.ndarray]:
+        """One series per source partition (its ``partition`` label, a number); {} and a gap otherwise."""
+        if not answer:
+            gaps[name] = "empty: the query returned no series"
+            self._note(name, "empty", gaps[name])
+            return {}
+        out: dict[int, np.ndarray] = {}
+        for series in answer:
+            metric: Mapping[str, str] = series.get("metric", {})
+            label = metric.get(PARTITION_LABEL, "")
+            if not label.isdigit() or int(label) in out:
+                problem = f"two series for {PARTITION_LABEL}={label!r}" if label.isdigit() else (
+                    f"without a numeric {PARTITION_LABEL!r} label"
+                )
+                gaps[name] = f"wrong shape: a series {problem} (labels {dict(metric)})"
+                self._note(name, "wrong_shape", gaps[name])
+                return {}
+            out[int(label)] = grid.place(series.get("values", []))
+        stale = [p for p, s in out.items() if self._stale(s, grid, now) is not None or not np.isfinite(s).any()]
+        if stale:
+            gaps[name] = f"stale: partition(s) {', '.join(map(str, sorted(stale)))} without a recent offset"
+            self._note(name, "stale", gaps[name])
+            return {}
+        self._note(name, None)
+        return out
+
+
+def _partition_offsets(
+    ends: Mapping[int, np.ndarray], committed: Mapping[int, np.ndarray]
+) -> tuple[tuple[tuple[int, int | None], ...] | None, tuple[int, ...] | None]:
+    """``(partition_offsets, partition_ends_since)`` of the observation from the per-partition series.
+
+    Partitions in order of their number; each one's log-end offset and last committed offset (None where the
+    group has committed none). The ends are those of the last grid point at which every partition has a value,
+    and the ends at the window's start those of the first (None without two such points): what each partition
+    received in between, over the same stretch for all, weighs it."""
+    if not ends:
+        return None, None
+    order = sorted(ends)
+    matrix = np.vstack([ends[p] for p in order])
+    common = np.flatnonzero(np.all(np.isfinite(matrix), axis=0))
+    last = matrix[:, common[-1]] if common.size else [_last_finite(ends[p]) or 0.0 for p in order]
+    offsets = tuple((int(end), _last_int(committed.get(p))) for p, end in zip(order, last))
+    since = tuple(int(v) for v in matrix[:, common[0]]) if common.size >= 2 else None
+    return offsets, since
 
 
 def _last_finite(series: np.ndarray | None) -> float | None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from structlog.testing import capture_logs
 
-from agent.monitor.prometheus import PrometheusMonitor, check_prometheus
+from agent.monitor.prometheus import PrometheusMonitor, _partition_offsets, check_prometheus
 from agent.ports import MonitorError
 from agent.settings import ConfigError, PrometheusSettings, PromQLQueries
 from tests.fakes.prometheus_api import Canned, FakePrometheus
@@ -269,3 +269,16 @@ def test_a_coarse_step_keeps_gaps_as_gaps(fake_prometheus: FakePrometheus) -> No
     assert obs.times.size == 60  # points at 990 (before since), 1005, 1020, then none from 1035 on
     assert np.isfinite(obs.workload[:35]).all() and np.isnan(obs.workload[35:]).all()
     assert obs.gaps["workload"].startswith("partial")
+
+
+def test_partition_offsets_are_read_over_the_same_stretch_for_every_partition() -> None:
+    """Partition 1's first scrape came a point later and partition 0's last a point earlier: what each received
+    is counted between the first and the last points both have, so neither gets a longer stretch."""
+    nan = float("nan")
+    ends = {1: np.array([nan, 110.0, 120.0, 130.0]), 0: np.array([0.0, 10.0, 20.0, nan])}
+    offsets, since = _partition_offsets(ends, {0: np.array([0.0, 5.0, 15.0, 15.0])})
+    assert offsets == ((20, 15), (120, None))  # in partition order; partition 1's group committed nothing
+    assert since == (10, 110)
+    assert _partition_offsets({}, {}) == (None, None)
+    # No point both have: each one's last offset, and no stretch to weigh the partitions by.
+    assert _partition_offsets({0: np.array([1.0, nan]), 1: np.array([nan, 2.0])}, {}) == (((1, None), (2, None)), None)

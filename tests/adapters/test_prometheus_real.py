@@ -13,12 +13,18 @@ import numpy as np
 import pytest
 
 from agent.monitor.prometheus import PrometheusMonitor, check_prometheus
-from agent.settings import ConfigError, PrometheusSettings, PromQLQueries
+from agent.settings import KAFKA_BROKER_QUERIES, ConfigError, PrometheusSettings, PromQLQueries
 from tests.fixtures.prometheus import PrometheusServer, TinyExporter, poll
 
 pytestmark = pytest.mark.e2e
 
 UPTIME = "flink_jobmanager_job_uptime"
+PARTITION_RATES = (100.0, 200.0, 300.0, 400.0)
+"""Records/s each of the four partitions of the job's Kafka topic receives."""
+KAFKA = PromQLQueries(**{
+    name: KAFKA_BROKER_QUERIES[name].replace("TOPIC", "orders").replace("GROUP", "orders-job")
+    for name in ("partition_end_offsets", "partition_committed_offsets")
+})
 WINDOW_S = 5
 """The queries' rate window in these tests (the smallest allowed: the server runs for seconds)."""
 
@@ -39,6 +45,15 @@ def export_job(exporter: TinyExporter) -> None:
         exporter.set("flink_taskmanager_Status_JVM_CPU_Load", busy + 0.05, tm_id=tm, pod=tm)
     exporter.set("flink_jobmanager_numRegisteredTaskManagers", 2.0)
     exporter.set(UPTIME, 600_000.0, job_name="orders")
+    # kafka_exporter's series of the job's topic (four partitions at 100-400 records/s; the group commits 50
+    # behind on three of them, none yet on the fourth) and of another topic the queries must leave out.
+    for partition, rate in enumerate(PARTITION_RATES):
+        exporter.set("kafka_topic_partition_current_offset", lambda t, r=rate: 1e6 + r * (t - start),
+                     topic="orders", partition=str(partition))
+        exporter.set("kafka_topic_partition_current_offset", 5.0, topic="audit", partition=str(partition))
+        if partition < 3:
+            exporter.set("kafka_consumergroup_current_offset", lambda t, r=rate: 1e6 + r * (t - start) - 50,
+                         consumergroup="orders-job", topic="orders", partition=str(partition))
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +88,43 @@ def test_default_queries_on_real_prometheus_fill_one_grid_without_gaps(prometheu
     assert dict(obs.gaps) == {}, obs.gaps
     assert set(obs.worker_throughput) == set(obs.worker_cpu) == {"tm-0", "tm-1"}
     np.testing.assert_allclose(obs.worker_cpu["tm-1"], 0.75)
+
+
+def test_kafka_exporters_partition_offsets_give_each_partitions_offsets_and_what_it_received(
+    prometheus: PrometheusServer, scraped: float
+) -> None:
+    """The documented kafka_exporter queries read, per partition in order, the log-end offset and the group's
+    committed one (None where it has committed none), and the ends at the window's start: what each partition
+    received over the window is in proportion to its rate (the weights Daedalus reads the skew from)."""
+    monitor = PrometheusMonitor(
+        PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S, queries=KAFKA), skip=frozenset({"cpu"})
+    )
+    since = math.ceil(scraped) + 1.0
+    obs = monitor.observe(since=since, now=time.time())
+    assert dict(obs.gaps) == {}, obs.gaps
+    assert obs.partition_offsets is not None and obs.partition_ends_since is not None
+    assert [committed is None for _, committed in obs.partition_offsets] == [False, False, False, True]
+    # (the exporter computes the two offsets a few microseconds apart, at 100-300 records/s)
+    assert all(abs(end - committed - 50) <= 1 for end, committed in obs.partition_offsets[:3] if committed is not None)
+    received = np.asarray([end for end, _ in obs.partition_offsets]) - np.asarray(obs.partition_ends_since)
+    assert received.min() > 0
+    np.testing.assert_allclose(received / received.sum(), np.asarray(PARTITION_RATES) / sum(PARTITION_RATES), atol=0.02)
+
+    # Left empty (the default), nothing is read and nothing is a gap.
+    plain = PrometheusMonitor(PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S), skip=frozenset({"cpu"}))
+    plain_obs = plain.observe(since=since, now=time.time())
+    assert plain_obs.partition_offsets is None and "partition_end_offsets" not in plain_obs.gaps
+
+
+def test_partition_series_without_the_partition_label_are_a_wrong_shape_gap(
+    prometheus: PrometheusServer, scraped: float
+) -> None:
+    queries = PromQLQueries(partition_end_offsets='max by (topic) (kafka_topic_partition_current_offset)')
+    monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S, queries=queries))
+    now = time.time()
+    obs = monitor.observe(since=now - 3, now=now)
+    assert obs.gaps["partition_end_offsets"].startswith("wrong shape"), obs.gaps
+    assert obs.partition_offsets is None and obs.usable
 
 
 def test_a_worker_label_the_series_do_not_carry_is_a_wrong_shape_gap(prometheus: PrometheusServer, scraped: float) -> None:

@@ -15,11 +15,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from agent.execute.kubernetes import KubernetesScaler
-from agent.settings import PromQLQueries, ScaleTargetSettings
+from agent.settings import KAFKA_BROKER_QUERIES, PromQLQueries, ScaleTargetSettings
 from cli import app
 from lab.exporter import (
     BUSY,
+    COMMITTED_OFFSET,
+    CONSUMER_GROUP,
     CPU,
+    END_OFFSET,
     IDLE,
     PENDING,
     RECORDS_OUT,
@@ -196,6 +199,28 @@ def test_exporter_starts_new_series_at_a_restart_and_none_while_down() -> None:
         sim.job.run_until(200)
     after = scrape(sim)[RECORDS_OUT]
     assert len(after) == 2 and {labels["task_attempt_num"] for labels, _ in after}.isdisjoint(first)
+
+
+def test_exporter_serves_kafka_exporters_partition_offsets_while_the_job_runs_and_while_it_is_down() -> None:
+    sim = exporter(speed=1.0)
+    with sim._lock:
+        sim.job.run_until(60)
+    families = scrape(sim)
+    ends = {int(labels["partition"]): value for labels, value in families[END_OFFSET]}
+    committed = {int(labels["partition"]): value for labels, value in families[COMMITTED_OFFSET]}
+    assert sorted(ends) == sorted(committed) == list(range(6))
+    assert [ends[p] for p in range(6)] == sim.job.end_offsets.tolist()
+    assert [committed[p] for p in range(6)] == sim.job.committed_offsets.tolist()
+    assert all(committed[p] <= ends[p] for p in ends) and sum(ends.values()) > 0
+    assert {labels["consumergroup"] for labels, _ in families[COMMITTED_OFFSET]} == {CONSUMER_GROUP}
+    # The documented queries read exactly these names and labels.
+    assert END_OFFSET in KAFKA_BROKER_QUERIES["partition_end_offsets"]
+    assert COMMITTED_OFFSET in KAFKA_BROKER_QUERIES["partition_committed_offsets"]
+    with sim._lock:
+        sim.job.rescale(2)
+        sim.job.step()
+    down = scrape(sim)
+    assert len(down[END_OFFSET]) == 6, "the brokers serve the offsets while the job is down"
 
 
 def test_exporter_follows_the_scale_target_like_reactive_mode(kube_api: FakeKubeAPI, kube_client: Any) -> None:

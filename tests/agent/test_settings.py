@@ -78,6 +78,11 @@ def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
         ("utilization: cpu\nscale_target:\n  kind: flink-rest\n",
          "prometheus.worker_label: utilization: cpu reads CPU per TaskManager"),
         ("policy: hpa\nscale_target:\n  kind: deployment\n", "prometheus.worker_label: policy: 'hpa' reads CPU per TaskManager"),
+        # KEDA's scaler reads each Kafka partition's lag: on a real job it needs kafka_exporter's offsets
+        ("policy: keda-lag\nscale_target:\n  kind: flink-rest\n",
+         "prometheus.queries.partition_end_offsets: policy 'keda-lag' reads the lag of each source partition"),
+        ("prometheus:\n  queries:\n    partition_end_offsets: 'max by (partition) (x'\n",
+         "prometheus.queries.partition_end_offsets: malformed PromQL"),
         # the simulated job is the lab's: the daemon's settings have no such section
         ("simulator:\n  partitions: 24\n", "simulator: unknown key"),
     ],
@@ -118,6 +123,17 @@ def test_cpu_readers_run_with_workers_named_by_taskmanager(tmp_path: Path) -> No
         assert settings.prometheus.worker_label == "tm_id" and "cpu" not in settings.skipped_queries
         # The embedded simulator reads no Prometheus: any worker label will do there.
         assert load_settings(write(tmp_path, text)).scale_target.kind == "simulated"
+
+
+def test_keda_lag_runs_on_a_real_job_with_the_partition_offsets(tmp_path: Path) -> None:
+    text = (
+        "policy: keda-lag\nscale_target:\n  kind: flink-rest\nprometheus:\n  queries:\n"
+        "    partition_end_offsets: 'max by (partition) (kafka_topic_partition_current_offset{topic=\"orders\"})'\n"
+    )
+    settings = load_settings(write(tmp_path, text))
+    assert settings.policy == "keda-lag" and settings.prometheus.queries.partition_committed_offsets == ""
+    # The embedded simulator gives the offsets itself.
+    assert load_settings(write(tmp_path, "policy: keda-lag\n")).prometheus.queries.partition_end_offsets == ""
 
 
 def test_the_lab_accepts_the_oracle() -> None:

@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.settings import KAFKA_BROKER_QUERIES
+from lab.exporter import CONSUMER_GROUP
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fixtures.prometheus import PrometheusServer, free_port, http_get, poll
 
@@ -143,8 +145,8 @@ def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
         print("request log summary:\n" + "\n".join(f"  {count:4d}  {key}" for key, count in sorted(summary.items())))
 
 
-def agent_config(world: dict[str, Any], *, dry_run: bool, port: int) -> Path:
-    settings = {
+def agent_config(world: dict[str, Any], *, dry_run: bool, port: int, extra: dict[str, Any] | None = None) -> Path:
+    settings: dict[str, Any] = {
         "dry_run": dry_run,
         "loop_interval_s": 2,
         "min_parallelism": 1,
@@ -170,6 +172,8 @@ def agent_config(world: dict[str, Any], *, dry_run: bool, port: int) -> Path:
         "telemetry": {"metrics_host": "127.0.0.1", "metrics_port": port, "not_ready_after_failed_loops": 2,
                       "log_format": "json", "log_level": "info"},
     }
+    for key, value in (extra or {}).items():
+        settings[key] = {**settings[key], **value} if isinstance(value, dict) else value
     path = world["tmp"] / f"agent-{'dry' if dry_run else 'real'}.yaml"
     path.write_text(yaml.safe_dump(settings))
     return path
@@ -185,9 +189,9 @@ def metric(port: int, name: str) -> float | None:
     return None
 
 
-def start_agent(world: dict[str, Any], *, dry_run: bool) -> tuple[Process, int]:
+def start_agent(world: dict[str, Any], *, dry_run: bool, extra: dict[str, Any] | None = None) -> tuple[Process, int]:
     port = free_port()
-    process = Process([*PERDIX, "run", "--config", str(agent_config(world, dry_run=dry_run, port=port))],
+    process = Process([*PERDIX, "run", "--config", str(agent_config(world, dry_run=dry_run, port=port, extra=extra))],
                       world["tmp"] / f"agent-{'dry' if dry_run else 'real'}.log")
     world["processes"].append(process)
 
@@ -267,3 +271,35 @@ def test_perdix_run_scales_the_deployment_on_a_step_and_survives_a_prometheus_ou
     assert real.terminate() == 0, real.tail()
     assert any(l.get("event") == "daemon.stopped" and l.get("knowledge_flushed") for l in real.lines())
     assert time.monotonic() - world["started"] < 180
+
+
+def test_keda_lag_scales_the_deployment_on_the_partitions_lag_kafka_exporter_reports(world: dict[str, Any]) -> None:
+    """The KEDA peer on a real job: kafka_exporter's per-partition offsets (the exporter serves them under its
+    names) read through Prometheus with the documented queries; the lag the job builds after the step (from
+    the committed offsets, which trail by up to a checkpoint) sizes the Deployment, as KEDA's Kafka scaler
+    would. Before this, keda-lag on a real job never read an offset and never acted."""
+    fake: FakeKubeAPI = world["fake"]
+    queries = {
+        name: KAFKA_BROKER_QUERIES[name].replace("TOPIC", "input").replace("GROUP", CONSUMER_GROUP)
+        for name in ("partition_end_offsets", "partition_committed_offsets")
+    }
+    agent, port = start_agent(
+        world, dry_run=False, extra={"policy": "keda-lag", "keda_lag_threshold": 20_000, "prometheus": {"queries": queries}},
+    )
+
+    def scale_patches() -> list[Any]:
+        return [r for r in fake.scale_target_writes() if r.status == 200]
+
+    poll(scale_patches, timeout_s=120, interval_s=0.5, what=f"a PATCH of the scale subresource\n{agent.tail()}")
+    replicas = scale_patches()[0].body["spec"]["replicas"]
+    assert replicas > INITIAL
+    # Sized by the lag of the twelve partitions (SIMULATOR), in the policy's own words.
+    (rescale, *_) = poll(lambda: [line for line in agent.lines() if line.get("event") == "rescale"], timeout_s=10,
+                         what="the rescale logged")
+    assert rescale["to"] == replicas and any(
+        "committed lag" in reason and "over 12 partitions" in reason for reason in rescale["reasons"]
+    ), rescale
+    # The offsets' only gaps were those of the first rounds, before Prometheus had scraped the exporter.
+    gaps = [line for line in agent.lines() if line.get("event") == "monitor.gap" and "partition" in line["series"]]
+    assert {line["problem"] for line in gaps} <= {"empty"}, gaps
+    assert agent.terminate() == 0, agent.tail()

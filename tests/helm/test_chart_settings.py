@@ -42,6 +42,7 @@ DISTINCT = {
     "min_parallelism": 2,
     "max_parallelism": 40,
     "static_parallelism": 12,
+    "keda_lag_threshold": 2500,
     "source_partitions": 48,
     "job_name": "orders",
     "model_registry": "s3a://models/perdix",
@@ -79,6 +80,10 @@ DISTINCT = {
     "prometheus.queries.worker_backlog": "sum by ({worker_label}) (flink_taskmanager_job_task_operator_pendingRecords)",
     "prometheus.queries.parallelism": "count(flink_taskmanager_Status_JVM_CPU_Load)",
     "prometheus.queries.uptime": 'max(flink_jobmanager_job_uptime{job_name="orders"})',
+    "prometheus.queries.partition_end_offsets": 'max by (partition) (kafka_topic_partition_current_offset{topic="orders"})',
+    "prometheus.queries.partition_committed_offsets": (
+        'max by (partition) (kafka_consumergroup_current_offset{consumergroup="orders-job",topic="orders"})'
+    ),
     "scale_target.kind": "statefulset",
     "scale_target.name": "orders-taskmanager",
     "scale_target.namespace": "orders",

@@ -133,7 +133,7 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
 {{- $p := .Values.perdix -}}
 {{- $t := include "perdix.scaleTarget" . | fromYaml -}}
 {{- $q := $p.prometheus.queries -}}
-{{- $queries := dict "workload" $q.workload "throughput" $q.throughput "busy" $q.busy "cpu" $q.cpu "consumer_lag" $q.consumerLag "worker_backlog" $q.workerBacklog "parallelism" $q.parallelism "uptime" $q.uptime -}}
+{{- $queries := dict "workload" $q.workload "throughput" $q.throughput "busy" $q.busy "cpu" $q.cpu "consumer_lag" $q.consumerLag "worker_backlog" $q.workerBacklog "parallelism" $q.parallelism "uptime" $q.uptime "partition_end_offsets" $q.partitionEndOffsets "partition_committed_offsets" $q.partitionCommittedOffsets -}}
 {{- $prometheus := dict "url" $p.prometheus.url "timeout_s" $p.prometheus.timeoutSeconds "step_s" $p.prometheus.stepSeconds "stale_after_s" $p.prometheus.staleAfterSeconds "worker_label" $p.prometheus.workerLabel "rate_window_s" $p.prometheus.rateWindowSeconds "source_operator" $p.prometheus.sourceOperator "flink_job" $p.prometheus.flinkJob "queries" $queries -}}
 {{- $st := $p.scaleTarget -}}
 {{- $scaleTarget := dict "kind" $t.kind "name" $t.name "namespace" $t.namespace "kubeconfig" $st.kubeconfig "rest_url" $st.restUrl "job" $st.job "request_timeout_s" $st.requestTimeoutSeconds "max_retries" $st.maxRetries "recommendation_events" $st.recommendationEvents -}}
@@ -153,6 +153,7 @@ defaults: it only drives `perdix simulate`). tests/helm loads this through agent
   "min_parallelism" $p.minParallelism
   "max_parallelism" $p.maxParallelism
   "static_parallelism" $p.staticParallelism
+  "keda_lag_threshold" $p.kedaLagThreshold
   "source_partitions" $p.sourcePartitions
   "job_name" $p.jobName
   "model_registry" $p.modelRegistry
