@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import requests
@@ -40,6 +40,9 @@ PARTITION_QUERIES = ("partition_end_offsets", "partition_committed_offsets")
 """Queries that answer one series per source partition, told apart by :data:`PARTITION_LABEL`."""
 PARTITION_LABEL = "partition"
 """The label kafka_exporter names a topic's partitions by."""
+
+K = TypeVar("K", str, int)
+"""What a per-worker or per-partition series is keyed by."""
 
 LIVE_TAIL_POINTS = 3
 """A worker counts as present if its series has a value in the last few grid points."""
@@ -322,6 +325,12 @@ class PrometheusMonitor:
             young |= (times >= restart) & (times < restart + window)
         return ~young
 
+    def _gap(self, gaps: dict[str, str], name: str, problem: str, detail: str) -> None:
+        """``name`` has a gap this round: ``gaps[name]`` says what (``problem: detail``), and it is noted (logged
+        when the series' state changes)."""
+        gaps[name] = f"{problem.replace('_', ' ')}: {detail}"
+        self._note(name, problem, gaps[name])
+
     def _stale(self, series: np.ndarray, grid: Grid, now: float) -> float | None:
         """Age of the newest sample if it is older than stale_after_s, else None."""
         finite = np.flatnonzero(np.isfinite(series))
@@ -334,13 +343,11 @@ class PrometheusMonitor:
     def _scalar(self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]) -> np.ndarray:
         empty = np.full(grid.size, np.nan)
         if not answer:
-            gaps[name] = "empty: the query returned no series"
-            self._note(name, "empty", gaps[name])
+            self._gap(gaps, name, "empty", "the query returned no series")
             return empty
         if len(answer) > 1:
             labels = [series.get("metric", {}) for series in answer[:3]]
-            gaps[name] = f"wrong shape: expected one series, got {len(answer)} (e.g. {labels})"
-            self._note(name, "wrong_shape", gaps[name])
+            self._gap(gaps, name, "wrong_shape", f"expected one series, got {len(answer)} (e.g. {labels})")
             return empty
         series = grid.place(answer[0].get("values", []))
         return self._checked(name, series, grid, now, gaps)
@@ -348,17 +355,14 @@ class PrometheusMonitor:
     def _checked(self, name: str, series: np.ndarray, grid: Grid, now: float, gaps: dict[str, str]) -> np.ndarray:
         missing = int(np.isnan(series).sum())
         if missing == grid.size:
-            gaps[name] = "empty: no value in the window (NaN or no samples)"
-            self._note(name, "empty", gaps[name])
+            self._gap(gaps, name, "empty", "no value in the window (NaN or no samples)")
             return series
         age = self._stale(series, grid, now)
         if age is not None:
-            gaps[name] = f"stale: newest sample is {age:.0f} s old (stale_after_s={self.settings.stale_after_s:g})"
-            self._note(name, "stale", gaps[name])
+            self._gap(gaps, name, "stale", f"newest sample is {age:.0f} s old (stale_after_s={self.settings.stale_after_s:g})")
             return np.full(grid.size, np.nan)
         if missing:
-            gaps[name] = f"partial: {missing} of {grid.size} samples missing"
-            self._note(name, "partial", gaps[name])
+            self._gap(gaps, name, "partial", f"{missing} of {grid.size} samples missing")
             return series
         self._note(name, None)
         return series
@@ -366,29 +370,16 @@ class PrometheusMonitor:
     def _per_worker(
         self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]
     ) -> dict[str, np.ndarray]:
-        label = self.settings.worker_label
-        if not answer:
-            gaps[name] = "empty: the query returned no series"
-            self._note(name, "empty", gaps[name])
+        out = self._series_by(name, answer, grid, gaps, self.settings.worker_label, lambda value: value or None)
+        if out is None:
             return {}
-        out: dict[str, np.ndarray] = {}
-        for series in answer:
-            metric: Mapping[str, str] = series.get("metric", {})
-            worker = metric.get(label)
-            if not worker or worker in out:
-                problem = f"missing the {label!r} label" if not worker else f"two series for {label}={worker!r}"
-                gaps[name] = f"wrong shape: a series is {problem} (labels {dict(metric)})"
-                self._note(name, "wrong_shape", gaps[name])
-                return {}
-            out[worker] = grid.place(series.get("values", []))
         # Workers with a value at the end of the window are the ones running now; a worker removed by a
         # scale-in keeps a series that ends early and must not count as a current worker.
         tail = min(LIVE_TAIL_POINTS, grid.size)
         live = {w: s for w, s in out.items() if np.isfinite(s[-tail:]).any()}
         fresh = {w: s for w, s in live.items() if self._stale(s, grid, now) is None}
         if not fresh:
-            gaps[name] = "stale: no worker has a recent sample" if out else "empty: no worker series"
-            self._note(name, "stale" if out else "empty", gaps[name])
+            self._gap(gaps, name, *(("stale", "no worker has a recent sample") if out else ("empty", "no worker series")))
             return {}
         self._note(name, None)
         return fresh
@@ -397,28 +388,37 @@ class PrometheusMonitor:
         self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]
     ) -> dict[int, np.ndarray]:
         """One series per source partition (its ``partition`` label, a number); {} and a gap otherwise."""
-        if not answer:
-            gaps[name] = "empty: the query returned no series"
-            self._note(name, "empty", gaps[name])
+        out = self._series_by(name, answer, grid, gaps, PARTITION_LABEL, lambda value: int(value) if value.isdigit() else None)
+        if out is None:
             return {}
-        out: dict[int, np.ndarray] = {}
-        for series in answer:
-            metric: Mapping[str, str] = series.get("metric", {})
-            label = metric.get(PARTITION_LABEL, "")
-            if not label.isdigit() or int(label) in out:
-                problem = f"two series for {PARTITION_LABEL}={label!r}" if label.isdigit() else (
-                    f"without a numeric {PARTITION_LABEL!r} label"
-                )
-                gaps[name] = f"wrong shape: a series {problem} (labels {dict(metric)})"
-                self._note(name, "wrong_shape", gaps[name])
-                return {}
-            out[int(label)] = grid.place(series.get("values", []))
         stale = [p for p, s in out.items() if self._stale(s, grid, now) is not None or not np.isfinite(s).any()]
         if stale:
-            gaps[name] = f"stale: partition(s) {', '.join(map(str, sorted(stale)))} without a recent offset"
-            self._note(name, "stale", gaps[name])
+            self._gap(gaps, name, "stale", f"partition(s) {', '.join(map(str, sorted(stale)))} without a recent offset")
             return {}
         self._note(name, None)
+        return out
+
+    def _series_by(
+        self, name: str, answer: list[dict[str, Any]], grid: Grid, gaps: dict[str, str], label: str,
+        key: Callable[[str], K | None],
+    ) -> dict[K, np.ndarray] | None:
+        """The answer's series on the grid, one per value of ``label`` (``key`` of it; None: not a valid value);
+        None and a gap when the query returned no series, or a series has no valid value or repeats one."""
+        if not answer:
+            self._gap(gaps, name, "empty", "the query returned no series")
+            return None
+        out: dict[K, np.ndarray] = {}
+        for series in answer:
+            metric: Mapping[str, str] = series.get("metric", {})
+            value = metric.get(label, "")
+            parsed = key(value)
+            if parsed is None or parsed in out:
+                problem = f"two series for {label}={value!r}" if parsed is not None else (
+                    f"a series is missing a valid {label!r} label"
+                )
+                self._gap(gaps, name, "wrong_shape", f"{problem} (labels {dict(metric)})")
+                return None
+            out[parsed] = grid.place(series.get("values", []))
         return out
 
 
