@@ -48,6 +48,9 @@ BAD_VALUES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
     ("operator-without-target", {"flink": {"mode": "operator"}}, [], ["flink.operator.flinkDeployment"]),
     # CPU is a TaskManager's: workers named by subtask cannot carry it (perdix run refuses the same at start).
     ("hpa-with-subtask-workers", {"perdix": {"policy": "hpa"}}, [], ["perdix.prometheus.workerLabel", "set it to pod"]),
+    # KEDA's Kafka scaler reads each partition's lag: without kafka_exporter's offsets it could never act.
+    ("keda-lag-without-offsets", {"perdix": {"policy": "keda-lag"}}, [],
+     ["perdix.prometheus.queries.partitionEndOffsets", "keda-lag"]),
     ("cpu-with-subtask-workers", {"perdix": {"utilization": "cpu"}}, [], ["perdix.prometheus.workerLabel", "perdix.utilization cpu"]),
     ("standalone-other-target", {"perdix": {"scaleTarget": {"name": "someone-elses"}}}, [], ["perdix.scaleTarget.name"]),
     ("standalone-other-namespace", {"perdix": {"scaleTarget": {"namespace": "other"}}}, [], ["perdix.scaleTarget.namespace"]),

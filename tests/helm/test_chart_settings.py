@@ -330,3 +330,18 @@ def test_per_operator_policies_render_in_operator_mode_and_plan_per_vertex(tmp_p
     values = {"flink": {"mode": "operator", "operator": {"flinkDeployment": "orders"}}, "perdix": {"policy": policy}}
     settings = load(render(values=values, namespace="orders"), tmp_path)
     assert settings.policy == policy and settings.scale_target.kind == "flinkdeployment" and settings.per_operator
+
+
+def test_keda_lag_renders_with_kafka_exporters_offsets(tmp_path: Path) -> None:
+    from agent.settings import KAFKA_BROKER_QUERIES
+
+    queries = {
+        "partitionEndOffsets": KAFKA_BROKER_QUERIES["partition_end_offsets"].replace("TOPIC", "orders"),
+        "partitionCommittedOffsets": KAFKA_BROKER_QUERIES["partition_committed_offsets"]
+        .replace("TOPIC", "orders").replace("GROUP", "orders-job"),
+    }
+    values = {"perdix": {"policy": "keda-lag", "kedaLagThreshold": 5000, "prometheus": {"queries": queries}}}
+    settings = load(render(values=values, namespace="orders"), tmp_path)
+    assert settings.policy == "keda-lag" and settings.keda_lag_threshold == 5000
+    assert 'topic="orders"' in settings.prometheus.queries.partition_end_offsets
+    assert 'consumergroup="orders-job"' in settings.prometheus.queries.partition_committed_offsets

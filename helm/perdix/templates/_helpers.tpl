@@ -92,6 +92,9 @@ Included by every template that depends on them, so `helm lint` and `helm templa
 {{- if and (or (eq $p.policy "hpa") (eq $p.utilization "cpu")) (eq $p.prometheus.workerLabel "subtask_index") }}
 {{- fail "perdix.prometheus.workerLabel (subtask_index): perdix.policy hpa and perdix.utilization cpu read CPU per TaskManager: set it to pod (or tm_id), with one slot per TaskManager" }}
 {{- end }}
+{{- if and (eq $p.policy "keda-lag") (not $p.prometheus.queries.partitionEndOffsets) }}
+{{- fail "perdix.prometheus.queries.partitionEndOffsets: perdix.policy keda-lag reads the lag of each Kafka partition: set it and partitionCommittedOffsets (kafka_exporter's series, see values.yaml)" }}
+{{- end }}
 {{- if eq .Values.flink.mode "standalone" }}
 {{- if ne $t.kind "deployment" }}
 {{- fail (printf "perdix.scaleTarget.kind (%s) must be empty or deployment in standalone mode: Perdix scales the chart's TaskManager Deployment" $t.kind) }}
