@@ -428,11 +428,15 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _keda_reads_offsets(self) -> Settings:
         # KEDA's Kafka scaler sums each partition's lag; without the partitions' offsets it could never act.
-        if self.policy == "keda-lag" and self.scale_target.kind != "simulated" and not self.prometheus.queries.partition_end_offsets:
-            raise ValueError(
-                "prometheus.queries.partition_end_offsets: policy 'keda-lag' reads the lag of each source partition; "
-                "set it and partition_committed_offsets (kafka_exporter's, as in KAFKA_BROKER_QUERIES)"
-            )
+        if self.policy != "keda-lag" or self.scale_target.kind == "simulated":
+            return self
+        for name in OPTIONAL_QUERIES:
+            if not getattr(self.prometheus.queries, name):
+                raise ValueError(
+                    f"prometheus.queries.{name}: policy 'keda-lag' reads the lag of each source partition from its "
+                    "log-end and committed offsets; set partition_end_offsets and partition_committed_offsets "
+                    "(kafka_exporter's, as in KAFKA_BROKER_QUERIES)"
+                )
         return self
 
     @model_validator(mode="after")

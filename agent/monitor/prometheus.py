@@ -388,7 +388,7 @@ class PrometheusMonitor:
         self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]
     ) -> dict[int, np.ndarray]:
         """One series per source partition (its ``partition`` label, a number); {} and a gap otherwise."""
-        out = self._series_by(name, answer, grid, gaps, PARTITION_LABEL, lambda value: int(value) if value.isdigit() else None)
+        out = self._series_by(name, answer, grid, gaps, PARTITION_LABEL, lambda value: int(value) if value.isascii() and value.isdigit() else None)
         if out is None:
             return {}
         stale = [p for p, s in out.items() if self._stale(s, grid, now) is not None or not np.isfinite(s).any()]
@@ -427,19 +427,35 @@ def _partition_offsets(
 ) -> tuple[tuple[tuple[int, int | None], ...] | None, tuple[int, ...] | None]:
     """``(partition_offsets, partition_ends_since)`` of the observation from the per-partition series.
 
-    Partitions in order of their number; each one's log-end offset and last committed offset (None where the
-    group has committed none). The ends are those of the last grid point at which every partition has a value,
-    and the ends at the window's start those of the first (None without two such points): what each partition
-    received in between, over the same stretch for all, weighs it."""
+    Partitions in order of their number; each one's log-end offset and committed offset (None where the group
+    has committed none: no series, or kafka_exporter's -1). The ends are those of the last grid point at which
+    every partition has a value, and the committed offsets those of the same point where they have one (a lag
+    read across two scrapes could come out negative); the ends at the window's start are those of the first
+    such point (None without two): what each partition received in between, over the same stretch for all,
+    weighs it."""
     if not ends:
         return None, None
     order = sorted(ends)
     matrix = np.vstack([ends[p] for p in order])
     common = np.flatnonzero(np.all(np.isfinite(matrix), axis=0))
-    last = matrix[:, common[-1]] if common.size else [_last_finite(ends[p]) or 0.0 for p in order]
-    offsets = tuple((int(end), _last_int(committed.get(p))) for p, end in zip(order, last))
+    at = int(common[-1]) if common.size else None
+    offsets = tuple((int(_value_at(ends[p], at) or 0), _committed_at(committed.get(p), at)) for p in order)
     since = tuple(int(v) for v in matrix[:, common[0]]) if common.size >= 2 else None
     return offsets, since
+
+
+def _value_at(series: np.ndarray, index: int | None) -> float | None:
+    """``series`` at ``index`` where it has a value there, else its last value (None without any)."""
+    if index is not None and np.isfinite(series[index]):
+        return float(series[index])
+    return _last_finite(series)
+
+
+def _committed_at(series: np.ndarray | None, index: int | None) -> int | None:
+    """A committed offset at ``index`` (see :func:`_value_at`); None for none or a negative one (kafka_exporter
+    reports -1 for a partition the group never committed on)."""
+    value = _value_at(series, index) if series is not None else None
+    return int(value) if value is not None and value >= 0 else None
 
 
 def _last_finite(series: np.ndarray | None) -> float | None:

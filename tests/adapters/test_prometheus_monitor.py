@@ -280,5 +280,8 @@ def test_partition_offsets_are_read_over_the_same_stretch_for_every_partition() 
     assert offsets == ((20, 15), (120, None))  # in partition order; partition 1's group committed nothing
     assert since == (10, 110)
     assert _partition_offsets({}, {}) == (None, None)
+    # The committed offsets of the same point as the ends; kafka_exporter's -1 (never committed) is none.
+    committed = {0: np.array([0.0, 5.0, 15.0, 18.0]), 1: np.array([-1.0, -1.0, -1.0, -1.0])}
+    assert _partition_offsets(ends, committed)[0] == ((20, 15), (120, None))
     # No point both have: each one's last offset, and no stretch to weigh the partitions by.
     assert _partition_offsets({0: np.array([1.0, nan]), 1: np.array([nan, 2.0])}, {}) == (((1, None), (2, None)), None)

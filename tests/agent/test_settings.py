@@ -81,6 +81,9 @@ def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
         # KEDA's scaler reads each Kafka partition's lag: on a real job it needs kafka_exporter's offsets
         ("policy: keda-lag\nscale_target:\n  kind: flink-rest\n",
          "prometheus.queries.partition_end_offsets: policy 'keda-lag' reads the lag of each source partition"),
+        ("policy: keda-lag\nscale_target:\n  kind: flink-rest\nprometheus:\n  queries:\n"
+         "    partition_end_offsets: 'max by (partition) (kafka_topic_partition_current_offset)'\n",
+         "prometheus.queries.partition_committed_offsets: policy 'keda-lag'"),
         ("prometheus:\n  queries:\n    partition_end_offsets: 'max by (partition) (x'\n",
          "prometheus.queries.partition_end_offsets: malformed PromQL"),
         # the simulated job is the lab's: the daemon's settings have no such section
@@ -129,9 +132,10 @@ def test_keda_lag_runs_on_a_real_job_with_the_partition_offsets(tmp_path: Path) 
     text = (
         "policy: keda-lag\nscale_target:\n  kind: flink-rest\nprometheus:\n  queries:\n"
         "    partition_end_offsets: 'max by (partition) (kafka_topic_partition_current_offset{topic=\"orders\"})'\n"
+        "    partition_committed_offsets: 'max by (partition) (kafka_consumergroup_current_offset{topic=\"orders\"})'\n"
     )
     settings = load_settings(write(tmp_path, text))
-    assert settings.policy == "keda-lag" and settings.prometheus.queries.partition_committed_offsets == ""
+    assert settings.policy == "keda-lag" and "consumergroup" in settings.prometheus.queries.partition_committed_offsets
     # The embedded simulator gives the offsets itself.
     assert load_settings(write(tmp_path, "policy: keda-lag\n")).prometheus.queries.partition_end_offsets == ""
 

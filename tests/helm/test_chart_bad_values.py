@@ -51,6 +51,9 @@ BAD_VALUES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
     # KEDA's Kafka scaler reads each partition's lag: without kafka_exporter's offsets it could never act.
     ("keda-lag-without-offsets", {"perdix": {"policy": "keda-lag"}}, [],
      ["perdix.prometheus.queries.partitionEndOffsets", "keda-lag"]),
+    ("keda-lag-without-committed-offsets",
+     {"perdix": {"policy": "keda-lag", "prometheus": {"queries": {"partitionEndOffsets": "max by (partition) (x)"}}}}, [],
+     ["perdix.prometheus.queries.partitionCommittedOffsets", "keda-lag"]),
     ("cpu-with-subtask-workers", {"perdix": {"utilization": "cpu"}}, [], ["perdix.prometheus.workerLabel", "perdix.utilization cpu"]),
     ("standalone-other-target", {"perdix": {"scaleTarget": {"name": "someone-elses"}}}, [], ["perdix.scaleTarget.name"]),
     ("standalone-other-namespace", {"perdix": {"scaleTarget": {"namespace": "other"}}}, [], ["perdix.scaleTarget.namespace"]),

@@ -92,8 +92,12 @@ Included by every template that depends on them, so `helm lint` and `helm templa
 {{- if and (or (eq $p.policy "hpa") (eq $p.utilization "cpu")) (eq $p.prometheus.workerLabel "subtask_index") }}
 {{- fail "perdix.prometheus.workerLabel (subtask_index): perdix.policy hpa and perdix.utilization cpu read CPU per TaskManager: set it to pod (or tm_id), with one slot per TaskManager" }}
 {{- end }}
-{{- if and (eq $p.policy "keda-lag") (not $p.prometheus.queries.partitionEndOffsets) }}
-{{- fail "perdix.prometheus.queries.partitionEndOffsets: perdix.policy keda-lag reads the lag of each Kafka partition: set it and partitionCommittedOffsets (kafka_exporter's series, see values.yaml)" }}
+{{- if eq $p.policy "keda-lag" }}
+{{- range $key := list "partitionEndOffsets" "partitionCommittedOffsets" }}
+{{- if not (index $p.prometheus.queries $key) }}
+{{- fail (printf "perdix.prometheus.queries.%s: perdix.policy keda-lag reads the lag of each Kafka partition from its log-end and committed offsets: set partitionEndOffsets and partitionCommittedOffsets (kafka_exporter's series, see values.yaml)" $key) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- if eq .Values.flink.mode "standalone" }}
 {{- if ne $t.kind "deployment" }}
