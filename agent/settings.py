@@ -48,7 +48,9 @@ _IDLE = accumulated_time_rate("Idle", selector=_TASKS, by=_BY_WORKER)
 _BACK_PRESSURED = accumulated_time_rate("BackPressured", selector=_TASKS, by=_BY_WORKER)
 
 
-OPTIONAL_QUERIES = ("partition_end_offsets", "partition_committed_offsets")
+PARTITION_OFFSET_QUERIES = ("partition_end_offsets", "partition_committed_offsets")
+"""The queries that answer one series per source partition (kafka_exporter's offsets)."""
+OPTIONAL_QUERIES = PARTITION_OFFSET_QUERIES
 """Queries that may be left empty (not read); every other one must be set."""
 
 
@@ -430,7 +432,7 @@ class Settings(BaseSettings):
         # KEDA's Kafka scaler sums each partition's lag; without the partitions' offsets it could never act.
         if self.policy != "keda-lag" or self.scale_target.kind == "simulated":
             return self
-        for name in OPTIONAL_QUERIES:
+        for name in PARTITION_OFFSET_QUERIES:
             if not getattr(self.prometheus.queries, name):
                 raise ValueError(
                     f"prometheus.queries.{name}: policy 'keda-lag' reads the lag of each source partition from its "

@@ -54,9 +54,9 @@ REGISTERED = "flink_jobmanager_numRegisteredTaskManagers"
 UPTIME = "flink_jobmanager_job_uptime"
 END_OFFSET = "kafka_topic_partition_current_offset"
 COMMITTED_OFFSET = "kafka_consumergroup_current_offset"
-CONSUMER_GROUP = "simulated_job"
-"""The consumer group the simulated job commits its offsets as."""
 JOB_NAME = "simulated_job"
+CONSUMER_GROUP = JOB_NAME
+"""The consumer group the simulated job commits its offsets as (its own name, as a Flink job's usually is)."""
 TASK_LABELS = ["job_name", "task_name", "task_id", "subtask_index", "task_attempt_num", "tm_id", "pod"]
 OPERATOR_LABELS = [*TASK_LABELS, "operator_name", "operator_id"]
 

@@ -340,7 +340,9 @@ class CapacityModel:
         regression = self.regressions.get(worker_id)
         slope = regression.slope if regression is not None else None
         # Throughput falling with CPU is noise, not a machine: no line.
-        value = regression.predict(cpu) if regression is not None and slope is not None and slope > 0 else None
+        if regression is None or slope is None or slope <= 0:
+            return None
+        value = regression.predict(cpu)
         if value is None or not _positive(value):
             return None
         floor = self._per_unit_of_load(worker_id, cpu)
@@ -491,10 +493,10 @@ class CapacityModel:
         The job's capacity is its bottleneck's; how fast a backlog drains also depends on the others
         (``models.recovery``). From the partition weights at any scale-out, else from the measured
         shares at the current one, else from the partition count (how the readers split the partitions,
-        each partition alike); None when none is known. A real job without kafka_exporter's
-        per-partition offsets gives no weights, so there the count is what describes a scale-out not yet run: without it the recovery
-        was predicted as if the job were one worker, and a backlog waiting at the bottleneck drained on
-        every worker's capacity.
+        each partition alike); None when none is known. A real job without kafka_exporter's per-partition
+        offsets gives no weights, so there the count is what describes a scale-out not yet run: without it
+        the recovery was predicted as if the job were one worker, and a backlog waiting at the bottleneck
+        drained on every worker's capacity.
         """
         if self.partition_weights is not None and 1 <= parallelism <= self.partition_weights.size:
             return self._profile_from_weights(parallelism)

@@ -30,14 +30,12 @@ from urllib3.util.retry import Retry
 from agent.logging import get_logger
 from agent.observation import Observation
 from agent.ports import MonitorError
-from agent.settings import ConfigError, PrometheusSettings
+from agent.settings import PARTITION_OFFSET_QUERIES, ConfigError, PrometheusSettings
 
 SCALAR_QUERIES = ("workload", "consumer_lag", "parallelism", "uptime")
 """Queries that must answer with exactly one series."""
 WORKER_QUERIES = ("throughput", "busy", "cpu", "worker_backlog")
 """Queries that must answer with one series per worker, told apart by ``worker_label``."""
-PARTITION_QUERIES = ("partition_end_offsets", "partition_committed_offsets")
-"""Queries that answer one series per source partition, told apart by :data:`PARTITION_LABEL`."""
 PARTITION_LABEL = "partition"
 """The label kafka_exporter names a topic's partitions by."""
 
@@ -275,7 +273,7 @@ class PrometheusMonitor:
                 workers[name] = self._per_worker(name, answers[name], grid, now, gaps)
 
         partitions: dict[str, dict[int, np.ndarray]] = {}
-        for name in PARTITION_QUERIES:
+        for name in PARTITION_OFFSET_QUERIES:
             if name in answers:
                 partitions[name] = self._per_partition(name, answers[name], grid, now, gaps)
         offsets, ends_since = _partition_offsets(
@@ -388,7 +386,9 @@ class PrometheusMonitor:
         self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]
     ) -> dict[int, np.ndarray]:
         """One series per source partition (its ``partition`` label, a number); {} and a gap otherwise."""
-        out = self._series_by(name, answer, grid, gaps, PARTITION_LABEL, lambda value: int(value) if value.isascii() and value.isdigit() else None)
+        out = self._series_by(
+            name, answer, grid, gaps, PARTITION_LABEL, lambda value: int(value) if value.isascii() and value.isdigit() else None
+        )
         if out is None:
             return {}
         stale = [p for p, s in out.items() if self._stale(s, grid, now) is not None or not np.isfinite(s).any()]
