@@ -11,7 +11,7 @@ export PATH := $(abspath $(TOOLS)/bin):$(PATH)
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: demo test bench lint setup system-deps clean traces
+.PHONY: demo test bench lint setup system-deps clean traces generate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ test: $(STAMP) system-deps lint
 lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy agent cli lab models planner spark simulator benchmarks
+
+# The files generated from the code (tests fail while a checked-in one lags behind).
+generate: $(STAMP)
+	$(BIN)/python scripts/gen_docs.py
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all
