@@ -10,8 +10,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from typer._click.exceptions import UsageError
 
 from agent.settings import ConfigError, Settings, load_settings
+from simulator import TraceError
 
 app = typer.Typer(
     name="perdix",
@@ -30,10 +32,34 @@ SettingsT = TypeVar("SettingsT", bound=Settings)
 ConfigOption = typer.Option(None, "--config", "-c", help="YAML settings file.", dir_okay=False)
 
 
+class BadInput(Exception):
+    """Input a command cannot run on, found by the CLI itself; its message is the one line printed before exit 2."""
+
+
+BAD_INPUT_ERRORS: tuple[type[Exception], ...] = (BadInput, ConfigError, TraceError)
+"""The typed bad-input errors the entry point turns into one line and exit 2 when a command leaves them."""
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line: its line breaks and runs of blanks become single spaces."""
+    return " ".join(message.split())
+
+
+def print_error(message: str) -> None:
+    """``perdix: error: message`` as one line on stderr."""
+    console.print(f"perdix: error: {one_line(message)}", markup=False, highlight=False, soft_wrap=True)
+
+
 def fail(message: str) -> NoReturn:
     """Print one line and exit 2 (bad input or bad configuration)."""
-    console.print(f"perdix: error: {message}", markup=False, highlight=False, soft_wrap=True)
+    print_error(message)
     raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def usage_line(exc: UsageError) -> str:
+    """Click's usage error as one line, with where to read the command's usage."""
+    command = exc.ctx.command_path if exc.ctx is not None else "perdix"
+    return f"{exc.format_message()} (see {command} --help)"
 
 
 def settings_from(config: Path | None, overrides: dict[str, Any], model: type[SettingsT]) -> SettingsT:

@@ -9,6 +9,11 @@ silently (a rate of 1e30/s replays as zero records). So the peak rate, held for 
 simulator samples (duration + 1, both ends included), may produce at most ``MAX_TRACE_RECORDS`` =
 2**52 records: half the exact range, so the simulated workload noise cannot push a trace over it.
 That is about 2.1e11 records/s for a six-hour trace.
+
+The file itself is bounded too: it is read whole, at most ``MAX_TRACE_BYTES``, and decoded as UTF-8 once,
+so a binary file, a device or a runaway export is one line naming the file, never a decoding error
+from deep inside the csv module. A line is at most ``MAX_TRACE_LINE_CHARS`` characters (two numbers
+and a comma need a few dozen).
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ import numpy as np
 
 HEADER = ("time_s", "rate")
 MAX_TRACE_RECORDS = 2**52
+MAX_TRACE_BYTES = 64 * 2**20
+"""Largest trace file read: a week at one point a second is about 12 MiB."""
+MAX_TRACE_LINE_CHARS = 1024
 
 
 class TraceError(ValueError):
@@ -58,20 +66,17 @@ class Trace:
 def load_trace(path: Path | str) -> Trace:
     """Read and validate a ``time_s,rate`` CSV; raises :class:`TraceError` naming file, line and reason."""
     path = Path(path)
-    try:
-        handle = path.open(newline="")
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
+    lines = read_text_lines(path, what="trace")
     times: list[float] = []
     rates: list[float] = []
     line_numbers: list[int] = []
-    with handle:
-        reader = csv.reader(handle)
+    reader = csv.reader(lines)
+    try:
         header = next(reader, None)
         if header is None:
             raise TraceError(f"{path}:1: empty file, expected header 'time_s,rate'")
         if tuple(cell.strip() for cell in header) != HEADER:
-            raise TraceError(f"{path}:1: expected header 'time_s,rate', got {','.join(header)!r}")
+            raise TraceError(f"{path}:1: expected header 'time_s,rate', got {','.join(header)[:80]!r}")
         for line_no, row in enumerate(reader, start=2):
             if not row or all(not cell.strip() for cell in row):
                 continue
@@ -92,6 +97,8 @@ def load_trace(path: Path | str) -> Trace:
             times.append(time_s)
             rates.append(rate)
             line_numbers.append(line_no)
+    except csv.Error as exc:
+        raise TraceError(f"{path}:{reader.line_num}: not CSV: {exc}") from None
     if len(times) < 2:
         raise TraceError(f"{path}: a trace needs at least 2 points, found {len(times)}")
     peak_at = max(range(len(rates)), key=rates.__getitem__)
@@ -102,3 +109,28 @@ def load_trace(path: Path | str) -> Trace:
             f"{rates[peak_at] * seconds:.3g} records, more than the simulator counts exactly (2**52)"
         )
     return Trace(name=path.stem, times=np.asarray(times), rates=np.asarray(rates))
+
+
+def read_text_lines(path: Path, *, what: str) -> list[str]:
+    """The lines of a UTF-8 text file of at most ``MAX_TRACE_BYTES``, each at most ``MAX_TRACE_LINE_CHARS``.
+
+    Raises :class:`TraceError` naming the file (and the line) when it cannot be read, is too large, is not
+    UTF-8 or holds a line no trace has.
+    """
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_TRACE_BYTES + 1)
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    if len(data) > MAX_TRACE_BYTES:
+        raise TraceError(f"{path}: {what} larger than {MAX_TRACE_BYTES // 2**20} MiB")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise TraceError(f"{path}:{line}: {what} is not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+    lines = text.splitlines(keepends=True)
+    for line_no, line in enumerate(lines, start=1):
+        if len(line) > MAX_TRACE_LINE_CHARS:
+            raise TraceError(f"{path}:{line_no}: line of {len(line):,} characters, at most {MAX_TRACE_LINE_CHARS:,}")
+    return lines
