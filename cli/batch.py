@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from cli.app import ConfigOption, app, fail, settings_from
+from cli.extras import require_extra
 from lab.settings import LabSettings
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ def export_history(
     config: Path = ConfigOption,
 ) -> None:
     """Write a job's workload history as Parquet partitioned by job and date (re-exports replace, never duplicate)."""
+    require_extra("export-history", "batch", *(["lab"] if from_simulation is not None else []))
     from datetime import UTC, datetime
 
     from spark.export import ExportError, describe, export_from_prometheus, parse_range, prometheus_client
@@ -108,6 +110,7 @@ def retrain(
     serial: bool = typer.Option(False, "--serial", help="Fit in this process, one job after another, without Spark."),
 ) -> None:
     """Fit and back-test a forecaster per job with Spark and publish the models to the registry."""
+    require_extra("retrain", "batch")
     from dataclasses import replace
 
     from models.registry import RegistryError

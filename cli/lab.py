@@ -18,6 +18,7 @@ from rich.table import Table
 from agent.logging import configure_logging
 from agent.settings import ConfigError
 from cli.app import ConfigOption, app, console, fail, hours_done, print_summary, progress_bar, settings_from
+from cli.extras import require_extra
 from lab.evaluate import DEFAULT_POLICIES
 from lab.settings import LabSettings
 from simulator import Trace, TraceError, load_trace
@@ -63,6 +64,7 @@ def simulate(
     ),
 ) -> None:
     """Replay a workload trace through the embedded simulated Flink job with the real agent loop."""
+    require_extra("simulate", "lab")
     settings = settings_from(
         config,
         {
@@ -140,6 +142,7 @@ def evaluate(
     log_level: str = typer.Option("error", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Replay every trace under every policy on identical simulator seeds and compare them with the optimal schedule."""
+    require_extra("evaluate", "lab")
     from lab.evaluate import EvaluateError, corpus_refs, default_jobs, parse_policies, plan_runs, run_all, trace_refs
     from lab.report import write_outputs
 
@@ -268,6 +271,7 @@ def capacity_plan(
     ),
 ) -> None:
     """StreamBed: estimate capacity from small testbed runs; the agent reads the file via capacity_prior_path."""
+    require_extra("capacity-plan", "lab")
     from lab.capacity_plan import CapacityPlanError
 
     flink_options = {

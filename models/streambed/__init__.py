@@ -2,8 +2,11 @@
 
 Pure logic over a testbed protocol (``models.streambed.testbed``); the runner that drives it against
 the simulator lives in ``lab.capacity_plan``. The result is a capacity model file whose capacities
-per scale-out the agent uses as a prior (``load_capacity_prior``).
+per scale-out the agent uses as a prior (``load_capacity_prior``). The optimizer needs PuLP (the
+``lab`` extra) and loads on first use of one of its names: the agent reads a prior without it.
 """
+
+from typing import TYPE_CHECKING
 
 from models.streambed.estimator import (
     CapacityEstimate,
@@ -37,14 +40,31 @@ from models.streambed.model_file import (
     read_capacity_model,
     write_capacity_model,
 )
-from models.streambed.optimizer import (
-    Configuration,
-    InfeasibleBudget,
-    OperatorRate,
-    bound_rate,
-    optimize_configuration,
-    rates_from_measurement,
-)
+
+if TYPE_CHECKING:
+    from models.streambed.optimizer import (
+        Configuration,
+        InfeasibleBudget,
+        OperatorRate,
+        bound_rate,
+        optimize_configuration,
+        rates_from_measurement,
+    )
+
+_OPTIMIZER_NAMES = frozenset({
+    "Configuration", "InfeasibleBudget", "OperatorRate", "bound_rate", "optimize_configuration",
+    "rates_from_measurement",
+})
+
+
+def __getattr__(name: str) -> object:
+    """The optimizer's names, imported from ``models.streambed.optimizer`` (PuLP) when first asked for."""
+    if name in _OPTIMIZER_NAMES:
+        from models.streambed import optimizer
+
+        return getattr(optimizer, name)
+    raise AttributeError(f"module 'models.streambed' has no attribute {name!r}")
+
 
 __all__ = [
     "FAMILIES",
