@@ -13,10 +13,11 @@ export OMP_NUM_THREADS ?= 1
 
 .PHONY: demo test bench lint setup system-deps clean traces generate
 
-$(STAMP): pyproject.toml
+# Everything (the lab and batch extras, the dev tools) at the versions of constraints.txt.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[all,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -39,6 +40,10 @@ lint: $(STAMP)
 # The files generated from the code (tests fail while a checked-in one lags behind).
 generate: $(STAMP)
 	$(BIN)/python scripts/gen_docs.py
+
+# constraints.txt from the versions installed in $(VENV) (run after the tests pass on an upgrade).
+lock: $(STAMP)
+	$(BIN)/python scripts/lock.py > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all
