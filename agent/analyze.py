@@ -459,7 +459,7 @@ class Analyzer:
                     # A scale-in saves workers, it is never needed: it must recover in time even when the stop
                     # replays a whole checkpoint interval and the workload rises as it has before. Planned on
                     # the expected case, scale-ins near the capacity edge (a few percent of spare capacity)
-                    # recovered in several times their prediction and missed (issue 21's ablation).
+                    # recovered in several times their prediction and missed (docs/research/experiments.md, experiment 3).
                     recovery_times[n] = max(recovery_times[n], self.recovery.predict_bad_case(
                         value, upper, recent_rate, parallelism=n, current=parallelism, current_lag=lag, profile=profile,
                     ))

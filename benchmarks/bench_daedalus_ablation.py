@@ -7,8 +7,8 @@ SLO misses, and *avoidable* misses (on traces where the optimal schedule has non
 
 Two kinds of variant:
 
-* **directions** — the settings Daedalus ships with, then each of this round's mechanisms turned
-  back to turn 1's (fixed holds, ARIMA with the linear fallback, the point forecast alone) or to
+* **directions** — the settings Daedalus ships with, then each of its mechanisms turned back to
+  the simplest form (long fixed holds, ARIMA with the linear fallback, the point forecast alone) or to
   another value (the rise quantile), so each is measured on its own against the defaults;
 * **truths** — one estimate at a time replaced by the simulator's truth (forecast, capacities,
   recovery times), and all of them at once: the gap each closes is what that estimate costs.
@@ -49,8 +49,8 @@ from lab.inline import InlineExecutor
 from lab.replay import Replay
 from lab.settings import LabSettings, load_lab_settings
 
-TURN_1_HOLDS = {"scale_down_stabilization_s": 600.0, "recent_rescale_window_s": 600.0, "grace_period_s": 180.0}
-"""Turn 1's fixed holds: ten minutes of stabilization and of the recent-rescale check, three of grace."""
+LONG_HOLDS = {"scale_down_stabilization_s": 600.0, "recent_rescale_window_s": 600.0, "grace_period_s": 180.0}
+"""Long fixed holds: ten minutes of stabilization and of the recent-rescale check, three of grace."""
 MEDIUM_HOLDS = {"scale_down_stabilization_s": 300.0, "recent_rescale_window_s": 300.0, "grace_period_s": 120.0}
 """Five minutes of stabilization and of the recent-rescale check, two of grace."""
 SHORT_HOLDS = {"scale_down_stabilization_s": 120.0, "recent_rescale_window_s": 0.0, "grace_period_s": 60.0}
@@ -58,7 +58,7 @@ SHORT_HOLDS = {"scale_down_stabilization_s": 120.0, "recent_rescale_window_s": 0
 
 VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "daedalus": (frozenset(), {}),
-    "turn-1 holds": (frozenset(), TURN_1_HOLDS),
+    "long holds": (frozenset(), LONG_HOLDS),
     "medium holds": (frozenset(), MEDIUM_HOLDS),
     "short holds": (frozenset(), SHORT_HOLDS),
     "ARIMA + linear fallback": (frozenset(), {"forecast_selection": False}),

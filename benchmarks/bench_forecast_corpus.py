@@ -5,9 +5,9 @@ simulator's 2 % arrival noise; the agent's forecaster (``models.forecast.Workloa
 the shipped settings: ARIMA re-estimated every loop, candidate selection by rolling WAPE, fits
 inline) takes a step every 60 s, and from the first half hour on, every loop's 15-min forecast is
 scored against what arrived (origins whose 15 minutes lie inside the trace). Beside it, at the same origins: the naive forecast (the last 10 s
-held flat, the baseline of issue 21) and, with ``--no-selection``, the ARIMA with the linear
-fallback (turn 1's manager). Printed per trace: WAPE median over origins for each, and the ratio
-manager / naive; then the median ratio over the traces (issue 21's goal: at most 0.8).
+held flat, the baseline) and, with ``--no-selection``, the ARIMA with the linear
+fallback alone (no candidate selection). Printed per trace: WAPE median over origins for each, and the ratio
+manager / naive; then the median ratio over the traces (the goal: at most 0.8).
 
 With ``--candidates`` it scores instead a set of simple forecasts at the same origins (each held to its
 rule, no selection: the last 10 s or 60 s held, the mean of the last 5/15/30/60 minutes, the line over
@@ -131,7 +131,7 @@ def main() -> None:
     parser.add_argument("--half", choices=("dev", "held-out", "all"), default="all")
     parser.add_argument("--hours", type=float, default=6.0)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--no-selection", action="store_true", help="turn 1's manager: ARIMA with the linear fallback")
+    parser.add_argument("--no-selection", action="store_true", help="no candidate selection: ARIMA with the linear fallback")
     parser.add_argument("--candidates", action="store_true",
                         help="score simple fixed forecasts instead, and the best of them per trace in hindsight")
     args = parser.parse_args()

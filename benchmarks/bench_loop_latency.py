@@ -2,7 +2,7 @@
 
 The simulated job runs at the given scale-out on a trace scaled so the workers are about 60 % busy;
 the replay books forecaster fits as background time (in production they run on a thread), so they
-are not in the round's latency. Goals (issue 11): p95 <= 100 ms at 12 workers, <= 1 s at 1,000.
+are not in the round's latency. Goals: p95 <= 100 ms at 12 workers, <= 1 s at 1,000.
 Run: .venv/bin/python -m benchmarks.bench_loop_latency [--rounds 60] [--warmup 20]
 """
 

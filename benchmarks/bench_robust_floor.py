@@ -1,4 +1,4 @@
-"""What staying failure-safe costs, with the future workload known: the floor under issue 21's cost goal.
+"""What staying failure-safe costs, with the future workload known: the floor under the cost goal.
 
 The optimal schedule (``lab/optimal.py``) knows when every failure comes. It runs lean everywhere else
 and short on purpose within the SLO's allowances (records waiting for up to the target), and pre-scales

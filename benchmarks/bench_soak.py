@@ -10,7 +10,7 @@ Reported: the agent's RSS sampled every ``--sample-s`` seconds (start after warm
 least-squares slope in MiB/hour over the samples after warm-up), the loop latency p50/p95 from the
 agent's own ``perdix_loop_duration_seconds`` histogram, rounds, rescales, and every error counter
 (round failures by step, monitor errors by kind, executor errors by kind, error-level log lines).
-Issue 12 asks for memory to stay flat.
+Memory must stay flat: the slope is the figure to watch.
 
 Run: .venv/bin/python -m benchmarks.bench_soak [--minutes 20] [--speed 10] [--sample-s 10]
 """

@@ -9,8 +9,7 @@ The prediction for a stop is the analyzer's expected case for it — a rescale t
 failure at the one the job runs — which the recovery watch compares each measured recovery with. What the
 planner checks a candidate against is a bound over scenarios, not that prediction: the slower of the
 rescale and a later failure there, and for a scale-in the bad case too (a whole checkpoint interval
-replayed, arrivals along the rise envelope). Its errors are printed beside (``planned``), as they were
-the headline figure until the twelfth session of issue 21.
+replayed, arrivals along the rise envelope). Its errors are printed beside (``planned``).
 
 To say *why* a prediction is off, the same prediction is recomputed (``models.recovery``'s
 ``recovery_time``) with one of its inputs replaced by the simulator's truth at a time — the capacity

@@ -47,16 +47,16 @@ from planner.types import Decision, PlanInput, PlannerConfig, ReasonCode, decide
 RISING_MARGIN = 0.05
 """How far the last loop's average workload may run above the forecast for the next loop before a
 scale-in waits: a margin for the noise of a minute's mean (at 0 the workload is above its forecast
-half the time, and half of all scale-ins waited: +11 % worker-hours on the dev half; 2 % and 5 %
-tie there; docs/daedalus-ablation.md)."""
+half the time, and half of all scale-ins would wait; the value is chosen in docs/research/experiments.md,
+experiment 2)."""
 
 
 CLIMB_MARGIN = 0.10
 """How far the last loop's average workload may run above the loop before's and still not count as rising.
 A forecast fitted on the old level can follow a steep ramp closely enough for the margin above, while
 the workload climbs 10-20 % a loop (a diurnal ramp on nyc_flights_daily, a scale-in 14 -> 9 into it):
-no scale-in then, and a scale-out carries the rise envelope. At 10 % over both halves: 18 -> 14 misses
-for +0.7 % (dev) and +2.9 % (held-out) worker-hours at the median (docs/daedalus-ablation.md)."""
+no scale-in then, and a scale-out carries the rise envelope (the value: docs/research/experiments.md,
+experiment 3)."""
 
 
 def _fmt(rate: float) -> str:

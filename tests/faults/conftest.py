@@ -1,4 +1,4 @@
-"""Fixtures of the fault-matrix tests (issue 12): the loopback fakes and real Prometheus, as plain imports."""
+"""Fixtures of the fault-matrix tests: the loopback fakes and real Prometheus, as plain imports."""
 
 from collections.abc import Iterator
 
