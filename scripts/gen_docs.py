@@ -294,6 +294,26 @@ def _strings_assigned(function: ast.AST, name: str) -> list[str]:
     return found
 
 
+def _values(function: ast.AST, value: ast.expr) -> list[str]:
+    """The strings an argument can be: a constant, a conditional of constants, a local variable assigned
+    them, or an f-string shown with ``<name>`` for each part filled in (``decision.<verdict>``)."""
+    if isinstance(value, ast.Name):
+        return _strings_assigned(function, value.id)
+    if isinstance(value, ast.JoinedStr):
+        parts = []
+        for part in value.values:
+            if isinstance(part, ast.Constant):
+                parts.append(str(part.value))
+            elif isinstance(part, ast.FormattedValue):
+                expr = part.value
+                if isinstance(expr, ast.Attribute) and expr.attr == "value":
+                    expr = expr.value  # an enum member's value: name the member
+                name = expr.attr if isinstance(expr, ast.Attribute) else expr.id if isinstance(expr, ast.Name) else "value"
+                parts.append(f"<{name}>")
+        return ["".join(parts)]
+    return _outcomes(value)
+
+
 def _outcomes(value: ast.expr) -> list[str]:
     """The strings an expression can evaluate to: a constant, or either branch of ``a if test else b``."""
     if isinstance(value, ast.Constant) and isinstance(value.value, str):
@@ -316,7 +336,11 @@ def _functions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
 
 
 def _event_name(value: str) -> bool:
-    return bool(value) and all(part.isidentifier() and part.islower() for part in value.split("."))
+    """``monitor.gap``, ``loop`` or ``decision.<verdict>``: lower-case dotted identifiers."""
+    parts = value.split(".")
+    return bool(value) and all(
+        (part.isidentifier() and part.islower()) or (part.startswith("<") and part.endswith(">")) for part in parts
+    )
 
 
 def emissions() -> tuple[dict[str, Emission], dict[str, Emission]]:
@@ -334,12 +358,12 @@ def emissions() -> tuple[dict[str, Emission], dict[str, Emission]]:
                     continue
                 keywords = {kw.arg: kw.value for kw in node.keywords if kw.arg}
                 attr = node.func.attr
-                if attr == "emit" and isinstance(keywords.get("reason"), ast.Constant):
-                    reason = keywords["reason"].value  # type: ignore[attr-defined]
-                    kind = keywords.get("type_")
-                    entry = events.setdefault(reason, Emission(reason))
-                    entry.levels.add(str(kind.value) if isinstance(kind, ast.Constant) else "Normal")
-                    entry.places.add(where)
+                if attr == "emit" and "reason" in keywords:
+                    for reason in _values(function, keywords["reason"]):
+                        kinds = _values(function, keywords["type_"]) if "type_" in keywords else ["Normal"]
+                        entry = events.setdefault(reason, Emission(reason))
+                        entry.levels.update(kinds or ["Normal"])
+                        entry.places.add(where)
                     continue
                 if attr in LOG_LEVELS and _is_logger(node.func.value) and node.args:
                     level = attr
@@ -348,13 +372,7 @@ def emissions() -> tuple[dict[str, Emission], dict[str, Emission]]:
                 else:
                     continue
                 first = node.args[0] if level != "once" else node.args[1]
-                if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                    names = [first.value]
-                elif isinstance(first, ast.Name):
-                    names = _strings_assigned(function, first.id)
-                else:
-                    names = []
-                for name in names:
+                for name in _values(function, first):
                     if not _event_name(name):
                         continue
                     entry = logs.setdefault(name, Emission(name))

@@ -97,3 +97,20 @@ def test_check_mode_reports_a_stale_page(tmp_path: Path, monkeypatch: pytest.Mon
     assert gen_docs.main(["--check"]) == 1
     assert gen_docs.main([]) == 0
     assert gen_docs.main(["--check"]) == 0
+
+
+def test_event_names_built_in_a_variable_or_an_f_string_are_read() -> None:
+    import ast
+
+    function = ast.parse(
+        "def report(self, finding, bad):\n"
+        "    reason = 'ScalingVetoed' if bad else 'ScalingLimited'\n"
+        "    self.events.emit(reason=reason, message='m')\n"
+        "    self.log.warning(f'decision.{finding.verdict.value}', code=1)\n"
+    ).body[0]
+    calls = [node for node in ast.walk(function) if isinstance(node, ast.Call)]
+    emit = next(c for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == "emit")
+    warning = next(c for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == "warning")
+    assert gen_docs._values(function, emit.keywords[0].value) == ["ScalingVetoed", "ScalingLimited"]
+    assert gen_docs._values(function, warning.args[0]) == ["decision.<verdict>"]
+    assert gen_docs._event_name("decision.<verdict>") and not gen_docs._event_name("Prometheus rejected it")
