@@ -247,22 +247,35 @@ class MetricRow:
     type: str
     labels: tuple[str, ...]
     help: str
+    module: str
+
+
+METRIC_TYPES = {"Counter": "counter", "Gauge": "gauge", "Histogram": "histogram", "Summary": "summary", "Info": "info"}
+"""prometheus_client's collector classes, by the type Prometheus reports."""
 
 
 def metric_rows() -> list[MetricRow]:
-    """Every collector a fresh ``Telemetry`` registers, by the names Prometheus exposes."""
-    from prometheus_client.metrics import MetricWrapperBase
-
-    from agent.telemetry import Telemetry
-
-    telemetry = Telemetry()
-    rows = []
-    for value in vars(telemetry).values():
-        if isinstance(value, MetricWrapperBase):
-            kind = value._type  # prometheus_client keeps these private; there is no public accessor
-            name = value._name + ("_total" if kind == "counter" else "")
-            rows.append(MetricRow(name, str(kind), tuple(value._labelnames), value._documentation))
-    return sorted(rows, key=lambda row: row.name)
+    """Every prometheus_client collector the daemon's packages construct, read from the source: name, labels, help."""
+    rows: dict[str, MetricRow] = {}
+    for path in _module_files():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        module = path.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in METRIC_TYPES):
+                continue
+            args = list(node.args) + [kw.value for kw in node.keywords if kw.arg in ("name", "documentation")]
+            if len(args) < 2 or not all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in args[:2]):
+                continue
+            kind = METRIC_TYPES[node.func.id]
+            labels_node = node.args[2] if len(node.args) > 2 else next(
+                (kw.value for kw in node.keywords if kw.arg == "labelnames"), None
+            )
+            labels = tuple(
+                str(item.value) for item in getattr(labels_node, "elts", []) if isinstance(item, ast.Constant)
+            )
+            name = str(args[0].value) + ("_total" if kind == "counter" else "")  # type: ignore[attr-defined]
+            rows[name] = MetricRow(name, kind, labels, str(args[1].value), module)  # type: ignore[attr-defined]
+    return sorted(rows.values(), key=lambda row: row.name)
 
 
 @dataclass
@@ -420,12 +433,12 @@ def render_metrics() -> str:
         "",
         f"## /metrics ({len(metrics)} series)",
         "",
-        "| series | type | labels | meaning |",
-        "|---|---|---|---|",
+        "| series | type | labels | meaning | registered in |",
+        "|---|---|---|---|---|",
     ]
     for row in metrics:
         labels = ", ".join(f"`{label}`" for label in row.labels) or "—"
-        out.append(f"| `{row.name}` | {row.type} | {labels} | {_cell(row.help)} |")
+        out.append(f"| `{row.name}` | {row.type} | {labels} | {_cell(row.help)} | `{row.module}` |")
     out += [
         "",
         "Histograms expose `_bucket`, `_sum` and `_count`; counters also `_created`.",
