@@ -7,22 +7,19 @@ what and where.
 from __future__ import annotations
 
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
 import typer
 from typer._click import exceptions as click_errors  # typer vendors click and re-exports few of its errors
 
 from cli import batch, daemon, lab  # noqa: F401  (each registers its commands)
+from cli.build_info import build_info
 from cli.app import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, app, print_error, usage_line
 
 
 @app.command("version")
 def version_command() -> None:
-    """Print the Perdix version."""
-    try:
-        print(version("perdix"))
-    except PackageNotFoundError:
-        print("unknown (not installed)")
+    """Print the Perdix version and the git revision it was built from."""
+    print(build_info().line())
 
 
 def main(args: list[str] | None = None) -> None:

@@ -33,7 +33,7 @@ def test_help_explains_the_commands() -> None:
 def test_console_script_version_and_bad_trace_exit_2(tmp_path: Path) -> None:
     perdix = Path(sys.executable).parent / "perdix"
     version = subprocess.run([perdix, "version"], capture_output=True, text=True, check=True)
-    assert version.stdout.strip() == "0.1.0"
+    assert version.stdout.startswith("perdix 0.1.0 (revision ")
     bad = tmp_path / "bad.csv"
     bad.write_text("time_s,rate\n0,10\n60,-1\n")
     result = subprocess.run(
