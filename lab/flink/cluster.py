@@ -1,7 +1,8 @@
 """A real Apache Flink session cluster on loopback, for the lab's benchmarks, CLI commands and the tests.
 
 Flink comes from the PyPI package ``apache-flink`` (its ``pyflink/`` directory is a full Flink
-distribution), installed by ``scripts/install-flink.sh`` into ``.tools/flink-venv``. The cluster is
+distribution), installed by ``scripts/install-flink.sh``: 2.3 into ``.tools/flink-venv``, the 1.20 LTS
+line into ``.tools/flink-venv-1.20`` (``FLINK_RELEASES``; ``$FLINK_VERSION`` picks the default). The cluster is
 one JobManager on the adaptive scheduler and N TaskManagers with one slot each, checkpointing on,
 and the Prometheus reporter on a port of its own per process. Configuration, logs and pid files live
 in a working directory of the caller's; the installed distribution is never modified. Every process
@@ -32,7 +33,28 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 FLINK_VENV = ROOT / ".tools" / "flink-venv"
+"""The venv of the default release (Flink 2.3)."""
 INSTALL_SCRIPT = ROOT / "scripts" / "install-flink.sh"
+
+
+@dataclass(frozen=True)
+class FlinkRelease:
+    """A Flink release the lab and the tests run on, and the venv ``scripts/install-flink.sh`` installs it into."""
+
+    version: str
+    venv: Path
+
+    @property
+    def series(self) -> str:
+        """``2.3``, ``1.20``: what ``$FLINK_VERSION`` and the tests' ids name it by."""
+        return self.version.rsplit(".", 1)[0]
+
+
+FLINK_RELEASES: dict[str, FlinkRelease] = {
+    "2.3": FlinkRelease("2.3.0", FLINK_VENV),
+    "1.20": FlinkRelease("1.20.5", ROOT / ".tools" / "flink-venv-1.20"),
+}
+"""By series, the newest of each on PyPI; the first is the default. scripts/install-flink.sh lists the same."""
 
 
 class FlinkLabError(RuntimeError):
@@ -122,16 +144,51 @@ def rest_get(url: str, timeout_s: float = 2.0) -> Any:
         return None
 
 
-def flink_python(venv: Path = FLINK_VENV) -> Path:
-    """The Flink venv's python; FlinkNotInstalled when the distribution is not installed there."""
+def flink_release(version: str | None = None) -> FlinkRelease:
+    """The release ``version`` names (a series such as ``1.20`` or a full version), else ``$FLINK_VERSION``'s, else
+    the default; FlinkLabError naming the known ones for any other."""
+    wanted = version or os.environ.get("FLINK_VERSION") or next(iter(FLINK_RELEASES))
+    for release in FLINK_RELEASES.values():
+        if wanted in (release.series, release.version):
+            return release
+    known = ", ".join(r.series for r in FLINK_RELEASES.values())
+    raise FlinkLabError(f"unknown Flink version {wanted!r} (FLINK_VERSION or the version asked for): known: {known}")
+
+
+def flink_version(home: Path) -> str:
+    """The version of the distribution at ``home``, from its ``lib/flink-dist-VERSION.jar``."""
+    jars = sorted((home / "lib").glob("flink-dist-*.jar"))
+    if len(jars) != 1:
+        raise FlinkNotInstalled(f"expected one lib/flink-dist-*.jar in {home}, found {len(jars)}")
+    return jars[0].name[len("flink-dist-"):-len(".jar")]
+
+
+def flink_major(home: Path) -> int:
+    """The major version of the distribution at ``home`` (1 or 2): where its APIs and configuration differ."""
+    return int(flink_version(home).split(".", 1)[0])
+
+
+def venv_python(home: Path) -> Path:
+    """The python of the venv whose pyflink package holds the distribution at ``home`` (PyFlink jobs run on it)."""
+    for parent in home.parents:
+        if (parent / "pyvenv.cfg").is_file():
+            return parent / "bin" / "python"
+    raise FlinkNotInstalled(f"{home} is not inside a virtual environment's pyflink package")
+
+
+def flink_python(venv: Path | None = None) -> Path:
+    """The Flink venv's python (default: the selected release's); FlinkNotInstalled when not installed there."""
+    venv = venv or flink_release().venv
     python = venv / "bin" / "python"
     if not python.exists() or not list(venv.glob(".installed-*")):
         raise FlinkNotInstalled(f"Flink is not installed in {venv}: run scripts/install-flink.sh (or `make test`)")
     return python
 
 
-def flink_home(venv: Path = FLINK_VENV) -> Path:
-    """The Flink distribution inside the installed pyflink package (bin/, lib/, plugins/)."""
+def flink_home(venv: Path | None = None) -> Path:
+    """The Flink distribution inside the installed pyflink package (bin/, lib/, plugins/); default: the selected
+    release's (``flink_release``)."""
+    venv = venv or flink_release().venv
     python = flink_python(venv)
     found = subprocess.run(
         [str(python), "-c", "import os, pyflink; print(os.path.dirname(pyflink.__file__))"],
@@ -143,9 +200,11 @@ def flink_home(venv: Path = FLINK_VENV) -> Path:
     return home
 
 
-def install_flink() -> None:
-    """Run scripts/install-flink.sh (a no-op when Flink is installed); FlinkLabError with its last line on failure."""
-    done = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, text=True, check=False)
+def install_flink(release: FlinkRelease | None = None) -> None:
+    """Run scripts/install-flink.sh for ``release`` (default: the selected one; a no-op when it is installed);
+    FlinkLabError with the script's last line on failure."""
+    release = release or flink_release()
+    done = subprocess.run(["bash", str(INSTALL_SCRIPT), release.version], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
         raise FlinkLabError(f"scripts/install-flink.sh failed: {lines[-1]}")
@@ -173,7 +232,8 @@ class FlinkProcess:
 
 @dataclass
 class FlinkCluster:
-    """A loopback session cluster: one JobManager (adaptive scheduler), ``taskmanagers`` one-slot TaskManagers."""
+    """A loopback session cluster: one JobManager (adaptive scheduler), ``taskmanagers`` one-slot TaskManagers, on
+    the Flink release whose distribution ``home`` is (default: ``flink_release()``'s)."""
 
     workdir: Path
     taskmanagers: int = 3
@@ -186,6 +246,11 @@ class FlinkCluster:
     """How long start() waits for a process's Prometheus reporter to answer once the TaskManagers registered."""
     processes: list[FlinkProcess] = field(default_factory=list)
     jobs: list[str] = field(default_factory=list)
+
+    @property
+    def version(self) -> str:
+        """The Flink version the cluster runs (its distribution's)."""
+        return flink_version(self.home)
 
     @property
     def rest_url(self) -> str:
@@ -225,12 +290,7 @@ class FlinkCluster:
             "jobmanager.bind-host": "127.0.0.1",
             "jobmanager.memory.process.size": "800m",
             "jobmanager.scheduler": "adaptive",
-            # Rescale as soon as asked: no cooldown, no waiting for more resources than are there.
-            "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "0 s",
-            "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "1 s",
             "jobmanager.adaptive-scheduler.resource-stabilization-timeout": "1 s",
-            "jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout": "1 s",
-            "jobmanager.adaptive-scheduler.rescale-trigger.max-delay": "1 s",
             "rest.address": "127.0.0.1",
             "rest.bind-address": "127.0.0.1",
             "rest.port": self.rest_port,
@@ -251,8 +311,6 @@ class FlinkCluster:
             "metrics.reporter.prom.interval": "1 s",
             "heartbeat.interval": "2 s",
             "heartbeat.timeout": "20 s",
-            # Fresh job details on every read (the default caches them 3 s), so a rescale is seen at once.
-            "rest.cache.execution-graph.timeout": "200 ms",
             # Fresh metrics in the REST API (the default refreshes them every 10 s).
             "metrics.fetcher.update-interval": "1 s",
             # The JobManager's metric fetcher asks every TaskManager and starts no new round until all have
@@ -263,8 +321,26 @@ class FlinkCluster:
             "web.submit.enable": True,
             "web.cancel.enable": True,
         }
+        config.update(self._version_config())
         config.update(self.extra_config)
         return {key: value for key, value in config.items() if value is not None}
+
+    def _version_config(self) -> dict[str, Any]:
+        """The keys whose names differ between Flink 1.20 and 2.x: rescale as soon as asked (no cooldown, no
+        waiting for more resources than are there) and fresh job details on every read (the default caches
+        them 3 s), so a rescale is seen at once."""
+        if flink_major(self.home) < 2:
+            return {
+                "jobmanager.adaptive-scheduler.scaling-interval.min": "0 s",  # 2.x: executing.cooldown-after-rescaling
+                "web.refresh-interval": 200,  # 1.20 caches the execution graph for the web UI's refresh interval (ms)
+            }
+        return {
+            "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "0 s",
+            "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "1 s",
+            "jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout": "1 s",
+            "jobmanager.adaptive-scheduler.rescale-trigger.max-delay": "1 s",
+            "rest.cache.execution-graph.timeout": "200 ms",
+        }
 
     def write_config(self) -> None:
         """Write config.yaml and the log4j files into the cluster's own conf dir."""
@@ -290,7 +366,7 @@ class FlinkCluster:
     def env(self) -> dict[str, str]:
         """Environment for Flink's scripts: our conf, logs and pids; the flink venv's python for PyFlink."""
         env = dict(os.environ)
-        python = str(FLINK_VENV / "bin" / "python")
+        python = str(venv_python(self.home))
         env.update(
             FLINK_CONF_DIR=str(self.conf_dir),
             FLINK_LOG_DIR=str(self.workdir / "log"),

@@ -2,7 +2,9 @@
 
 The job ships as Java source. ``build_jar`` compiles it with the JDK's ``javac`` against the jars of
 the installed Flink distribution and packs it with ``jar``, into a cache directory keyed by a hash of
-the sources, the JDK and the Flink jars, so it is rebuilt only when one of them changes. ``submit``
+the sources, the JDK and the Flink jars, so it is rebuilt only when one of them changes. The sources
+are ``src/main/java`` and the overlay of the distribution's major version, ``src/flink-1/java`` or
+``src/flink-2/java`` (the one class whose API differs between Flink 1.20 and 2.x). ``submit``
 uploads the jar through the REST API (``POST /jars/upload``, ``POST /jars/{id}/run``; no client JVM)
 and waits until every subtask runs; ``submit_generator`` runs the jar's second entry point, Flink's
 datagen source without a backlog (``perdix.jobs.GeneratorJob``). ``read_counts`` reads the job's own
@@ -30,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from lab.flink.cluster import ROOT, FlinkLabError, flink_home, poll, rest_get
+from lab.flink.cluster import ROOT, FlinkLabError, flink_home, flink_major, poll, rest_get
 from lab.flink.schedule import ProductionSchedule
 
 JOB_SOURCES = ROOT / "jobs" / "trace-source"
@@ -198,7 +200,8 @@ def _first_error(output: str, sources: Path) -> str:
 
 
 def build_jar(*, sources: Path = JOB_SOURCES, cache_dir: Path | None = None, home: Path | None = None) -> Path:
-    """The job's jar, compiled from ``sources`` against Flink's lib/ jars; reused while nothing changed.
+    """The job's jar, compiled from ``sources`` against the lib/ jars of the distribution at ``home`` (default: the
+    selected release's, ``flink_release``), with the overlay of its major version; reused while nothing changed.
 
     The cache key hashes every .java file (path and content), ``javac -version`` and the names of
     Flink's jars. A build goes to a temporary directory first and is moved into place whole.
@@ -211,6 +214,7 @@ def build_jar(*, sources: Path = JOB_SOURCES, cache_dir: Path | None = None, hom
     java_files = sorted((sources / "src" / "main" / "java").rglob("*.java"))
     if not java_files:
         raise BuildFailed(f"no Java sources under {sources / 'src' / 'main' / 'java'}")
+    java_files += sorted((sources / "src" / f"flink-{flink_major(home)}" / "java").rglob("*.java"))
     version = subprocess.run([javac, "-version"], capture_output=True, text=True, check=False)
     digest = hashlib.sha256()
     digest.update((version.stdout + version.stderr).encode())

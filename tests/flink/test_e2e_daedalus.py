@@ -44,7 +44,7 @@ from tests.fixtures.flink import FlinkCluster
 from tests.fixtures.prometheus import PrometheusServer
 from tests.flink.proxy import RecordingProxy
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.both_flink_versions]
 
 CAPACITY = 2000.0
 """Records/s one slot's map carries (at 1/2/3 slots the job sustains 2,000, 3,400 and 5,440/s: the skew)."""
@@ -166,7 +166,7 @@ def scenario(
 ) -> Iterator[Scenario]:
     """The whole run: the job from LOW at one slot, the steps, the agent killed and restarted, the drain."""
     workdir = tmp_path_factory.mktemp("daedalus")
-    harness = RealFlink(flink_cluster, prometheus, trace_job.build_jar())
+    harness = RealFlink(flink_cluster, prometheus, trace_job.build_jar(home=flink_cluster.home))
     proxy = RecordingProxy(flink_cluster.rest_url).start()
     epoch_ms = int(time.time() * 1000) + 3000
     options = TraceJobOptions(

@@ -51,7 +51,7 @@ def scenario(flink_cluster: FlinkCluster, tmp_path_factory: pytest.TempPathFacto
     """The generator on three slots, ``perdix run`` until it scaled in and ran 25 s more, then everything stopped."""
     workdir = tmp_path_factory.mktemp("generator")
     prometheus = PrometheusServer(workdir / "prometheus", flink_cluster.metrics_targets).start()
-    harness = RealFlink(flink_cluster, prometheus, trace_job.build_jar())
+    harness = RealFlink(flink_cluster, prometheus, trace_job.build_jar(home=flink_cluster.home))
     job_id = trace_job.submit_generator(
         flink_cluster.rest_url, job_name=JOB_NAME, rate_per_s=RATE, capacity_per_subtask=CAPACITY, parallelism=3,
     )

@@ -1,4 +1,4 @@
-"""The flink-rest scaler against a real Flink 2.x session cluster on loopback (adaptive scheduler, 3 slots).
+"""The flink-rest scaler against a real Flink session cluster on loopback (adaptive scheduler, 3 slots), on 2.3 and 1.20.
 
 One cluster and one job for the module; each test leaves the job running. Every read-back here goes
 through the fixture's own REST reads, not through the scaler, so a scaler that lies fails.
@@ -14,10 +14,10 @@ import pytest
 from agent.execute.flink_rest import FlinkRestScaler, unreachable_reason
 from agent.ports import ScalerError
 from agent.settings import ScaleTargetSettings
-from tests.fixtures.flink import FlinkCluster, free_port
+from tests.fixtures.flink import FlinkCluster, flink_release, free_port, rest_get
 from tests.flink.proxy import RecordingProxy
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.both_flink_versions]
 
 JOB_NAME = "perdix-scaler-test"
 
@@ -138,3 +138,8 @@ def test_an_unreachable_rest_url_is_one_line_at_start_and_a_gap_later() -> None:
 
 def test_a_live_cluster_is_reachable(flink_cluster: FlinkCluster) -> None:
     assert unreachable_reason(ScaleTargetSettings(kind="flink-rest", rest_url=flink_cluster.rest_url)) is None
+
+
+def test_the_cluster_runs_the_release_under_test(flink_cluster: FlinkCluster, flink_version: str) -> None:
+    config = rest_get(f"{flink_cluster.rest_url}/config") or {}
+    assert config.get("flink-version") == flink_release(flink_version).version == flink_cluster.version

@@ -26,7 +26,7 @@ def test_a_job_wide_rescale_keeps_a_non_parallel_vertex_at_one(flink_cluster: Fl
         job_name="perdix-non-parallel", rate_per_s=2000.0, capacity_per_subtask=4000.0, seed=3,
         checkpoint_interval_s=1.0, parallelism=1, verify_parallelism=1, verify_max_parallelism=1,
     )
-    job = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar())
+    job = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar(home=flink_cluster.home))
     flink_cluster.jobs.append(job.job_id)
     try:
         settings = ScaleTargetSettings(kind="flink-rest", rest_url=flink_cluster.rest_url, job=job.job_id)

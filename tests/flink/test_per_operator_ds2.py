@@ -44,7 +44,7 @@ def job(flink_cluster: FlinkCluster) -> Iterator[TraceJob]:
         checkpoint_interval_s=1.0, parallelism=1, end_s=END_S, epoch_ms=int(time.time() * 1000) + 2000,
     )
     # The keyed verifier on RocksDB with its metrics: the per-vertex state queries answer too.
-    submitted = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar(),
+    submitted = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar(home=flink_cluster.home),
                                  flink_configuration=ROCKSDB_WITH_METRICS)
     try:
         yield submitted

@@ -53,7 +53,7 @@ def prometheus(flink_cluster: FlinkCluster, tmp_path_factory: pytest.TempPathFac
 @pytest.fixture(scope="module")
 def plan(flink_cluster: FlinkCluster, prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The capacity-plan command against the session cluster; the model file it wrote."""
-    trace_job.build_jar()  # fails with the reason when javac or Flink's jars are missing
+    trace_job.build_jar(home=flink_cluster.home)  # fails with the reason when javac or Flink's jars are missing
     out = tmp_path_factory.mktemp("streambed") / "capacity.json"
     result = CliRunner().invoke(app, [
         "capacity-plan", "--testbed", "flink", "--rest-url", flink_cluster.rest_url, "--prometheus", prometheus.url,

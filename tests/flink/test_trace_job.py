@@ -4,7 +4,9 @@
   ProductionSchedule, bit for bit (the Java class prints them; fixed rate and trace mode, before and
   after the epoch, on and between trace points, past the trace and past the end of production);
 - the verifier's offset ledger passes its self-check against a plain set;
-- the jar is cached by the sources' hash; a compiler error, a missing javac and a bad option are one line.
+- the jar is cached by the sources' hash; a compiler error, a missing javac and a bad option are one line;
+- the jar builds against Flink 2.3 and 1.20 alike, each with its own source class (split reassignment on
+  recovery is a 2.x API), and scripts/install-flink.sh installs the releases the lab knows.
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ from pathlib import Path
 import pytest
 
 from lab.flink import trace_job
+from lab.flink.cluster import FLINK_RELEASES, INSTALL_SCRIPT, flink_major
 from lab.flink.schedule import ProductionSchedule, read_trace
 from lab.flink.trace_job import BuildFailed, JavaToolMissing, TraceJobOptions
-from tests.conftest import TRACES
-from tests.fixtures.flink import flink_home
+from tests.conftest import ROOT, TRACES
+from tests.fixtures.flink import flink_home, flink_release
+
+pytestmark = pytest.mark.both_flink_versions
 
 
 @pytest.fixture(scope="module")
-def home() -> Path:
-    """The Flink distribution (installed on first use)."""
-    return flink_home()
+def home(flink_version: str) -> Path:
+    """The Flink distribution of the release under test (installed on first use)."""
+    return flink_home(flink_release(flink_version))
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +194,20 @@ def test_options_are_checked_and_rendered(tmp_path: Path) -> None:
     assert args[args.index("--compress") + 1] == "60.0" and args[args.index("--shape") + 1] == "split"
     assert args[args.index("--checkpoint-interval-ms") + 1] == "1500" and args[args.index("--cost-parallelism") + 1] == "3"
     assert "--rate" not in args and "--end-s" not in args
+
+
+def test_the_jar_carries_the_source_class_of_its_flink_line(home: Path, jar: Path) -> None:
+    """2.x: the source hands restored splits back to the enumerator (SupportsSplitReassignmentOnRecovery, which
+    1.20 does not have); 1.20: the same source without it. Compiled against the other line, neither would load."""
+    shown = subprocess.run(["javap", "-cp", str(jar), "perdix.jobs.VersionedLogSource"], capture_output=True, text=True,
+                           timeout=60, check=False)
+    assert shown.returncode == 0, shown.stderr[-500:]
+    assert ("SupportsSplitReassignmentOnRecovery" in shown.stdout) == (flink_major(home) >= 2), shown.stdout
+
+
+def test_the_install_script_installs_the_releases_the_lab_knows() -> None:
+    listed = subprocess.run(["bash", str(INSTALL_SCRIPT), "--list"], capture_output=True, text=True, check=True).stdout
+    releases = [line.split() for line in listed.splitlines()]
+    assert releases == [[r.version, str(r.venv.relative_to(ROOT))] for r in FLINK_RELEASES.values()]
+    unknown = subprocess.run(["bash", str(INSTALL_SCRIPT), "9.9"], capture_output=True, text=True, check=False)
+    assert (unknown.returncode, unknown.stderr.strip()) == (2, "install-flink: unknown Flink version '9.9' (known: 2.3.0 1.20.5)")

@@ -41,7 +41,7 @@ from lab.flink.trace_job import TraceJob, TraceJobOptions
 from tests.fixtures.flink import FlinkCluster, poll
 from tests.fixtures.prometheus import PrometheusServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.both_flink_versions]
 
 RATE = 6000.0
 """Records produced per second over all partitions."""
@@ -57,9 +57,9 @@ TOLERANCE = 0.10
 
 
 @pytest.fixture(scope="module")
-def jar() -> Path:
-    """The job's jar, built from jobs/trace-source (or reused from the cache)."""
-    return trace_job.build_jar()
+def jar(flink_cluster: FlinkCluster) -> Path:
+    """The job's jar, built from jobs/trace-source against the cluster's Flink (or reused from the cache)."""
+    return trace_job.build_jar(home=flink_cluster.home)
 
 
 @pytest.fixture(scope="module")

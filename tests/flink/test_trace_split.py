@@ -57,7 +57,7 @@ def test_per_vertex_rescale_and_a_crash_lose_and_duplicate_nothing(
         job_name="perdix-trace-split", shape="split", rate_per_s=RATE, capacity_per_subtask=CAPACITY, seed=5,
         checkpoint_interval_s=1.0, parallelism=1, cost_parallelism=2, epoch_ms=epoch_ms, end_s=END_S,
     )
-    job = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar())
+    job = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar(home=flink_cluster.home))
     epoch = epoch_ms / 1000
     try:
         assert vertices(flink_cluster, job.job_id) == {

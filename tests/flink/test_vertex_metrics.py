@@ -26,7 +26,7 @@ from planner.types import PlannerConfig
 from tests.fixtures.flink import FlinkCluster, poll
 from tests.fixtures.prometheus import PrometheusServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.both_flink_versions]
 
 ROCKSDB_WITH_METRICS = {
     "state.backend.type": "rocksdb",
@@ -49,7 +49,7 @@ def job(flink_cluster: FlinkCluster) -> Iterator[TraceJob]:
         job_name="perdix-vertex-metrics", shape="split", rate_per_s=RATE, capacity_per_subtask=CAPACITY, seed=5,
         checkpoint_interval_s=1.0, parallelism=1, cost_parallelism=2, end_s=600.0,
     )
-    submitted = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar(),
+    submitted = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar(home=flink_cluster.home),
                                  flink_configuration=ROCKSDB_WITH_METRICS)
     try:
         yield submitted

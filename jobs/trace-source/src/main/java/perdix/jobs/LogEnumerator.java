@@ -14,13 +14,16 @@ import org.apache.flink.api.connector.source.SplitEnumeratorContext;
 import org.apache.flink.api.connector.source.SplitsAssignment;
 
 /**
- * Assigns partition {@code p} to reader {@code p % parallelism}, at the first start and after every restore.
+ * Assigns partition {@code p} to reader {@code p % parallelism}, at the first start and (Flink 2.x) after every restore.
  *
- * <p>The source implements {@code SupportsSplitReassignmentOnRecovery}: a restored reader does not
- * keep the splits of its checkpoint but reports them when it registers, and they come back here with
- * their read positions. So after a rescale the owner of a partition is again {@code p % parallelism},
+ * <p>On Flink 2.x the source implements {@code SupportsSplitReassignmentOnRecovery}: a restored reader
+ * does not keep the splits of its checkpoint but reports them when it registers, and they come back here
+ * with their read positions. So after a rescale the owner of a partition is again {@code p % parallelism},
  * as a Kafka consumer group would rebalance, and skew moves with the parallelism in a way Python can
  * compute. A split waits here (and in this enumerator's checkpoint) until its owner has registered.
+ * Flink 1.20 has no such interface: restored splits stay with the readers Flink's state redistribution
+ * gives them to (see the flink-1 {@code VersionedLogSource}), and only the first start's splits pass
+ * through here (and, after a failure, those assigned since the last checkpoint).
  */
 final class LogEnumerator implements SplitEnumerator<LogSplit, Collection<LogSplit>> {
     private final SplitEnumeratorContext<LogSplit> context;
@@ -59,7 +62,7 @@ final class LogEnumerator implements SplitEnumerator<LogSplit, Collection<LogSpl
     public void addReader(int subtaskId) {
         ReaderInfo reader = context.registeredReaders().get(subtaskId);
         if (reader != null) {
-            List<LogSplit> reported = reader.getReportedSplitsOnRegistration();
+            List<LogSplit> reported = VersionedLogSource.reportedOnRegistration(reader);
             for (LogSplit split : reported) {
                 pending.put(split.partition, split);
             }

@@ -10,7 +10,6 @@ import org.apache.flink.api.connector.source.SourceReader;
 import org.apache.flink.api.connector.source.SourceReaderContext;
 import org.apache.flink.api.connector.source.SplitEnumerator;
 import org.apache.flink.api.connector.source.SplitEnumeratorContext;
-import org.apache.flink.api.connector.source.SupportsSplitReassignmentOnRecovery;
 import org.apache.flink.api.java.typeutils.ResultTypeQueryable;
 import org.apache.flink.core.io.SimpleVersionedSerializer;
 
@@ -20,10 +19,11 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * <p>One split per partition; the split's state is the offset of the next record to read, so a
  * restore (rescale or failure) replays from the last checkpoint. Readers read as fast as downstream
  * lets them and never past what the schedule has produced at the current wall time.
+ *
+ * <p>The job builds a {@code VersionedLogSource}, the one class whose source differs between Flink lines
+ * ({@code src/flink-1/java} and {@code src/flink-2/java}): it says how splits find their readers after a restore.
  */
-public final class LogSource
-        implements Source<LogRecord, LogSplit, Collection<LogSplit>>, ResultTypeQueryable<LogRecord>,
-        SupportsSplitReassignmentOnRecovery {
+public class LogSource implements Source<LogRecord, LogSplit, Collection<LogSplit>>, ResultTypeQueryable<LogRecord> {
     private static final long serialVersionUID = 1L;
 
     private final ProductionSchedule schedule;

@@ -26,7 +26,7 @@ public final class TraceSourceJob {
         if (options.checkpointIntervalMs > 0) {
             env.enableCheckpointing(options.checkpointIntervalMs);
         }
-        DataStreamSource<LogRecord> source = env.fromSource(new LogSource(schedule), WatermarkStrategy.noWatermarks(), "log");
+        DataStreamSource<LogRecord> source = env.fromSource(new VersionedLogSource(schedule), WatermarkStrategy.noWatermarks(), "log");
         source.uid("log");
         if (options.sourceParallelism > 0) {
             source.setParallelism(options.sourceParallelism);
