@@ -109,6 +109,8 @@ class Analysis:
     """True when that restart changed the parallelism (an operator's rescale): the loop adopts it."""
     recoveries: tuple[MeasuredRecovery, ...] = field(default=())
     """Recoveries measured to completion this round."""
+    refused_artifacts: tuple[str, ...] = field(default=())
+    """Kinds of the registry artifacts refused this round (``corrupt``, ``unscored``, ``replay``)."""
 
     def summary(self) -> dict[str, Any]:
         """The fields of the ``loop`` log event."""
@@ -391,6 +393,7 @@ class Analyzer:
             self._hot_reload(now)
         else:
             forecast = Forecast(None, "off", None)
+        refused = self.reloader.take_refused() if self.reloader is not None else ()
 
         recoveries = self._feed_watch(observation)
 
@@ -483,6 +486,7 @@ class Analyzer:
             restart_detected=restart,
             rescaled_outside=rescaled_outside,
             recoveries=tuple(recoveries),
+            refused_artifacts=refused,
         )
 
     def _learn_partition_weights(self, observation: Observation, now: float) -> None:

@@ -225,6 +225,8 @@ class Agent:
                 moved_to = None
                 self.log.error("knowledge.set_aside_failed", error=f"{type(aside_exc).__name__}: {aside_exc}")
             self.log.warning("knowledge.restore_failed", error=error, moved_to=moved_to)
+            if self.telemetry is not None:
+                self.telemetry.state_refused("knowledge", "restore")
             self.analyzer = Analyzer(self.settings)
             self.last_rescale_at = None
             self.last_round_at = None

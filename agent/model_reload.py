@@ -9,8 +9,10 @@ same origins, horizon and step. A candidate that beats the running model's WAPE 
 scores; otherwise it is kept out and scored again later, since the running model may degrade. The
 replay costs a residual fit (an AutoARIMA order search for the default residual) and a forecast per
 origin, so it runs on an executor (a background thread in the daemon, never the loop's time) and a
-candidate is scored at most once every ``score_every_loops`` rounds. A damaged or unscored artifact is logged once and skipped for good; an
-unreadable registry is logged and tried again next round. ``check`` never raises into the loop and
+candidate is scored at most once every ``score_every_loops`` rounds. An artifact is untrusted input: one that is
+damaged, unscored or whose model state does not fit its schema is refused (logged once, counted by
+:meth:`ModelReloader.take_refused`) and skipped for good, and the running model stays; an unreadable
+registry is logged and tried again next round. ``check`` never raises into the loop and
 reads no clock: ``now`` comes from the loop.
 """
 
@@ -95,6 +97,8 @@ class ModelReloader:
         """Wall time of the newest candidate replay, for logs and the benchmark."""
         self.log = get_logger("perdix.model_reload", job=job)
         self._bad: set[str] = set()
+        self._refused: list[str] = []
+        """Why each version refused since the last :meth:`take_refused` was (``corrupt``, ``unscored``, ``replay``)."""
         self._reported: set[tuple[str, str]] = set()
         self._loaded: dict[str, Artifact] = {}
         self._loops = 0
@@ -107,6 +111,18 @@ class ModelReloader:
             self._reported.add((version, event))
             level = "warning" if event in ("model_reload.corrupt", "model_reload.unscored") else "info"
             getattr(self.log, level)(event, version=version, **fields)
+
+    def _refuse(self, version: str, kind: str, reason: str) -> None:
+        """Skip ``version`` for good: logged once as a warning, counted once."""
+        self._bad.add(version)
+        self._refused.append(kind)
+        event = "model_reload.unscored" if kind == "unscored" else "model_reload.corrupt"
+        self._once(version, event, reason=reason)
+
+    def take_refused(self) -> tuple[str, ...]:
+        """The kinds of the artifacts refused since the last call (for the telemetry), oldest first."""
+        refused, self._refused = tuple(self._refused), []
+        return refused
 
     def _candidate(self) -> Artifact | None:
         """The newest committed, usable version newer than the one in use (loaded once), or None."""
@@ -124,8 +140,7 @@ class ModelReloader:
                 artifact = self.registry.load(self.job, version)
                 score = artifact.metadata.get("backtest", {}).get("wape")
                 if not isinstance(score, int | float) or not math.isfinite(score):
-                    self._bad.add(version)
-                    self._once(version, "model_reload.unscored", reason="artifact has no finite back-test WAPE")
+                    self._refuse(version, "unscored", "artifact has no finite back-test WAPE")
                     continue
                 # A state that does not build is as damaged as a bad checksum.
                 ReloadedForecaster.from_artifact(
@@ -135,12 +150,10 @@ class ModelReloader:
                 if not isinstance(exc, CorruptArtifact):
                     self.log.warning("model_reload.registry_unreadable", registry=self.registry.uri, error=str(exc))
                     return None
-                self._bad.add(version)
-                self._once(version, "model_reload.corrupt", reason=f"skipped: {exc}")
+                self._refuse(version, "corrupt", f"skipped: {exc}")
                 continue
-            except Exception as exc:  # noqa: BLE001 - a broken model state (bad JSON shape, bad pickle) must never crash the loop
-                self._bad.add(version)
-                self._once(version, "model_reload.corrupt", reason=f"skipped: {exc}")
+            except Exception as exc:  # noqa: BLE001 - a state that does not build must never crash the loop
+                self._refuse(version, "corrupt", f"skipped: {type(exc).__name__}: {exc}")
                 continue
             # Only the newest usable version is a candidate; an older one is never worth a switch.
             self._loaded = {version: artifact}
@@ -181,8 +194,7 @@ class ModelReloader:
         try:
             candidate, score_ms = pending.future.result()
         except Exception as exc:  # noqa: BLE001 - a model that fails on this job's data is not adopted
-            self._bad.add(version)
-            self._once(version, "model_reload.corrupt", reason=f"replay failed: {type(exc).__name__}: {exc}")
+            self._refuse(version, "replay", f"replay failed: {type(exc).__name__}: {exc}")
             return None
         running = pending.running
         self.last_score_ms = score_ms

@@ -76,6 +76,14 @@ class Telemetry:
             ["kind"],
             registry=r,
         )
+        self.states_refused = Counter(
+            "perdix_states_refused",
+            "Stored states refused as untrusted input that does not fit its schema, by source (knowledge: the "
+            "document at start, moved aside; registry: a model artifact, skipped while the running model stays) "
+            "and kind.",
+            ["source", "kind"],
+            registry=r,
+        )
         self.ready_gauge = Gauge("perdix_ready", "1 when /readyz answers ready.", registry=r)
         self._lock = threading.Lock()
         self._had_data = False
@@ -100,6 +108,10 @@ class Telemetry:
         """Count one failed scale-target request (conflict, throttled, forbidden, ...)."""
         self.executor_errors.labels(kind=kind).inc()
 
+    def state_refused(self, source: str, kind: str) -> None:
+        """Count one refused stored state (``knowledge`` or ``registry``)."""
+        self.states_refused.labels(source=source, kind=kind).inc()
+
     # ------------------------------------------------------------------ the loop
 
     def record_round(self, result: RoundResult) -> None:
@@ -123,6 +135,8 @@ class Telemetry:
             self.recovery_predicted.set(_num(analysis.recovery_times.get(current) if current is not None else None))
             for recovery in analysis.recoveries:
                 self.recovery_measured.set(_num(recovery.measured_s))
+            for kind in analysis.refused_artifacts:
+                self.state_refused("registry", kind)
         else:
             for gauge in (self.workload_rate, self.consumer_lag, self.capacity, self.forecast_peak, self.recovery_predicted):
                 gauge.set(math.nan)

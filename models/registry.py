@@ -11,6 +11,11 @@ a crashed or half-copied publish is invisible (object stores have no atomic dire
 marker works everywhere). A marker whose checksums do not match the files marks a corrupt artifact:
 :meth:`RegistryReader.load` raises :class:`CorruptArtifact` and callers skip that version.
 
+The checksums catch damage, not intent: whoever may write the registry's bucket can write matching
+ones. So an artifact is untrusted input all the same: plain JSON, its model state validated against
+the forecasters' schemas (``models.forecast.states``) and built once before :meth:`RegistryReader.load`
+returns it; a state that does not fit is a :class:`CorruptArtifact` too. Nothing in it is executed.
+
 Versions are strings that sort in time order (``v20261123T081800123Z``); the newest is the largest.
 The Spark retraining writes the registry (``spark.registry.ModelRegistry``, which keeps the newest
 ``keep`` versions); the agent reads it with :class:`RegistryReader`, without Spark or a JVM.
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from models.forecast.seasonal import SeasonalForecaster
 from models.storage import Location, StorageError, open_location
 
 MARKER = "_COMMITTED"
@@ -149,4 +155,20 @@ class RegistryReader:
                 f"{self.location.join(job, version)}: artifact format {metadata.get('format')!r}, "
                 f"this Perdix reads {ARTIFACT_FORMAT}"
             )
+        _check_metadata(self.location.join(job, version, METADATA), metadata)
+        try:
+            # Built once here and thrown away: a state that does not build is refused before anyone adopts it.
+            SeasonalForecaster.from_dict(model)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CorruptArtifact(f"{self.location.join(job, version, MODEL)}: model state refused ({exc})") from None
         return Artifact(job=job, version=version, metadata=metadata, model=model)
+
+
+def _check_metadata(path: str, metadata: dict[str, Any]) -> None:
+    """The metadata fields a reader acts on have their shape: ``backtest`` and ``data`` are objects."""
+    for key in ("backtest", "data"):
+        if key in metadata and not isinstance(metadata[key], dict):
+            raise CorruptArtifact(f"{path}: {key!r} must be a JSON object, found {type(metadata[key]).__name__}")
+    wape = metadata.get("backtest", {}).get("wape")
+    if wape is not None and (isinstance(wape, bool) or not isinstance(wape, int | float)):
+        raise CorruptArtifact(f"{path}: backtest.wape must be a number or null, found {type(wape).__name__}")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from models.forecast._blas import single_threaded_blas
+from models.forecast.states import ArimaState, read_state
 
 
 class ArimaForecaster:
@@ -120,25 +121,27 @@ class ArimaForecaster:
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> ArimaForecaster:
-        """Rebuild from :meth:`to_dict` (parameters re-applied to the stored window, no order search)."""
+        """Rebuild from :meth:`to_dict`, validated first (parameters re-applied to the stored window, no order
+        search); raises ``StateError`` on a misfit field."""
+        checked = read_state(ArimaState, state)
         model = cls(
-            state.get("window"),
-            max_p=int(state.get("max_p", 3)),
-            max_q=int(state.get("max_q", 3)),
-            max_d=int(state.get("max_d", 1)),
-            update_maxiter=int(state.get("update_maxiter", 0)),
+            checked.window,
+            max_p=checked.max_p,
+            max_q=checked.max_q,
+            max_d=checked.max_d,
+            update_maxiter=checked.update_maxiter,
         )
-        model._y = np.asarray(state.get("y", []), dtype=float)
-        if "order" in state and model._y.size:
+        model._y = np.asarray(checked.y, dtype=float)
+        if checked.order is not None and checked.params is not None and model._y.size:
             fitted = _refit(
                 model._y,
-                order=tuple(state["order"]),
-                with_intercept=bool(state["with_intercept"]),
-                start_params=state["params"],
+                order=checked.order,
+                with_intercept=bool(checked.with_intercept),
+                start_params=checked.params,
                 maxiter=1,
             )
             # One optimiser step moved the parameters a little; put the stored ones back exactly.
-            fitted.arima_res_ = fitted.arima_res_.model.filter(np.asarray(state["params"], dtype=float))
+            fitted.arima_res_ = fitted.arima_res_.model.filter(np.asarray(checked.params, dtype=float))
             model.model = fitted
         return model
 

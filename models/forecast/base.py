@@ -30,5 +30,5 @@ class Forecaster(Protocol):
         ...
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable state (may embed a base64 pickle for library models)."""
+        """A JSON-serialisable state of plain data (numbers, arrays, strings), validated when read back."""
         ...

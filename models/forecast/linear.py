@@ -294,12 +294,15 @@ class LinearForecaster:
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> LinearForecaster:
-        """Rebuild from :meth:`to_dict`."""
+        """Rebuild from :meth:`to_dict`, validated first (raises ``StateError`` on a misfit field)."""
+        from models.forecast.states import LinearState, read_state
+
+        checked = read_state(LinearState, state)
         model = cls(
-            window=int(state["window"]),
-            min_samples=int(state["min_samples"]),
-            level_shifts=bool(state.get("level_shifts", False)),
-            smear_s=int(state.get("smear_s", 0)),
+            window=checked.window,
+            min_samples=checked.min_samples,
+            level_shifts=checked.level_shifts,
+            smear_s=checked.smear_s,
         )
-        model._y = np.array([np.nan if v is None else float(v) for v in state["y"]], dtype=float)
+        model._y = np.array([np.nan if v is None else v for v in checked.y], dtype=float)
         return model

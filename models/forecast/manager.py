@@ -40,6 +40,7 @@ from models.forecast.candidates import RollingScores, SeasonalNaive, naive_forec
 from models.forecast.linear import LinearForecaster
 from models.forecast.metrics import wape
 from models.forecast.reloaded import ReloadedForecaster
+from models.forecast.states import StateError
 from models.forecast.statsforecast_arima import StatsForecastArima
 
 MODEL_CLASSES: dict[str, Any] = {
@@ -72,7 +73,7 @@ class Forecast:
 
 
 def _fit_new(factory: Callable[[], Forecaster], y: np.ndarray) -> Forecaster:
-    """Build and fit a model (module-level so process pools can pickle it)."""
+    """Build and fit a model (module-level so a process pool can send it to a worker)."""
     return factory().fit(y)
 
 
@@ -432,16 +433,17 @@ class WorkloadForecaster:
         self._bucket_count = int(state.get("bucket_count", len(self._buckets)))
         self._partial = list(_from_json(state.get("partial", [])))
         model_state = state.get("model")
-        if model_state:
-            cls = MODEL_CLASSES.get(model_state.get("name"))
-            try:
-                self.model = cls.from_dict(model_state) if cls is not None else None
-                if isinstance(self.model, ArimaForecaster):
-                    # How to update is this process's setting, not the stored model's.
-                    self.model.update_maxiter = self.update_maxiter
-            except Exception as exc:  # noqa: BLE001 - a bad stored model means a fresh fit, not a crash
-                self.model = None
-                self.last_fit_error = f"restore: {exc}"
+        if model_state is not None:
+            # A stored model is untrusted input: one that does not fit its schema is refused (StateError),
+            # and the whole document with it, never half-loaded. A kind no class here builds (a model a
+            # benchmark plugged in) is not read at all: the forecaster fits afresh.
+            if not isinstance(model_state, Mapping):
+                raise StateError(f"forecaster model: expected a JSON object, found {type(model_state).__name__}")
+            cls = MODEL_CLASSES.get(str(model_state.get("name")))
+            self.model = cls.from_dict(dict(model_state)) if cls is not None else None
+            if isinstance(self.model, ArimaForecaster):
+                # How to update is this process's setting, not the stored model's.
+                self.model.update_maxiter = self.update_maxiter
 
     @classmethod
     def from_dict(cls, state: Mapping[str, Any], **kwargs: Any) -> WorkloadForecaster:

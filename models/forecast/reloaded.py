@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from models.forecast.seasonal import SeasonalForecaster
+from models.forecast.states import ReloadedState, read_state
 
 
 class ReloadedForecaster:
@@ -106,13 +107,14 @@ class ReloadedForecaster:
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> ReloadedForecaster:
-        """Rebuild from :meth:`to_dict`."""
+        """Rebuild from :meth:`to_dict`, validated first (raises ValueError, ``StateError`` for a misfit field)."""
+        checked = read_state(ReloadedState, state)
         forecaster = cls(
-            SeasonalForecaster.from_dict(state["model"]),
-            job=str(state["job"]),
-            version=str(state["version"]),
-            backtest_wape=float(state["backtest_wape"]),
-            agent_step_s=float(state["agent_step_s"]),
+            SeasonalForecaster.from_dict(checked.model),
+            job=checked.job,
+            version=checked.version,
+            backtest_wape=checked.backtest_wape,
+            agent_step_s=checked.agent_step_s,
         )
-        forecaster._buffer = np.array([np.nan if v is None else float(v) for v in state["buffer"]], dtype=float)
+        forecaster._buffer = np.array([np.nan if v is None else v for v in checked.buffer], dtype=float)
         return forecaster

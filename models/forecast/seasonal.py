@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from models.forecast.base import Forecaster
+from models.forecast.states import NaiveState, SeasonalState, read_state
 
 DAY_S = 86_400
 
@@ -56,9 +57,9 @@ class NaiveForecaster:
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> NaiveForecaster:
-        """Rebuild from :meth:`to_dict`."""
+        """Rebuild from :meth:`to_dict`, validated first."""
         model = cls()
-        model.last = float(state["last"])
+        model.last = read_state(NaiveState, state).last
         return model
 
 
@@ -236,21 +237,20 @@ class SeasonalForecaster:
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> SeasonalForecaster:
-        """Rebuild from :meth:`to_dict`; raises ValueError, KeyError or TypeError on a malformed state."""
-        if state.get("kind") != cls.name:
-            raise ValueError(f"not a seasonal model state (kind {state.get('kind')!r})")
-        residual = state["residual"]
+        """Rebuild from :meth:`to_dict`, validated first (the residual by its own schema); raises ValueError
+        (``StateError`` for a misfit field) on a malformed state."""
+        checked = read_state(SeasonalState, state)
         model = cls(
-            residual=residual["name"],
-            step_s=int(state["step_s"]),
-            profile_bin_s=int(state["profile_bin_s"]),
-            residual_window_s=int(state["residual_window_s"]),
+            residual=checked.residual.name,
+            step_s=checked.step_s,
+            profile_bin_s=checked.profile_bin_s,
+            residual_window_s=checked.residual_window_s,
         )
-        profile = np.asarray(state["profile"], dtype=float)
-        if profile.shape != model.profile.shape or not np.all(np.isfinite(profile)):
+        profile = np.asarray(checked.profile, dtype=float)
+        if profile.shape != model.profile.shape:
             raise ValueError(f"profile must hold {model.profile.size} finite values")
         model.profile = profile
-        model.offset = float(state["offset"])
-        model.next_s = float(state["next_s"])
-        model.residual = residual_model(residual["name"])[1](residual["state"])
+        model.offset = checked.offset
+        model.next_s = checked.next_s
+        model.residual = residual_model(checked.residual.name)[1](checked.residual.state)
         return model

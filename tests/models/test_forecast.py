@@ -379,3 +379,56 @@ def test_selection_state_survives_a_restart() -> None:
     restored.restore(manager.to_dict())
     assert restored.scores.score("model") == pytest.approx(manager.scores.score("model"))
     assert list(restored.seasonal.history) == pytest.approx(list(manager.seasonal.history))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_statsforecast_arima_restores_from_plain_numbers_and_forecasts_the_same(seed: int) -> None:
+    """The stored state is the order, coefficients and variance (JSON); the restored model's forecast is identical."""
+    import json
+
+    from models.forecast.statsforecast_arima import StatsForecastArima
+
+    rng = np.random.default_rng(seed)
+    y = 1000.0 + np.cumsum(rng.normal(0, 5, 150)) + (2.0 * np.arange(150) if seed % 2 else 0.0)
+    model = StatsForecastArima(window=90).fit(y[:120])
+    model.update(y[120:])
+    text = json.dumps(model.to_dict(), allow_nan=False)
+    assert "fitted" in text
+    copy = StatsForecastArima.from_dict(json.loads(text))
+    assert np.array_equal(copy.predict(30), model.predict(30))
+    copy.update(y[-6:])
+    model.update(y[-6:])
+    assert np.array_equal(copy.predict(30), model.predict(30))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"y": [1.0, float("nan")]},
+        {"y": ["1.0"]},
+        {"window": True},
+        {"window": 10**9},
+        {"max_p": 3.0},
+        {"extra": 1},
+        {"order": [1, 0, 0]},  # without its parameters
+        {"params": [float("inf")], "order": [1, 0, 0], "with_intercept": True},
+    ],
+)
+def test_a_stored_arima_state_that_does_not_fit_its_schema_is_refused(change: dict[str, Any]) -> None:
+    from models.forecast.states import StateError
+
+    state = ArimaForecaster(window=90).to_dict()
+    state.update(y=[1.0, 2.0, 3.0])
+    state.update(change)
+    with pytest.raises(StateError):
+        ArimaForecaster.from_dict(state)
+
+
+def test_a_forecaster_document_whose_model_is_not_an_object_is_refused() -> None:
+    from models.forecast.states import StateError
+
+    manager = WorkloadForecaster(window_s=600, executor=InlineExecutor())
+    state = manager.to_dict()
+    state["model"] = "gASV..."
+    with pytest.raises(StateError):
+        WorkloadForecaster(window_s=600, executor=InlineExecutor()).restore(state)

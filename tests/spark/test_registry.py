@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+import numpy as np
+
+from models.forecast.seasonal import SeasonalForecaster
 from models.registry import MARKER, METADATA, MODEL, CorruptArtifact, RegistryError, version_at
 from spark.registry import ModelRegistry
 
@@ -19,8 +22,13 @@ def versions(count: int) -> list[str]:
     return [version_at(T0 + timedelta(minutes=i)) for i in range(count)]
 
 
+def model_state(level: float = 1000.0) -> dict:
+    """A small seasonal model's state (the reader builds what it loads, so it must be a real one)."""
+    return SeasonalForecaster(residual="naive").fit(np.full(1440, level)).to_dict()
+
+
 def publish(registry: ModelRegistry, job: str, version: str, wape: float = 0.1) -> None:
-    registry.publish(job, version, metadata={"backtest": {"wape": wape}}, model={"kind": "test", "wape": wape})
+    registry.publish(job, version, metadata={"backtest": {"wape": wape}}, model=model_state(1000.0 * wape))
 
 
 def test_versions_sort_in_time_order() -> None:
@@ -37,7 +45,7 @@ def test_publish_then_load_round_trips(tmp_path: Path) -> None:
     assert artifact.version == version
     assert artifact.metadata["backtest"]["wape"] == 0.12
     assert artifact.metadata["job"] == "orders" and artifact.metadata["version"] == version
-    assert artifact.model == {"kind": "test", "wape": 0.12}
+    assert artifact.model == model_state(120.0)
     assert registry.jobs() == ["orders"]
 
 
@@ -96,7 +104,20 @@ def test_a_uri_registry_behaves_like_a_path() -> None:
     for version in versions(3):
         publish(registry, "orders", version)
     assert registry.versions("orders") == versions(3)[-2:]
-    assert json.loads(json.dumps(registry.load("orders").model))["kind"] == "test"
+    assert json.loads(json.dumps(registry.load("orders").model))["kind"] == "seasonal"
+
+
+def test_a_model_state_that_does_not_fit_its_schema_is_corrupt_though_its_checksums_match(tmp_path: Path) -> None:
+    registry = ModelRegistry(str(tmp_path))
+    (version,) = versions(1)
+    state = model_state()
+    state["profile"] = ["1e3"] * len(state["profile"])  # numbers as strings: not what a model reads
+    registry.publish("orders", version, metadata={"backtest": {"wape": 0.1}}, model=state)
+    with pytest.raises(CorruptArtifact, match="model state refused"):
+        registry.load("orders")
+    registry.publish("orders", version, metadata={"backtest": "0.1"}, model=model_state())
+    with pytest.raises(CorruptArtifact, match="backtest"):
+        registry.load("orders")
 
 
 def test_bad_arguments_are_clear(tmp_path: Path) -> None:
