@@ -105,7 +105,7 @@ def free_port(*, ephemeral: tuple[int, int] | None = None) -> int:
     The port is handed to another process, which binds it seconds later (a JVM's start). A port of the
     ephemeral range can meanwhile become the local end of any outgoing connection (every HTTP request of
     a test suite takes one), and Flink's Prometheus reporter then starts on no port at all, logging a
-    warning only: a CI run lost a TaskManager's metrics that way. Ports below the range are never taken
+    warning only, and the TaskManager's metrics are lost. Ports below the range are never taken
     by connections; they are drawn at random (from the OS' entropy, not the ``random`` module that test
     runners seed alike in parallel processes), so two processes asking at once rarely meet.
     """

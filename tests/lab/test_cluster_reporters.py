@@ -1,8 +1,8 @@
 """The lab cluster's start makes sure every process reports to Prometheus (real Flink, clusters of their own).
 
-A CI run lost a TaskManager's metrics: the port chosen for its Prometheus reporter was taken before the JVM
-bound it, the reporter logged a warning and reported nowhere, the TaskManager ran on, and every scenario
-after it waited in vain for its scrape target. The start now waits for each reporter and replaces a
+A TaskManager can lose its metrics: when the port chosen for its Prometheus reporter is taken before the JVM
+binds it, the reporter logs a warning and reports nowhere, the TaskManager runs on, and every scenario
+after it waits in vain for its scrape target. The start waits for each reporter and replaces a
 TaskManager whose reporter is silent; a silent JobManager fails the start with its port named. Here the
 port is taken on purpose, by a socket held open. About twenty seconds with clusters of their own, so they run
 in the main suite beside the real-Flink scenarios (scripts/install-flink.sh serialises a first install).

@@ -82,7 +82,7 @@ def test_retrain_on_a_standalone_cluster_writes_the_registry_local_writes(
 
     # The tasks really ran on the cluster: the application had an executor on each worker. An
     # executor that exits early is replaced by the master and the run still finishes, so a worker
-    # may have run more than one (once in CI: 2 and 1; the message shows how each one ended).
+    # may have run more than one (2 and 1, say; the message shows how each one ended).
     (app,) = [app for app in spark_cluster.applications() if app.get("name") == "perdix-retrain"]
     assert app.get("state") == "FINISHED", app
     executors = spark_cluster.executors_by_worker(app["id"])
