@@ -40,6 +40,7 @@ lint: $(STAMP)
 # The files generated from the code (tests fail while a checked-in one lags behind).
 generate: $(STAMP)
 	$(BIN)/python scripts/gen_docs.py
+	$(BIN)/python scripts/gen_helm_schema.py
 
 # constraints.txt from the versions installed in $(VENV) (run after the tests pass on an upgrade).
 lock: $(STAMP)

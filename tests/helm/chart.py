@@ -24,6 +24,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "perdix"
+EXAMPLES = CHART / "examples"
+MODES = ("application", "flinkDeployment", "taskManagers", "rest")
+EXAMPLE_OF_MODE = {"application": "application", "flinkDeployment": "flink-deployment", "taskManagers": "task-managers", "rest": "rest"}
+"""The values example of each mode under helm/perdix/examples/."""
+DEFAULT_EXAMPLE = "application"
+"""What the tests render unless told otherwise: a bare install names no Flink image and fails by design."""
 KUBE_VERSION = "1.30.0"  # the oldest Kubernetes the chart supports (Chart.yaml kubeVersion)
 SETTINGS_FILE_KEY = "perdix.yaml"
 HELM_TIMEOUT_S = 60
@@ -61,8 +67,13 @@ def run_helm(
     release: str = "perdix",
     namespace: str = "flink",
     extra: Sequence[str] = (),
+    example: str | None = DEFAULT_EXAMPLE,
 ) -> HelmResult:
-    """Run ``helm template`` or ``helm lint`` on the chart with a values dict and --set flags."""
+    """Run ``helm template`` or ``helm lint`` on the chart with a values dict and --set flags.
+
+    The values of ``examples/<example>.yaml`` come first (None: the chart's bare defaults), the dict
+    over them, the flags last.
+    """
     helm = helm_binary()
     with tempfile.TemporaryDirectory(prefix="perdix-helm-") as tmp:
         args = [helm, command]
@@ -70,6 +81,8 @@ def run_helm(
             args += [release, str(CHART), "--namespace", namespace, "--kube-version", KUBE_VERSION]
         else:
             args += [str(CHART), "--namespace", namespace, "--strict", "--kube-version", KUBE_VERSION]
+        if example is not None:
+            args += ["--values", str(EXAMPLES / f"{example}.yaml")]
         if values:
             values_file = Path(tmp) / "values.yaml"
             values_file.write_text(yaml.safe_dump(values))

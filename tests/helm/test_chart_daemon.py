@@ -113,7 +113,7 @@ def chart_values(prometheus_url: str, kubeconfig: Path, port: int) -> dict[str, 
             # Loopback only in tests (the chart binds all interfaces inside the pod).
             "telemetry": {"metricsHost": "127.0.0.1", "metricsPort": port, "notReadyAfterFailedLoops": 2},
         },
-        "flink": {"taskManager": {"replicas": INITIAL}},
+        "application": {"taskManager": {"replicas": INITIAL}},
     }
 
 

@@ -1,11 +1,11 @@
-"""The chart's default job is one Perdix's default queries can read, so a default install decides.
+"""The application example's job is one Perdix's default queries can read, so an example install decides.
 
-Flink's bundled examples report no FLIP-33 ``pendingRecords`` (their sources are generators), so a
-default install would see no lag and, while saturated, no demand beyond what the job reads. The chart
-runs the trace-source example job (jobs/trace-source) instead, from an image built by
-``jobs/trace-source/Dockerfile``. Here, without Docker:
+Flink's bundled examples report no FLIP-33 ``pendingRecords`` (their sources are generators), so an
+install running one would see no lag and, while saturated, no demand beyond what the job reads.
+``examples/application.yaml`` runs the trace-source example job (jobs/trace-source) instead, from an
+image built by ``jobs/trace-source/Dockerfile``; the chart itself names no Flink image. Here:
 
-- the default rendering runs that job in application mode from the image, with the Prometheus
+- the example's rendering runs that job in application mode from the image, with the Prometheus
   reporter on, and the settings it renders carry Perdix's default queries;
 - the job accepts the chart's default arguments (its own option parser, through ``java``), with the
   trace at the path the image puts it;
@@ -26,28 +26,28 @@ import yaml
 from agent.settings import PromQLQueries
 from lab.flink import trace_job
 from tests.fixtures.flink import flink_home
-from tests.helm.chart import CHART, ROOT, one, render, settings_yaml
+from tests.helm.chart import EXAMPLES, ROOT, one, render, settings_yaml
 
 DOCKERFILE = ROOT / "jobs" / "trace-source" / "Dockerfile"
 IMAGE_TRACES = "/opt/flink/traces/"
 """Where the Dockerfile puts the shipped traces."""
 
 
-def default_values() -> dict:
-    """The chart's values.yaml."""
-    return yaml.safe_load((CHART / "values.yaml").read_text())
+def example_values() -> dict:
+    """The `application` section of examples/application.yaml."""
+    return dict(yaml.safe_load((EXAMPLES / "application.yaml").read_text())["application"])
 
 
-def test_the_default_install_runs_the_trace_source_job_from_its_image() -> None:
-    objects = render()
+def test_the_example_install_runs_the_trace_source_job_from_its_image() -> None:
+    objects = render(example="application")
     jobmanager = one(objects, "Deployment", "perdix-jobmanager")
     container = next(c for c in jobmanager["spec"]["template"]["spec"]["containers"] if c["name"] == "jobmanager")
-    values = default_values()["flink"]
+    values = example_values()
     assert container["image"] == f"{values['image']['repository']}:{values['image']['tag']}" == "perdix-trace-source:2.3"
     assert container["args"][:3] == ["standalone-job", "--job-classname", trace_job.MAIN_CLASS]
     assert container["args"][3:] == values["job"]["args"]
     # The image holds the jar in /opt/flink/usrlib: nothing is copied over it at start.
-    assert values["job"]["jarPath"] == ""
+    assert "jarPath" not in values["job"] and container["args"][3:] == values["job"]["args"]
     conf = yaml.safe_load(one(objects, "ConfigMap", "perdix-flink-conf")["data"]["config.yaml"])
     assert conf["metrics.reporter.prom.factory.class"].endswith("PrometheusReporterFactory")
     settings = yaml.safe_load(settings_yaml(objects))
@@ -56,7 +56,7 @@ def test_the_default_install_runs_the_trace_source_job_from_its_image() -> None:
 
 
 def test_the_job_accepts_the_chart_default_arguments() -> None:
-    args = [a.replace(IMAGE_TRACES, str(ROOT / "traces") + "/") for a in default_values()["flink"]["job"]["args"]]
+    args = [a.replace(IMAGE_TRACES, str(ROOT / "traces") + "/") for a in example_values()["job"]["args"]]
     jar = trace_job.build_jar(home=flink_home())
     done = subprocess.run(
         ["java", "-cp", str(jar), "perdix.jobs.ProductionSchedule", *args, "--epoch-ms", "0", "--at-ms", "600000"],
@@ -81,6 +81,6 @@ def test_the_dockerfile_builds_what_the_lab_builds(needle: str) -> None:
     assert "!jobs/trace-source/src/" in ignore and "!traces/*.csv" in ignore
     # The image's Flink is the one the lab compiles and measures against.
     match = re.search(r"ARG FLINK_IMAGE=flink:(\d+\.\d+)", text)
-    assert match and match.group(1) == default_values()["flink"]["image"]["tag"]
+    assert match and match.group(1) == example_values()["image"]["tag"]
     lab_flink = [p.name for p in (flink_home() / "lib").glob("flink-dist-*.jar")]
     assert lab_flink and lab_flink[0].startswith(f"flink-dist-{match.group(1)}."), lab_flink

@@ -27,13 +27,13 @@ CHART_DEFAULTS_DIFFER = {
     "knowledge.store": "a file on an emptyDir would be lost with the pod",
     "knowledge.path": "the file lives on the chart's emptyDir",
     "knowledge.configmap": "named after the release",
-    "scale_target.kind": "derived from flink.mode",
+    "scale_target.kind": "derived from the chart's mode",
     "scale_target.name": "the chart's TaskManager Deployment",
     "scale_target.namespace": "the release namespace",
 }
 
 # A valid value different from the chart's default for every settings field the chart exposes.
-# Rendered in operator mode, where the scale target may be named freely. A settings field missing
+# Rendered in mode taskManagers, where the scale target may be named freely. A settings field missing
 # here fails test_table_covers_every_settings_field: add it to the chart, then here.
 DISTINCT = {
     "policy": "static",
@@ -84,6 +84,23 @@ DISTINCT = {
     "prometheus.queries.partition_committed_offsets": (
         'max by (partition) (kafka_consumergroup_current_offset{consumergroup="orders-job",topic="orders"})'
     ),
+    "prometheus.queries.heap_usage": "max by (tm_id) (flink_taskmanager_Status_JVM_Memory_Heap_Used / flink_taskmanager_Status_JVM_Memory_Heap_Max)",
+    "prometheus.queries.gc_time": "sum by (tm_id) (rate(flink_taskmanager_Status_JVM_GarbageCollector_G1_Young_Generation_Time[1m])) / 1000",
+    "safeguards.memory.heap_usage_threshold": 0.9,
+    "safeguards.memory.gc_pressure_threshold": 0.3,
+    "safeguards.blocked_periods.periods": ["09:00-09:30", "* 9-16 * * mon-fri"],
+    "safeguards.blocked_periods.time_zone": "Europe/Berlin",
+    "safeguards.blocked_periods.recovery_scale_out": False,
+    "safeguards.effectiveness.enabled": True,
+    "safeguards.effectiveness.threshold": 0.2,
+    "safeguards.effectiveness.forget_after_s": 7200,
+    "safeguards.effectiveness.workload_tolerance": 0.1,
+    "safeguards.effectiveness.measure_within_s": 900,
+    "safeguards.quota.slots": 32,
+    "safeguards.quota.cpu": 16,
+    "safeguards.quota.memory_mb": 65536,
+    "safeguards.reports.interval_s": 600,
+    "safeguards.reports.stabilization": True,
     "scale_target.kind": "statefulset",
     "scale_target.name": "orders-taskmanager",
     "scale_target.namespace": "orders",
@@ -229,16 +246,17 @@ def test_table_covers_every_settings_field() -> None:
 
 
 def test_every_settings_field_is_reachable_from_values(tmp_path: Path) -> None:
-    values = {"flink": {"mode": "operator"}, "perdix": nest(DISTINCT)}
-    settings = load(render(values=values, namespace="autoscalers"), tmp_path)
-    baseline_values = {"flink": {"mode": "operator", "operator": {"flinkDeployment": "orders"}}}
-    baseline = load(render(values=baseline_values, namespace="autoscalers"), tmp_path)
+    values = {"mode": "taskManagers", "perdix": nest(DISTINCT)}
+    settings = load(render(values=values, namespace="autoscalers", example=None), tmp_path)
+    baseline_values = {"mode": "taskManagers", "perdix": {"scaleTarget": {"kind": "deployment", "name": "orders"}}}
+    baseline = load(render(values=baseline_values, namespace="autoscalers", example=None), tmp_path)
     for path, wanted in DISTINCT.items():
         got = get_path(settings, path)
-        got = str(got) if isinstance(got, Path) else got
+        got = str(got) if isinstance(got, Path) else list(got) if isinstance(got, tuple) else got
         assert got == wanted, f"{path}: values gave {wanted!r}, settings hold {got!r}"
         default = get_path(baseline, path)
-        assert got != (str(default) if isinstance(default, Path) else default), f"{path}: same as the chart default"
+        default = str(default) if isinstance(default, Path) else list(default) if isinstance(default, tuple) else default
+        assert got != default, f"{path}: same as the chart default"
 
 
 def test_every_values_key_lands_in_settings(tmp_path: Path) -> None:
@@ -256,6 +274,43 @@ def test_every_values_key_lands_in_settings(tmp_path: Path) -> None:
 def test_schema_describes_exactly_the_values() -> None:
     assert set(schema_leaves(CHART_SCHEMA["properties"]["perdix"])) == values_leaves(CHART_VALUES["perdix"])
     assert set(CHART_SCHEMA["properties"]) == set(CHART_VALUES)
+
+
+def test_the_checked_in_schema_and_values_table_are_what_the_code_generates() -> None:
+    """values.schema.json and docs/helm.md's values table are generated from agent/settings.py and
+    helm/schema/chart-values.yaml; regenerated here, they must equal the checked-in files."""
+    from scripts import gen_helm_schema
+
+    assert (CHART / "values.schema.json").read_text() == gen_helm_schema.render_schema(), (
+        "helm/perdix/values.schema.json lags behind agent/settings.py: run `make generate`"
+    )
+    doc = gen_helm_schema.HELM_DOC.read_text()
+    assert doc == gen_helm_schema.render_doc(doc), "docs/helm.md's values table lags behind: run `make generate`"
+
+
+def test_the_generator_follows_a_new_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A setting added to the tree reaches the schema, typed, bounded and described, with no hand-written part."""
+    from pydantic import Field, create_model
+
+    from scripts import gen_helm_schema
+
+    grown = create_model(
+        "GrownSettings", __base__=Settings,
+        drain_timeout_s=(float, Field(45.0, gt=0, le=600, description="How long a drain may take, seconds.")),
+    )
+    monkeypatch.setattr(gen_helm_schema, "Settings", grown)
+    schema = json.loads(gen_helm_schema.render_schema())["properties"]["perdix"]
+    assert schema["properties"]["drainTimeoutSeconds"] == {
+        "type": "number", "exclusiveMinimum": 0, "maximum": 600, "description": "How long a drain may take, seconds.",
+    }
+    assert "drainTimeoutSeconds" in schema["required"] and schema["additionalProperties"] is False
+
+
+def test_the_generator_refuses_an_override_of_a_setting_that_is_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scripts import gen_helm_schema
+
+    with pytest.raises(gen_helm_schema.SchemaError, match="perdix.scaleTarget.restURL is not a setting"):
+        gen_helm_schema.perdix_schema({"scaleTarget.restURL": {"minLength": 1}})
 
 
 def test_chart_defaults_equal_agent_defaults_except_the_documented_ones(tmp_path: Path) -> None:
@@ -286,6 +341,8 @@ def _schema_types(annotation: Any) -> set[str]:
         return set().union(*(_schema_types(arg) for arg in args))
     if typing.get_origin(annotation) is typing.Literal:
         return {"string"}
+    if typing.get_origin(annotation) in (tuple, list):
+        return {"array"}
     return {
         bool: {"boolean"},
         int: {"integer"},
@@ -325,11 +382,14 @@ def test_the_policy_enum_is_what_perdix_run_runs() -> None:
     assert schema["enum"] == list(PRODUCTION_POLICIES)
 
 
+@pytest.mark.parametrize("example", ["flink-deployment", "rest"])
 @pytest.mark.parametrize("policy", ["daedalus-per-operator", "justin", "qescalor", "ds2"])
-def test_per_operator_policies_render_in_operator_mode_and_plan_per_vertex(tmp_path: Path, policy: str) -> None:
-    values = {"flink": {"mode": "operator", "operator": {"flinkDeployment": "orders"}}, "perdix": {"policy": policy}}
-    settings = load(render(values=values, namespace="orders"), tmp_path)
-    assert settings.policy == policy and settings.scale_target.kind == "flinkdeployment" and settings.per_operator
+def test_per_operator_policies_render_in_modes_flinkdeployment_and_rest_and_plan_per_vertex(
+    tmp_path: Path, policy: str, example: str
+) -> None:
+    settings = load(render(values={"perdix": {"policy": policy}}, namespace="orders", example=example), tmp_path)
+    assert settings.policy == policy and settings.per_operator
+    assert settings.scale_target.kind == {"flink-deployment": "flinkdeployment", "rest": "flink-rest"}[example]
 
 
 def test_keda_lag_renders_with_kafka_exporters_offsets(tmp_path: Path) -> None:

@@ -1,18 +1,18 @@
 {{/*
-Pieces shared by the JobManager and TaskManager pods (standalone mode). The Flink image's entrypoint
+Pieces shared by the JobManager and TaskManager pods (mode application). The Flink image's entrypoint
 writes into its conf directory, so the ConfigMap is copied to an emptyDir first; with that, /tmp and
 the log directory on emptyDirs, the Flink containers also run with a read-only root filesystem.
 */}}
 {{- define "perdix.flinkInitContainer" -}}
 - name: flink-setup
-  image: {{ printf "%s:%s" .Values.flink.image.repository .Values.flink.image.tag }}
-  imagePullPolicy: {{ .Values.flink.image.pullPolicy }}
+  image: {{ printf "%s:%s" .Values.application.image.repository .Values.application.image.tag }}
+  imagePullPolicy: {{ .Values.application.image.pullPolicy }}
   command: ["/bin/sh", "-c"]
-  # $1 is flink.job.jarPath, passed as an argument rather than spliced into the script.
+  # $1 is application.job.jarPath, passed as an argument rather than spliced into the script.
   args:
     - cp /opt/flink/conf-template/* /opt/flink/conf/ && if [ -n "$1" ]; then cp "$1" /opt/flink/usrlib/; fi
     - flink-setup
-    - {{ .Values.flink.job.jarPath | quote }}
+    - {{ .Values.application.job.jarPath | quote }}
   resources:
     requests: {cpu: 50m, memory: 32Mi}
     limits: {cpu: 200m, memory: 64Mi}
@@ -34,7 +34,7 @@ the log directory on emptyDirs, the Flink containers also run with a read-only r
   mountPath: /tmp
 - name: flink-checkpoints
   mountPath: /flink-checkpoints
-{{- if .Values.flink.job.jarPath }}
+{{- if .Values.application.job.jarPath }}
 - name: flink-usrlib
   mountPath: /opt/flink/usrlib
 {{- end }}
@@ -54,13 +54,13 @@ the log directory on emptyDirs, the Flink containers also run with a read-only r
   emptyDir:
     sizeLimit: 2Gi
 - name: flink-checkpoints
-{{- if .Values.flink.checkpoints.claimName }}
+{{- if .Values.application.checkpoints.claimName }}
   persistentVolumeClaim:
-    claimName: {{ .Values.flink.checkpoints.claimName }}
+    claimName: {{ .Values.application.checkpoints.claimName }}
 {{- else }}
   emptyDir: {}
 {{- end }}
-{{- if .Values.flink.job.jarPath }}
+{{- if .Values.application.job.jarPath }}
 - name: flink-usrlib
   emptyDir:
     sizeLimit: 1Gi

@@ -22,7 +22,14 @@
 {{- define "perdix.configName" -}}{{ include "perdix.fullname" . | trunc 50 | trimSuffix "-" }}-config{{- end }}
 {{- define "perdix.flinkConfName" -}}{{ include "perdix.fullname" . | trunc 50 | trimSuffix "-" }}-flink-conf{{- end }}
 {{- define "perdix.metricsServiceName" -}}{{ include "perdix.fullname" . | trunc 50 | trimSuffix "-" }}-metrics{{- end }}
-{{- define "perdix.dashboardName" -}}{{ include "perdix.fullname" . | trunc 50 | trimSuffix "-" }}-dashboard{{- end }}
+{{- /* In a namespace shared by several releases' dashboards the name carries the release's namespace too. */}}
+{{- define "perdix.dashboardName" -}}
+{{- $name := include "perdix.fullname" . -}}
+{{- if and .Values.grafanaDashboard.namespace (ne .Values.grafanaDashboard.namespace .Release.Namespace) -}}
+{{- $name = printf "%s-%s" .Release.Namespace $name -}}
+{{- end -}}
+{{ $name | trunc 50 | trimSuffix "-" }}-dashboard
+{{- end }}
 
 {{- define "perdix.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
@@ -40,6 +47,13 @@ app.kubernetes.io/instance: {{ $root.Release.Name }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 
+{{/* Labels that tell the metrics Service from the release's other Services (the ServiceMonitor selects by them). */}}
+{{- define "perdix.metricsServiceLabels" -}}
+app.kubernetes.io/name: {{ include "perdix.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: perdix
+{{- end }}
+
 {{- define "perdix.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "perdix.fullname" .) .Values.serviceAccount.name }}
@@ -53,20 +67,39 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 
 {{/*
-The one object Perdix scales, as YAML (kind, name, namespace), with the chart's defaults filled in.
-RBAC, the knowledge ConfigMap and the agent's settings all read it from here, so they cannot disagree.
+The one object Perdix scales, as YAML (kind, name, namespace, restUrl), with the mode's defaults filled
+in. RBAC, the knowledge ConfigMap and the agent's settings all read it from here, so they cannot disagree.
 */}}
 {{- define "perdix.scaleTarget" -}}
 {{- $t := .Values.perdix.scaleTarget -}}
-{{- if eq .Values.flink.mode "standalone" -}}
+{{- $namespace := default .Release.Namespace $t.namespace -}}
+{{- if eq .Values.mode "application" -}}
 kind: {{ default "deployment" $t.kind }}
 name: {{ default (include "perdix.taskmanagerName" .) $t.name }}
-namespace: {{ default .Release.Namespace $t.namespace }}
-{{- else -}}
+namespace: {{ $namespace }}
+restUrl: {{ default "http://127.0.0.1:8081" $t.restUrl }}
+{{- else if eq .Values.mode "flinkDeployment" -}}
 kind: {{ default "flinkdeployment" $t.kind }}
-name: {{ default .Values.flink.operator.flinkDeployment $t.name }}
-namespace: {{ default .Release.Namespace $t.namespace }}
+name: {{ $t.name | quote }}
+namespace: {{ $namespace }}
+{{- /* The Flink Kubernetes Operator's REST Service of a FlinkDeployment is <name>-rest, port 8081. */}}
+restUrl: {{ default (printf "http://%s-rest.%s.svc:8081" $t.name $namespace) $t.restUrl }}
+{{- else if eq .Values.mode "taskManagers" -}}
+kind: {{ $t.kind | quote }}
+name: {{ $t.name | quote }}
+namespace: {{ $namespace }}
+restUrl: {{ default "http://127.0.0.1:8081" $t.restUrl }}
+{{- else -}}
+kind: {{ default "flink-rest" $t.kind }}
+name: {{ $t.name | quote }}
+namespace: {{ $namespace }}
+restUrl: {{ $t.restUrl | quote }}
 {{- end }}
+{{- end }}
+
+{{/* Whether the agent talks to the Kubernetes API at all (a scale target there, or the knowledge ConfigMap). */}}
+{{- define "perdix.usesKubernetes" -}}
+{{- if or (ne .Values.mode "rest") (eq .Values.perdix.knowledge.store "configmap") }}true{{ end }}
 {{- end }}
 
 {{- define "perdix.knowledgeConfigMap" -}}
@@ -74,20 +107,32 @@ namespace: {{ default .Release.Namespace $t.namespace }}
 {{- end }}
 
 {{/*
-Checks that values.schema.json cannot express (relations between keys). Each message names the key.
-Included by every template that depends on them, so `helm lint` and `helm template` both fail.
+Checks that values.schema.json cannot express: relations between keys, where a schema's if/then would
+only say "does not match" without saying why. Each message names the keys. Included by every template
+that depends on them, so `helm template` and `helm install` fail (`helm lint` reports them as INFO).
 */}}
 {{- define "perdix.validate" -}}
 {{- $p := .Values.perdix -}}
+{{- $mode := .Values.mode -}}
 {{- $t := include "perdix.scaleTarget" . | fromYaml -}}
+{{- $kind := $p.scaleTarget.kind -}}
 {{- if gt (int $p.minParallelism) (int $p.maxParallelism) }}
 {{- fail (printf "perdix.minParallelism (%d) must not exceed perdix.maxParallelism (%d)" (int $p.minParallelism) (int $p.maxParallelism)) }}
 {{- end }}
 {{- if and (not (kindIs "invalid" $p.staticParallelism)) (or (lt (int $p.staticParallelism) (int $p.minParallelism)) (gt (int $p.staticParallelism) (int $p.maxParallelism))) }}
 {{- fail (printf "perdix.staticParallelism (%d) must lie within perdix.minParallelism..perdix.maxParallelism (%d..%d)" (int $p.staticParallelism) (int $p.minParallelism) (int $p.maxParallelism)) }}
 {{- end }}
+{{- /* The scale target's kind follows from the mode; a kind of another mode is a mistake worth naming. */}}
+{{- $kinds := dict "application" (list "" "deployment") "flinkDeployment" (list "" "flinkdeployment") "taskManagers" (list "deployment" "statefulset") "rest" (list "" "flink-rest") }}
+{{- if not (has $kind (index $kinds $mode)) }}
+{{- if eq $mode "taskManagers" }}
+{{- fail (printf "perdix.scaleTarget.kind (%s) must be deployment or statefulset in mode taskManagers: the workload that runs your reactive-mode TaskManagers" (default "empty" $kind)) }}
+{{- end }}
+{{- $hint := dict "deployment" "taskManagers (a TaskManager Deployment you run) or application (the chart's own)" "statefulset" "taskManagers" "flinkdeployment" "flinkDeployment" "flink-rest" "rest" }}
+{{- fail (printf "perdix.scaleTarget.kind (%s) does not go with mode %s: leave it empty, or set mode %s" $kind $mode (index $hint $kind)) }}
+{{- end }}
 {{- if and (has $p.policy (list "daedalus-per-operator" "justin" "qescalor")) (not (has $t.kind (list "flink-rest" "flinkdeployment"))) }}
-{{- fail (printf "perdix.policy (%s) sets the parallelism of each job vertex: perdix.scaleTarget.kind must be flink-rest or flinkdeployment (operator mode), not %s" $p.policy $t.kind) }}
+{{- fail (printf "perdix.policy (%s) sets the parallelism of each job vertex: it needs mode rest or flinkDeployment (perdix.scaleTarget.kind flink-rest or flinkdeployment), not %s" $p.policy $t.kind) }}
 {{- end }}
 {{- if and (or (eq $p.policy "hpa") (eq $p.utilization "cpu")) (eq $p.prometheus.workerLabel "subtask_index") }}
 {{- fail "perdix.prometheus.workerLabel (subtask_index): perdix.policy hpa and perdix.utilization cpu read CPU per TaskManager: set it to pod (or tm_id), with one slot per TaskManager" }}
@@ -99,33 +144,51 @@ Included by every template that depends on them, so `helm lint` and `helm templa
 {{- end }}
 {{- end }}
 {{- end }}
-{{- if eq .Values.flink.mode "standalone" }}
-{{- if ne $t.kind "deployment" }}
-{{- fail (printf "perdix.scaleTarget.kind (%s) must be empty or deployment in standalone mode: Perdix scales the chart's TaskManager Deployment" $t.kind) }}
-{{- end }}
+{{- if eq $mode "application" }}
+{{- $a := .Values.application }}
 {{- if ne $t.name (include "perdix.taskmanagerName" .) }}
-{{- fail (printf "perdix.scaleTarget.name (%s) must be empty or %s in standalone mode: Perdix scales the chart's TaskManager Deployment" $t.name (include "perdix.taskmanagerName" .)) }}
+{{- fail (printf "perdix.scaleTarget.name (%s) must be empty or %s in mode application: Perdix scales the chart's TaskManager Deployment (for a workload of yours use mode taskManagers)" $t.name (include "perdix.taskmanagerName" .)) }}
 {{- end }}
 {{- if ne $t.namespace .Release.Namespace }}
-{{- fail (printf "perdix.scaleTarget.namespace (%s) must be empty or the release namespace (%s) in standalone mode" $t.namespace .Release.Namespace) }}
+{{- fail (printf "perdix.scaleTarget.namespace (%s) must be empty or the release namespace (%s) in mode application" $t.namespace .Release.Namespace) }}
 {{- end }}
-{{- if eq (int .Values.flink.prometheusReporterPort) (int $p.telemetry.metricsPort) }}
-{{- fail (printf "flink.prometheusReporterPort (%d) must differ from perdix.telemetry.metricsPort: both listen in the JobManager pod" (int .Values.flink.prometheusReporterPort)) }}
+{{- if not $a.image.repository }}
+{{- fail "application.image.repository is required in mode application: the Flink image that holds your job (examples/application.yaml runs the trace-source example, built by jobs/trace-source/Dockerfile; docs/deployment.md); for a cluster you already run pick mode flinkDeployment, taskManagers or rest" }}
 {{- end }}
-{{- $replicas := int .Values.flink.taskManager.replicas }}
+{{- if not $a.image.tag }}
+{{- fail "application.image.tag is required in mode application: the tag of the Flink image that holds your job" }}
+{{- end }}
+{{- if not $a.job.className }}
+{{- fail "application.job.className is required in mode application: the entry class of the Flink job" }}
+{{- end }}
+{{- if eq (int $a.prometheusReporterPort) (int $p.telemetry.metricsPort) }}
+{{- fail (printf "application.prometheusReporterPort (%d) must differ from perdix.telemetry.metricsPort: both listen in the JobManager pod" (int $a.prometheusReporterPort)) }}
+{{- end }}
+{{- $replicas := int $a.taskManager.replicas }}
 {{- if or (lt $replicas (int $p.minParallelism)) (gt $replicas (int $p.maxParallelism)) }}
-{{- fail (printf "flink.taskManager.replicas (%d) must lie within perdix.minParallelism..perdix.maxParallelism (%d..%d)" $replicas (int $p.minParallelism) (int $p.maxParallelism)) }}
+{{- fail (printf "application.taskManager.replicas (%d) must lie within perdix.minParallelism..perdix.maxParallelism (%d..%d)" $replicas (int $p.minParallelism) (int $p.maxParallelism)) }}
 {{- end }}
-{{- if not .Values.flink.job.className }}
-{{- fail "flink.job.className is required in standalone mode: the entry class of the Flink job" }}
+{{- else if eq $mode "flinkDeployment" }}
+{{- if not $t.name }}
+{{- fail "perdix.scaleTarget.name is required in mode flinkDeployment: the FlinkDeployment Perdix scales" }}
+{{- end }}
+{{- else if eq $mode "taskManagers" }}
+{{- if not $t.name }}
+{{- fail (printf "perdix.scaleTarget.name is required in mode taskManagers: the %s that runs your TaskManagers" (index (dict "deployment" "Deployment" "statefulset" "StatefulSet") $t.kind)) }}
 {{- end }}
 {{- else }}
-{{- if not $t.name }}
-{{- fail "flink.operator.flinkDeployment is required in operator mode (or set perdix.scaleTarget.name): the object Perdix scales" }}
+{{- if not $t.restUrl }}
+{{- fail "perdix.scaleTarget.restUrl is required in mode rest: the Flink JobManager's REST endpoint as seen from Perdix's pod, e.g. http://orders-jobmanager.streaming.svc:8081" }}
+{{- end }}
+{{- if regexMatch "^https?://(127\\.0\\.0\\.1|localhost)([:/]|$)" $t.restUrl }}
+{{- fail (printf "perdix.scaleTarget.restUrl (%s) is Perdix's own pod in mode rest: point it at the JobManager's REST Service" $t.restUrl) }}
 {{- end }}
 {{- end }}
-{{- if eq (int $p.telemetry.metricsPort) 0 }}
-{{- fail "perdix.telemetry.metricsPort must be 1..65535 in the chart: the liveness and readiness probes use it" }}
+{{- if and .Values.serviceMonitor.enabled (not .Values.metricsService.enabled) }}
+{{- fail "serviceMonitor.enabled needs metricsService.enabled: the ServiceMonitor scrapes Perdix through that Service" }}
+{{- end }}
+{{- if and .Values.podMonitor.enabled .Values.serviceMonitor.enabled (ne $mode "application") }}
+{{- fail "podMonitor.enabled: with serviceMonitor.enabled the PodMonitor has nothing left to scrape outside mode application (Perdix is scraped through its Service): enable one of them" }}
 {{- end }}
 {{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) }}
 {{- fail "serviceAccount.name is required when serviceAccount.create is false" }}
@@ -133,62 +196,38 @@ Included by every template that depends on them, so `helm lint` and `helm templa
 {{- end }}
 
 {{/*
-The agent's settings file, key for key with agent/settings.py (the simulator section is left to its
-defaults: it only drives `perdix simulate`). tests/helm loads this through agent.settings.load_settings.
+A values tree with its keys spelled as the agent's settings: camelCase to snake_case, a trailing
+`Seconds` to `_s`. Returns {"v": tree} as YAML (a template can only return text).
+*/}}
+{{- define "perdix.settingsKeys" -}}
+{{- if kindIs "map" . -}}
+{{- $out := dict -}}
+{{- range $key, $value := . -}}
+{{- $_ := set $out (regexReplaceAll "_seconds$" (snakecase $key) "_s") (include "perdix.settingsKeys" $value | fromYaml).v -}}
+{{- end -}}
+{{- toYaml (dict "v" $out) -}}
+{{- else if kindIs "slice" . -}}
+{{- $out := list -}}
+{{- range . }}{{ $out = append $out (include "perdix.settingsKeys" . | fromYaml).v }}{{ end -}}
+{{- toYaml (dict "v" $out) -}}
+{{- else -}}
+{{- toYaml (dict "v" .) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The agent's settings file: the `perdix:` values key for key (the simulator section is left to its
+defaults: it only drives `perdix simulate`), with what the chart decides filled in: the scale target
+of the mode and the knowledge ConfigMap's name. tests/helm loads it through agent.settings.load_settings.
 */}}
 {{- define "perdix.settings" -}}
-{{- $p := .Values.perdix -}}
+{{- $settings := (include "perdix.settingsKeys" .Values.perdix | fromYaml).v -}}
 {{- $t := include "perdix.scaleTarget" . | fromYaml -}}
-{{- $q := $p.prometheus.queries -}}
-{{- $queries := dict "workload" $q.workload "throughput" $q.throughput "busy" $q.busy "cpu" $q.cpu "consumer_lag" $q.consumerLag "worker_backlog" $q.workerBacklog "parallelism" $q.parallelism "uptime" $q.uptime "partition_end_offsets" $q.partitionEndOffsets "partition_committed_offsets" $q.partitionCommittedOffsets -}}
-{{- $prometheus := dict "url" $p.prometheus.url "timeout_s" $p.prometheus.timeoutSeconds "step_s" $p.prometheus.stepSeconds "stale_after_s" $p.prometheus.staleAfterSeconds "worker_label" $p.prometheus.workerLabel "rate_window_s" $p.prometheus.rateWindowSeconds "source_operator" $p.prometheus.sourceOperator "flink_job" $p.prometheus.flinkJob "queries" $queries -}}
-{{- $st := $p.scaleTarget -}}
-{{- $scaleTarget := dict "kind" $t.kind "name" $t.name "namespace" $t.namespace "kubeconfig" $st.kubeconfig "rest_url" $st.restUrl "job" $st.job "request_timeout_s" $st.requestTimeoutSeconds "max_retries" $st.maxRetries "recommendation_events" $st.recommendationEvents -}}
-{{- $knowledge := dict "store" $p.knowledge.store "path" $p.knowledge.path "configmap" (include "perdix.knowledgeConfigMap" .) -}}
-{{- $tm := $p.telemetry -}}
-{{- $telemetry := dict "log_format" $tm.logFormat "log_level" $tm.logLevel "metrics_host" $tm.metricsHost "metrics_port" $tm.metricsPort "not_ready_after_failed_loops" $tm.notReadyAfterFailedLoops -}}
-{{- $op := $p.operators -}}
-{{- $oq := $op.queries -}}
-{{- $operatorQueries := dict "records_in" $oq.recordsIn "records_out" $oq.recordsOut "busy" $oq.busy "backpressure" $oq.backpressure "state_size" $oq.stateSize "managed_memory_used" $oq.managedMemoryUsed "cache_hit_rate" $oq.cacheHitRate "state_latency" $oq.stateLatency -}}
-{{- $operators := dict "queries" $operatorQueries "warm_up_s" $op.warmUpSeconds "memory_min_mb" $op.memoryMinMb "memory_max_level" $op.memoryMaxLevel "cache_hit_threshold" $op.cacheHitThreshold "latency_threshold_ms" $op.latencyThresholdMs "memory_cost_per_gb" $op.memoryCostPerGb "startup_cost" $op.startupCost "shutdown_cost" $op.shutdownCost -}}
-{{- $fa := $p.flinkAutoscaler -}}
-{{- $flinkAutoscaler := dict "target_utilization" $fa.targetUtilization "metrics_window_s" $fa.metricsWindowSeconds "stabilization_s" $fa.stabilizationSeconds "catch_up_duration_s" $fa.catchUpDurationSeconds "restart_time_s" $fa.restartTimeSeconds "scale_down_interval_s" $fa.scaleDownIntervalSeconds "backlog_processing_lag_threshold_s" $fa.backlogProcessingLagThresholdSeconds "observed_tpr_lag_threshold_s" $fa.observedTprLagThresholdSeconds -}}
-{{- $settings := dict
-  "policy" $p.policy
-  "target_recovery_time_s" $p.targetRecoveryTimeSeconds
-  "loop_interval_s" $p.loopIntervalSeconds
-  "min_parallelism" $p.minParallelism
-  "max_parallelism" $p.maxParallelism
-  "static_parallelism" $p.staticParallelism
-  "keda_lag_threshold" $p.kedaLagThreshold
-  "source_partitions" $p.sourcePartitions
-  "job_name" $p.jobName
-  "model_registry" $p.modelRegistry
-  "dry_run" $p.dryRun
-  "grace_period_s" $p.gracePeriodSeconds
-  "recent_rescale_window_s" $p.recentRescaleWindowSeconds
-  "scale_down_stabilization_s" $p.scaleDownStabilizationSeconds
-  "forecast_horizon_s" $p.forecastHorizonSeconds
-  "forecast_window_s" $p.forecastWindowSeconds
-  "wape_threshold" $p.wapeThreshold
-  "retrain_after_poor_loops" $p.retrainAfterPoorLoops
-  "forecast_update_maxiter" $p.forecastUpdateMaxiter
-  "forecast_selection" $p.forecastSelection
-  "forecast_quantile" $p.forecastQuantile
-  "checkpoint_interval_s" $p.checkpointIntervalSeconds
-  "downtime_rescale_prior_s" $p.downtimeRescalePriorSeconds
-  "downtime_failure_prior_s" $p.downtimeFailurePriorSeconds
-  "utilization" $p.utilization
-  "max_cpu" $p.maxCpu
-  "worker_retention_s" $p.workerRetentionSeconds
-  "capacity_prior_path" $p.capacityPriorPath
-  "prometheus" $prometheus
-  "scale_target" $scaleTarget
-  "flink_autoscaler" $flinkAutoscaler
-  "knowledge" $knowledge
-  "telemetry" $telemetry
-  "operators" $operators
--}}
+{{- $_ := set $settings.scale_target "kind" $t.kind -}}
+{{- $_ := set $settings.scale_target "name" $t.name -}}
+{{- $_ := set $settings.scale_target "namespace" $t.namespace -}}
+{{- $_ := set $settings.scale_target "rest_url" $t.restUrl -}}
+{{- $_ := set $settings.knowledge "configmap" (include "perdix.knowledgeConfigMap" .) -}}
 {{- toYaml $settings }}
 {{- end }}
 
@@ -212,7 +251,7 @@ capabilities:
 {{- end }}
 
 {{/*
-The Perdix container, the same in both modes. The ServiceAccount token is mounted into this
+The Perdix container, the same in every mode. The ServiceAccount token is mounted into this
 container only (the pod sets automountServiceAccountToken: false), so the Flink containers sharing
 the JobManager pod never hold Perdix's permissions.
 */}}
@@ -225,8 +264,6 @@ the JobManager pod never hold Perdix's permissions.
   env:
     - name: HOME
       value: /tmp
-    - name: MPLCONFIGDIR
-      value: /tmp/matplotlib
     - name: PYTHONDONTWRITEBYTECODE
       value: "1"
     - name: PYTHONUNBUFFERED
@@ -265,9 +302,11 @@ the JobManager pod never hold Perdix's permissions.
       readOnly: true
     - name: perdix-tmp
       mountPath: /tmp
+    {{- if include "perdix.usesKubernetes" . }}
     - name: perdix-token
       mountPath: /var/run/secrets/kubernetes.io/serviceaccount
       readOnly: true
+    {{- end }}
     {{- if eq $p.knowledge.store "file" }}
     - name: perdix-knowledge
       mountPath: {{ dir $p.knowledge.path }}
@@ -285,6 +324,7 @@ the JobManager pod never hold Perdix's permissions.
 - name: perdix-tmp
   emptyDir:
     sizeLimit: 256Mi
+{{- if include "perdix.usesKubernetes" . }}
 - name: perdix-token
   projected:
     defaultMode: 0444
@@ -303,6 +343,7 @@ the JobManager pod never hold Perdix's permissions.
               fieldRef:
                 apiVersion: v1
                 fieldPath: metadata.namespace
+{{- end }}
 {{- if eq .Values.perdix.knowledge.store "file" }}
 - name: perdix-knowledge
   emptyDir:
