@@ -229,11 +229,39 @@ def render_configuration() -> str:
             f"| `{row.key}` | {helm} | `{row.env}` | {_cell(row.type)} | {_cell(default)} | {_cell(row.range)} "
             f"| {_cell(row.description)} |"
         )
+    out += _lab_section()
     if long_defaults:
         out += ["", "## Default queries", "", "The defaults too long for the table (PromQL; placeholders as the section says)."]
         for row in long_defaults:
             out += ["", f"### {row.key}", "", "```promql", row.default.strip("`"), "```"]
     return "\n".join(out) + "\n"
+
+
+def _lab_section() -> list[str]:
+    """The settings only the lab's tree has (``perdix simulate`` / ``perdix evaluate``): the simulated job."""
+    from agent.settings import Settings
+    from lab.settings import LabSettings
+
+    extra = [name for name in LabSettings.model_fields if name not in Settings.model_fields]
+    if not extra:
+        return []
+    out = [
+        "",
+        "## Lab settings",
+        "",
+        "`perdix simulate` and `perdix evaluate` read the same tree (and the same file and variables) plus the",
+        "embedded simulated job below; `perdix run` rejects these keys. The chart does not expose them.",
+        "",
+        "| key | environment variable | type | default | range | description |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in setting_rows(LabSettings, {}):
+        if row.key.split(".")[0] in extra:
+            out.append(
+                f"| `{row.key}` | `{row.env}` | {_cell(row.type)} | {_cell(row.default)} | {_cell(row.range)} "
+                f"| {_cell(row.description)} |"
+            )
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- metrics

@@ -119,3 +119,11 @@ def test_event_names_built_in_a_variable_or_an_f_string_are_read() -> None:
     assert gen_docs._values(function, emit.keywords[0].value) == ["ScalingVetoed", "ScalingLimited"]
     assert gen_docs._values(function, warning.args[0]) == ["decision.<verdict>"]
     assert gen_docs._event_name("decision.<verdict>") and not gen_docs._event_name("Prometheus rejected it")
+
+
+def test_the_lab_only_settings_are_listed_apart() -> None:
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    lab = text.split("## Lab settings", 1)
+    assert len(lab) == 2, "the lab's settings section is missing"
+    assert "| `simulator.failure_seed` | `PERDIX_SIMULATOR__FAILURE_SEED` |" in lab[1]
+    assert "`simulator." not in lab[0]
