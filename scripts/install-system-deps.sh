@@ -20,4 +20,5 @@ if command -v systemctl >/dev/null && systemctl is-active --quiet prometheus 2>/
     $SUDO systemctl stop prometheus || true
 fi
 if [ -x scripts/install-helm.sh ]; then bash scripts/install-helm.sh; fi
+# Flink 2.3 and 1.20, each in a venv of its own under .tools/ (scripts/install-flink.sh --list).
 if [ -x scripts/install-flink.sh ]; then bash scripts/install-flink.sh; fi
