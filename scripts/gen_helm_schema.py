@@ -185,12 +185,16 @@ def _cell(text: str) -> str:
 
 
 def _rows(node: dict[str, Any], value: Any, path: str) -> list[str]:
-    if node.get("type") == "object" and "properties" in node:
+    # An object of shared definitions (requests and limits) is one row.
+    nested = node.get("properties", {})
+    if node.get("type") == "object" and nested and not any("$ref" in sub for sub in nested.values()):
         rows = []
         for key, sub in node["properties"].items():
             rows += _rows(sub, (value or {}).get(key) if isinstance(value, dict) else None, f"{path}.{key}" if path else key)
         return rows
-    description = node.get("description", "")
+    description = node.get("description")
+    if not description:
+        raise SchemaError(f"{path}: no description (helm/schema/chart-values.yaml or agent/settings.py)")
     bounds = _range(node)
     return [f"| `{path}` | {_type(node)} | {_default(value)} | {_cell(description + (f' ({bounds})' if bounds else ''))} |"]
 
