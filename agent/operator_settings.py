@@ -33,7 +33,8 @@ _MISSES = f"{_BY} (rate(flink_taskmanager_job_task_operator_rocksdb_block_cache_
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    # No setting is infinite or NaN (a non-finite threshold or cost compares false with everything).
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
 
 class OperatorQueries(_Section):
@@ -95,8 +96,9 @@ class OperatorSettings(_Section):
 
     queries: OperatorQueries = Field(default_factory=OperatorQueries, description="Per-vertex PromQL queries.")
     warm_up_s: float = Field(
-        60.0, ge=0, description="After a (re)start of the job, rounds only watch this long: rates over a window that "
+        60.0, ge=0, le=86_400, description="After a (re)start of the job, rounds only watch this long: rates over a window that "
         "reaches back before it mix the old attempt (DS2's warm-up), seconds."
+        " At most a day."
     )
     memory_min_mb: float = Field(
         128.0, gt=0, description="Justin's memory level 0: managed memory per slot of a stateful vertex, MB; each level "

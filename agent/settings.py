@@ -8,12 +8,14 @@ with one line naming the key (see :func:`load_settings` and :class:`ConfigError`
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from agent.operator_settings import OperatorSettings
 from agent.promql import accumulated_time_rate, check_query
@@ -34,8 +36,19 @@ class ConfigError(Exception):
     """Configuration that cannot run; its message is the one line the CLI prints before exit 2."""
 
 
+DAY_S = 86_400
+"""Longest duration a time setting takes, seconds: a day is past any round, recovery or hold a job needs, and
+every timer, window and backoff built from it stays within what the scheduler, Prometheus and the clocks hold."""
+MAX_JOB_PARALLELISM = 32_768
+"""Flink's ceiling on a job's max parallelism (2**15): no scale-out of any job is above it."""
+MAX_CONFIG_BYTES = 2**20
+"""Largest settings file read: the Helm chart renders it into a ConfigMap, which holds 1 MiB."""
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    # No setting is infinite or NaN: a non-finite duration, rate or threshold compares false with everything
+    # and overflows the timers built from it.
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
 
 _SOURCE = 'operator_name=~"{source}",job_name=~"{job}"'
@@ -151,15 +164,18 @@ class PrometheusSettings(_Section):
     """Where and how the monitor reads metrics."""
 
     url: str = Field("http://127.0.0.1:9090", description="Base URL of the Prometheus server.")
-    timeout_s: float = Field(10.0, gt=0, description="Timeout of one Prometheus request, seconds.")
+    timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of one Prometheus request, seconds."
+        " At most 5 minutes: a request must end within the rounds it serves.")
     step_s: float = Field(
         1.0,
-        gt=0,
+        gt=0, le=3600,
         description="Resolution of the range queries, seconds. A coarser step queries less; the analyzer "
-        "still reads one sample a second, each point held until the next.",
+        "still reads one sample a second, each point held until the next."
+        " At most an hour: a coarser step leaves the analyzer no samples of the window.",
     )
     stale_after_s: float = Field(
-        120.0, gt=0, description="A series whose newest sample is older than this is a gap, seconds."
+        120.0, gt=0, le=DAY_S, description="A series whose newest sample is older than this is a gap, seconds."
+        " At most a day (DAY_S)."
     )
     worker_label: str = Field(
         "subtask_index", description="Label that names a worker, the unit the scale-out counts: `subtask_index` "
@@ -168,8 +184,9 @@ class PrometheusSettings(_Section):
         "need, CPU being measured per TaskManager)."
     )
     rate_window_s: int = Field(
-        60, ge=5, description="Window of the rate() and delta() in the queries ({window}), seconds. Samples whose "
+        60, ge=5, le=DAY_S, description="Window of the rate() and delta() in the queries ({window}), seconds. Samples whose "
         "window reaches back before the job's last restart are dropped from the workload (a restart replays records)."
+        " At most a day (DAY_S): a longer window asks Prometheus for more than it keeps."
     )
     source_operator: str = Field(
         "Source:.*", description="Regular expression of the source operators' names ({source}); Flink names a source "
@@ -206,8 +223,10 @@ class ScaleTargetSettings(_Section):
     )
     rest_url: str = Field("http://127.0.0.1:8081", description="Flink REST endpoint (kind flink-rest).")
     job: str | None = Field(None, description="Flink job name or id (kind flink-rest); unset means the only running job.")
-    request_timeout_s: float = Field(10.0, gt=0, description="Timeout of one API request, seconds.")
-    max_retries: int = Field(4, ge=0, description="Retries of a failed write (409/429/5xx/timeouts).")
+    request_timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of one API request, seconds."
+        " At most 5 minutes: a request must end within the round that sends it.")
+    max_retries: int = Field(4, ge=0, le=100, description="Retries of a failed write (409/429/5xx/timeouts)."
+        " At most 100: the retries' backoff must end within hours, not hold a round for ever.")
     recommendation_events: bool = Field(
         True, description="In dry-run, emit a RescaleRecommended Event instead of rescaling."
     )
@@ -229,7 +248,8 @@ class TelemetrySettings(_Section):
     metrics_host: str = Field("0.0.0.0", description="Bind address of /metrics, /healthz and /readyz.")
     metrics_port: int = Field(9249, ge=0, le=65535, description="Port of /metrics, /healthz and /readyz (0: off).")
     not_ready_after_failed_loops: int = Field(
-        3, ge=1, description="/readyz turns not-ready after this many consecutive loops without data."
+        3, ge=1, le=1_000_000, description="/readyz turns not-ready after this many consecutive loops without data."
+        " At most a million."
     )
 
 
@@ -242,31 +262,38 @@ class FlinkAutoscalerOptions(_Section):
         0.7, gt=0, le=1, description="job.autoscaler.utilization.target: the utilization a new parallelism aims at."
     )
     metrics_window_s: float = Field(
-        900.0, gt=0, description="job.autoscaler.metrics.window: the metric aggregation window, seconds."
+        900.0, gt=0, le=DAY_S, description="job.autoscaler.metrics.window: the metric aggregation window, seconds."
+        " At most a day (DAY_S)."
     )
     stabilization_s: float = Field(
-        300.0, ge=0, description="job.autoscaler.stabilization.interval: no sample counts this long after the job "
+        300.0, ge=0, le=DAY_S, description="job.autoscaler.stabilization.interval: no sample counts this long after the job "
         "runs again, seconds."
+        " At most a day (DAY_S)."
     )
     catch_up_duration_s: float = Field(
-        1800.0, ge=0, description="job.autoscaler.catch-up.duration: target time to work a backlog off, seconds "
+        1800.0, ge=0, le=DAY_S, description="job.autoscaler.catch-up.duration: target time to work a backlog off, seconds "
         "(0: no backlog-based scaling)."
+        " At most a day (DAY_S)."
     )
     restart_time_s: float = Field(
-        300.0, ge=0, description="job.autoscaler.restart.time: expected restart time whose backlog a new "
+        300.0, ge=0, le=DAY_S, description="job.autoscaler.restart.time: expected restart time whose backlog a new "
         "parallelism must catch up too, seconds."
+        " At most a day (DAY_S)."
     )
     scale_down_interval_s: float = Field(
-        3600.0, ge=0, description="job.autoscaler.scale-down.interval: a scale-down waits this long and takes the "
+        3600.0, ge=0, le=DAY_S, description="job.autoscaler.scale-down.interval: a scale-down waits this long and takes the "
         "highest recommendation of it, seconds (0: at once)."
+        " At most a day (DAY_S)."
     )
     backlog_processing_lag_threshold_s: float = Field(
-        300.0, ge=0, description="job.autoscaler.backlog-processing.lag-threshold: no scale-down above this backlog, "
+        300.0, ge=0, le=DAY_S, description="job.autoscaler.backlog-processing.lag-threshold: no scale-down above this backlog, "
         "seconds of input."
+        " At most a day (DAY_S)."
     )
     observed_tpr_lag_threshold_s: float = Field(
-        30.0, ge=0, description="job.autoscaler.observed-true-processing-rate.lag-threshold: backlog from which "
+        30.0, ge=0, le=DAY_S, description="job.autoscaler.observed-true-processing-rate.lag-threshold: backlog from which "
         "the observed processing rate is sampled, seconds of input."
+        " At most a day (DAY_S)."
     )
 
 
@@ -279,6 +306,7 @@ class Settings(BaseSettings):
         extra="forbid",
         frozen=True,
         validate_default=True,
+        allow_inf_nan=False,
     )
 
     policy: str = Field(
@@ -286,44 +314,58 @@ class Settings(BaseSettings):
         description=f"Scaling policy that plans each loop: one of {', '.join(PRODUCTION_POLICIES)}.",
     )
     target_recovery_time_s: float = Field(
-        300.0, gt=0, description="Longest acceptable time from a rescale or failure until the job has caught up, seconds."
+        300.0, gt=0, le=DAY_S, description="Longest acceptable time from a rescale or failure until the job has caught up, seconds."
+        " At most a day (DAY_S): a longer target lets every scale-out qualify."
     )
-    loop_interval_s: float = Field(60.0, gt=0, description="Time between two rounds of the MAPE-K loop, seconds.")
-    min_parallelism: int = Field(1, ge=1, description="Smallest scale-out Perdix may choose.")
-    max_parallelism: int = Field(16, ge=1, description="Largest scale-out Perdix may choose.")
+    loop_interval_s: float = Field(60.0, gt=0, le=DAY_S, description="Time between two rounds of the MAPE-K loop, seconds."
+        " At most a day (DAY_S): the scheduler's timer holds it, and a round reads back at most five intervals of metrics.")
+    min_parallelism: int = Field(1, ge=1, le=MAX_JOB_PARALLELISM, description="Smallest scale-out Perdix may choose."
+        " At most Flink's limit on a job's max parallelism (32,768).")
+    max_parallelism: int = Field(16, ge=1, le=MAX_JOB_PARALLELISM, description="Largest scale-out Perdix may choose."
+        " At most Flink's limit on a job's max parallelism (32,768).")
     static_parallelism: int | None = Field(
-        None, ge=1, description="Scale-out of the static policy; unset means max_parallelism."
+        None, ge=1, le=MAX_JOB_PARALLELISM, description="Scale-out of the static policy; unset means max_parallelism."
+        " At most Flink's limit on a job's max parallelism (32,768)."
     )
     keda_lag_threshold: int = Field(
-        KEDA_LAB_LAG_THRESHOLD, ge=1, description="Policy keda-lag: KEDA's lagThreshold, the partitions' lag each "
+        KEDA_LAB_LAG_THRESHOLD, ge=1, le=2**52, description="Policy keda-lag: KEDA's lagThreshold, the partitions' lag each "
         "replica is sized for, records (KEDA's own default of 10 suits a consumer of a few records a second; a "
         "Flink worker reads thousands)."
+        " At most 2**52: lags are summed in float64, exact only up to 2**53."
     )
     dry_run: bool = Field(False, description="Plan and log rescales without changing the job.")
     grace_period_s: float = Field(
-        120.0, ge=0, description="No new decision this long after a rescale (the job settles), seconds."
+        120.0, ge=0, le=DAY_S, description="No new decision this long after a rescale (the job settles), seconds."
+        " At most a day (DAY_S): a longer hold would keep the loop from acting."
     )
     recent_rescale_window_s: float = Field(
-        300.0, ge=0, description="After a rescale within this window, keep the scale-out while it still carries "
+        300.0, ge=0, le=DAY_S, description="After a rescale within this window, keep the scale-out while it still carries "
         "the load (Daedalus Algorithm 1, first check), seconds."
+        " At most a day (DAY_S)."
     )
     scale_down_stabilization_s: float = Field(
-        300.0, ge=0, description="A lower scale-out must qualify this long before Perdix scales in, seconds."
+        300.0, ge=0, le=DAY_S, description="A lower scale-out must qualify this long before Perdix scales in, seconds."
+        " At most a day (DAY_S): the loop keeps the candidates' history this long."
     )
-    forecast_horizon_s: int = Field(900, ge=60, description="How far ahead the workload is forecast, seconds.")
-    forecast_window_s: int = Field(900, ge=60, description="Workload history the forecaster fits on, seconds.")
+    forecast_horizon_s: int = Field(900, ge=60, le=DAY_S, description="How far ahead the workload is forecast, seconds."
+        " At most a day (DAY_S): the forecaster predicts one value a second over it.")
+    forecast_window_s: int = Field(900, ge=60, le=DAY_S, description="Workload history the forecaster fits on, seconds."
+        " At most a day (DAY_S): the forecaster keeps and fits one sample a second over it.")
     wape_threshold: float = Field(
-        0.25, gt=0, description="Forecasts with a WAPE above this are replaced by the linear fallback."
+        0.25, gt=0, le=100, description="Forecasts with a WAPE above this are replaced by the linear fallback."
+        " At most 100 (a WAPE of 10,000 %)."
     )
     retrain_after_poor_loops: int = Field(
-        15, ge=1, description="Retrain the forecaster in the background after this many consecutive poor loops."
+        15, ge=1, le=1_000_000, description="Retrain the forecaster in the background after this many consecutive poor loops."
+        " At most a million."
     )
     forecast_update_maxiter: int = Field(
         10,
-        ge=0,
+        ge=0, le=1000,
         description=(
             "Optimiser iterations per loop that re-estimate the ARIMA parameters on the newest window, as "
             "pmdarima's update does (0: keep the last fit's parameters and only filter the new samples)."
+        " At most 1,000: the iterations run inside the round."
         ),
     )
     forecast_selection: bool = Field(
@@ -340,13 +382,16 @@ class Settings(BaseSettings):
         "typical rise; null: the point forecast alone)."
     )
     checkpoint_interval_s: float = Field(
-        10.0, gt=0, description="The job's checkpoint interval: records since the last checkpoint are replayed, seconds."
+        10.0, gt=0, le=DAY_S, description="The job's checkpoint interval: records since the last checkpoint are replayed, seconds."
+        " At most a day (DAY_S)."
     )
     downtime_rescale_prior_s: float = Field(
-        30.0, ge=0, description="Expected downtime of a rescale before any was measured, seconds."
+        30.0, ge=0, le=DAY_S, description="Expected downtime of a rescale before any was measured, seconds."
+        " At most a day (DAY_S)."
     )
     downtime_failure_prior_s: float = Field(
-        15.0, ge=0, description="Expected downtime of a failure before any was measured, seconds."
+        15.0, ge=0, le=DAY_S, description="Expected downtime of a failure before any was measured, seconds."
+        " At most a day (DAY_S)."
     )
     utilization: Literal["busy", "cpu"] = Field(
         "busy", description="What a worker's load is read from: Flink's busy time (prometheus.queries.busy; right "
@@ -356,8 +401,9 @@ class Settings(BaseSettings):
         1.0, gt=0, le=1, description="CPU load (0..1) a worker is allowed to reach; its capacity is read there."
     )
     source_partitions: int | None = Field(
-        None, ge=1, description="Partitions of the source topic (the most readers that get input); unset: "
+        None, ge=1, le=1_000_000, description="Partitions of the source topic (the most readers that get input); unset: "
         "unknown, except on the simulated target where the simulator's count is used."
+        " At most a million: the planner holds a weight per partition."
     )
     job_name: str = Field("flink-job", description="The job's name in the model registry and the exported history.")
     model_registry: str | None = Field(
@@ -365,10 +411,11 @@ class Settings(BaseSettings):
     )
     worker_retention_s: float = Field(
         3600.0,
-        ge=0,
+        ge=0, le=30 * DAY_S,
         description="Capacity regressions of workers not seen for this long are forgotten (Deployment pods get new "
         "names on every restart); what they taught stays in the capacity observed per scale-out. At most "
-        "4 x max_parallelism workers are kept in any case, the least recently seen forgotten first, seconds.",
+        "4 x max_parallelism workers are kept in any case, the least recently seen forgotten first, seconds."
+        " At most 30 days.",
     )
     capacity_prior_path: Path | None = Field(
         None, description="StreamBed capacity model file used as prior for unobserved scale-outs."
@@ -489,22 +536,57 @@ class Settings(BaseSettings):
         return init_settings, env_settings
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key given twice in one mapping (plain YAML keeps the last silently)."""
+
+
+def _mapping_with_unique_keys(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    first_line: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            earlier = first_line.setdefault(key, key_node.start_mark.line + 1)
+        except TypeError:  # an unhashable key: construct_mapping says so
+            continue
+        if earlier != key_node.start_mark.line + 1:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} given twice (first on line {earlier})", key_node.start_mark
+            )
+    return loader.construct_mapping(node, deep=True)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_with_unique_keys)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
+    """The settings file's mapping: at most MAX_CONFIG_BYTES of UTF-8 YAML, no key twice (ConfigError otherwise)."""
     try:
-        text = path.read_text()
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: config file larger than {MAX_CONFIG_BYTES // 2**20} MiB")
     try:
-        data = yaml.safe_load(text)
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}:{line}: config file is not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+    try:
+        loaded = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506  (a SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    if data is None:
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid YAML: nested too deeply") from None
+    if loaded is None:
         return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the config file must hold a mapping of settings, not {type(data).__name__}")
-    return data
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the config file must hold a mapping of settings, not {type(loaded).__name__}")
+    return loaded
 
 
 def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
@@ -532,8 +614,14 @@ def _strip_env_covered(data: dict[str, Any], prefix: str = ENV_PREFIX) -> dict[s
     return out
 
 
-def format_validation_error(exc: ValidationError, source: str | None = None) -> str:
-    """One line per problem: the dotted key, the problem and, where it helps, the bad value."""
+def format_validation_error(
+    exc: ValidationError, source: str | None = None, source_of: Callable[[tuple[Any, ...]], str | None] | None = None
+) -> str:
+    """One line per problem: where it was set, the dotted key, the problem and, where it helps, the bad value.
+
+    ``source_of`` names where the value at an error's location came from (a flag, an environment
+    variable); ``source`` (the config file) otherwise.
+    """
     lines = []
     for error in exc.errors():
         key = ".".join(str(part) for part in error["loc"]) or "settings"
@@ -544,9 +632,41 @@ def format_validation_error(exc: ValidationError, source: str | None = None) -> 
             value = error["input"]
             if not isinstance(value, dict):
                 message = f"{message} (got {value!r})"
-        where = f"{source}: " if source else ""
+        origin = (source_of(tuple(error["loc"])) if source_of is not None and error["loc"] else None) or source
+        where = f"{origin}: " if origin else ""
         lines.append(f"{where}{key}: {message}" if key != "settings" else f"{where}{message}")
     return "; ".join(lines)
+
+
+def _environment_variable(loc: tuple[Any, ...]) -> str | None:
+    """The PERDIX_* variable that set the value at ``loc`` (the leaf's, or a section's JSON), if one did."""
+    names = {name.upper(): name for name in os.environ}
+    for end in range(len(loc), 0, -1):
+        candidate = ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(part) for part in loc[:end]).upper()
+        if candidate in names:
+            return names[candidate]
+    return None
+
+
+def _given(data: dict[str, Any], loc: tuple[Any, ...]) -> bool:
+    node: Any = data
+    for part in loc:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _env_settings_error(exc: SettingsError) -> str:
+    """pydantic-settings' SettingsError (a section's variable that is not JSON) as the variable's own line."""
+    field = re.search(r'field "([^"]+)"', str(exc))
+    name = _environment_variable((field.group(1),)) if field else None
+    if name is None:
+        return f"{ENV_PREFIX}* environment: {exc}"
+    return (
+        f"environment variable {name}: not a JSON object of the {field.group(1)!r} section "  # type: ignore[union-attr]
+        f"(or set one key: {name}{ENV_NESTED_DELIMITER}KEY)"
+    )
 
 
 SettingsT = TypeVar("SettingsT", bound=Settings)
@@ -584,12 +704,23 @@ def load_settings(
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
+
+    def source_of(loc: tuple[Any, ...]) -> str | None:
+        if _given(flag_data, loc):
+            return "command line"
+        variable = _environment_variable(loc)
+        return f"environment variable {variable}" if variable else None
+
     try:
         # File values go in as init kwargs under the flags; env sits between them because
         # _strip_env_covered removed the file's leaves the environment sets.
         return model(**_deep_merge(file_data, flag_data))
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, str(config_file) if config_file else None)) from None
+        raise ConfigError(
+            format_validation_error(exc, str(config_file) if config_file else None, source_of)
+        ) from None
+    except SettingsError as exc:
+        raise ConfigError(_env_settings_error(exc)) from None
 
 
 __all__ = [

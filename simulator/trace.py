@@ -127,8 +127,8 @@ def read_text_lines(path: Path, *, what: str) -> list[str]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise TraceError(f"{path}:{line}: {what} is not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+        bad_line = data.count(b"\n", 0, exc.start) + 1
+        raise TraceError(f"{path}:{bad_line}: {what} is not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
     lines = text.splitlines(keepends=True)
     for line_no, line in enumerate(lines, start=1):
         if len(line) > MAX_TRACE_LINE_CHARS:
