@@ -181,7 +181,8 @@ def _default(value: Any) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """Table-cell text: one line, pipes escaped, angle brackets shown rather than read as HTML."""
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _rows(node: dict[str, Any], value: Any, path: str) -> list[str]:

@@ -1,15 +1,17 @@
-"""The install commands the deployment guide and the examples show are ones the chart accepts, as written."""
+"""What the deployment guide, the examples and NOTES.txt tell an operator to run is what the chart accepts."""
 
 from __future__ import annotations
 
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.helm.chart import EXAMPLE_OF_MODE, EXAMPLES, ROOT, one, run_helm
+from tests.helm.chart import EXAMPLE_OF_MODE, EXAMPLES, ROOT, helm_binary, one, run_helm
 
 GUIDE = ROOT / "docs" / "deployment.md"
 
@@ -70,3 +72,35 @@ def test_each_example_says_how_to_install_it_and_that_renders(example: str) -> N
     assert f"-f helm/perdix/examples/{example}.yaml" in command
     _, mode = template(command)
     assert EXAMPLE_OF_MODE[mode] == example
+
+
+def render_notes(tmp_path: Path, example: str) -> str:
+    """NOTES.txt as `helm install` prints it: `helm template` skips NOTES, so a copy of the chart renders
+    it through a template of its own (install --dry-run would need a cluster)."""
+    copy = tmp_path / "perdix"
+    shutil.copytree(ROOT / "helm" / "perdix", copy)
+    notes = (copy / "templates" / "NOTES.txt").read_text()
+    (copy / "templates" / "zz-notes.yaml").write_text(
+        '{{- define "test.notes" -}}\n' + notes + '\n{{- end }}\nkind: Notes\ntext: {{ include "test.notes" . | toJson }}\n'
+    )
+    helm = helm_binary()
+    done = subprocess.run(
+        [helm, "template", "orders", str(copy), "-n", "streaming", "--kube-version", "1.30.0",
+         "-f", str(EXAMPLES / f"{example}.yaml"), "--show-only", "templates/zz-notes.yaml"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return str(yaml.safe_load(done.stdout)["text"])
+
+
+@pytest.mark.parametrize("mode", list(EXAMPLE_OF_MODE))
+def test_notes_say_how_to_watch_the_recommendations_of_the_mode(tmp_path: Path, mode: str) -> None:
+    notes = render_notes(tmp_path, EXAMPLE_OF_MODE[mode])
+    assert f"installed in mode {mode}." in notes and "DRY-RUN is ON" in notes
+    assert "--set perdix.dryRun=false" in notes
+    if mode == "rest":
+        # Nothing on Kubernetes is rescaled: the recommendations are in the log, not in Events.
+        assert "the Flink job clicks at http://clicks-jobmanager.streaming.svc:8081" in notes
+        assert "grep rescale.dry_run" in notes and "RescaleRecommended" not in notes
+    else:
+        assert "get events --field-selector reason=RescaleRecommended" in notes
