@@ -143,3 +143,18 @@ def test_a_live_cluster_is_reachable(flink_cluster: FlinkCluster) -> None:
 def test_the_cluster_runs_the_release_under_test(flink_cluster: FlinkCluster, flink_version: str) -> None:
     config = rest_get(f"{flink_cluster.rest_url}/config") or {}
     assert config.get("flink-version") == flink_release(flink_version).version == flink_cluster.version
+
+
+def test_the_scheduler_is_read_where_the_release_reports_it(flink_cluster: FlinkCluster, job_id: str) -> None:
+    """2.x names the scheduler in /jobs/{id} (``schedulerType``); 1.20 does not, and the scaler reads the job's
+    ``jobmanager.scheduler`` from /jobs/{id}/jobmanager/config before a write instead."""
+    scaler = scaler_for(flink_cluster.rest_url)
+    status = scaler.job_state()
+    current = status.parallelism
+    assert current is not None
+    assert scaler.rescale(current, reasons=("same",), dry_run=False).confirmed == current  # checks, no restart
+    config_reads = [r.path for r in scaler.requests if r.path.endswith("/jobmanager/config")]
+    if int(flink_cluster.version.split(".")[0]) >= 2:
+        assert (status.scheduler, config_reads) == ("Adaptive", [])
+    else:
+        assert (status.scheduler, config_reads) == (None, [f"/jobs/{job_id}/jobmanager/config"])
