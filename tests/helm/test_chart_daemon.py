@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.fixtures.prometheus import PrometheusServer, free_port, http_get, poll
+from tests.flink.fake_rest import FakeFlinkRest, FakeJob
 from tests.helm.chart import ROOT, one, perdix_pod, render, settings_yaml
 from tests.helm.rbac_api import RbacAPI
 
@@ -190,3 +191,56 @@ def test_the_default_install_runs_ready_in_dry_run_within_its_role(world: dict[s
             counts[key] = counts.get(key, 0) + 1
         print("\nrequests under the rendered Role:\n" + "\n".join(f"  {n:4d}  {k}" for k, n in sorted(counts.items())))
         print("events: " + ", ".join(event["reason"] for event in api.events))
+
+
+REST_URL_IN_CLUSTER = "http://orders-jobmanager.streaming.svc:8081"
+"""What an operator sets in mode rest; the test swaps in its loopback Flink REST API after rendering."""
+
+
+def test_mode_rest_runs_with_no_kubernetes_permission_but_its_knowledge(world: dict[str, Any]) -> None:
+    """Mode rest: the agent reads the job through Flink's REST API (a loopback fake of it here), plans on the
+    real Prometheus, and touches Kubernetes only for its knowledge ConfigMap, under the rendered Role."""
+    tmp: Path = world["tmp"]
+    port = free_port()
+    kubeconfig = tmp / "kubeconfig"
+    values = chart_values(world["prometheus"].url, kubeconfig, port)
+    values["mode"] = "rest"
+    values["perdix"]["scaleTarget"]["restUrl"] = REST_URL_IN_CLUSTER
+    objects = render(values=values, namespace=NAMESPACE, example=None)
+    role = one(objects, "Role")
+    assert [rule["resources"] for rule in role["rules"]] == [["configmaps"]]
+    flink = FakeFlinkRest(FakeJob(vertices={"a" * 32: INITIAL, "b" * 32: INITIAL}, slots_total=12)).start()
+    api = RbacAPI(role).start()
+    try:
+        write_kubeconfig(kubeconfig, api.url)
+        api.put("", "configmaps", one(objects, "ConfigMap", "perdix-knowledge"))
+        rendered = settings_yaml(objects)
+        assert REST_URL_IN_CLUSTER in rendered
+        settings_file = tmp / "perdix.yaml"
+        settings_file.write_text(rendered.replace(REST_URL_IN_CLUSTER, flink.url))
+        _, _, container = perdix_pod(objects)
+        args = [settings_file if arg == "/etc/perdix/perdix.yaml" else arg for arg in container["args"]]
+        agent = Process([*PERDIX, *map(str, args)], tmp / "agent.log")
+        world["processes"].append(agent)
+        base = f"http://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            if agent.popen.poll() is not None:
+                raise AssertionError(f"perdix run exited with {agent.popen.returncode}:\n{agent.tail()}")
+            return http_get(base + container["readinessProbe"]["httpGet"]["path"])[0] == 200
+
+        poll(ready, timeout_s=90, what=f"the readiness probe\n{agent.tail()}")
+        poll(lambda: '"rescale.dry_run"' in agent.log.read_text(errors="replace"), timeout_s=90, interval_s=0.5,
+             what=f"a dry-run recommendation in the log\n{agent.tail()}")
+        assert agent.terminate() == 0, agent.tail()
+
+        assert flink.writes() == [], "dry-run (the chart's default) wrote to Flink's REST API"
+        assert any(path.startswith("/jobs/") for _, path, _ in flink.log), "the job was never read"
+        assert api.denied() == [], f"the rendered Role refused: {api.denied()}"
+        assert {request.resource for request in api.requests} == {"configmaps"}
+        assert api.events == []
+        knowledge = api.objects[("", "configmaps", NAMESPACE, "perdix-knowledge")]
+        assert json.loads(knowledge["data"]["knowledge.json"])["version"] >= 1, "knowledge not flushed on SIGTERM"
+    finally:
+        api.stop()
+        flink.stop()

@@ -180,7 +180,7 @@ that depends on them, so `helm template` and `helm install` fail (`helm lint` re
 {{- if not $t.restUrl }}
 {{- fail "perdix.scaleTarget.restUrl is required in mode rest: the Flink JobManager's REST endpoint as seen from Perdix's pod, e.g. http://orders-jobmanager.streaming.svc:8081" }}
 {{- end }}
-{{- if regexMatch "^https?://(127\\.0\\.0\\.1|localhost)([:/]|$)" $t.restUrl }}
+{{- if regexMatch "^https?://(127\\.[0-9.]+|localhost|\\[::1\\])([:/]|$)" $t.restUrl }}
 {{- fail (printf "perdix.scaleTarget.restUrl (%s) is Perdix's own pod in mode rest: point it at the JobManager's REST Service" $t.restUrl) }}
 {{- end }}
 {{- end }}
@@ -189,9 +189,6 @@ that depends on them, so `helm template` and `helm install` fail (`helm lint` re
 {{- end }}
 {{- if and .Values.podMonitor.enabled .Values.serviceMonitor.enabled (ne $mode "application") }}
 {{- fail "podMonitor.enabled: with serviceMonitor.enabled the PodMonitor has nothing left to scrape outside mode application (Perdix is scraped through its Service): enable one of them" }}
-{{- end }}
-{{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) }}
-{{- fail "serviceAccount.name is required when serviceAccount.create is false" }}
 {{- end }}
 {{- end }}
 
