@@ -19,7 +19,7 @@ from agent.analyze import Analysis, Analyzer
 from agent.clock import Clock
 from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge, encode_document
 from agent.logging import get_logger
-from agent.observation import Observation
+from agent.observation import Observation, ReadingBounds, screened
 from agent.ports import BoundedScaler, EventSink, KnowledgeStore, MetricSource, Scaler, ScalerError
 from agent.settings import Settings
 from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
@@ -192,6 +192,10 @@ class Agent:
         """Kind of the last failed knowledge write until one succeeds (an Event per change, not per round)."""
         self._saved_at: float | None = None
         """When the last round saved the knowledge (None: not yet in this process)."""
+        self.reading_bounds = ReadingBounds()
+        """What a job can report; a reading outside is a gap (:meth:`_validated`)."""
+        self._disagreement: tuple[int | None, int] | None = None
+        """Prometheus' and the scale target's parallelism when they last disagreed (logged once per pair)."""
         self._restore()
 
     # ---------------------------------------------------------------- knowledge
@@ -269,6 +273,7 @@ class Agent:
         observation = self._step(result, "monitor", lambda: self.monitor.observe(since=since, now=now))
         if observation is None:
             return self._finish(result)
+        observation = self._validated(observation)
         result.observation = observation
 
         analysis = self._step(result, "analyze", lambda: self.analyzer.analyze(observation, now=now))
@@ -291,6 +296,34 @@ class Agent:
 
         self._plan_and_execute(result, observation, analysis, current, since=since, now=now)
         return self._finish(result)
+
+    def _validated(self, observation: Observation) -> Observation:
+        """The one check between the monitor and the models: readings a job cannot have are gaps
+        (:func:`agent.observation.screened`), and the current parallelism is the scale target's.
+
+        The scale target is the source of truth for the parallelism (Prometheus counts the workers that
+        report, which lags a rescale, and its answer may be anything); Prometheus' count stands only when
+        the scale target cannot say. A disagreement is logged once per pair of values, not every round.
+        """
+        observation = screened(observation, self.reading_bounds)
+        try:
+            truth = self.scaler.current_parallelism()
+        except Exception as exc:  # unread: Prometheus' (validated) count stands this round
+            self.log.debug("parallelism.target_unread", error=f"{type(exc).__name__}: {exc}")
+            truth = None
+        if truth is None or not 0 <= truth <= self.reading_bounds.max_parallelism:
+            return observation
+        seen = observation.parallelism
+        if seen == truth:
+            self._disagreement = None
+            return observation
+        if (seen, truth) != self._disagreement:
+            self.log.warning(
+                "parallelism.disagree", prometheus=seen, scale_target=truth,
+                gap=observation.gaps.get("parallelism"), used=truth,
+            )
+            self._disagreement = (seen, truth)
+        return replace(observation, parallelism=truth)
 
     def _plan_and_execute(
         self, result: RoundResult, observation: Observation, analysis: Analysis, current: int, *, since: float, now: float

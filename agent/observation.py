@@ -131,3 +131,98 @@ class Observation:
         """Each worker's load series: busy time or CPU as asked, the other when that one was not read."""
         preferred, other = (self.worker_busy, self.worker_cpu) if utilization == "busy" else (self.worker_cpu, self.worker_busy)
         return preferred or other
+
+
+FLINK_MAX_PARALLELISM = 32_768
+"""The highest parallelism any Flink operator can have (Flink's upper bound on max parallelism, 2^15)."""
+MAX_RATE = 1e12
+"""Records per second no job reads or writes (a thousand times the largest Kafka clusters' total)."""
+MAX_RECORDS = 1e18
+"""Records no backlog holds (Kafka offsets are 63-bit: about 9.2e18 per partition at most)."""
+MAX_FRACTION = 1.05
+"""Highest busy or CPU fraction taken as a reading (1 is fully busy; counters sampled a few ms apart may
+overshoot a little). Flink's busyTimeMsPerSecond above 1050 ms per second is no measurement."""
+MAX_UPTIME_S = 100 * 365 * 86_400.0
+"""Uptime no job has (a century)."""
+
+
+@dataclass(frozen=True)
+class ReadingBounds:
+    """What a job can report: a reading outside is no reading (a gap), never an input to the models or the planner.
+
+    Each bound keeps one class of absurd value from the planner: a negative or fractional parallelism would be
+    "moved into range" by a rescale; an overflowing one breaks the knowledge document's JSON; negative or
+    non-finite rates, lags and fractions poison every mean the models keep.
+    """
+
+    max_parallelism: int = FLINK_MAX_PARALLELISM
+    max_rate: float = MAX_RATE
+    max_records: float = MAX_RECORDS
+    max_fraction: float = MAX_FRACTION
+    max_uptime_s: float = MAX_UPTIME_S
+
+
+def _out_of(series: np.ndarray, low: float, high: float) -> np.ndarray:
+    """True where a sample is present (not NaN) but infinite or outside ``[low, high]``."""
+    values = np.asarray(series, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return ~np.isnan(values) & ~((values >= low) & (values <= high))
+
+
+def screened(observation: Observation, bounds: ReadingBounds = ReadingBounds()) -> Observation:
+    """``observation`` with every reading a job cannot have turned into a gap (NaN or None), named in ``gaps``.
+
+    The one validation between every metric source and the analyze step: parallelism (a whole number in
+    0..``max_parallelism``), rates (workload, throughput, 0..``max_rate``), lag and backlog
+    (0..``max_records``), busy and CPU fractions (0..``max_fraction``) and uptime (0..``max_uptime_s``).
+    A series with an absurd sample loses that sample; an absurd parallelism or uptime is unknown.
+    """
+    gaps = dict(observation.gaps)
+    changes: dict[str, object] = {}
+
+    def note(name: str, count: int, what: str) -> None:
+        if count:
+            reason = f"absurd: {count} sample(s) {what}"
+            gaps[name] = f"{gaps[name]}; {reason}" if name in gaps else reason
+
+    def series(name: str, values: np.ndarray, high: float, what: str) -> np.ndarray:
+        bad = _out_of(values, 0.0, high)
+        if not bad.any():
+            return values
+        note(name, int(bad.sum()), what)
+        return np.where(bad, np.nan, values)
+
+    def per_worker(name: str, values: Mapping[str, np.ndarray], high: float, what: str) -> Mapping[str, np.ndarray]:
+        bad = {worker: _out_of(s, 0.0, high) for worker, s in values.items()}
+        count = sum(int(b.sum()) for b in bad.values())
+        if not count:
+            return values
+        note(name, count, what)
+        return {worker: np.where(bad[worker], np.nan, s) for worker, s in values.items()}
+
+    rate = f"negative, non-finite or above {bounds.max_rate:.0e} records/s"
+    records = f"negative, non-finite or above {bounds.max_records:.0e} records"
+    fraction = f"negative, non-finite or above {bounds.max_fraction:g} (busy above {bounds.max_fraction * 1000:.0f} ms/s)"
+    checked = {
+        "workload": series("workload", observation.workload, bounds.max_rate, rate),
+        "consumer_lag": series("consumer_lag", observation.consumer_lag, bounds.max_records, records),
+        "worker_throughput": per_worker("throughput", observation.worker_throughput, bounds.max_rate, rate),
+        "worker_cpu": per_worker("cpu", observation.worker_cpu, bounds.max_fraction, fraction),
+        "worker_busy": per_worker("busy", observation.worker_busy, bounds.max_fraction, fraction),
+        "worker_backlog": per_worker("worker_backlog", observation.worker_backlog, bounds.max_records, records),
+    }
+    for name, value in checked.items():
+        if value is not getattr(observation, name):
+            changes[name] = value
+
+    parallelism = observation.parallelism
+    if parallelism is not None and not 0 <= parallelism <= bounds.max_parallelism:
+        gaps["parallelism"] = f"absurd: {parallelism} (a job runs at 0..{bounds.max_parallelism})"
+        changes["parallelism"] = None
+    uptime = observation.uptime_s
+    if uptime is not None and not (math.isfinite(uptime) and 0.0 <= uptime <= bounds.max_uptime_s):
+        gaps["uptime"] = f"absurd: {uptime} s (negative, non-finite or above {bounds.max_uptime_s:.0f} s)"
+        changes["uptime_s"] = None
+    if not changes:
+        return observation
+    return replace(observation, gaps=gaps, **changes)  # type: ignore[arg-type]
