@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -28,6 +30,11 @@ console = Console(stderr=True)
 EXIT_BAD_INPUT = 2
 
 SettingsT = TypeVar("SettingsT", bound=Settings)
+
+MAX_HOURS = 24.0 * 366
+"""Longest ``--hours`` of a replay: a year of simulated seconds (the replay's arrays hold one value a second)."""
+MAX_FAILURES_PER_HOUR = 3600.0
+"""Most injected failures an hour: one a simulated second."""
 
 ConfigOption = typer.Option(None, "--config", "-c", help="YAML settings file.", dir_okay=False)
 
@@ -60,6 +67,74 @@ def usage_line(exc: UsageError) -> str:
     """Click's usage error as one line, with where to read the command's usage."""
     command = exc.ctx.command_path if exc.ctx is not None else "perdix"
     return f"{exc.format_message()} (see {command} --help)"
+
+
+def _writable_dir(directory: Path) -> str | None:
+    """Why no file can be made in the existing ``directory``, or None."""
+    try:
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return "is on a read-only file system"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return "is not writable"
+    return None
+
+
+def _creatable(path: Path, flag: str) -> None:
+    """Exit 2 unless the directories up to ``path`` exist or can be made: no file on the way, writable."""
+    ancestor = path.parent
+    while not (ancestor.exists() or ancestor.is_symlink()):
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        fail(f"{flag} {path}: {ancestor} is a file, so nothing can be made under it")
+    problem = _writable_dir(ancestor)
+    if problem is not None:
+        fail(f"{flag} {path}: {ancestor} {problem}")
+
+
+def check_output_dir(out: Path, files: Sequence[str], *, flag: str = "--out") -> None:
+    """Before any work, exit 2 unless ``out`` is (or can be made) a writable directory for ``files``.
+
+    An existing directory is reused: one line says which of ``files`` are already there and will be
+    replaced; nothing else in it is touched.
+    """
+    try:
+        if out.exists() or out.is_symlink():
+            if not out.is_dir():
+                fail(f"{flag} {out}: is a file, not a directory")
+            problem = _writable_dir(out)
+            if problem is not None:
+                fail(f"{flag} {out}: {problem}")
+            present = [name for name in files if (out / name).exists() or (out / name).is_symlink()]
+            for name in present:
+                if not (out / name).is_file():
+                    fail(f"{flag} {out}: {name} is in the way (not a regular file)")
+            if present:
+                console.print(
+                    f"{flag} {out}: will replace {', '.join(present)}; nothing else in it is touched",
+                    markup=False, highlight=False, soft_wrap=True,
+                )
+        else:
+            _creatable(out, flag)
+    except OSError as exc:
+        fail(f"{flag} {out}: {exc.strerror or exc}")
+
+
+def check_output_file(out: Path, *, flag: str = "--out") -> None:
+    """Before any work, exit 2 unless the file ``out`` can be written; say so if it will be replaced."""
+    try:
+        if out.exists() or out.is_symlink():
+            if not out.is_file():
+                fail(f"{flag} {out}: not a regular file")
+            problem = _writable_dir(out.parent)
+            if problem is not None:
+                fail(f"{flag} {out}: {out.parent} {problem}")
+            console.print(f"{flag} {out}: will replace it", markup=False, highlight=False, soft_wrap=True)
+        else:
+            _creatable(out, flag)
+    except OSError as exc:
+        fail(f"{flag} {out}: {exc.strerror or exc}")
 
 
 def settings_from(config: Path | None, overrides: dict[str, Any], model: type[SettingsT]) -> SettingsT:

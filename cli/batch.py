@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cli.app import ConfigOption, app, fail, settings_from
+from cli.app import MAX_HOURS, ConfigOption, app, check_output_dir, fail, settings_from
 from cli.extras import require_extra
 from lab.settings import LabSettings
 
@@ -29,9 +29,9 @@ def export_history(
         "With --from-simulation: the time of simulated second 0 (default 2026-01-01)."
     ),
     until: str = typer.Option(None, "--until", help="End (exclusive), ISO time; default now (Prometheus only)."),
-    step_s: int = typer.Option(60, "--step-s", min=1, help="Sample spacing of the history, seconds."),
-    hours: float = typer.Option(None, "--hours", min=0.0, help="Simulation only: replay only the first H hours."),
-    parallelism: int = typer.Option(None, "--parallelism", min=1, help="Simulation only: static scale-out."),
+    step_s: int = typer.Option(60, "--step-s", min=1, max=86_400, help="Sample spacing of the history, seconds."),
+    hours: float = typer.Option(None, "--hours", min=0.0, max=MAX_HOURS, help="Simulation only: replay only the first H hours."),
+    parallelism: int = typer.Option(None, "--parallelism", min=1, max=32_768, help="Simulation only: static scale-out."),
     config: Path = ConfigOption,
 ) -> None:
     """Write a job's workload history as Parquet partitioned by job and date (re-exports replace, never duplicate)."""
@@ -43,6 +43,8 @@ def export_history(
 
     if (prometheus is None) == (from_simulation is None):
         fail("give exactly one of --prometheus URL or --from-simulation TRACE")
+    if "://" not in out:
+        check_output_dir(Path(out), [])
     settings = settings_from(config, {"prometheus.url": prometheus}, LabSettings)
     try:
         if from_simulation is not None:
@@ -104,7 +106,7 @@ def retrain(
     history: str = typer.Option(..., "--history", help="History root written by export-history (path or URI)."),
     registry: str = typer.Option(..., "--registry", help="Model registry root (path or URI)."),
     master: str = typer.Option(None, "--master", help="Spark master (default local[*])."),
-    keep: int = typer.Option(5, "--keep", min=1, help="Model versions kept per job."),
+    keep: int = typer.Option(5, "--keep", min=1, max=1000, help="Model versions kept per job."),
     job: list[str] = typer.Option(None, "--job", help="Only this job (repeatable)."),
     residual: str = typer.Option(None, "--residual", help="Residual model: statsforecast-arima, arima, linear, naive."),
     serial: bool = typer.Option(False, "--serial", help="Fit in this process, one job after another, without Spark."),

@@ -17,7 +17,20 @@ from rich.table import Table
 
 from agent.logging import configure_logging
 from agent.settings import ConfigError
-from cli.app import ConfigOption, app, console, fail, hours_done, print_summary, progress_bar, settings_from
+from cli.app import (
+    MAX_FAILURES_PER_HOUR,
+    MAX_HOURS,
+    ConfigOption,
+    app,
+    check_output_dir,
+    check_output_file,
+    console,
+    fail,
+    hours_done,
+    print_summary,
+    progress_bar,
+    settings_from,
+)
 from cli.extras import require_extra
 from lab.evaluate import DEFAULT_POLICIES
 from lab.settings import LabSettings
@@ -41,13 +54,13 @@ def simulate(
     trace: Path = typer.Option(..., "--trace", help="Workload trace CSV (header time_s,rate).", dir_okay=False),
     policy: str = typer.Option(None, "--policy", help="Scaling policy: daedalus, static, ... (default: settings)."),
     out: Path = typer.Option(Path("out/simulate"), "--out", help="Directory for summary.json and the plot."),
-    hours: float = typer.Option(None, "--hours", min=0.0, help="Replay only the first H hours of the trace."),
+    hours: float = typer.Option(None, "--hours", min=0.0, max=MAX_HOURS, help="Replay only the first H hours of the trace."),
     dry_run: bool = typer.Option(None, "--dry-run/--no-dry-run", help="Plan and log rescales without applying them."),
     target_recovery_time_s: float = typer.Option(
         None, "--target-recovery-time-s", help="Target recovery time in seconds."
     ),
     failures_per_hour: float = typer.Option(
-        0.0, "--failures-per-hour", min=0.0, help="Inject TaskManager failures at this Poisson rate."
+        0.0, "--failures-per-hour", min=0.0, max=MAX_FAILURES_PER_HOUR, help="Inject TaskManager failures at this Poisson rate."
     ),
     seed: int = typer.Option(None, "--seed", help="Simulator seed (default: settings simulator.seed)."),
     config: Path = ConfigOption,
@@ -57,7 +70,9 @@ def simulate(
         None, "--serve-metrics", help="HOST:PORT: instead of a replay, run the job on wall-clock time and serve "
         "its metrics for Prometheus under the Flink/Kafka names the default queries use (until SIGTERM)."
     ),
-    speed: float = typer.Option(1.0, "--speed", help="With --serve-metrics: simulated seconds per wall second."),
+    speed: float = typer.Option(
+        1.0, "--speed", min=0.0, help="With --serve-metrics: simulated seconds per wall second (above 0, at most 1,000)."
+    ),
     follow_scale_target: bool = typer.Option(
         False, "--follow-scale-target", help="With --serve-metrics: follow the replicas of settings scale_target "
         "(like Flink reactive mode follows its TaskManagers)."
@@ -82,6 +97,10 @@ def simulate(
     if serve_metrics is not None:
         _serve_metrics(workload, settings, address=serve_metrics, speed=speed, follow_scale_target=follow_scale_target)
     else:
+        from lab.report import REPLAY_OUTPUTS
+
+        _check_covers_a_loop(trace, workload, settings, hours)
+        check_output_dir(out, REPLAY_OUTPUTS)
         _replay(workload, settings, out=out, hours=hours, failures_per_hour=failures_per_hour)
 
 
@@ -130,13 +149,13 @@ def evaluate(
         False, "--sweep", help="Also run each policy over its main knob and plot worker-hours against SLO misses."
     ),
     out: Path = typer.Option(Path("out/evaluate"), "--out", help="Directory for summary.json, report.md and plots."),
-    hours: float = typer.Option(None, "--hours", min=0.0, help="Replay only the first H hours of each trace."),
+    hours: float = typer.Option(None, "--hours", min=0.0, max=MAX_HOURS, help="Replay only the first H hours of each trace."),
     failures_per_hour: float = typer.Option(
-        1.0, "--failures-per-hour", min=0.0, help="Inject TaskManager failures at this Poisson rate (the same instants "
+        1.0, "--failures-per-hour", min=0.0, max=MAX_FAILURES_PER_HOUR, help="Inject TaskManager failures at this Poisson rate (the same instants "
         "for every policy and the optimal schedule); 0 for none."
     ),
     seed: int = typer.Option(None, "--seed", help="Simulator seed shared by every replay (default: settings)."),
-    jobs: int = typer.Option(None, "--jobs", min=1, help="Replays run in parallel (default: CPUs, at most 2)."),
+    jobs: int = typer.Option(None, "--jobs", min=1, max=64, help="Replays run in parallel (default: CPUs, at most 2)."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write a plot per trace (and fronts with --sweep)."),
     config: Path = ConfigOption,
     log_level: str = typer.Option("error", "--log-level", help="debug, info, warning or error."),
@@ -144,7 +163,7 @@ def evaluate(
     """Replay every trace under every policy on identical simulator seeds and compare them with the optimal schedule."""
     require_extra("evaluate", "lab")
     from lab.evaluate import EvaluateError, corpus_refs, default_jobs, parse_policies, plan_runs, run_all, trace_refs
-    from lab.report import write_outputs
+    from lab.report import evaluation_outputs, write_outputs
 
     settings = settings_from(
         config,
@@ -161,6 +180,7 @@ def evaluate(
     except EvaluateError as exc:
         fail(str(exc))
     _check_replayable([ref.path for ref in refs], settings, hours)
+    check_output_dir(out, evaluation_outputs(sorted({run.trace.name for run in runs}), plots=plots, sweep=sweep))
     with progress_bar("evaluate") as bar:
         if len(runs) <= 24:
             tasks = {run.key: bar.add_task(f"{run.trace.name} / {run.label}", total=None, sim="queued") for run in runs}
@@ -194,12 +214,16 @@ def evaluate(
 
 def _check_replayable(traces: list[Path], settings: LabSettings, hours: float | None) -> None:
     """Every trace loads and covers at least one loop (exit 2 naming the file otherwise)."""
-    if hours is not None and hours * 3600.0 < settings.loop_interval_s:
-        fail(f"--hours {hours:g}: shorter than one loop ({settings.loop_interval_s:.0f} s)")
     for path in traces:
-        workload = _load_trace(path)
-        if workload.duration_s < settings.loop_interval_s:
-            fail(f"{path}: trace covers {workload.duration_s:.0f} s, shorter than one loop")
+        _check_covers_a_loop(path, _load_trace(path), settings, hours)
+
+
+def _check_covers_a_loop(path: Path, workload: Trace, settings: LabSettings, hours: float | None) -> None:
+    """Exit 2 unless the replay of ``workload`` (its first ``hours``) lasts at least one loop."""
+    if hours is not None and hours * 3600.0 < settings.loop_interval_s:
+        fail(f"--hours {hours:g}: shorter than one loop ({settings.loop_interval_s:g} s)")
+    if workload.duration_s < settings.loop_interval_s:
+        fail(f"{path}: trace covers {workload.duration_s:.0f} s, shorter than one loop ({settings.loop_interval_s:g} s)")
 
 
 def _dag_replay(
@@ -234,35 +258,35 @@ def _dag_testbed(traces: list[Path], hours: float | None, bar: Progress) -> dict
 
 @app.command("capacity-plan")
 def capacity_plan(
-    target_rate: float = typer.Option(..., "--target-rate", help="Workload the production job must carry, records/s."),
+    target_rate: float = typer.Option(..., "--target-rate", min=0.0, max=1e12, help="Workload the production job must carry, records/s."),
     out: Path = typer.Option(..., "--out", help="Capacity model file to write (JSON).", dir_okay=False),
-    max_runs: int = typer.Option(None, "--max-runs", help="Most testbed runs StreamBed may make (default: 20 simulated, 4 on Flink)."),
+    max_runs: int = typer.Option(None, "--max-runs", min=1, max=1000, help="Most testbed runs StreamBed may make (default: 20 simulated, 4 on Flink)."),
     testbed: str = typer.Option(
         "simulated", "--testbed", help="simulated: the operator-DAG simulator; flink: the trace job on a real Flink cluster."
     ),
-    max_scale_out: int = typer.Option(16, "--max-scale-out", help="Write prior capacities for scale-outs 1..N."),
-    seed: int = typer.Option(0, "--seed", help="Testbed seed (on Flink: the shuffle of the partition weights)."),
-    min_slots: int = typer.Option(None, "--min-slots", help="Flink: fewest task slots explored (default 1)."),
+    max_scale_out: int = typer.Option(16, "--max-scale-out", min=1, max=32_768, help="Write prior capacities for scale-outs 1..N."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Testbed seed (on Flink: the shuffle of the partition weights)."),
+    min_slots: int = typer.Option(None, "--min-slots", min=1, max=1024, help="Flink: fewest task slots explored (default 1)."),
     max_slots: int = typer.Option(
-        None, "--max-slots", help="Flink: most task slots explored (default 2); a local cluster gets this many one-slot TaskManagers."
+        None, "--max-slots", min=1, max=1024, help="Flink: most task slots explored (default 2); a local cluster gets this many one-slot TaskManagers."
     ),
     capacity_per_slot: float = typer.Option(
-        None, "--capacity-per-slot", help="Flink: records/s one slot of the trace job carries (its --capacity; default 2000)."
+        None, "--capacity-per-slot", min=0.0, max=1e9, help="Flink: records/s one slot of the trace job carries (its --capacity; default 2000)."
     ),
     max_rate: float = typer.Option(
-        None, "--max-rate", help="Flink: records/s injected during each run's warmup, above its MST (default: 2x capacity per slot x slots)."
+        None, "--max-rate", min=0.0, max=1e12, help="Flink: records/s injected during each run's warmup, above its MST (default: 2x capacity per slot x slots)."
     ),
     min_rate_fraction: float = typer.Option(
-        None, "--min-rate-fraction",
+        None, "--min-rate-fraction", min=0.0, max=1.0,
         help="Flink: lowest rate the search tries, as a fraction of the saturated warmup throughput (default 0.8).",
     ),
-    measure_s: int = typer.Option(None, "--measure-s", help="Flink: observation per probe and warmup, seconds (default 10)."),
-    rampup_s: int = typer.Option(None, "--rampup-s", help="Flink: wait after each submission before observing, seconds (default 3)."),
-    probes: int = typer.Option(None, "--probes", help="Flink: most probes of the binary search per testbed run (default 4)."),
+    measure_s: int = typer.Option(None, "--measure-s", min=1, max=3600, help="Flink: observation per probe and warmup, seconds (default 10)."),
+    rampup_s: int = typer.Option(None, "--rampup-s", min=1, max=3600, help="Flink: wait after each submission before observing, seconds (default 3)."),
+    probes: int = typer.Option(None, "--probes", min=1, max=100, help="Flink: most probes of the binary search per testbed run (default 4)."),
     cluster_warmup_s: float = typer.Option(
-        None, "--cluster-warmup-s", help="Flink: run the job at an overload on every slot this long before the first run (default 45; 0: none)."
+        None, "--cluster-warmup-s", min=0.0, max=3600.0, help="Flink: run the job at an overload on every slot this long before the first run (default 45; 0: none)."
     ),
-    skew: float = typer.Option(None, "--skew", help="Flink: Zipf skew of the partitions (default 0: even load over the slots)."),
+    skew: float = typer.Option(None, "--skew", min=0.0, max=10.0, help="Flink: Zipf skew of the partitions (default 0: even load over the slots)."),
     rest_url: str = typer.Option(None, "--rest-url", help="Flink: REST URL of an existing testbed cluster (default: start a local one)."),
     prometheus: str = typer.Option(None, "--prometheus", help="Flink: URL of the Prometheus that scrapes that cluster each second."),
     workdir: Path = typer.Option(
@@ -274,6 +298,9 @@ def capacity_plan(
     require_extra("capacity-plan", "lab")
     from lab.capacity_plan import CapacityPlanError
 
+    if not target_rate > 0:
+        fail(f"--target-rate: must be above 0 records/s, got {target_rate:g}")
+    check_output_file(out)
     flink_options = {
         "--min-slots": min_slots, "--max-slots": max_slots, "--capacity-per-slot": capacity_per_slot,
         "--max-rate": max_rate, "--min-rate-fraction": min_rate_fraction, "--measure-s": measure_s,

@@ -61,6 +61,11 @@ TASK_LABELS = ["job_name", "task_name", "task_id", "subtask_index", "task_attemp
 OPERATOR_LABELS = [*TASK_LABELS, "operator_name", "operator_id"]
 
 
+MAX_SPEED = 1000.0
+"""Fastest ``--speed``: the job is stepped one simulated second at a time, and past a thousand a wall second the
+steps fall behind the clock."""
+
+
 class ExporterError(ValueError):
     """Bad exporter input (address, speed); the message is the CLI's one line."""
 
@@ -86,8 +91,8 @@ class SimulationExporter(Collector):
         follow: Scaler | None = None,
         follow_interval_s: float = 1.0,
     ) -> None:
-        if speed <= 0:
-            raise ExporterError(f"--speed: must be positive (got {speed})")
+        if not 0 < speed <= MAX_SPEED:  # NaN fails too
+            raise ExporterError(f"--speed: must be above 0 and at most {MAX_SPEED:g} (got {speed})")
         self.job = SimulatedFlinkJob(trace, config)
         self.clock = ScaledClock(speed)
         self.speed = speed

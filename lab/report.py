@@ -26,8 +26,23 @@ GOAL_MEDIAN_X_OPTIMAL = 1.10
 GOAL_WORST_X_OPTIMAL = 1.20
 
 
+REPLAY_OUTPUTS = ("summary.json", "replay.png")
+"""The files a replay writes in its output directory (and nothing else)."""
+
+
+def evaluation_outputs(traces: Sequence[str], *, plots: bool, sweep: bool) -> list[str]:
+    """The files an evaluation of ``traces`` may write in its output directory (and nothing else)."""
+    names = ["summary.json", "report.md"]
+    if plots:
+        for trace in traces:
+            names.append(f"{trace}.png")
+            if sweep:
+                names.append(f"{trace}.fronts.png")
+    return names
+
+
 def write_replay_outputs(result: ReplayResult, out_dir: Path) -> dict[str, Path]:
-    """Write a replay's summary.json and replay.png; return their paths."""
+    """Write a replay's summary.json and replay.png (REPLAY_OUTPUTS); return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     summary_path = out_dir / "summary.json"
     summary_path.write_text(json.dumps(result.summary, indent=2, allow_nan=False) + "\n")
