@@ -18,6 +18,7 @@ import numpy as np
 
 from agent.logging import get_logger
 from agent.observation import Observation
+from agent.safeguards import memory_pressure
 from agent.settings import ConfigError, Settings
 from models.anomaly import RecoveryWatch
 from models.capacity import CapacityModel
@@ -26,6 +27,7 @@ from models.forecast.envelope import RiseEnvelope
 from models.forecast.reloaded import ReloadedForecaster
 from models.forecast.scoring import RecentWorkload, ScoringSpec
 from models.recovery import RecoveryPredictor
+from planner.safeguards import gc_dominates
 
 UPTIME_SLACK_S = 5.0
 """Uptime may lag the wall clock by a scrape or two; a bigger shortfall is a restart."""
@@ -361,16 +363,21 @@ class Analyzer:
         restart, rescaled_outside = self._detect_restart(observation, now)
 
         self._learn_partition_weights(observation, now)
+        # GC time reads as load: a round a TaskManager spent mostly collecting garbage says nothing of the
+        # capacity (safeguards.memory.gc_pressure_threshold), so neither its regressions nor its scale-out learn.
+        learns = not gc_dominates(memory_pressure(observation), self.settings.safeguards.memory.gc_pressure_threshold)
+        if not learns:
+            self.log.info("capacity.not_learned", why="GC time above safeguards.memory.gc_pressure_threshold")
         load = observation.worker_load(self.settings.utilization)
         for worker, throughput in observation.worker_throughput.items():
             utilization = load.get(worker)
-            if utilization is not None:
+            if utilization is not None and learns:
                 self.capacity.update(worker, observation.settled(utilization), observation.settled(throughput))
         workers = sorted(observation.worker_throughput)
         if parallelism is not None and len(workers) == parallelism:
             self.capacity.set_workers(workers, observation.worker_backlog, sample_s=observation.step_s)
             current_capacity = self.capacity.capacity_now()
-            if current_capacity is not None:
+            if current_capacity is not None and learns:
                 self.capacity.record_observed(parallelism, current_capacity)
         forgotten = self.capacity.prune(
             now=now,

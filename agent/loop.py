@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -20,11 +21,13 @@ from agent.clock import Clock
 from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge, encode_document
 from agent.logging import get_logger
 from agent.observation import Observation, ReadingBounds, screened
-from agent.ports import BoundedScaler, EventSink, KnowledgeStore, MetricSource, Scaler, ScalerError
+from agent.ports import BoundedScaler, EventSink, KnowledgeStore, MetricSource, ResourceReporter, Scaler, ScalerError
+from agent.safeguards import Safeguards, memory_pressure
 from agent.settings import Settings
 from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
 from planner.peers import FlinkAutoscaler, KedaLag
 from planner.history import Recommendations
+from planner.safeguards import Finding, SlotResources, quota_limit, quota_slots, skew_cause
 
 MAX_HISTORY = 500
 """Rescale and recovery records kept in the knowledge document (oldest dropped first)."""
@@ -121,6 +124,8 @@ class RoundResult:
     """Time spent on background work (model fits) that a replay ran inline; not loop latency."""
     knowledge: KnowledgeSave | None = None
     """How the knowledge write at the end of the round went."""
+    findings: tuple[Finding, ...] = ()
+    """What the safeguards vetoed or limited this round (agent.safeguards)."""
 
     @property
     def latency_ms(self) -> float:
@@ -196,6 +201,10 @@ class Agent:
         """What a job can report; a reading outside is a gap (:meth:`_validated`)."""
         self._disagreement: tuple[int | None, int] | None = None
         """Prometheus' and the scale target's parallelism when they last disagreed (logged once per pair)."""
+        self.safeguards = Safeguards(settings.safeguards, self.events)
+        self._quota: tuple[int | None, str | None] = (None, None)
+        """The slots the quota allows and why, as last read (logs changes)."""
+        self._slot_resources: SlotResources | None = None
         self._restore()
 
     # ---------------------------------------------------------------- knowledge
@@ -216,6 +225,7 @@ class Agent:
             self.last_round_at = loop.get("last_round_at")
             self.rescales = list(loop.get("rescales", []))
             self.recommendations = Recommendations.from_list(loop.get("recommendations", []))
+            self.safeguards.ineffective.restore(loop.get("ineffective_scale_outs"))
             kept = loop.get("policy_state")
             # Another policy's state (the operator switched policies) is not this one's to read.
             self.policy_state = kept["state"] if kept and kept.get("policy") == self.policy.name else None
@@ -235,6 +245,7 @@ class Agent:
             self.last_rescale_at = None
             self.last_round_at = None
             self.rescales, self.recommendations, self.policy_state = [], Recommendations(), None
+            self.safeguards.ineffective.restore(None)
             return
         self.log.info(
             "knowledge.restored",
@@ -253,6 +264,7 @@ class Agent:
                 "last_rescale_at": self.last_rescale_at,
                 "rescales": self.rescales[-MAX_HISTORY:],
                 "recommendations": self.recommendations.to_list(),
+                "ineffective_scale_outs": self.safeguards.ineffective.to_list(),
                 "policy_state": (
                     {"policy": self.policy.name, "state": self.policy_state} if self.policy_state is not None else None
                 ),
@@ -331,9 +343,11 @@ class Agent:
         """Plan on the analysed round and apply the decision (the per-operator agent plans per job vertex here)."""
         plan_input = self._plan_input(analysis, now, observation)
         config = self._round_config()
+        self._judge_scale_out(analysis, plan_input.worker_busy, now)
         decision = self._step(result, "plan", lambda: self.policy.decide(plan_input, config))
         if decision is None:
             return
+        decision = self._review(result, decision, observation, analysis, current, config, now)
         result.decision = decision
         if decision.policy_state is not None:
             self.policy_state = dict(decision.policy_state)
@@ -344,9 +358,99 @@ class Agent:
         if decision.rescales_from(current):
             self._step(result, "execute", lambda: self._execute(result, decision, current, analysis, now))
 
+    def _review(
+        self, result: RoundResult, decision: Decision, observation: Observation, analysis: Analysis, current: int,
+        config: PlannerConfig, now: float,
+    ) -> Decision:
+        """The safeguards' review of the policy's decision (agent.safeguards), its findings reported."""
+        review = self.safeguards.review(
+            decision, current=current, now=now, pressure=memory_pressure(observation),
+            workload=analysis.workload_avg, recovery_s=analysis.recovery_times.get(current),
+            target_recovery_s=self.config.target_recovery_time_s,
+        )
+        findings = review.findings
+        cap, why = self._quota
+        if cap is not None and cap == config.max_parallelism:
+            # Whether the policy wanted more than the quota: it said so, or the job at the cap cannot carry the
+            # load it planned for (a policy that clamps its desire to max_parallelism says nothing else).
+            final = review.decision
+            capacity = analysis.capacities.get(cap)
+            upper = analysis.forecast_upper if analysis.forecast_upper is not None else analysis.forecast
+            demand = max([w for w in (analysis.workload_avg,) if w is not None]
+                         + ([float(np.nanmax(upper))] if upper is not None and np.isfinite(upper).any() else []),
+                         default=None)
+            short = capacity is not None and demand is not None and capacity < demand
+            wanted_more = final.desired_parallelism > final.target_parallelism or final.code.value == "no-candidate"
+            limited = quota_limit(final, current, cap, why, wanted_more=wanted_more or short)
+        else:
+            limited = None
+        if limited is not None:
+            findings = (*findings, limited)
+        result.findings = findings
+        self.safeguards.report(findings, now=now)
+        return review.decision
+
+    def _judge_scale_out(self, analysis: Analysis, worker_busy: Mapping[str, float], now: float) -> None:
+        """Judge the last scale-out once its capacity is measured (safeguards.effectiveness); say when it fell short."""
+        ineffective = self.safeguards.ineffective
+        if not self.settings.safeguards.effectiveness.enabled or ineffective.pending is None:
+            return
+        settled = (
+            not analysis.recovering and self.last_rescale_at is not None
+            and now - self.last_rescale_at >= self.config.grace_period_s + self.config.loop_interval_s
+        )
+        parallelism = analysis.parallelism
+        record = ineffective.judge(
+            now=now, parallelism=parallelism, capacities=analysis.capacities, settled=settled,
+            cause=skew_cause(worker_busy, parallelism=parallelism or 0, source_partitions=self.settings.partitions),
+        )
+        if record is None:
+            return
+        message = (
+            f"scale-out {record.from_parallelism} -> {record.to_parallelism} gained "
+            f"{record.measured_capacity - record.capacity_before:,.0f} records/s of "
+            f"{record.predicted_capacity - record.capacity_before:,.0f} predicted"
+            + (f"; {record.cause}" if record.cause else "")
+            + f": not repeated while the workload stays near {record.workload:,.0f} records/s"
+        )
+        self.log.warning("scale_out.ineffective", message=message, **{
+            k: v for k, v in asdict(record).items() if k != "at"})
+        self.events.emit(reason="IneffectiveScaling", message=message, type_="Warning")
+
+    def _quota_cap(self) -> int | None:
+        """The slots the quota allows this round (None: no quota), read through the target's per-slot resources."""
+        quota = self.settings.safeguards.quota
+        if not quota.enabled:
+            return None
+        if (quota.cpu is not None or quota.memory_mb is not None) and isinstance(self.scaler, ResourceReporter):
+            try:
+                self._slot_resources = self.scaler.slot_resources()
+            except Exception as exc:  # unread this round: the last figures read stand
+                self.log.debug("planner.slot_resources_unread", error=f"{type(exc).__name__}: {exc}")
+        cap, why = quota_slots(slots=quota.slots, cpu=quota.cpu, memory_mb=quota.memory_mb,
+                               per_slot=self._slot_resources)
+        if (cap, why) != self._quota:
+            if cap is not None:
+                self.log.warning("planner.capped", max_parallelism=cap, configured=self.config.max_parallelism,
+                                 error=f"the job's quota allows {cap} slots ({why}): planning within it")
+            else:
+                self.log.warning("planner.quota_unread", error="the quota's CPU or memory cannot be read into slots: "
+                                 "the scale target reports no resources per slot")
+            self._quota = (cap, why)
+        return cap
+
     def _round_config(self) -> PlannerConfig:
         """The planner's settings for this round: ``max_parallelism`` lowered to what the scale target can run now
-        (a session cluster's free slots, :meth:`FlinkRestScaler.reachable_parallelism`) where it says so."""
+        (a session cluster's free slots, :meth:`FlinkRestScaler.reachable_parallelism`) where it says so, and to
+        the job's quota (safeguards.quota)."""
+        config = self._reachable_config()
+        cap = self._quota_cap()
+        if cap is None or cap >= config.max_parallelism:
+            return config
+        return replace(config, max_parallelism=max(cap, config.min_parallelism))
+
+    def _reachable_config(self) -> PlannerConfig:
+        """The planner's settings lowered to the scale target's reach (see :meth:`_round_config`)."""
         if not isinstance(self.scaler, BoundedScaler):
             return self.config
         configured = self.config.max_parallelism
@@ -437,6 +541,11 @@ class Agent:
             self.log.warning("rescale.unconfirmed", requested=target, confirmed=outcome.confirmed)
         self.last_rescale_at = now
         result.rescaled_to = outcome.confirmed
+        if self.settings.safeguards.effectiveness.enabled:
+            self.safeguards.ineffective.watch(
+                now=now, from_parallelism=current, to_parallelism=outcome.confirmed or target,
+                workload=analysis.workload_avg, capacities=analysis.capacities,
+            )
         self.analyzer.on_rescale(
             now=now,
             from_parallelism=current,

@@ -50,6 +50,10 @@ class Observation:
     rate_window_s: float = 0.0
     """The window the rates (workload, throughput, busy) were taken over, seconds: a step shows as a ramp that
     long (Prometheus' ``rate()`` over ``prometheus.rate_window_s``). 0: exact per-second rates (the simulator)."""
+    taskmanager_heap_usage: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """Heap used over heap max (0..1) per TaskManager (``tm_id``); empty if not read (the memory guard's)."""
+    taskmanager_gc_pressure: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """Fraction of time (0..1) in garbage collection per TaskManager; empty if not read (the memory guard's)."""
     rates_settled: np.ndarray | None = None
     """Per sample: False where the rates (workload, throughput, busy) were taken over a window that reaches
     back before the job's last restart (replayed records, new series); the models skip those samples.
@@ -124,6 +128,8 @@ class Observation:
             consumer_lag=held(self.consumer_lag),
             worker_busy=each(self.worker_busy),
             worker_backlog=each(self.worker_backlog),
+            taskmanager_heap_usage=each(self.taskmanager_heap_usage),
+            taskmanager_gc_pressure=each(self.taskmanager_gc_pressure),
             rates_settled=None if self.rates_settled is None else held(self.rates_settled),
         )
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from agent.observation import Observation
+from planner.safeguards import SlotResources
 
 
 class MonitorError(Exception):
@@ -68,6 +69,15 @@ class BoundedScaler(Scaler, Protocol):
     def reachable_parallelism(self, upper: int) -> int | None:
         """The largest scale-out up to ``upper`` the target can run the job at now (never below the job's own);
         None when the target has no bound; ScalerError when it cannot be read now."""
+        ...
+
+
+@runtime_checkable
+class ResourceReporter(Protocol):
+    """A scale target that knows what one task slot takes (CPU cores, TaskManager memory), for the quotas."""
+
+    def slot_resources(self) -> SlotResources | None:
+        """CPU and memory per slot (None where not known); ScalerError when it cannot be read now."""
         ...
 
 

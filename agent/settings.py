@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from agent.operator_settings import OperatorSettings
 from agent.promql import accumulated_time_rate, check_query
+from agent.safeguard_settings import SafeguardSettings
 from planner import (
     DAG_ONLY_POLICIES,
     LAB_ONLY_POLICIES,
@@ -63,7 +64,9 @@ _BACK_PRESSURED = accumulated_time_rate("BackPressured", selector=_TASKS, by=_BY
 
 PARTITION_OFFSET_QUERIES = ("partition_end_offsets", "partition_committed_offsets")
 """The queries that answer one series per source partition (kafka_exporter's offsets)."""
-OPTIONAL_QUERIES = PARTITION_OFFSET_QUERIES
+MEMORY_QUERIES = ("heap_usage", "gc_time")
+"""The queries that answer one series per TaskManager (the memory-pressure guard's JVM metrics)."""
+OPTIONAL_QUERIES = PARTITION_OFFSET_QUERIES + MEMORY_QUERIES
 """Queries that may be left empty (not read); every other one must be set."""
 
 
@@ -138,6 +141,18 @@ class PromQLQueries(_Section):
         "label (kafka_exporter's kafka_consumergroup_current_offset; Flink's KafkaSource commits on each completed "
         "checkpoint): the keda-lag policy's lag against partition_end_offsets. Empty: not read.",
     )
+    heap_usage: str = Field(
+        "",
+        description="Heap used over heap max (0..1) of each TaskManager, one series per 'tm_id' label: the "
+        "memory-pressure guard's heap reading (safeguards.memory.heap_usage_threshold; JVM_MEMORY_QUERIES has the "
+        "Flink reporter's). Empty: not read. Needs: Status.JVM.Memory.Heap.Used and .Max.",
+    )
+    gc_time: str = Field(
+        "",
+        description="Fraction of time (0..1) each TaskManager spent in garbage collection over the window, one "
+        "series per 'tm_id' label: the memory-pressure guard's GC reading (safeguards.memory.gc_pressure_threshold; "
+        "JVM_MEMORY_QUERIES has the Flink reporter's). Empty: not read. Needs: Status.JVM.GarbageCollector.*.Time.",
+    )
 
     @field_validator("*")
     @classmethod
@@ -158,6 +173,16 @@ KAFKA_BROKER_QUERIES: dict[str, str] = {
 """The documented alternative for jobs whose Kafka brokers and consumer groups are scraped too (JMX and
 kafka_exporter): arrivals at the topic, the group's total lag, and per partition the log-end and committed
 offsets (TOPIC and GROUP to fill in)."""
+
+JVM_MEMORY_QUERIES: dict[str, str] = {
+    "heap_usage": "max by (tm_id) (flink_taskmanager_Status_JVM_Memory_Heap_Used"
+    " / flink_taskmanager_Status_JVM_Memory_Heap_Max)",
+    "gc_time": 'sum by (tm_id) (rate({__name__=~"flink_taskmanager_Status_JVM_GarbageCollector_.+_Time",'
+    '__name__!~"flink_taskmanager_Status_JVM_GarbageCollector_All_Time"}[{window}s])) / 1000',
+}
+"""The memory-pressure guard's queries on Flink's own Prometheus reporter, the same on Flink 1.x and 2.x: each
+TaskManager's heap used over max, and its GC time per second summed over its collectors (every collector's
+accumulated ``Time``; Flink 1.19 and later add an ``All`` group, left out so no time is counted twice)."""
 
 
 class PrometheusSettings(_Section):
@@ -431,6 +456,11 @@ class Settings(BaseSettings):
         default_factory=OperatorSettings,
         description="The per-operator policies (ds2 on a per-vertex target, daedalus-per-operator, justin, qescalor).",
     )
+    safeguards: SafeguardSettings = Field(
+        default_factory=SafeguardSettings,
+        description="Memory-pressure guard, blocked periods, ineffective scale-outs, quotas and the reports of the "
+        "decisions they veto or limit (docs/safeguards.md).",
+    )
 
     runnable_policies: ClassVar[tuple[str, ...]] = PRODUCTION_POLICIES
     """Policies this settings tree accepts: what ``perdix run`` runs (the lab widens it)."""
@@ -485,6 +515,20 @@ class Settings(BaseSettings):
                     f"prometheus.queries.{name}: policy 'keda-lag' reads the lag of each source partition from its "
                     "log-end and committed offsets; set partition_end_offsets and partition_committed_offsets "
                     "(kafka_exporter's, as in KAFKA_BROKER_QUERIES)"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _memory_guard_reads(self) -> Settings:
+        # A threshold without its query would guard nothing; the embedded simulator models no JVM.
+        memory = self.safeguards.memory
+        if self.scale_target.kind == "simulated":
+            return self
+        for threshold, query in (("heap_usage_threshold", "heap_usage"), ("gc_pressure_threshold", "gc_time")):
+            if getattr(memory, threshold) is not None and not getattr(self.prometheus.queries, query):
+                raise ValueError(
+                    f"prometheus.queries.{query}: safeguards.memory.{threshold} reads it; set it (Flink's reporter: "
+                    f"agent.settings.JVM_MEMORY_QUERIES[{query!r}], docs/safeguards.md)"
                 )
         return self
 

@@ -84,6 +84,14 @@ class Telemetry:
             ["source", "kind"],
             registry=r,
         )
+        self.safeguard_findings = Counter(
+            "perdix_safeguard_findings",
+            "Decisions a safeguard vetoed or limited, by reason code (memory-pressure, blocked-period, "
+            "ineffective-scale-out, quota, stabilized, ...) and verdict (vetoed, limited); counted every round, "
+            "reported as Events at most once per interval.",
+            ["code", "verdict"],
+            registry=r,
+        )
         self.ready_gauge = Gauge("perdix_ready", "1 when /readyz answers ready.", registry=r)
         self._lock = threading.Lock()
         self._had_data = False
@@ -123,6 +131,8 @@ class Telemetry:
         observation, analysis, decision = result.observation, result.analysis, result.decision
         has_data = observation is not None and observation.usable and analysis is not None
         self.rounds.labels(outcome="data" if has_data else "no_data").inc()
+        for finding in result.findings:
+            self.safeguard_findings.labels(code=finding.code.value, verdict=finding.verdict.value).inc()
 
         current = analysis.parallelism if analysis is not None else None
         self.parallelism_current.set(_num(current))

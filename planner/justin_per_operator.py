@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from planner.ds2_per_operator import apply_manager, ds2_plan, warm_up_hold
@@ -111,6 +112,17 @@ class JustinPerOperator:
         reasons = [f"justin: workload {plan_input.workload_avg:,.0f}/s", *proposal.reasons]
         reasons += [_named(r, names) for r in plan.reasons]
         applies = plan_input.memory_applies
+        pressure = config.memory_held(plan_input.memory_pressure)
+        if pressure is not None and any(plan.scaled_up.values()):
+            # No memory level is raised under memory pressure: the vertex takes DS2's parallelism instead.
+            reasons.append(f"memory levels held ({pressure}): DS2's parallelism where Justin would add memory")
+            kept_levels = {s.name: s.memory_level for s in states}
+            plan = replace(
+                plan,
+                parallelism={v: proposal.parallelism[v] if plan.scaled_up[v] else p for v, p in plan.parallelism.items()},
+                memory_level={v: kept_levels[v] if plan.scaled_up[v] else lv for v, lv in plan.memory_level.items()},
+                scaled_up={v: False for v in plan.scaled_up},
+            )
         wanted: dict[str, int] = {}
         for vertex in plan_input.vertices:
             traded = plan.scaled_up[vertex.id]

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from planner.history import Recommendations
+from planner.safeguards import MemoryPressure, gc_dominates
 from planner.types import Decision, PlanInput, PlannerConfig, ReasonCode
 
 MIN_BUSY_FRACTION = 0.01
@@ -140,6 +141,8 @@ class OperatorPlanInput:
     memory_applies: bool = False
     """True when the scale target can change the TaskManagers' memory (a FlinkDeployment); otherwise memory
     decisions are recommendations only."""
+    memory_pressure: MemoryPressure = field(default_factory=MemoryPressure)
+    """The fullest TaskManager's heap usage and the busiest one's GC time this round (the memory guard's)."""
     policy_state: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -195,6 +198,23 @@ class OperatorConfig:
     """QEScalor's p_u: cost of starting one subtask, in slot-epochs."""
     shutdown_cost: float = 0.25
     """QEScalor's p_d: cost of stopping one subtask, in slot-epochs."""
+    heap_usage_threshold: float | None = None
+    """The memory guard's heap usage (0..1) above which no managed memory is added (safeguards.memory)."""
+    gc_pressure_threshold: float | None = None
+    """The memory guard's GC time (0..1) above which what a round measured is not learned (safeguards.memory)."""
+
+    def memory_held(self, pressure: MemoryPressure) -> str | None:
+        """Why a memory decision waits this round (heap nearly full, or GC time over its threshold), or None.
+
+        Managed memory comes out of the same TaskManager process as the heap: raising it under heap pressure
+        shrinks the heap that is already short; and GC pauses read as slow state access, not a cache too small.
+        """
+        heap = pressure.heap_usage
+        if self.heap_usage_threshold is not None and heap is not None and heap > self.heap_usage_threshold:
+            return f"heap usage {heap:.0%} > {self.heap_usage_threshold:.0%}"
+        if gc_dominates(pressure, self.gc_pressure_threshold):
+            return f"GC time {pressure.gc_pressure:.0%} > {self.gc_pressure_threshold:.0%}"
+        return None
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,11 @@ class QescalorPerOperator:
                 bottleneck = (vertex.id, per_source_record)
         target, notes = apply_manager(current, wanted, min_scale_down_step=self.min_scale_down_step)
         reasons += notes
-        samples = self._samples(plan_input.policy_state, cpu, slot_mb, bottleneck)
+        pressure = config.memory_held(plan_input.memory_pressure)
+        if pressure is not None:
+            # What the bottleneck reached under GC or a full heap is not the profile's performance.
+            reasons.append(f"profile sample not learned this round ({pressure})")
+        samples = self._samples(plan_input.policy_state, cpu, slot_mb, None if pressure is not None else bottleneck)
         advice = self._advice(samples, peaks, cpu, slot_mb, config, current_bottleneck=bottleneck)
         reasons.append(f"profile: {advice.reason}")
         reasons.append(f"plan: {describe_plan(target, plan_input.vertices)}")

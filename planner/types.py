@@ -100,6 +100,9 @@ class ReasonCode(str, Enum):
     """No scale-out met every constraint: the policy's fallback chose."""
     KEEP = "keep"
     """The current scale-out is what the policy wants."""
+    VETOED = "vetoed"
+    """The policy's rescale was vetoed by a safeguard (planner.safeguards): memory pressure, a blocked period,
+    an ineffective scale-out it would repeat."""
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from agent.clock import Clock, WallClock
 from agent.logging import get_logger
 from agent.ports import RescaleResult, ScalerError
 from agent.settings import ScaleTargetSettings
+from planner.safeguards import SlotResources
 
 TERMINAL_STATES = frozenset({"FINISHED", "CANCELED", "FAILED", "SUSPENDED"})
 """Job states from which a job never runs again (a job in them is not the job to scale)."""
@@ -557,6 +558,35 @@ class FlinkRestScaler:
         # healthy job down (a job of uneven vertices in two slot-sharing groups holds fewer slots than the same
         # scale-out for every vertex would need).
         return max(low, min(job.parallelism or 1, upper))
+
+    def slot_resources(self) -> SlotResources | None:
+        """CPU cores and TaskManager process memory per slot, from ``/taskmanagers`` (the quotas read them).
+
+        Each TaskManager reports its total resource (``totalResource.cpuCores``) and its memory configuration
+        (``memoryConfiguration.totalProcessMemory``, bytes) for ``slotsNumber`` slots; the largest per-slot
+        figure over the TaskManagers is taken (a quota must hold whichever TaskManager a slot lands on).
+        None when no TaskManager reports them; ScalerError when they cannot be read.
+        """
+        try:
+            with self.client.tried_once(REACH_TIMEOUT_S):
+                answer = self.client.get("/taskmanagers") or {}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ScalerError(f"the TaskManagers' resources cannot be read: {exc}", kind="unreadable") from None
+        cpus: list[float] = []
+        memories: list[float] = []
+        for taskmanager in answer.get("taskmanagers", []) if isinstance(answer, Mapping) else []:
+            slots = taskmanager.get("slotsNumber")
+            if not isinstance(slots, int) or slots <= 0:
+                continue
+            cpu = (taskmanager.get("totalResource") or {}).get("cpuCores")
+            if isinstance(cpu, (int, float)) and math.isfinite(cpu) and cpu > 0:
+                cpus.append(float(cpu) / slots)
+            memory = (taskmanager.get("memoryConfiguration") or {}).get("totalProcessMemory")
+            if isinstance(memory, (int, float)) and math.isfinite(memory) and memory > 0:
+                memories.append(float(memory) / 2**20 / slots)
+        if not cpus and not memories:
+            return None
+        return SlotResources(cpu=max(cpus) if cpus else None, memory_mb=max(memories) if memories else None)
 
     def _slots(self, job_id: str) -> tuple[int, int]:
         """The cluster's slots, and how many of them the other running jobs need.

@@ -30,7 +30,7 @@ from urllib3.util.retry import Retry
 from agent.logging import get_logger
 from agent.observation import Observation
 from agent.ports import MonitorError
-from agent.settings import PARTITION_OFFSET_QUERIES, ConfigError, PrometheusSettings
+from agent.settings import MEMORY_QUERIES, PARTITION_OFFSET_QUERIES, ConfigError, PrometheusSettings
 
 SCALAR_QUERIES = ("workload", "consumer_lag", "parallelism", "uptime")
 """Queries that must answer with exactly one series."""
@@ -38,6 +38,8 @@ WORKER_QUERIES = ("throughput", "busy", "cpu", "worker_backlog")
 """Queries that must answer with one series per worker, told apart by ``worker_label``."""
 PARTITION_LABEL = "partition"
 """The label kafka_exporter names a topic's partitions by."""
+TASKMANAGER_LABEL = "tm_id"
+"""The label Flink's reporter names a TaskManager by (the memory guard's series are per TaskManager)."""
 
 K = TypeVar("K", str, int)
 """What a per-worker or per-partition series is keyed by."""
@@ -276,6 +278,10 @@ class PrometheusMonitor:
         for name in PARTITION_OFFSET_QUERIES:
             if name in answers:
                 partitions[name] = self._per_partition(name, answers[name], grid, now, gaps)
+        memory: dict[str, dict[str, np.ndarray]] = {}
+        for name in MEMORY_QUERIES:
+            if name in answers:
+                memory[name] = self._per_taskmanager(name, answers[name], grid, now, gaps)
         offsets, ends_since = _partition_offsets(
             partitions.get("partition_end_offsets", {}), partitions.get("partition_committed_offsets", {})
         )
@@ -299,6 +305,8 @@ class PrometheusMonitor:
             worker_backlog={w: s for w, s in backlog.items() if w in throughput},
             partition_offsets=offsets,
             partition_ends_since=ends_since,
+            taskmanager_heap_usage=memory.get("heap_usage", {}),
+            taskmanager_gc_pressure=memory.get("gc_time", {}),
             rate_window_s=float(self.settings.rate_window_s),
             rates_settled=self._settled(scalars.get("uptime"), grid.times),
         ).per_second(step, since=since, until=now)
@@ -378,6 +386,23 @@ class PrometheusMonitor:
         fresh = {w: s for w, s in live.items() if self._stale(s, grid, now) is None}
         if not fresh:
             self._gap(gaps, name, *(("stale", "no worker has a recent sample") if out else ("empty", "no worker series")))
+            return {}
+        self._note(name, None)
+        return fresh
+
+    def _per_taskmanager(
+        self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]
+    ) -> dict[str, np.ndarray]:
+        """One series per TaskManager (its ``tm_id``) with a recent value; {} and a gap otherwise. A value outside
+        0..1 (a heap share or a fraction of time) is no reading: NaN."""
+        out = self._series_by(name, answer, grid, gaps, TASKMANAGER_LABEL, lambda value: value or None)
+        if out is None:
+            return {}
+        with np.errstate(invalid="ignore"):
+            out = {tm: np.where((s >= 0) & (s <= 1.05), np.minimum(s, 1.0), np.nan) for tm, s in out.items()}
+        fresh = {tm: s for tm, s in out.items() if np.isfinite(s).any() and self._stale(s, grid, now) is None}
+        if not fresh:
+            self._gap(gaps, name, "stale", "no TaskManager has a recent value in 0..1")
             return {}
         self._note(name, None)
         return fresh

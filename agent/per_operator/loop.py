@@ -27,8 +27,10 @@ from agent.per_operator.execute import VertexScaler
 from agent.per_operator.monitor import OperatorMonitor
 from agent.per_operator.observation import OperatorObservation
 from agent.ports import ScalerError
+from agent.safeguards import memory_pressure
 from agent.settings import Settings
 from planner import Decision, PlanInput, PlannerConfig, get_operator_policy
+from planner.types import ReasonCode
 from planner.per_operator import (
     OperatorConfig,
     OperatorDecision,
@@ -55,6 +57,8 @@ def operator_config(settings: Settings) -> OperatorConfig:
         memory_cost_per_gb=ops.memory_cost_per_gb,
         startup_cost=ops.startup_cost,
         shutdown_cost=ops.shutdown_cost,
+        heap_usage_threshold=settings.safeguards.memory.heap_usage_threshold,
+        gc_pressure_threshold=settings.safeguards.memory.gc_pressure_threshold,
     )
 
 
@@ -165,6 +169,7 @@ class OperatorAgent(Agent):
         decision = self._step(result, "plan", lambda: self.operator_policy.decide(plan_input, config))
         if decision is None:
             return
+        decision = self._review_vertices(result, decision, plan_input, observation, analysis, now)
         before = plan_input.current
         result.decision = decision.summary(before, shared=self.operator_config.slot_sharing)
         if decision.policy_state is not None:
@@ -190,6 +195,27 @@ class OperatorAgent(Agent):
         if self.operator_telemetry is not None:
             self.operator_telemetry.record(seen, plan_input, decision)
         self.last_operator_round = OperatorRound(seen, plan_input, decision, applied)
+
+    def _review_vertices(
+        self, result: RoundResult, decision: OperatorDecision, plan_input: OperatorPlanInput,
+        observation: Observation, analysis: Analysis, now: float,
+    ) -> OperatorDecision:
+        """The safeguards' review of the per-vertex plan (agent.safeguards), its findings reported."""
+        before = plan_input.current
+        names = {v.id: v.name or v.id for v in plan_input.vertices}
+        current = analysis.parallelism
+        kept, findings = self.safeguards.review_vertices(
+            before, decision.parallelism, names, now=now, pressure=memory_pressure(observation),
+            recovery_s=analysis.recovery_times.get(current) if current is not None else None,
+            target_recovery_s=self.config.target_recovery_time_s,
+        )
+        if findings:
+            code = ReasonCode.VETOED if all(kept[v] == before.get(v, p) for v, p in kept.items()) else decision.code
+            decision = replace(decision, parallelism=kept, code=code,
+                               reasons=(*decision.reasons, *(f.message for f in findings)))
+        result.findings = findings
+        self.safeguards.report(findings, now=now)
+        return decision
 
     def _operator_round_config(self) -> OperatorConfig:
         """The per-operator settings for this round: every vertex's upper bound lowered to what the cluster can run
@@ -230,6 +256,7 @@ class OperatorAgent(Agent):
             recent_recommendations=self.recommendations,
             memory=seen.graph.profile,
             memory_applies=self.vertex_scaler.memory_applies,
+            memory_pressure=memory_pressure(observation),
             policy_state=self.policy_state,
         )
 
