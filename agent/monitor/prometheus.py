@@ -82,19 +82,11 @@ def _run(fn: Callable[[], Any], settings: PrometheusSettings) -> Any:
         return fn()
     except requests.exceptions.Timeout:
         raise PrometheusDown("timeout", f"Prometheus at {settings.url} timed out after {settings.timeout_s:g} s") from None
+    except requests.exceptions.JSONDecodeError as exc:  # a RequestException too: the server answered
+        raise QueryFailed("bad_answer", f"{settings.url} answered something that is not a Prometheus API response "
+                          f"(not JSON: {exc.msg} at character {exc.pos})") from None
     except requests.exceptions.RequestException as exc:
-        # With retries off, urllib3 wraps a read timeout in MaxRetryError, which requests reports
-        # as a ConnectionError: look at the underlying reason.
-        underlying = getattr(exc.args[0], "reason", None) if exc.args else None
-        refused = isinstance(underlying, urllib3.exceptions.NewConnectionError)  # a subclass of the timeout error
-        if isinstance(underlying, urllib3.exceptions.TimeoutError) and not refused:
-            raise PrometheusDown(
-                "timeout", f"Prometheus at {settings.url} timed out after {settings.timeout_s:g} s"
-            ) from None
-        reason = type(exc).__name__
-        if refused or "refused" in str(exc).lower():
-            reason = "connection refused"
-        raise PrometheusDown("unreachable", f"Prometheus at {settings.url} is not reachable ({reason})") from None
+        raise PrometheusDown(*_unreachable(exc, settings)) from None
     except PrometheusApiClientException as exc:
         text = str(exc)
         match = _STATUS.search(text)
@@ -103,8 +95,70 @@ def _run(fn: Callable[[], Any], settings: PrometheusSettings) -> Any:
         if status in (400, 422):
             raise QueryFailed("rejected", f"Prometheus rejected the query: {detail}") from None
         raise QueryFailed("server_error", f"Prometheus answered {status or 'an error'}: {detail}") from None
+    except (KeyError, TypeError, IndexError):  # JSON, but without the data.result every API answer carries
+        raise QueryFailed("bad_answer", f"{settings.url} answered something that is not a Prometheus API response "
+                          "(JSON without data.result)") from None
     except ValueError as exc:  # a body that is not the JSON Prometheus sends
         raise QueryFailed("bad_answer", f"unreadable answer from Prometheus: {exc}") from None
+
+
+def _unreachable(exc: requests.exceptions.RequestException, settings: PrometheusSettings) -> tuple[str, str]:
+    """(kind, message) of a request that got no answer: a timeout, a name that does not resolve, a refusal."""
+    # With retries off, urllib3 wraps the cause in MaxRetryError, which requests reports as a
+    # ConnectionError: look at the underlying reason.
+    underlying = getattr(exc.args[0], "reason", None) if exc.args else None
+    if isinstance(underlying, urllib3.exceptions.NameResolutionError):
+        host = urllib3.util.parse_url(settings.url).host
+        return "unreachable", f"Prometheus at {settings.url} is not reachable (host name {host!r} does not resolve)"
+    connecting = isinstance(underlying, urllib3.exceptions.NewConnectionError)  # a subclass of the timeout error
+    if isinstance(underlying, urllib3.exceptions.TimeoutError) and not connecting:
+        return "timeout", f"Prometheus at {settings.url} timed out after {settings.timeout_s:g} s"
+    text = str(underlying if underlying is not None else exc)
+    if "refused" in text.lower():
+        reason = "connection refused"
+    elif connecting:
+        reason = "cannot connect: " + text.rpartition("]")[2].strip() if "]" in text else "cannot connect"
+    else:
+        reason = type(exc).__name__
+    return "unreachable", f"Prometheus at {settings.url} is not reachable ({reason})"
+
+
+def _is_point(point: Any) -> bool:
+    """True for the API's ``[unix time, "number"]`` sample (the value a string Python reads as a float)."""
+    if not (
+        isinstance(point, list) and len(point) == 2 and isinstance(point[0], (int, float))
+        and not isinstance(point[0], bool) and isinstance(point[1], str)
+    ):
+        return False
+    try:
+        float(point[1])
+    except ValueError:
+        return False
+    return math.isfinite(point[0])
+
+
+def _series_list(answer: Any, *, points: str, settings: PrometheusSettings) -> list[dict[str, Any]]:
+    """``answer`` if it is the API's list of series, each with its labels and ``points`` ("values" of a
+    range query, "value" of an instant one); QueryFailed ("bad_answer") naming what is wrong otherwise."""
+    problem = None
+    if not isinstance(answer, list):
+        problem = f"data.result is {type(answer).__name__}, not a list of series"
+    else:
+        for series in answer:
+            if not isinstance(series, dict) or not isinstance(series.get("metric"), dict):
+                problem = "a series without its labels (metric)"
+            elif points == "values" and not (
+                isinstance(series.get("values"), list) and all(_is_point(p) for p in series["values"])
+            ):
+                problem = "a series whose values are not [time, \"value\"] pairs"
+            elif points == "value" and not _is_point(series.get("value")):
+                problem = "a series whose value is not a [time, \"value\"] pair"
+            if problem:
+                break
+    if problem:
+        raise QueryFailed("bad_answer", f"{settings.url} answered something that is not a Prometheus API response "
+                          f"({problem})")
+    return answer
 
 
 def _error_detail(text: str) -> str:
@@ -120,20 +174,29 @@ def check_prometheus(settings: PrometheusSettings, *, skip: frozenset[str] = fro
     """
     prom = connect(settings)
     try:
-        _run(lambda: prom.custom_query("1"), settings)
+        one = _run(lambda: prom.custom_query("1"), settings)
     except PrometheusDown as exc:
         raise MonitorError(f"prometheus.url: {exc}") from None
     except QueryFailed as exc:
+        if exc.kind == "bad_answer":
+            raise MonitorError(f"prometheus.url: {exc}") from None
         raise MonitorError(f"prometheus.url: {settings.url} does not answer like Prometheus: {exc}") from None
+    if not _is_point(one):  # the scalar 1 is answered as [time, "1"]
+        raise MonitorError(
+            f"prometheus.url: {settings.url} answered something that is not a Prometheus API response "
+            f"(the query '1' gave {str(one)[:80]!r}, not [time, \"1\"])"
+        )
     for name, query in settings.queries.model_dump().items():
         if name in skip or not query:
             continue
         rendered = settings.render(query)
         try:
-            _run(lambda: prom.custom_query(rendered), settings)
+            _series_list(_run(lambda: prom.custom_query(rendered), settings), points="value", settings=settings)
         except QueryFailed as exc:
             if exc.kind == "rejected":
                 raise ConfigError(f"prometheus.queries.{name}: {exc}") from None
+            if exc.kind == "bad_answer":
+                raise MonitorError(f"prometheus.queries.{name}: {exc}") from None
         except PrometheusDown as exc:
             raise MonitorError(f"prometheus.url: {exc}") from None
 
@@ -229,10 +292,11 @@ class PrometheusMonitor:
     def _range(self, name: str, grid: Grid) -> list[dict[str, Any]]:
         start = datetime.fromtimestamp(grid.start, tz=UTC)
         end = datetime.fromtimestamp(grid.start + grid.step * (grid.size - 1), tz=UTC)
-        return _run(
+        answer = _run(
             lambda: self.client.custom_query_range(self.queries[name], start, end, f"{self.settings.step_s:g}"),
             self.settings,
         )
+        return _series_list(answer, points="values", settings=self.settings)
 
     def observe(self, *, since: float, now: float) -> Observation:
         """The window ``[since, now)`` on the step grid; gaps are NaN and named; MonitorError if Prometheus is down."""
