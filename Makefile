@@ -11,7 +11,7 @@ export PATH := $(abspath $(TOOLS)/bin):$(PATH)
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: demo test bench lint setup system-deps clean traces generate
+.PHONY: demo test bench lint setup system-deps clean traces generate lock image
 
 # Everything (the lab and batch extras, the dev tools) at the versions of constraints.txt.
 $(STAMP): pyproject.toml constraints.txt
@@ -45,6 +45,10 @@ generate: $(STAMP)
 # constraints.txt from the versions installed in $(VENV) (run after the tests pass on an upgrade).
 lock: $(STAMP)
 	$(BIN)/python scripts/lock.py > constraints.txt.new && mv constraints.txt.new constraints.txt
+
+# The agent image perdix:VERSION (scripts/build-image.sh: podman, a debootstrap base, no network in the build).
+image: $(STAMP) system-deps
+	PYTHON=$(BIN)/python bash scripts/build-image.sh
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all

