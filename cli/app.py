@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -64,9 +65,15 @@ def fail(message: str) -> NoReturn:
 
 
 def usage_line(exc: UsageError) -> str:
-    """Click's usage error as one line, with where to read the command's usage."""
+    """Click's usage error as one line, with the value given (when a flag's type refused it) and where to read
+    the command's usage."""
     command = exc.ctx.command_path if exc.ctx is not None else "perdix"
-    return f"{exc.format_message()} (see {command} --help)"
+    message = exc.format_message()
+    if isinstance(exc.__cause__, ValidationError):  # typer checks a flag's type and range with pydantic
+        errors = exc.__cause__.errors()
+        if errors and "input" in errors[0]:
+            message += f" (got {errors[0]['input']!r})"
+    return f"{message} (see {command} --help)"
 
 
 def _writable_dir(directory: Path) -> str | None:

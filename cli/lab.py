@@ -100,6 +100,7 @@ def simulate(
         from lab.report import REPLAY_OUTPUTS
 
         _check_covers_a_loop(trace, workload, settings, hours)
+        _check_prior(settings)
         check_output_dir(out, REPLAY_OUTPUTS)
         _replay(workload, settings, out=out, hours=hours, failures_per_hour=failures_per_hour)
 
@@ -180,6 +181,7 @@ def evaluate(
     except EvaluateError as exc:
         fail(str(exc))
     _check_replayable([ref.path for ref in refs], settings, hours)
+    _check_prior(settings)
     check_output_dir(out, evaluation_outputs(sorted({run.trace.name for run in runs}), plots=plots, sweep=sweep))
     with progress_bar("evaluate") as bar:
         if len(runs) <= 24:
@@ -216,6 +218,17 @@ def _check_replayable(traces: list[Path], settings: LabSettings, hours: float | 
     """Every trace loads and covers at least one loop (exit 2 naming the file otherwise)."""
     for path in traces:
         _check_covers_a_loop(path, _load_trace(path), settings, hours)
+
+
+def _check_prior(settings: LabSettings) -> None:
+    """Exit 2 naming the file unless the capacity prior (when set) reads, before any progress is shown."""
+    from agent.analyze import load_prior
+
+    if settings.capacity_prior_path is not None:
+        try:
+            load_prior(settings.capacity_prior_path)
+        except ConfigError as exc:
+            fail(str(exc))
 
 
 def _check_covers_a_loop(path: Path, workload: Trace, settings: LabSettings, hours: float | None) -> None:

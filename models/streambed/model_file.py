@@ -20,6 +20,8 @@ from models.streambed.explorer import FAMILIES, Surrogate
 
 SCHEMA_VERSION = 1
 KIND = "perdix.capacity-model"
+MAX_FILE_BYTES = 16 * 2**20
+"""Largest capacity model file read (one holds a few kilobytes: the capacities up to 32,768 and the runs)."""
 
 
 class CapacityModelError(ValueError):
@@ -182,11 +184,16 @@ def read_capacity_model(path: str | os.PathLike[str]) -> CapacityModelFile:
     """Read and validate a capacity model file."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open("rb") as stream:
+            data = stream.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise CapacityModelError(f"{source}: no such file") from None
     except OSError as error:
         raise CapacityModelError(f"{source}: cannot read ({error.strerror or error})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise CapacityModelError(f"{source}: larger than {MAX_FILE_BYTES // 2**20} MiB, not a capacity model file")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise CapacityModelError(f"{source}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     try:
