@@ -9,6 +9,9 @@
 # scenario (about 340 s); every other file under tests/flink, a new one included, is the second half (about
 # 450 s), at nice 5: the first half's agent measures the job's capacity at one slot in its first minute, while
 # both clusters and the main suite start, so when all three want the CPU at once the first half comes first.
+# The second half also builds the agent image (tests/flink/test_image.py runs scripts/build-image.sh: about 80 s
+# with the base image and the wheels cached under .tools, four to five minutes on a fresh machine), long after that
+# first minute, then runs it against its cluster.
 # FLINK_ALONE runs after all three, on a machine with nothing else to do: StreamBed measures the job's maximum
 # sustainable throughput, which is the CPU a slot gets (beside both halves a slot carried 13 % less and the prior
 # came out of its 10 % tolerance). The main suite streams to the terminal; the halves' output follows
