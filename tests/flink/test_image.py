@@ -116,6 +116,19 @@ class ContainerAgent(PerdixProcess):
             podman("rm", "--force", "--ignore", self.name)
 
 
+def test_the_build_script_without_a_container_tool_fails_with_the_reason(tmp_path: Path) -> None:
+    """A machine without podman, buildah or docker: exit 2 with one line saying how to install them."""
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-image.sh")], capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={**os.environ, "PERDIX_BUILDER": "no-such-builder"},
+    )
+    assert result.returncode == 2 and result.stdout == "", (result.stdout, result.stderr)
+    assert result.stderr.strip().splitlines() == [
+        "scripts/build-image.sh: no podman, buildah or docker (no-such-builder not found): "
+        "run make system-deps (scripts/install-system-deps.sh)"
+    ]
+
+
 def test_the_image_runs_as_uid_10001_and_reports_its_version(image: str) -> None:
     labels = json.loads(podman("image", "inspect", "--format", "{{json .Labels}}", image).stdout)
     revision = labels["org.opencontainers.image.revision"]
