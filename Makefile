@@ -47,7 +47,8 @@ lock: $(STAMP)
 	$(BIN)/python scripts/lock.py > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 # The agent image perdix:VERSION (scripts/build-image.sh: podman, a debootstrap base, no network in the build).
-image: $(STAMP) system-deps
+image: $(STAMP)
+	bash scripts/install-system-deps.sh image
 	PYTHON=$(BIN)/python bash scripts/build-image.sh
 
 bench: $(STAMP)
