@@ -177,12 +177,12 @@ offsets (TOPIC and GROUP to fill in)."""
 JVM_MEMORY_QUERIES: dict[str, str] = {
     "heap_usage": "max by (tm_id) (flink_taskmanager_Status_JVM_Memory_Heap_Used"
     " / flink_taskmanager_Status_JVM_Memory_Heap_Max)",
-    "gc_time": 'sum by (tm_id) (rate({__name__=~"flink_taskmanager_Status_JVM_GarbageCollector_.+_Time",'
-    '__name__!~"flink_taskmanager_Status_JVM_GarbageCollector_All_Time"}[{window}s])) / 1000',
+    "gc_time": "max by (tm_id) (rate(flink_taskmanager_Status_JVM_GarbageCollector_All_Time[{window}s])) / 1000",
 }
-"""The memory-pressure guard's queries on Flink's own Prometheus reporter, the same on Flink 1.x and 2.x: each
-TaskManager's heap used over max, and its GC time per second summed over its collectors (every collector's
-accumulated ``Time``; Flink 1.19 and later add an ``All`` group, left out so no time is counted twice)."""
+"""The memory-pressure guard's queries on Flink's own Prometheus reporter, the same on Flink 1.19 and later
+(1.20, 2.x): each TaskManager's heap used over max, and the rate of the accumulated time all its collectors
+spent (the ``All`` group, ms) as a fraction of the time. Before 1.19 there is no ``All`` group: add up the
+collectors' own ``..._GarbageCollector_<name>_Time`` series (docs/safeguards.md)."""
 
 
 class PrometheusSettings(_Section):

@@ -17,7 +17,8 @@ from agent.settings import ConfigError
 from lab.replay import MemoryKnowledgeStore, Replay
 from lab.settings import LabSettings, load_lab_settings
 from lab.simulated import SimulatedMonitor
-from planner.safeguards import Finding, SafeguardCode, Verdict
+from planner.safeguards import Finding, IneffectiveScaleOut, SafeguardCode, Verdict
+from planner.types import decided
 from simulator import Trace
 
 
@@ -261,7 +262,7 @@ def test_ineffective_scale_outs_survive_a_restart_in_the_knowledge() -> None:
     memory = run.agent.safeguards.ineffective
     memory.records = (
         *memory.records,
-        __import__("planner.safeguards", fromlist=["IneffectiveScaleOut"]).IneffectiveScaleOut(
+        IneffectiveScaleOut(
             at=run.clock.now(), from_parallelism=6, to_parallelism=8, workload=45_000.0, capacity_before=50_000.0,
             predicted_capacity=66_000.0, measured_capacity=50_500.0, cause=None,
         ),
@@ -274,3 +275,53 @@ def test_ineffective_scale_outs_survive_a_restart_in_the_knowledge() -> None:
     del document["loop"]["ineffective_scale_outs"]
     store.save(document)
     assert run.start_agent().safeguards.ineffective.records == ()
+
+
+def test_the_loop_judges_its_scale_out_reports_it_and_holds_the_next_one() -> None:
+    settings = lab_settings(**{"safeguards.effectiveness.enabled": True, "simulator.partitions": 36})
+    run = Replay(steps([(0.0, 45_000.0)], 3600), settings, hours=0.2)
+    run.run()
+    agent, now = run.agent, run.clock.now()
+    events = RecordingEvents()
+    agent.events = events
+    agent.safeguards.reporter.events = events
+    analysis = run.rounds[-1].analysis
+    assert analysis is not None
+    # A scale-out 4 -> 6 predicted to carry 12,000 records/s more, measured at 100 more, 10 minutes on.
+    agent.safeguards.ineffective.watch(now=now - 600, from_parallelism=4, to_parallelism=6, workload=45_000.0,
+                                       capacities={4: 40_000.0, 6: 52_000.0})
+    agent.last_rescale_at = now - 600
+    settled = replace(analysis, parallelism=6, capacities={**analysis.capacities, 6: 40_100.0}, recovering=False)
+    agent._judge_scale_out(settled, {"0": 0.98, "1": 0.3, "2": 0.2}, now)
+    [record] = agent.safeguards.ineffective.records
+    assert (record.from_parallelism, record.to_parallelism, record.measured_capacity) == (4, 6, 40_100.0)
+    assert record.cause is not None and "worker 0" in record.cause
+    assert [reason for reason, _, _ in events.events] == ["IneffectiveScaling"]
+    # The policy's next scale-out past 4 is vetoed while the workload stays near 45,000 records/s.
+    review = agent.safeguards.review(
+        decided(6, 8, 8, ["scale out"]), current=6, now=now,
+        pressure=memory_pressure(None), workload=46_000.0, recovery_s=10.0, target_recovery_s=300.0,
+    )
+    assert review.decision.target_parallelism == 6
+    assert [f.code for f in review.findings] == [SafeguardCode.INEFFECTIVE_SCALE_OUT]
+    assert "gained 100 records/s of 12,000 predicted" in review.decision.reasons[-1]
+
+
+def test_a_per_vertex_plan_keeps_the_vertices_a_safeguard_holds() -> None:
+    from agent.safeguard_settings import SafeguardSettings
+    from agent.safeguards import Safeguards
+    from planner.safeguards import MemoryPressure
+
+    guards = Safeguards(SafeguardSettings(memory={"heap_usage_threshold": 0.9}), RecordingEvents())
+    before = {"src": 2, "map": 4, "sink": 2}
+    planned = {"src": 2, "map": 2, "sink": 3}
+    names = {"src": "Source: log", "map": "cost", "sink": "sink"}
+    full = MemoryPressure(heap_usage=0.95, heap_taskmanager="tm-1")
+    kept, findings = guards.review_vertices(before, planned, names, now=0.0, pressure=full, recovery_s=10.0,
+                                            target_recovery_s=300.0)
+    # The scale-in of 'cost' waits; the scale-out of 'sink' goes ahead.
+    assert kept == {"src": 2, "map": 4, "sink": 3}
+    assert [f.figures["vertex"] for f in findings] == ["cost"] and findings[0].message.startswith("cost: ")
+    calm = MemoryPressure(heap_usage=0.5, heap_taskmanager="tm-1")
+    assert guards.review_vertices(before, planned, names, now=0.0, pressure=calm, recovery_s=10.0,
+                                  target_recovery_s=300.0) == (planned, ())
