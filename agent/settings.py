@@ -689,7 +689,10 @@ def _environment_variable(loc: tuple[Any, ...]) -> str | None:
         candidate = ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(part) for part in loc[:end]).upper()
         if candidate in names:
             return names[candidate]
-    return None
+    # A section's own check (a model validator) reports the section: name the variables set inside it.
+    inside = ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(part) for part in loc).upper() + ENV_NESTED_DELIMITER
+    within = sorted(names[name] for name in names if name.startswith(inside))
+    return ", ".join(within) or None
 
 
 def _given(data: dict[str, Any], loc: tuple[Any, ...]) -> bool:
