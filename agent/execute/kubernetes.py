@@ -18,6 +18,7 @@ writes the scale target; it leaves a ``RescaleRecommended`` Event instead.
 from __future__ import annotations
 
 import random
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from agent.clock import Clock, WallClock
 from agent.logging import get_logger
 from agent.ports import EventSink, RescaleResult, ScalerError
 from agent.settings import ScaleTargetSettings
+from planner.safeguards import SlotResources
 
 T = TypeVar("T")
 
@@ -329,6 +331,26 @@ _ACTIONS = {"Rescaled": "Rescale", "RescaleRecommended": "Recommend", "RescaleFa
 # ---------------------------------------------------------------------------------------------- scaler
 
 
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_MEMORY_UNITS = {
+    "": 1, "b": 1, "bytes": 1,
+    "k": 2**10, "kb": 2**10, "ki": 2**10, "m": 2**20, "mb": 2**20, "mi": 2**20,
+    "g": 2**30, "gb": 2**30, "gi": 2**30, "t": 2**40, "tb": 2**40, "ti": 2**40,
+}
+
+
+def memory_mb(value: Any) -> float | None:
+    """A FlinkDeployment's memory size in MB: Flink's syntax (``2048m``, ``2g``: binary units) or a Kubernetes
+    quantity (``2Gi``); None when absent or unreadable."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        size = float(value)
+    elif isinstance(value, str) and (match := _MEMORY.match(value)) and match.group(2).lower() in _MEMORY_UNITS:
+        size = float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
+    else:
+        return None
+    return size / 2**20 if 0 < size < 2**60 else None
+
+
 class KubernetesScaler:
     """Scaler over a Deployment/StatefulSet scale subresource or a FlinkDeployment (see the module doc)."""
 
@@ -431,6 +453,36 @@ class KubernetesScaler:
             ) from None
 
     # ------------------------------------------------------------------ the Scaler port
+
+    def slot_resources(self) -> SlotResources | None:
+        """CPU and TaskManager memory per slot of a FlinkDeployment (``spec.taskManager.resource`` over
+        ``taskmanager.numberOfTaskSlots``), for the quotas; None for a Deployment or StatefulSet, whose slots per
+        TaskManager live in a Flink configuration Perdix does not read. ScalerError when it cannot be read."""
+        t = self.target
+        if t.kind != "flinkdeployment":
+            return None
+
+        def read() -> Any:
+            return self.custom.get_namespaced_custom_object(
+                "flink.apache.org", "v1beta1", t.namespace, "flinkdeployments", t.name, _request_timeout=self._timeout()
+            )
+
+        spec = (self._call(read, "get") or {}).get("spec") or {}
+        resource = (spec.get("taskManager") or {}).get("resource") or {}
+        try:
+            slots = int((spec.get("flinkConfiguration") or {}).get("taskmanager.numberOfTaskSlots", 1))
+        except (TypeError, ValueError):
+            raise ScalerError(f"{t.describe()}: taskmanager.numberOfTaskSlots is not a whole number",
+                              kind="invalid_target") from None
+        if slots < 1:
+            raise ScalerError(f"{t.describe()}: taskmanager.numberOfTaskSlots below 1", kind="invalid_target")
+        cpu = resource.get("cpu")
+        cpu_per_slot = float(cpu) / slots if isinstance(cpu, (int, float)) and 0 < cpu < 1e6 else None
+        memory = memory_mb(resource.get("memory"))
+        memory_per_slot = memory / slots if memory is not None else None
+        if cpu_per_slot is None and memory_per_slot is None:
+            return None
+        return SlotResources(cpu=cpu_per_slot, memory_mb=memory_per_slot)
 
     def current_parallelism(self) -> int | None:
         """The target's ``spec.replicas`` (or ``spec.job.parallelism``) now; None if it cannot be read."""

@@ -193,6 +193,11 @@ class FakeKubeAPI:
                 "status": {"jobStatus": {"state": "RUNNING"}},
             }
 
+    def update_flinkdeployment_spec(self, name: str, spec: dict[str, Any], namespace: str = "default") -> None:
+        """Merge ``spec`` into a FlinkDeployment's spec (top-level keys replaced), as an operator's edit would."""
+        with self._lock:
+            self._state.flinkdeployments[(namespace, name)]["spec"].update(copy.deepcopy(spec))
+
     def flinkdeployment(self, name: str, namespace: str = "default") -> dict[str, Any]:
         """A copy of the stored FlinkDeployment."""
         with self._lock:
