@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np

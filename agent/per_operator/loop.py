@@ -30,7 +30,6 @@ from agent.ports import ScalerError
 from agent.safeguards import memory_pressure
 from agent.settings import Settings
 from planner import Decision, PlanInput, PlannerConfig, get_operator_policy
-from planner.types import ReasonCode
 from planner.per_operator import (
     OperatorConfig,
     OperatorDecision,
@@ -40,6 +39,8 @@ from planner.per_operator import (
     slots,
     subtasks,
 )
+from planner.safeguards import stabilization_limit
+from planner.types import ReasonCode
 
 
 def operator_config(settings: Settings) -> OperatorConfig:
@@ -213,6 +214,10 @@ class OperatorAgent(Agent):
             code = ReasonCode.VETOED if all(kept[v] == before.get(v, p) for v, p in kept.items()) else decision.code
             decision = replace(decision, parallelism=kept, code=code,
                                reasons=(*decision.reasons, *(f.message for f in findings)))
+        if self.settings.safeguards.reports.stabilization:
+            shared = self.operator_config.slot_sharing
+            held = stabilization_limit(decision.summary(before, shared=shared), slots(before, shared=shared))
+            findings = findings if held is None else (*findings, held)
         result.findings = findings
         self.safeguards.report(findings, now=now)
         return decision

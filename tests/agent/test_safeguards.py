@@ -325,3 +325,44 @@ def test_a_per_vertex_plan_keeps_the_vertices_a_safeguard_holds() -> None:
     calm = MemoryPressure(heap_usage=0.5, heap_taskmanager="tm-1")
     assert guards.review_vertices(before, planned, names, now=0.0, pressure=calm, recovery_s=10.0,
                                   target_recovery_s=300.0) == (planned, ())
+
+
+def test_every_finding_is_counted_by_code_and_verdict() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from agent.loop import RoundResult
+    from agent.telemetry import Telemetry
+
+    registry = CollectorRegistry()
+    telemetry = Telemetry(registry)
+    for _ in range(3):
+        telemetry.record_round(RoundResult(now=0.0, findings=(finding(SafeguardCode.MEMORY_PRESSURE),
+                                                              finding(SafeguardCode.QUOTA, Verdict.LIMITED))))
+    value = registry.get_sample_value
+    assert value("perdix_safeguard_findings_total", {"code": "memory-pressure", "verdict": "vetoed"}) == 3
+    assert value("perdix_safeguard_findings_total", {"code": "quota", "verdict": "limited"}) == 3
+
+
+def test_the_per_operator_round_is_held_by_a_blocked_period_and_capped_by_the_quota(tmp_path: Any) -> None:
+    from agent.safeguard_settings import SafeguardSettings
+    from agent.safeguards import Safeguards
+    from tests.agent.test_per_operator import COST, SplitJobMonitor, agent_for
+
+    # DS2 wants the costly vertex at 3 (it runs at 2); every minute is blocked, recovery scale-outs off.
+    monitor = SplitJobMonitor()
+    agent, scaler, events = agent_for(tmp_path / "blocked", "ds2", monitor)
+    blocked = SafeguardSettings(blocked_periods={"periods": ["* * * * *"], "time_zone": "UTC",
+                                                 "recovery_scale_out": False})
+    agent.safeguards = Safeguards(blocked, events)
+    result = agent.round()
+    assert scaler.calls == [] and monitor.parallelism[COST] == 2
+    [held] = result.findings
+    assert held.code is SafeguardCode.BLOCKED_PERIOD and held.figures["vertex"] == "cost"
+    assert [reason for reason, _ in events.emitted] == ["ScalingVetoed"]
+
+    # A quota of 2 slots: the costly vertex is planned at 2 at most.
+    monitor = SplitJobMonitor()
+    agent, scaler, events = agent_for(tmp_path / "quota", "ds2", monitor)
+    agent.settings = agent.settings.model_copy(update={"safeguards": SafeguardSettings(quota={"slots": 2})})
+    agent.round()
+    assert all(max(targets.values()) <= 2 for targets, _ in scaler.calls) and monitor.parallelism[COST] == 2
