@@ -151,7 +151,8 @@ class PromQLQueries(_Section):
         "",
         description="Fraction of time (0..1) each TaskManager spent in garbage collection over the window, one "
         "series per 'tm_id' label: the memory-pressure guard's GC reading (safeguards.memory.gc_pressure_threshold; "
-        "JVM_MEMORY_QUERIES has the Flink reporter's). Empty: not read. Needs: Status.JVM.GarbageCollector.*.Time.",
+        "JVM_MEMORY_QUERIES has the Flink reporter's). Empty: not read. Needs: Status.JVM.GarbageCollector.All.Time "
+        "(Flink 1.19 and later).",
     )
 
     @field_validator("*")
