@@ -92,6 +92,9 @@ def simulate(
         },
         LabSettings,
     )
+    if serve_metrics is None and (speed != 1.0 or follow_scale_target):
+        fail(f"{'--speed' if speed != 1.0 else '--follow-scale-target'}: only with --serve-metrics (a replay runs on "
+             "simulated time)")
     configure_logging(settings.telemetry.log_format, settings.telemetry.log_level)
     workload = _load_trace(trace)
     if serve_metrics is not None:
