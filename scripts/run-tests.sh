@@ -6,9 +6,11 @@
 # as two pytest processes, each with a session cluster of its own (every port is drawn free, every directory is
 # the process's own), beside a third that runs the rest of the suite, CPU-bound, at a low priority (nice 15) so
 # that the real-time scenarios keep the CPU they had alone. FLINK_FIRST is the first half, the long end-to-end
-# scenario (about 340 s); every other file under tests/flink, a new one included, is the second half (about
-# 450 s), at nice 5: the first half's agent measures the job's capacity at one slot in its first minute, while
-# both clusters and the main suite start, so when all three want the CPU at once the first half comes first.
+# scenario on Flink 2.3 and then on 1.20 (about 345 s each); every other file under tests/flink, a new one included,
+# is the second half (about 450 s on 2.3, then about 250 s more for the 1.20 runs of the modules marked
+# both_flink_versions, see tests/flink/conftest.py), at nice 5: each end-to-end agent measures the job's capacity
+# at one slot in its first minute, the first while both clusters and the main suite start, the second while the
+# second half runs, so when they all want the CPU at once the first half comes first.
 # The second half also builds the agent image (tests/flink/test_image.py runs scripts/build-image.sh: about 80 s
 # with the base image and the wheels cached under .tools, four to five minutes on a fresh machine), long after that
 # first minute, then runs it against its cluster.
