@@ -3,8 +3,9 @@ round per ``loop_interval_s`` on an APScheduler interval job, /metrics /healthz 
 
 Start-up checks fail fast with one line (the CLI exits 2): a scale target kind the daemon cannot drive,
 a kubeconfig or in-cluster config that cannot be loaded, an API server or Prometheus that does not
-answer, a query Prometheus rejects, a telemetry port already taken. After start nothing is fatal: an
-outage is a round without data (no rescale, /readyz turns not ready after N such rounds).
+answer, a query Prometheus rejects, a knowledge file that cannot be written, a telemetry port already
+taken. After start nothing is fatal: an outage is a round without data (no rescale, /readyz turns not
+ready after N such rounds).
 
 On SIGTERM or SIGINT the scheduler stops taking new rounds, the running round finishes (its requests
 are bounded by their timeouts), the knowledge is flushed once more, and the probe server stops.
@@ -127,9 +128,13 @@ def build_parts(settings: Settings, *, clock: Clock, telemetry: Telemetry | None
             request_timeout_s=settings.scale_target.request_timeout_s,
         )
     else:
-        from agent.knowledge.file import FileKnowledgeStore
+        from agent.knowledge.file import FileKnowledgeStore, KnowledgePathError
 
         knowledge = FileKnowledgeStore(settings.knowledge.path)
+        try:
+            knowledge.check_writable()
+        except KnowledgePathError as exc:
+            raise StartupError(str(exc)) from None
     return Parts(scaler=scaler, monitor=monitor, knowledge=knowledge, events=events, telemetry=telemetry,
                  closers=[api] if api is not None else [], api=api)
 

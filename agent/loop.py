@@ -19,6 +19,7 @@ import numpy as np
 from agent.analyze import Analysis, Analyzer
 from agent.clock import Clock
 from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge, encode_document
+from agent.knowledge.schema import validate_document
 from agent.logging import get_logger
 from agent.observation import Observation, ReadingBounds, screened
 from agent.ports import BoundedScaler, EventSink, KnowledgeStore, MetricSource, ResourceReporter, Scaler, ScalerError
@@ -219,16 +220,17 @@ class Agent:
             self.log.info("knowledge.fresh_start")
             return
         try:
-            self.analyzer.restore(document.get("analyzer", {}))
-            loop = document.get("loop", {})
-            self.last_rescale_at = loop.get("last_rescale_at")
-            self.last_round_at = loop.get("last_round_at")
-            self.rescales = list(loop.get("rescales", []))
-            self.recommendations = Recommendations.from_list(loop.get("recommendations", []))
-            self.safeguards.ineffective.restore(loop.get("ineffective_scale_outs"))
-            kept = loop.get("policy_state")
+            # Read field by field (every store checked it already; a store of the lab's may not have).
+            loop = validate_document(document).loop
+            self.analyzer.restore(document.get("analyzer") or {})
+            self.last_rescale_at = loop.last_rescale_at
+            self.last_round_at = loop.last_round_at
+            self.rescales = [record.model_dump(by_alias=True) for record in loop.rescales]
+            self.recommendations = Recommendations.from_list(loop.recommendations)
+            self.safeguards.ineffective.restore(loop.ineffective_scale_outs)
+            kept = loop.policy_state
             # Another policy's state (the operator switched policies) is not this one's to read.
-            self.policy_state = kept["state"] if kept and kept.get("policy") == self.policy.name else None
+            self.policy_state = dict(kept.state) if kept is not None and kept.policy == self.policy.name else None
         except Exception as exc:
             # The store could read it but the models cannot use it: the next save would overwrite it,
             # so move it aside first (never delete what the agent learned), then start fresh.

@@ -1,12 +1,15 @@
 """The knowledge document: what the agent has learned, as one versioned JSON object.
 
-Shared by every store (file, ConfigMap) so they validate it the same way.
+Shared by every store (file, ConfigMap) so they validate it the same way: the version, then every field
+(:mod:`agent.knowledge.schema`). A document that fails either is moved aside by the store, never overwritten.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from agent.knowledge.schema import validate_document
 
 SCHEMA_VERSION = 1
 
@@ -16,7 +19,8 @@ class KnowledgeError(ValueError):
 
 
 def check_document(document: Any) -> dict[str, Any]:
-    """Return the document if this Perdix can read it; raise KnowledgeError saying why not."""
+    """Return the document if this Perdix can read it, every field checked against the schema
+    (:mod:`agent.knowledge.schema`); raise KnowledgeError naming why not (the first field that does not fit)."""
     if not isinstance(document, dict):
         raise KnowledgeError(f"expected a JSON object, found {type(document).__name__}")
     version = document.get("version")
@@ -26,6 +30,10 @@ def check_document(document: Any) -> dict[str, Any]:
         raise KnowledgeError(f"version {version} is newer than this Perdix understands ({SCHEMA_VERSION})")
     if version < 1:
         raise KnowledgeError(f"invalid version {version}")
+    try:
+        validate_document(document)
+    except ValueError as exc:
+        raise KnowledgeError(f"a field does not fit: {exc}") from None
     return document
 
 

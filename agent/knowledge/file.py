@@ -14,6 +14,10 @@ from agent.logging import get_logger
 log = get_logger("perdix.knowledge")
 
 
+class KnowledgePathError(OSError):
+    """The knowledge file cannot be written where the settings put it; the message names the path."""
+
+
 class FileKnowledgeStore:
     """KnowledgeStore on the local filesystem; a bad file is moved aside, never deleted."""
 
@@ -23,15 +27,44 @@ class FileKnowledgeStore:
     def load(self) -> dict[str, Any] | None:
         """The stored document, or None if there is none or it was unusable (then moved aside)."""
         try:
-            text = self.path.read_text()
+            data = self.path.read_bytes()
         except FileNotFoundError:
             return None
         try:
-            return check_document(json.loads(text))
+            # Decoded here, inside the check: a file that is not UTF-8 is as unusable as one that is not JSON.
+            return check_document(json.loads(data.decode("utf-8")))
         except (json.JSONDecodeError, UnicodeDecodeError, KnowledgeError) as exc:
             aside = self._move_aside()
             log.warning("knowledge.unusable", path=str(self.path), reason=str(exc), moved_to=str(aside))
             return None
+
+    def check_writable(self) -> None:
+        """Raise :class:`KnowledgePathError` (one line naming the path) unless a save could write the document.
+
+        A path that is a directory, lies under a file, or sits in a directory this process may not write
+        would leave the agent running without ever keeping what it learns: that is a start-up error.
+        """
+        path = self.path
+        if path.is_dir():
+            raise KnowledgePathError(f"knowledge.path: {path} is a directory, not a file")
+        parent = path.parent
+        existing = parent
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir():
+            raise KnowledgePathError(f"knowledge.path: {path} lies under {existing}, which is a file")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            # A real write, not os.access: it answers for read-only mounts and any uid the same way.
+            fd, probe = tempfile.mkstemp(prefix=f".{path.name}.probe.", dir=parent)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise KnowledgePathError(
+                f"knowledge.path: cannot write in {parent} ({exc.strerror or type(exc).__name__})"
+            ) from None
+        if path.exists() and not os.access(path, os.R_OK):
+            raise KnowledgePathError(f"knowledge.path: {path} cannot be read")
 
     def _move_aside(self) -> Path:
         for attempt in range(1000):

@@ -14,7 +14,7 @@ from agent.knowledge.configmap import KEY, ConfigMapKnowledgeStore, KnowledgeSto
 from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge
 from tests.fakes.kube_api import FakeKubeAPI
 
-DOC = {"version": SCHEMA_VERSION, "analyzer": {"capacity": {"observed": {"3": 41000.5}}}, "loop": {"rescales": []}}
+DOC = {"version": SCHEMA_VERSION, "analyzer": {}, "loop": {"rescales": [], "recommendations": [[10.0, 3]]}}
 
 
 def make_store(api: k8s.ApiClient, name: str = "perdix-knowledge", max_retries: int = 4) -> ConfigMapKnowledgeStore:
@@ -36,7 +36,7 @@ def test_the_chart_s_empty_configmap_is_updated_with_its_resource_version(kube_a
     store = make_store(kube_client)
     assert store.load() is None
     store.save(DOC)
-    second = {**DOC, "loop": {"rescales": [{"to": 4}]}}
+    second = {**DOC, "loop": {"rescales": [{"at": 60.0, "from": 3, "to": 4}]}}
     store.save(second)
     puts = kube_api.log(method="PUT")
     assert [r.status for r in puts] == [200, 200]
@@ -55,12 +55,12 @@ def test_a_concurrent_writer_causes_a_conflict_then_a_reread_and_its_keys_surviv
     kube_api.touch_configmap("perdix-knowledge", "note", "written by someone else")
 
     with capture_logs() as logs:
-        store.save({**DOC, "loop": {"rescales": [{"to": 5}]}})
+        store.save({**DOC, "loop": {"rescales": [{"at": 60.0, "from": 3, "to": 5}]}})
 
     assert [r.status for r in kube_api.log(method="PUT")] == [200, 409, 200]
     data = kube_api.configmap("perdix-knowledge")["data"]
     assert data["note"] == "written by someone else"
-    assert json.loads(data[KEY])["loop"]["rescales"] == [{"to": 5}]
+    assert json.loads(data[KEY])["loop"]["rescales"] == [{"at": 60.0, "from": 3, "to": 5}]
     assert any(e["event"] == "knowledge.conflict" for e in logs)
 
 

@@ -96,7 +96,9 @@ def store_case(request: pytest.FixtureRequest, tmp_path: Path, kube_api: FakeKub
     yield StoreCase(make(), write_raw, everything_cm, make)
 
 
-DOCUMENT: dict[str, Any] = {"version": SCHEMA_VERSION, "analyzer": {"x": [1.5, 2.5]}, "loop": {"last_rescale_at": 12.0}}
+DOCUMENT: dict[str, Any] = {
+    "version": SCHEMA_VERSION, "analyzer": {}, "loop": {"last_rescale_at": 12.0, "recommendations": [[1.5, 2], [2.5, 3]]},
+}
 
 
 def test_store_starts_empty(store_case: StoreCase) -> None:
@@ -112,7 +114,17 @@ def test_store_round_trips_and_overwrites(store_case: StoreCase) -> None:
     assert store_case.reopen().load() == newer
 
 
-@pytest.mark.parametrize("raw", ["{truncated", json.dumps({"version": SCHEMA_VERSION + 5})])
+UNUSABLE = [
+    "{truncated",
+    json.dumps({"version": SCHEMA_VERSION + 5}),
+    # Parses, but a field does not fit its schema: a count that is a string, a NaN, an unknown key.
+    json.dumps({**DOCUMENT, "loop": {"last_rescale_at": "12"}}),
+    '{"version": 1, "analyzer": {}, "loop": {"last_rescale_at": NaN}}',
+    json.dumps({**DOCUMENT, "extra": 1}),
+]
+
+
+@pytest.mark.parametrize("raw", UNUSABLE)
 def test_store_moves_an_unusable_document_aside_and_never_deletes_it(store_case: StoreCase, raw: str) -> None:
     store_case.write_raw(raw)
     store = store_case.reopen()

@@ -1,0 +1,287 @@
+"""The knowledge document's schema: every field the agent writes, typed, so a stored document is read field by field.
+
+The document is untrusted input (anyone who may edit the ConfigMap or the file wrote it). Every store
+validates it with :func:`validate_document` before the agent sees it; a field that does not fit (a
+wrong type, a number that is NaN, infinite, negative where a count is meant, an unknown key) makes the
+whole document unusable, and the store moves it aside byte for byte, as it does with one that is not
+JSON. The forecaster's own model state is validated by its schema in ``models.forecast.states`` when it
+is built (``WorkloadForecaster.restore``), which fails the restore the same way.
+
+Unknown keys are refused rather than ignored: a document this Perdix half understands would be saved
+back without what it did not read. A newer Perdix that adds fields bumps ``version``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from models.forecast.states import Bool, FiniteFloat, GappedSeries, Int, Str
+
+Count = Annotated[Int, Field(ge=0)]
+"""A non-negative whole number (samples, loops, fits)."""
+Parallelism = Annotated[Int, Field(ge=0, le=32_768)]
+"""A scale-out a Flink job can run at (Flink's upper bound on max parallelism is 2^15)."""
+Moment = Annotated[FiniteFloat, Field(ge=0)]
+"""An epoch second (or, in a replay, seconds since its start)."""
+Seconds = Annotated[FiniteFloat, Field(ge=0)]
+ScaleOutKey = Annotated[Str, Field(pattern=r"^\d{1,5}$")]
+"""A scale-out as a JSON object key."""
+Name = Annotated[Str, Field(max_length=253)]
+RecoveryKind = Literal["rescale", "failure"]
+
+
+class _Part(BaseModel):
+    """Strict about shape: unknown fields are refused; leaf types are strict (no numbers read from strings)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RegressionState(_Part):
+    """``models.regression.WelfordRegression``."""
+
+    n: Count
+    mean_x: FiniteFloat
+    mean_y: FiniteFloat
+    m2_x: Annotated[FiniteFloat, Field(ge=0)]
+    m2_y: Annotated[FiniteFloat, Field(ge=0)]
+    c_xy: FiniteFloat
+    skipped: Count = 0
+    min_samples: Count = 2
+    min_x_variance: Annotated[FiniteFloat, Field(ge=0)] = 0.0
+
+
+class SharesState(_Part):
+    """The workers' shares of the throughput at one scale-out (``models.capacity``)."""
+
+    workers: list[Name]
+    sums: dict[Name, FiniteFloat]
+    seconds: Count
+
+
+class CapacityState(_Part):
+    """``models.capacity.CapacityModel``."""
+
+    max_cpu: Annotated[FiniteFloat, Field(gt=0, le=1)] = 1.0
+    min_samples: Count = 30
+    min_cpu_std: Annotated[FiniteFloat, Field(ge=0)] = 0.02
+    saturated_cpu: Annotated[FiniteFloat, Field(gt=0, le=1)] = 0.95
+    min_known_fraction: Annotated[FiniteFloat, Field(ge=0, le=1)] = 0.5
+    prior: dict[ScaleOutKey, Annotated[FiniteFloat, Field(ge=0)]] = Field(default_factory=dict)
+    partitions: Annotated[Int, Field(ge=1)] | None = None
+    partition_weights: list[Annotated[FiniteFloat, Field(ge=0)]] | None = None
+    regressions: dict[Name, RegressionState] = Field(default_factory=dict)
+    last_seen: dict[Name, Moment] = Field(default_factory=dict)
+    ratios: dict[Name, tuple[FiniteFloat, FiniteFloat]] = Field(default_factory=dict)
+    observed: dict[ScaleOutKey, Annotated[FiniteFloat, Field(ge=0)]] = Field(default_factory=dict)
+    shares: dict[ScaleOutKey, SharesState] = Field(default_factory=dict)
+    workers: list[Name] = Field(default_factory=list)
+    skipped: Count = 0
+
+
+class EstimateRow(_Part):
+    """One downtime estimate at one scale-out (``models.recovery``)."""
+
+    kind: RecoveryKind
+    parallelism: Parallelism
+    value: Seconds
+    count: Count
+
+
+class Estimate(_Part):
+    value: Seconds
+    count: Count
+
+
+class RecoveryState(_Part):
+    """``models.recovery.RecoveryPredictor``."""
+
+    checkpoint_interval_s: Annotated[FiniteFloat, Field(gt=0)]
+    priors: dict[RecoveryKind, Seconds]
+    per_scale_out: list[EstimateRow] = Field(default_factory=list)
+    per_kind: dict[RecoveryKind, Estimate] = Field(default_factory=dict)
+    lines: dict[RecoveryKind, RegressionState] = Field(default_factory=dict)
+    unexplained: Count = 0
+
+
+class StatsState(_Part):
+    """``models.anomaly.WelfordStats``."""
+
+    n: Count
+    mean: FiniteFloat
+    m2: Annotated[FiniteFloat, Field(ge=0)]
+
+
+class DetectorState(_Part):
+    """``models.anomaly.GapAnomalyDetector``."""
+
+    k: Annotated[FiniteFloat, Field(gt=0)]
+    min_samples: Count
+    smoothing_s: Annotated[Int, Field(ge=1, le=86_400)]
+    stats: StatsState
+    skipped: Count = 0
+    recent: Annotated[list[FiniteFloat], Field(max_length=86_400)] = Field(default_factory=list)
+
+
+class WatchState(_Part):
+    """``models.anomaly.RecoveryWatch``."""
+
+    detector: DetectorState
+    consecutive_s: Count
+    give_up_s: Seconds
+    active: Bool
+    started_at: FiniteFloat | None
+    abandoned: Count = 0
+    seen_anomaly: Bool
+    resumed_at: FiniteFloat | None = None
+    run_start: FiniteFloat | None
+    run_length: Count
+
+
+class WatchedState(_Part):
+    """``agent.analyze.WatchedRecovery``."""
+
+    kind: RecoveryKind
+    started_at: FiniteFloat
+    parallelism: Parallelism
+    predicted_s: FiniteFloat | None = None
+    downtime_s: Seconds | None = None
+    downtime_source: Literal["scaler", "uptime"] | None = None
+    overdue: Bool = False
+    falling_behind: Bool = False
+    from_parallelism: Parallelism | None = None
+
+
+class SeasonalNaiveState(_Part):
+    """``models.forecast.candidates.SeasonalNaive``."""
+
+    history: GappedSeries
+    period_s: Annotated[Int, Field(ge=1)] | None = None
+
+
+class ScoresState(_Part):
+    """``models.forecast.candidates.RollingScores``."""
+
+    scores: dict[Name, list[Annotated[FiniteFloat, Field(ge=0)]]] = Field(default_factory=dict)
+
+
+class ForecasterState(_Part):
+    """``models.forecast.WorkloadForecaster`` (its model's own state: ``models.forecast.states``)."""
+
+    horizon_s: Annotated[Int, Field(ge=1, le=86_400)]
+    window_s: Annotated[Int, Field(ge=1, le=7 * 86_400)]
+    resolution_s: Annotated[Int, Field(ge=1, le=3600)]
+    raw: GappedSeries
+    buckets: GappedSeries
+    bucket_count: Count
+    partial: GappedSeries
+    last_wape: Annotated[FiniteFloat, Field(ge=0)] | None = None
+    poor_loops: Count = 0
+    fits_started: Count = 0
+    fits_failed: Count = 0
+    skipped: Count = 0
+    model: dict[str, Any] | None = None
+    seasonal: SeasonalNaiveState | None = None
+    scores: ScoresState | None = None
+
+
+class EnvelopeState(_Part):
+    """``models.forecast.envelope.RiseEnvelope``."""
+
+    levels: GappedSeries
+
+
+class AnalyzerState(_Part):
+    """``agent.analyze.Analyzer``: the models' states and the bookkeeping that feeds them."""
+
+    capacity: CapacityState
+    forecaster: ForecasterState
+    recovery: RecoveryState
+    watch: WatchState
+    watch_meta: WatchedState | None = None
+    last_uptime: tuple[FiniteFloat, Seconds] | None = None
+    expected_parallelism: Parallelism | None = None
+    watch_signal: Name | None = None
+    envelope: EnvelopeState | None = None
+
+
+class RescaleRecord(_Part):
+    """One rescale the agent applied or proposed (``agent.loop.Agent._execute``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    at: FiniteFloat
+    from_: Parallelism | None = Field(alias="from")
+    to: Parallelism
+    confirmed: Parallelism | None = None
+    dry_run: Bool = False
+    predicted_recovery_s: FiniteFloat | None = None
+    downtime_s: FiniteFloat | None = None
+    reasons: list[Annotated[Str, Field(max_length=10_000)]] = Field(default_factory=list, max_length=100)
+
+
+class PolicyState(_Part):
+    """What a policy asked to keep (its own shape, read by the policy; here: its name and an object)."""
+
+    policy: Name
+    state: dict[str, Any]
+
+
+class LoopState(_Part):
+    """``agent.loop.Agent``: the round's own bookkeeping."""
+
+    last_round_at: FiniteFloat | None = None
+    last_rescale_at: FiniteFloat | None = None
+    rescales: list[RescaleRecord] = Field(default_factory=list, max_length=100_000)
+    recommendations: list[tuple[FiniteFloat, Parallelism]] = Field(default_factory=list, max_length=100_000)
+    policy_state: PolicyState | None = None
+    ineffective_scale_outs: Any = None
+    """The safeguards' record (``agent.safeguards``), read by its own ``restore``."""
+
+
+class KnowledgeDocument(_Part):
+    """The whole document: a schema version, the analyzer's states, the loop's bookkeeping."""
+
+    version: Annotated[Int, Field(ge=1)]
+    analyzer: AnalyzerState | None = None
+    loop: LoopState = Field(default_factory=LoopState)
+
+    @field_validator("analyzer", mode="before")
+    @classmethod
+    def _nothing_kept(cls, value: Any) -> Any:
+        # An analyzer that learns nothing (the lab's oracle) keeps an empty object.
+        return None if value == {} else value
+
+
+def _non_finite(value: Any, path: str = "") -> str | None:
+    """The path of the first NaN or infinite number anywhere in ``value`` (the JSON parser accepts them)."""
+    if isinstance(value, float):
+        return path or "(document)" if not math.isfinite(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _non_finite(item, f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _non_finite(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+def validate_document(document: dict[str, Any]) -> KnowledgeDocument:
+    """The document read field by field; raises ValueError naming the first field that does not fit."""
+    try:
+        typed = KnowledgeDocument.model_validate(document)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(document)"
+        raise ValueError(f"{where}: {first['msg']} ({exc.error_count()} field(s) do not fit)") from None
+    # The fields typed Any (a policy's state, a model's own state) hold no NaN either: nothing writes one.
+    found = _non_finite(document)
+    if found is not None:
+        raise ValueError(f"{found}: a number that is NaN or infinite")
+    return typed

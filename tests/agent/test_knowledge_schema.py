@@ -1,0 +1,212 @@
+"""The knowledge document is read field by field: whatever does not fit is moved aside and the agent starts fresh.
+
+Every case runs over both real stores (the file, and the ConfigMap on the loopback API server): a real
+document from a replay is damaged in one field, the agent restarts on it, and the document must be
+kept byte for byte beside the fresh one (never overwritten), with one ``knowledge.unusable`` line
+naming the field. A file that is not UTF-8 is moved aside the same way, and a knowledge path the
+daemon could never write is a start-up error: exit 2, one line.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import structlog
+import yaml
+from structlog.testing import capture_logs
+from typer.testing import CliRunner
+
+from agent.knowledge.file import FileKnowledgeStore
+from agent.knowledge.schema import validate_document
+from cli import app
+from lab.replay import Replay
+from lab.settings import load_lab_settings
+from simulator import Trace, load_trace
+from tests.adapters.test_contracts import StoreCase, store_case  # noqa: F401  (both real stores)
+from tests.adapters.test_prometheus_monitor import healthy
+from tests.fakes.kube_api import FakeKubeAPI
+from tests.fakes.prometheus_api import FakePrometheus
+from tests.fixtures.k8s import kube_api, kube_client, kubeconfig  # noqa: F401  (the loopback API server)
+
+
+@pytest.fixture(scope="module")
+def good_document() -> dict[str, Any]:
+    """A real document: half an hour of the bank trace with failures, so every model has a state."""
+    settings = load_lab_settings(None, {"policy": "ds2"})
+    run = Replay(load_trace("traces/bank_calls.csv"), settings, hours=0.5, failures_per_hour=4.0)
+    run.run()
+    document = json.loads(json.dumps(run.agent.document()))
+    validate_document(document)
+    assert document["loop"]["rescales"], "the replay must have rescaled for the rescale cases below"
+    return document
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(document: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = document
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return change
+
+
+# case -> (the change, a fragment of the field the one warning must name)
+MISFITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "a count as a string": (_set("analyzer.forecaster.poor_loops", "3"), "analyzer.forecaster.poor_loops"),
+    "a negative count": (_set("analyzer.forecaster.bucket_count", -1), "analyzer.forecaster.bucket_count"),
+    "a boolean for a number": (_set("analyzer.recovery.checkpoint_interval_s", True), "checkpoint_interval_s"),
+    "an absurd parallelism": (_set("analyzer.expected_parallelism", 10**9), "analyzer.expected_parallelism"),
+    "an unknown field": (_set("analyzer.capacity.surprise", 1), "analyzer.capacity.surprise"),
+    "a rescale to -2": (_set("loop.rescales.0.to", -2), "loop.rescales.0.to"),
+    "a regression that is a list": (_set("analyzer.capacity.regressions", [1, 2]), "analyzer.capacity.regressions"),
+    "a reason that is a number": (_set("loop.rescales.0.reasons.0", 5), "loop.rescales.0.reasons.0"),
+    "a policy state that is not an object": (
+        _set("loop.policy_state", {"policy": "ds2", "state": "gASV"}), "loop.policy_state.state"
+    ),
+    "an old base64 model state": (
+        _set("analyzer.forecaster.model", {"name": "statsforecast-arima", "window": 90, "max_d": 1, "y": [],
+                                          "model": "not base64 at all!"}),
+        "StatsForecastState",
+    ),
+}
+
+
+def _nan(document: dict[str, Any]) -> str:
+    """The document with a NaN literal (the JSON parser accepts it; Perdix never writes one)."""
+    return re.sub(r'"last_round_at": [^,}]+', '"last_round_at": NaN', json.dumps(document), count=1)
+
+
+@pytest.mark.parametrize("case", sorted(MISFITS) + ["a NaN"])
+def test_a_field_that_does_not_fit_moves_the_document_aside_and_the_agent_starts_fresh(
+    store_case: StoreCase, good_document: dict[str, Any], case: str  # noqa: F811
+) -> None:
+    document = copy.deepcopy(good_document)
+    if case == "a NaN":
+        raw, field = _nan(document), "last_round_at"
+        assert "NaN" in raw
+    else:
+        change, field = MISFITS[case]
+        change(document)
+        raw = json.dumps(document)
+    store_case.write_raw(raw)
+    settings = load_lab_settings(None, {"policy": "ds2"})
+    flat = Trace("flat", np.array([0.0, 1800.0]), np.array([30_000.0, 30_000.0]))
+    with capture_logs() as logs:
+        run = Replay(flat, settings, hours=0.2, knowledge=store_case.reopen())
+    unusable = [e for e in logs if e["event"] in ("knowledge.unusable", "knowledge.restore_failed")]
+    assert len(unusable) >= 1 and any(field in str(e) for e in unusable), unusable
+    assert "knowledge.restored" not in [e["event"] for e in logs]
+    assert run.agent.rescales == [] and run.agent.last_round_at is None, "the agent did not start fresh"
+    run.run(until_s=300)
+    assert raw in store_case.everything_stored(), "the document was not kept byte for byte"
+    fresh = store_case.reopen().load()
+    assert fresh is not None and fresh["loop"]["last_round_at"] == 300
+
+
+def test_every_field_of_a_real_document_round_trips(good_document: dict[str, Any]) -> None:
+    typed = validate_document(good_document)
+    assert typed.analyzer is not None and typed.analyzer.capacity.regressions
+    assert [r.model_dump(by_alias=True)["to"] for r in typed.loop.rescales] == [
+        r["to"] for r in good_document["loop"]["rescales"]
+    ]
+
+
+def test_a_knowledge_file_that_is_not_utf8_is_moved_aside_not_overwritten(tmp_path: Path) -> None:
+    path = tmp_path / "knowledge.json"
+    raw = b'{"version": 1, "loop": {"last_round_at": 1.0}, "analyzer": {}, "\xff\xfe": 0}'
+    path.write_bytes(raw)
+    settings = load_lab_settings(None, {})
+    flat = Trace("flat", np.array([0.0, 1800.0]), np.array([30_000.0, 30_000.0]))
+    with capture_logs() as logs:
+        run = Replay(flat, settings, hours=0.2, knowledge=FileKnowledgeStore(path))
+    assert [e for e in logs if e["event"] == "knowledge.unusable"], logs
+    run.run(until_s=120)
+    (aside,) = tmp_path.glob("knowledge.json.bad-*")
+    assert aside.read_bytes() == raw
+    assert json.loads(path.read_text())["loop"]["last_round_at"] == 120
+
+
+# ---------------------------------------------------------------------------------------------- start-up
+
+@pytest.fixture(autouse=True)
+def _reset_logging() -> Iterator[None]:
+    yield
+    structlog.reset_defaults()
+
+
+@pytest.fixture
+def fake_prometheus() -> Iterator[FakePrometheus]:
+    fake = FakePrometheus().start()
+    healthy(fake)
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def _config(directory: Path, prometheus: FakePrometheus, kubeconfig: Path, knowledge: Path) -> Path:
+    config = directory / "perdix.yaml"
+    config.write_text(yaml.safe_dump({
+        "scale_target": {"kind": "deployment", "name": "flink-taskmanager", "kubeconfig": str(kubeconfig)},
+        "prometheus": {"url": prometheus.url, "timeout_s": 1},
+        "knowledge": {"path": str(knowledge)},
+        "telemetry": {"metrics_port": 0, "log_level": "error"},
+    }))
+    return config
+
+
+@pytest.mark.parametrize("case", ["a directory", "under a file"])
+def test_a_knowledge_path_that_cannot_be_written_is_a_start_up_error(
+    tmp_path: Path, kube_api: FakeKubeAPI, kubeconfig: Path, fake_prometheus: FakePrometheus, case: str
+) -> None:
+    if case == "a directory":
+        knowledge = tmp_path / "knowledge"
+        knowledge.mkdir()
+    else:
+        (tmp_path / "afile").write_text("x")
+        knowledge = tmp_path / "afile" / "knowledge.json"
+    result = CliRunner().invoke(app, ["run", "--config", str(_config(tmp_path, fake_prometheus, kubeconfig, knowledge))])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("perdix: error: knowledge.path:"), result.output
+    assert "Traceback" not in result.output
+    assert kube_api.scale_target_writes() == []
+
+
+def test_a_read_only_knowledge_directory_is_a_start_up_error(
+    kube_api: FakeKubeAPI, fake_prometheus: FakePrometheus
+) -> None:
+    """Run as an unprivileged user (root writes into read-only directories), in a directory it may read."""
+    with tempfile.TemporaryDirectory(prefix="perdix-ro-") as name:
+        directory = Path(name)
+        directory.chmod(0o755)
+        kubeconfig = kube_api.write_kubeconfig(directory / "kubeconfig")
+        kubeconfig.chmod(0o644)
+        readonly = directory / "state"
+        readonly.mkdir()
+        config = _config(directory, fake_prometheus, kubeconfig, readonly / "knowledge.json")
+        config.chmod(0o644)
+        readonly.chmod(0o555)
+        command = [str(Path(".venv/bin/perdix").resolve()), "run", "--config", str(config)]
+        if os.geteuid() == 0:
+            command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=directory)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("perdix: error: knowledge.path: cannot write in"), lines
+    assert kube_api.scale_target_writes() == []
