@@ -74,6 +74,14 @@ image=${PERDIX_IMAGE:-perdix:$version}
 
 image_exists() { $SUDO "$images" image inspect "$1" >/dev/null 2>&1; }
 
+# One build at a time per checkout: two would share the base tarball and the wheelhouse.
+mkdir -p "$TOOLS"
+exec 9>"$TOOLS/build-image.lock"
+if ! flock -n 9; then
+    step "waiting for another image build of this checkout"
+    flock 9
+fi
+
 # ---------------------------------------------------------------- 1. the base image
 debian_mirror() {
     # deb822 (.sources: a stanza whose Suites has bookworm) first, then one-line .list entries; else Debian's CDN.
