@@ -8,7 +8,9 @@ taken. After start nothing is fatal: an outage is a round without data (no resca
 ready after N such rounds).
 
 On SIGTERM or SIGINT the scheduler stops taking new rounds, the running round finishes (its requests
-are bounded by their timeouts), the knowledge is flushed once more, and the probe server stops.
+are bounded by their timeouts; a rescale waiting for its confirmation stops waiting and is recorded as
+pending, for the next start to confirm), the knowledge is flushed once more, and the probe server stops:
+well within Kubernetes' default grace period of 30 s.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from agent.clock import Clock, WallClock
 from agent.logging import get_logger
 from agent.loop import Agent
-from agent.ports import EventSink, KnowledgeStore, MonitorError, Scaler
+from agent.ports import EventSink, InterruptibleScaler, KnowledgeStore, MonitorError, Scaler
 from agent.settings import ConfigError, Settings
 from agent.telemetry import Telemetry, TelemetryServer
 
@@ -204,6 +206,10 @@ class Daemon:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        if isinstance(self.parts.scaler, InterruptibleScaler):
+            # A round waiting for a rescale's confirmation (up to two minutes) would outlast Kubernetes' grace
+            # period: it stops waiting, the rescale is recorded as pending and confirmed at the next start.
+            self.parts.scaler.interrupt()
         try:
             self.scheduler.shutdown(wait=True)
         except Exception:  # not started

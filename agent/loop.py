@@ -283,6 +283,7 @@ class Agent:
         # Never look back further than a few intervals: a long outage is a gap, not a backlog of rounds.
         since = max(since, now - 5 * self.settings.loop_interval_s)
         self.last_round_at = now
+        self._settle_pending(now)
 
         observation = self._step(result, "monitor", lambda: self.monitor.observe(since=since, now=now))
         if observation is None:
@@ -310,6 +311,30 @@ class Agent:
 
         self._plan_and_execute(result, observation, analysis, current, since=since, now=now)
         return self._finish(result)
+
+    def _settle_pending(self, now: float) -> None:
+        """Record how a rescale left pending at the last stop ended: Flink finished it meanwhile, the scale
+        target says at what (see :class:`agent.ports.InterruptibleScaler`). Unread: asked again next round."""
+        pending = [record for record in self.rescales if record.get("pending")]
+        if not pending:
+            return
+        try:
+            reached = self.scaler.current_parallelism()
+        except Exception as exc:  # the scale target cannot say now: the record stays pending
+            reached = None
+            self.log.debug("rescale.pending_unread", error=f"{type(exc).__name__}: {exc}")
+        if reached is None:
+            return
+        for record in pending:
+            record["pending"] = False
+            record["confirmed"] = reached
+        last = pending[-1]
+        if reached == last["to"]:
+            self.log.info("rescale.confirmed", requested_at=last["at"], **{"from": last["from"]}, to=reached)
+            # The recovery of that rescale is the one under way now: watch it as if it had just been confirmed.
+            self.analyzer.on_rescale(now=float(last["at"]), from_parallelism=int(last["from"]), to_parallelism=reached)
+        else:
+            self.log.warning("rescale.unconfirmed", requested=last["to"], confirmed=reached, requested_at=last["at"])
 
     def _validated(self, observation: Observation) -> Observation:
         """The one check between the monitor and the models: readings a job cannot have are gaps
@@ -534,9 +559,16 @@ class Agent:
             "downtime_s": outcome.downtime_s,
             "reasons": list(decision.reasons[-3:]),
         }
+        if outcome.pending:
+            record["pending"] = True
         self.rescales.append(record)
         if dry_run:
             self.log.info("rescale.dry_run", **{k: v for k, v in record.items() if k != "at"})
+            return
+        if outcome.pending:
+            # The daemon is stopping: Flink finishes the rescale; the next start confirms it (_settle_pending).
+            self.last_rescale_at = now
+            self.log.warning("rescale.pending", **{k: v for k, v in record.items() if k != "at"})
             return
         if outcome.confirmed != target:
             # Only what the target confirmed counts; the next round sees the real parallelism.

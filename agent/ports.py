@@ -47,6 +47,9 @@ class RescaleResult:
     """Measured time the job did not process (stop to all tasks running), seconds; None if not measured."""
     resumed_at: float | None = None
     """Unix seconds at which every task ran again, when the scaler saw it (the stop is over by then)."""
+    pending: bool = False
+    """True when the request was sent but the wait for its confirmation was cut short (the daemon is stopping):
+    the job's side finishes it, and the next start reads how it ended."""
 
 
 @runtime_checkable
@@ -59,6 +62,16 @@ class Scaler(Protocol):
 
     def rescale(self, target: int, *, reasons: tuple[str, ...], dry_run: bool) -> RescaleResult:
         """Set the job to ``target`` workers (or only record the recommendation in dry-run)."""
+        ...
+
+
+@runtime_checkable
+class InterruptibleScaler(Scaler, Protocol):
+    """A scale target whose rescale may wait long for its confirmation (Flink's REST API: up to two minutes)."""
+
+    def interrupt(self) -> None:
+        """Cut short any wait for a confirmation, now and from now on (the daemon is stopping); a request
+        already sent stands, and its rescale returns ``pending``."""
         ...
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -90,6 +91,8 @@ class FlinkRestClient:
         self.backoff_cap_s = backoff_cap_s
         self.rng = rng or random.Random()
         self.requests: list[RestRequest] = []
+        self.interrupted: Callable[[], bool] = lambda: False
+        """True once the caller is stopping: a failed request is not retried."""
 
     def get(self, path: str) -> Any:
         """GET ``path`` and return its JSON body."""
@@ -148,7 +151,7 @@ class FlinkRestClient:
             try:
                 return self._once(method, path, body)
             except ScalerError as exc:
-                if not exc.retryable or attempt >= self.max_retries:
+                if not exc.retryable or attempt >= self.max_retries or self.interrupted():
                     raise
                 # Jittered, capped exponential backoff: the write sets a value, so repeating it is safe.
                 ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2**attempt)
@@ -314,6 +317,14 @@ class FlinkRestScaler:
         self.log = get_logger("perdix.execute", target=f"flink-rest {settings.rest_url}", job=settings.job)
         self._job_id: str | None = None
         self._reported: set[str] = set()
+        self._stopping = threading.Event()
+        """Set by :meth:`interrupt`: no more waiting for confirmations or retrying requests."""
+        self.client.interrupted = self._stopping.is_set
+
+    def interrupt(self) -> None:
+        """Cut short any wait for a rescale's confirmation (the daemon is stopping): Flink finishes a rescale
+        already requested on its own, and the rescale returns ``pending`` for the next start to confirm."""
+        self._stopping.set()
 
     @property
     def requests(self) -> list[RestRequest]:
@@ -427,6 +438,13 @@ class FlinkRestScaler:
         self.log.info("rescale.requested", job=before.job_id, current=before.parallelism, target=requested, reason=why)
 
         after = self._await(before, wanted)
+        if self._stopping.is_set() and (after is None or not after.running_at(wanted)):
+            # Kubernetes kills the pod soon after SIGTERM; the confirmation would take up to confirm_timeout_s.
+            self.log.warning(
+                "rescale.left_pending", job=before.job_id, requested=requested,
+                error="stopping before the rescale was confirmed: Flink finishes it, the next start confirms it",
+            )
+            return RescaleResult(requested=requested, confirmed=None, dry_run=False, pending=True)
         stop = self._stop(before, after)
         downtime, resumed_at = stop if stop is not None else (None, None)
         confirmed = after.parallelism if after is not None else self.current_parallelism()
@@ -636,7 +654,7 @@ class FlinkRestScaler:
                 self.log.warning("rescale.read_failed", kind=exc.kind, error=str(exc))
             if last is not None and last.created_at_ms != before.created_at_ms and last.running_at(wanted):
                 return last
-            if self.clock.now() >= deadline:
+            if self.clock.now() >= deadline or self._stopping.is_set():
                 return last
             self.clock.sleep_until(min(deadline, self.clock.now() + self.poll_interval_s))
 

@@ -220,6 +220,8 @@ class RescaleRecord(_Part):
     predicted_recovery_s: FiniteFloat | None = None
     downtime_s: FiniteFloat | None = None
     reasons: list[Annotated[Str, Field(max_length=10_000)]] = Field(default_factory=list, max_length=100)
+    pending: Bool = False
+    """Requested, but the daemon stopped before the scale target confirmed it; the next start reads the outcome."""
 
 
 class PolicyState(_Part):
