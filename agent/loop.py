@@ -28,7 +28,7 @@ from agent.settings import Settings
 from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
 from planner.peers import FlinkAutoscaler, KedaLag
 from planner.history import Recommendations
-from planner.safeguards import Finding, SlotResources, quota_limit, quota_slots, skew_cause
+from planner.safeguards import Finding, IneffectiveScaleOut, SlotResources, quota_limit, quota_slots, skew_cause
 
 MAX_HISTORY = 500
 """Rescale and recovery records kept in the knowledge document (oldest dropped first)."""
@@ -420,10 +420,12 @@ class Agent:
     def _judge_scale_out(self, analysis: Analysis, worker_busy: Mapping[str, float], now: float) -> None:
         """Judge the last scale-out once its capacity is measured (safeguards.effectiveness); say when it fell short."""
         ineffective = self.safeguards.ineffective
-        if not self.settings.safeguards.effectiveness.enabled or ineffective.pending is None:
+        if not self.settings.safeguards.effectiveness.enabled or None not in ineffective.pending:
             return
+        # Past the grace period and a round, the capacity at the new scale-out is measured, caught up or not: a
+        # scale-out that leaves the job behind is the one that most needs judging (and is measured saturated).
         settled = (
-            not analysis.recovering and self.last_rescale_at is not None
+            self.last_rescale_at is not None
             and now - self.last_rescale_at >= self.config.grace_period_s + self.config.loop_interval_s
         )
         parallelism = analysis.parallelism
@@ -431,8 +433,11 @@ class Agent:
             now=now, parallelism=parallelism, capacities=analysis.capacities, settled=settled,
             cause=skew_cause(worker_busy, parallelism=parallelism or 0, source_partitions=self.settings.partitions),
         )
-        if record is None:
-            return
+        if record is not None:
+            self._report_ineffective(record)
+
+    def _report_ineffective(self, record: IneffectiveScaleOut) -> None:
+        """A log line and a Warning Event for a scale-out judged ineffective (each judged once)."""
         message = (
             f"scale-out {record.from_parallelism} -> {record.to_parallelism} gained "
             f"{record.measured_capacity - record.capacity_before:,.0f} records/s of "

@@ -127,6 +127,7 @@ class _RecordModel(BaseModel):
     predicted_capacity: float = Field(allow_inf_nan=False)
     measured_capacity: float = Field(allow_inf_nan=False)
     cause: str | None = Field(None, max_length=500)
+    vertex: str | None = Field(None, max_length=253)
 
 
 @dataclass(frozen=True)
@@ -142,16 +143,18 @@ class _Pending:
 
 
 class IneffectiveScaleOuts:
-    """The ineffective scale-outs remembered (aged out after ``forget_after_s``) and the one being judged.
+    """The ineffective scale-outs remembered (aged out after ``forget_after_s``) and the ones being judged.
 
-    The one owner of this state: it is told of each applied scale-out, judges it once its capacity is
-    measured, trims what aged out, and answers whether a scale-out would repeat one.
+    The one owner of this state: it is told of each applied scale-out (of the whole job, or of one job vertex
+    under a per-vertex policy), judges it once its capacity is measured, trims what aged out, and answers
+    whether a scale-out would repeat one.
     """
 
     def __init__(self, settings: EffectivenessSettings) -> None:
         self.settings = settings
         self.records: tuple[IneffectiveScaleOut, ...] = ()
-        self.pending: _Pending | None = None
+        self.pending: dict[str | None, _Pending] = {}
+        """The scale-outs applied and not judged yet, by vertex id (None: the whole job)."""
 
     def to_list(self) -> list[dict[str, Any]]:
         """The records as plain data for the knowledge document."""
@@ -173,33 +176,35 @@ class IneffectiveScaleOuts:
 
     def watch(
         self, *, now: float, from_parallelism: int, to_parallelism: int, workload: float | None,
-        capacities: Mapping[int, float | None],
+        capacities: Mapping[int, float | None], vertex: str | None = None,
     ) -> None:
-        """Start judging an applied scale-out (a scale-in or a rescale without predictions stops the watch)."""
+        """Start judging an applied scale-out of the job (or of ``vertex``): a scale-in or a rescale without
+        predictions stops the watch."""
         before, predicted = capacities.get(from_parallelism), capacities.get(to_parallelism)
         if (
             to_parallelism <= from_parallelism or workload is None or before is None or predicted is None
             or not (math.isfinite(before) and math.isfinite(predicted))
         ):
-            self.pending = None
+            self.pending.pop(vertex, None)
             return
-        self.pending = _Pending(now, from_parallelism, to_parallelism, workload, before, predicted)
+        self.pending[vertex] = _Pending(now, from_parallelism, to_parallelism, workload, before, predicted)
 
     def judge(
         self, *, now: float, parallelism: int | None, capacities: Mapping[int, float | None], settled: bool,
-        cause: str | None,
+        cause: str | None, vertex: str | None = None,
     ) -> IneffectiveScaleOut | None:
-        """Judge the watched scale-out once the job runs settled at it; the record when it was ineffective."""
-        pending = self.pending
+        """Judge the watched scale-out of the job (or of ``vertex``) once it runs settled at it; the record when it
+        was ineffective."""
+        pending = self.pending.get(vertex)
         if pending is None:
             return None
         if parallelism != pending.to_parallelism or now - pending.at > self.settings.measure_within_s:
-            self.pending = None  # rescaled again, or never measured: left unjudged
+            del self.pending[vertex]  # rescaled again, or never measured: left unjudged
             return None
         measured = capacities.get(pending.to_parallelism)
         if not settled or measured is None or not math.isfinite(measured):
             return None
-        self.pending = None
+        del self.pending[vertex]
         effective = scale_out_effective(
             pending.capacity_before, pending.predicted_capacity, measured, self.settings.threshold
         )
@@ -208,7 +213,7 @@ class IneffectiveScaleOuts:
         record = IneffectiveScaleOut(
             at=now, from_parallelism=pending.from_parallelism, to_parallelism=pending.to_parallelism,
             workload=pending.workload, capacity_before=pending.capacity_before,
-            predicted_capacity=pending.predicted_capacity, measured_capacity=measured, cause=cause,
+            predicted_capacity=pending.predicted_capacity, measured_capacity=measured, cause=cause, vertex=vertex,
         )
         self.records = (*self.records, record)
         return record
@@ -304,14 +309,16 @@ class Safeguards:
 
     def review_vertices(
         self, before: Mapping[str, int], planned: Mapping[str, int], names: Mapping[str, str], *, now: float,
-        pressure: MemoryPressure, recovery_s: float | None, target_recovery_s: float,
+        pressure: MemoryPressure, recovery_s: float | None, target_recovery_s: float, workload: float | None = None,
     ) -> tuple[dict[str, int], tuple[Finding, ...]]:
-        """A per-vertex plan reviewed vertex by vertex: a vertex the memory guard or a blocked period holds keeps
-        its parallelism (a scale-in of one vertex is still a scale-in); the others go ahead. The ineffective
-        scale-outs are remembered for the job as a whole (the whole-job loop's)."""
+        """A per-vertex plan reviewed vertex by vertex: a vertex the memory guard, a blocked period or one of its
+        own ineffective scale-outs holds keeps its parallelism (a scale-in of one vertex is still a scale-in); the
+        others go ahead."""
         memory = self.settings.memory
         blocked = self.settings.blocked_periods
         period = self.blocked.active(now) if blocked.periods else None
+        effectiveness = self.settings.effectiveness
+        records = self.ineffective.live(now) if effectiveness.enabled else ()
         kept = dict(planned)
         findings: list[Finding] = []
         for vertex, target in planned.items():
@@ -323,6 +330,8 @@ class Safeguards:
                              gc_threshold=memory.gc_pressure_threshold) if memory.enabled else None)
                 or blocked_veto(current, target, period, recovery_s=recovery_s, target_recovery_s=target_recovery_s,
                                 recovery_scale_out=blocked.recovery_scale_out)
+                or (ineffective_veto(current, target, records, workload=workload,
+                                     tolerance=effectiveness.workload_tolerance, vertex=vertex) if records else None)
             )
             if veto is not None:
                 kept[vertex] = current

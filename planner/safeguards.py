@@ -175,6 +175,8 @@ class IneffectiveScaleOut:
     measured_capacity: float
     cause: str | None = None
     """What the analysis found behind it where it could (a skewed partition, a bottleneck vertex), or None."""
+    vertex: str | None = None
+    """The job vertex (its id) a per-vertex policy scaled out; None: the whole job."""
 
 
 def scale_out_effective(
@@ -192,14 +194,16 @@ def scale_out_effective(
 
 
 def ineffective_veto(
-    current: int, target: int, records: tuple[IneffectiveScaleOut, ...], *, workload: float | None, tolerance: float
+    current: int, target: int, records: tuple[IneffectiveScaleOut, ...], *, workload: float | None, tolerance: float,
+    vertex: str | None = None,
 ) -> Finding | None:
     """Veto a scale-out past the start of a remembered ineffective one while the workload that led to it persists
-    (it has not risen more than ``tolerance`` above it): scaling out again would hit the same wall."""
+    (it has not risen more than ``tolerance`` above it): scaling out again would hit the same wall. ``vertex``: the
+    job vertex scaled out (its own records count), None for the whole job."""
     if target <= current:
         return None
     for record in records:
-        if target <= record.from_parallelism:
+        if record.vertex != vertex or target <= record.from_parallelism:
             continue
         if workload is not None and workload > record.workload * (1.0 + tolerance):
             continue  # a workload that rose past it is a new situation
@@ -216,6 +220,18 @@ def ineffective_veto(
              "cause": record.cause},
         )
     return None
+
+
+def vertex_cause(name: str, busy_mean: float | None, busy_max: float | None, rate_before: float | None,
+                 rate_after: float | None) -> str:
+    """What a vertex's shortfall points at: one subtask busy while the others idle (a skewed key), or each subtask
+    slower than before (a bottleneck the subtasks share: an external system, the network, the state backend)."""
+    if busy_max is not None and busy_mean is not None and busy_max >= 0.8 and busy_mean <= 0.6 * busy_max:
+        return f"vertex {name}: a subtask busy {busy_max:.0%} while they average {busy_mean:.0%} (a skewed key)"
+    if rate_before is not None and rate_after is not None and rate_after < rate_before:
+        return (f"vertex {name}: each subtask processes {rate_after:,.0f}/s at full load, down from "
+                f"{rate_before:,.0f}/s (a bottleneck its subtasks share)")
+    return f"vertex {name}"
 
 
 def skew_cause(

@@ -39,7 +39,7 @@ from planner.per_operator import (
     slots,
     subtasks,
 )
-from planner.safeguards import stabilization_limit
+from planner.safeguards import stabilization_limit, vertex_cause
 from planner.types import ReasonCode
 
 
@@ -167,6 +167,7 @@ class OperatorAgent(Agent):
         if plan_input is None:
             return
         config = self._operator_round_config()
+        self._judge_vertices(plan_input, analysis, now)
         decision = self._step(result, "plan", lambda: self.operator_policy.decide(plan_input, config))
         if decision is None:
             return
@@ -208,7 +209,7 @@ class OperatorAgent(Agent):
         kept, findings = self.safeguards.review_vertices(
             before, decision.parallelism, names, now=now, pressure=memory_pressure(observation),
             recovery_s=analysis.recovery_times.get(current) if current is not None else None,
-            target_recovery_s=self.config.target_recovery_time_s,
+            target_recovery_s=self.config.target_recovery_time_s, workload=analysis.workload_avg,
         )
         if findings:
             code = ReasonCode.VETOED if all(kept[v] == before.get(v, p) for v, p in kept.items()) else decision.code
@@ -221,6 +222,35 @@ class OperatorAgent(Agent):
         result.findings = findings
         self.safeguards.report(findings, now=now)
         return decision
+
+    def _judge_vertices(self, plan_input: OperatorPlanInput, analysis: Analysis, now: float) -> None:
+        """Judge each vertex's last scale-out once its true rate is measured at it (safeguards.effectiveness): the
+        vertex's capacity is its true processing rate (records/s at full load, DS2's), predicted as the rate per
+        subtask before times its new parallelism."""
+        ineffective = self.safeguards.ineffective
+        if not self.settings.safeguards.effectiveness.enabled:
+            return
+        # Past the grace period, the warm-up (rates no longer mix the old attempt) and a round, caught up or not.
+        wait_s = max(self.config.grace_period_s, self.operator_config.warm_up_s) + self.config.loop_interval_s
+        settled = self.last_rescale_at is not None and now - self.last_rescale_at >= wait_s
+        for vertex in plan_input.vertices:
+            pending = ineffective.pending.get(vertex.id)
+            if pending is None:
+                continue
+            metrics = vertex.metrics
+            measured = metrics.true_processing_rate if metrics is not None else None
+            name = vertex.name or vertex.id
+            cause = vertex_cause(
+                name, metrics.busy_mean if metrics is not None else None, metrics.busy_max if metrics is not None else None,
+                pending.capacity_before / pending.from_parallelism,
+                None if measured is None else measured / max(vertex.parallelism, 1),
+            )
+            record = ineffective.judge(
+                now=now, parallelism=vertex.parallelism, capacities={} if measured is None else {vertex.parallelism: measured},
+                settled=settled, cause=cause, vertex=vertex.id,
+            )
+            if record is not None:
+                self._report_ineffective(record)
 
     def _operator_round_config(self) -> OperatorConfig:
         """The per-operator settings for this round: every vertex's upper bound lowered to what the cluster can run
@@ -300,6 +330,16 @@ class OperatorAgent(Agent):
             return None
         self.last_rescale_at = now
         result.rescaled_to = slots(decision.parallelism)
+        if self.settings.safeguards.effectiveness.enabled:
+            for vertex in plan_input.vertices:
+                rate = vertex.metrics.true_rate_per_subtask if vertex.metrics is not None else None
+                target = decision.parallelism.get(vertex.id, vertex.parallelism)
+                if rate is not None and vertex.id in changes:
+                    self.safeguards.ineffective.watch(
+                        now=now, from_parallelism=before[vertex.id], to_parallelism=target, vertex=vertex.id,
+                        workload=analysis.workload_avg,
+                        capacities={before[vertex.id]: rate * before[vertex.id], target: rate * target},
+                    )
         # The whole-job models count the sources' subtasks as the scale-out (prometheus.queries.parallelism).
         sources = [v.id for v in plan_input.vertices if v.is_source]
         source_before = max((before[v] for v in sources), default=analysis.parallelism or 0)

@@ -123,7 +123,7 @@ def test_an_ineffective_scale_out_is_judged_once_settled_remembered_and_aged_out
     # Not settled yet, then settled: 8,100 of a predicted 12,000.
     assert memory.judge(now=60.0, parallelism=6, capacities={6: 8_100.0}, settled=False, cause=None) is None
     record = memory.judge(now=240.0, parallelism=6, capacities={6: 8_100.0}, settled=True, cause="skew")
-    assert record is not None and record.measured_capacity == 8_100.0 and memory.pending is None
+    assert record is not None and record.measured_capacity == 8_100.0 and memory.pending == {}
     assert memory.live(3000.0) == (record,)
     # What the knowledge keeps reads back the same; malformed entries are refused.
     again = IneffectiveScaleOuts(memory.settings)
@@ -144,7 +144,7 @@ def test_an_effective_or_superseded_scale_out_is_not_remembered() -> None:
     assert memory.judge(now=240.0, parallelism=6, capacities={6: 11_500.0}, settled=True, cause=None) is None
     memory.watch(now=0.0, from_parallelism=4, to_parallelism=6, workload=10_000.0, capacities={4: 8_000.0, 6: 12_000.0})
     assert memory.judge(now=240.0, parallelism=7, capacities={6: 8_000.0}, settled=True, cause=None) is None  # rescaled
-    assert memory.pending is None and memory.records == ()
+    assert memory.pending == {} and memory.records == ()
 
 
 # ---------------------------------------------------------------- memory pressure read from an observation
@@ -366,3 +366,32 @@ def test_the_per_operator_round_is_held_by_a_blocked_period_and_capped_by_the_qu
     agent.settings = agent.settings.model_copy(update={"safeguards": SafeguardSettings(quota={"slots": 2})})
     agent.round()
     assert all(max(targets.values()) <= 2 for targets, _ in scaler.calls) and monitor.parallelism[COST] == 2
+
+
+def test_a_vertex_scale_out_that_gains_nothing_is_named_and_not_repeated(tmp_path: Any) -> None:
+    from agent.safeguard_settings import SafeguardSettings
+    from agent.safeguards import Safeguards
+    from tests.agent.test_per_operator import COST, SplitJobMonitor, agent_for
+
+    # The costly vertex carries 4,000/s at two saturated subtasks; DS2 scales it to 3 for 6,000/s, and at 3 the
+    # three subtasks still carry 4,000/s between them (a bottleneck they share).
+    monitor = SplitJobMonitor()
+    agent, scaler, events = agent_for(tmp_path, "ds2", monitor)
+    guarded = SafeguardSettings(effectiveness={"enabled": True})
+    agent.settings = agent.settings.model_copy(update={"safeguards": guarded})
+    agent.safeguards = Safeguards(guarded, events)
+    agent.round()
+    assert scaler.calls == [({COST: 3}, False)] and COST in agent.safeguards.ineffective.pending
+    agent.clock.advance(120.0)  # type: ignore[attr-defined]
+    result = agent.round()
+    [record] = agent.safeguards.ineffective.records
+    assert (record.vertex, record.from_parallelism, record.to_parallelism) == (COST, 2, 3)
+    assert record.measured_capacity == pytest.approx(4000.0) and record.predicted_capacity == pytest.approx(6000.0)
+    assert record.cause is not None and "vertex cost" in record.cause and "down from 2,000/s" in record.cause
+    assert any(reason == "IneffectiveScaling" for reason, _ in events.emitted)
+    # DS2 now wants the vertex wider still: held, the vertex named.
+    assert scaler.calls == [({COST: 3}, False)], scaler.calls
+    [held] = [f for f in result.findings if f.code is SafeguardCode.INEFFECTIVE_SCALE_OUT]
+    assert held.figures["vertex"] == "cost" and held.figures["ineffective_from"] == 2
+    # Remembered in the knowledge with its vertex.
+    assert agent.document()["loop"]["ineffective_scale_outs"][0]["vertex"] == COST
