@@ -391,8 +391,8 @@ def emissions() -> tuple[dict[str, Emission], dict[str, Emission]]:
     for path in _module_files():
         tree = ast.parse(path.read_text(), filename=str(path))
         module = path.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
-        for qualname, function in _functions(tree):
-            where = f"{module}.{qualname}"
+        for _qualname, function in _functions(tree):
+            where = module  # the module, not the function: a rename inside it changes nothing an operator sees
             forwarders = {"_once"}  # a method that logs the event it is given once (agent.model_reload)
             for node in ast.walk(function):
                 if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
@@ -484,7 +484,7 @@ def render_metrics() -> str:
         "Written with `events.k8s.io/v1` regarding the scale target (Deployment, StatefulSet or FlinkDeployment);",
         "the `flink-rest` target writes none. Best effort: a failed write is the log event `event.failed`.",
         "",
-        "| reason | type | emitted by |",
+        "| reason | type | emitted in |",
         "|---|---|---|",
     ]
     for name in sorted(events):
@@ -497,7 +497,7 @@ def render_metrics() -> str:
         "Alert on the `warning` and `error` ones; `info` events describe normal operation (each round ends with one",
         "`loop` event). What to do about each warning: [troubleshooting.md](troubleshooting.md).",
         "",
-        "| event | level | fields | emitted by |",
+        "| event | level | fields | emitted in |",
         "|---|---|---|---|",
     ]
     order = {"critical": 0, "error": 1, "exception": 1, "warning": 2, "warning or info": 3, "info": 4, "debug": 5}
