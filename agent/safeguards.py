@@ -11,7 +11,7 @@ The quota lowers what every policy plans within (``Agent._round_config``), as th
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,8 +19,8 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 from apscheduler.triggers.cron import CronTrigger
-from pydantic import BaseModel, ConfigDict, Field
 
+from agent.knowledge.schema import IneffectiveScaleOutRecord
 from agent.logging import get_logger
 from agent.observation import Observation
 from agent.ports import EventSink
@@ -114,22 +114,6 @@ def _cron_matches(trigger: CronTrigger, local: datetime) -> bool:
 # ---------------------------------------------------------------- ineffective scale-outs
 
 
-class _RecordModel(BaseModel):
-    """An ineffective scale-out as the knowledge document keeps it (validated on load)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    at: float = Field(allow_inf_nan=False)
-    from_parallelism: int = Field(ge=1)
-    to_parallelism: int = Field(ge=1)
-    workload: float = Field(ge=0, allow_inf_nan=False)
-    capacity_before: float = Field(allow_inf_nan=False)
-    predicted_capacity: float = Field(allow_inf_nan=False)
-    measured_capacity: float = Field(allow_inf_nan=False)
-    cause: str | None = Field(None, max_length=500)
-    vertex: str | None = Field(None, max_length=253)
-
-
 @dataclass(frozen=True)
 class _Pending:
     """A scale-out applied and not judged yet."""
@@ -160,14 +144,18 @@ class IneffectiveScaleOuts:
         """The records as plain data for the knowledge document."""
         return [asdict(record) for record in self.records]
 
-    def restore(self, data: Any) -> None:
-        """Read the records back; a missing list is none, a malformed entry raises (the document is set aside)."""
+    def restore(self, data: Iterable[IneffectiveScaleOutRecord | Mapping[str, Any]] | None) -> None:
+        """Read the records back (the knowledge schema's, or plain data checked against it); None is none, a
+        malformed entry raises (the document is set aside)."""
         if data is None:
             self.records = ()
             return
-        if not isinstance(data, list):
+        if not isinstance(data, (list, tuple)):
             raise ValueError(f"ineffective_scale_outs: expected a list, found {type(data).__name__}")
-        self.records = tuple(IneffectiveScaleOut(**_RecordModel.model_validate(item).model_dump()) for item in data)
+        self.records = tuple(
+            IneffectiveScaleOut(**IneffectiveScaleOutRecord.model_validate(item, from_attributes=True).model_dump())
+            for item in data
+        )
 
     def live(self, now: float) -> tuple[IneffectiveScaleOut, ...]:
         """The records younger than ``forget_after_s`` (the older ones are dropped)."""

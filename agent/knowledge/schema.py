@@ -231,6 +231,21 @@ class PolicyState(_Part):
     state: dict[str, Any]
 
 
+class IneffectiveScaleOutRecord(_Part):
+    """A scale-out that gained far less capacity than predicted (``agent.safeguards.IneffectiveScaleOuts``)."""
+
+    at: Moment
+    from_parallelism: Annotated[Int, Field(ge=1, le=32_768)]
+    to_parallelism: Annotated[Int, Field(ge=1, le=32_768)]
+    workload: Annotated[FiniteFloat, Field(ge=0)]
+    capacity_before: FiniteFloat
+    predicted_capacity: FiniteFloat
+    measured_capacity: FiniteFloat
+    cause: Annotated[Str, Field(max_length=1_000)] | None = None
+    vertex: Name | None = None
+    """The job vertex's id under a per-vertex policy; None: the whole job."""
+
+
 class LoopState(_Part):
     """``agent.loop.Agent``: the round's own bookkeeping."""
 
@@ -239,8 +254,8 @@ class LoopState(_Part):
     rescales: list[RescaleRecord] = Field(default_factory=list, max_length=100_000)
     recommendations: list[tuple[FiniteFloat, Parallelism]] = Field(default_factory=list, max_length=100_000)
     policy_state: PolicyState | None = None
-    ineffective_scale_outs: Any = None
-    """The safeguards' record (``agent.safeguards``), read by its own ``restore``."""
+    ineffective_scale_outs: list[IneffectiveScaleOutRecord] = Field(default_factory=list, max_length=10_000)
+    """The ineffective scale-outs the safeguards remember (a document without them: none)."""
 
 
 class KnowledgeDocument(_Part):

@@ -395,3 +395,24 @@ def test_a_vertex_scale_out_that_gains_nothing_is_named_and_not_repeated(tmp_pat
     assert held.figures["vertex"] == "cost" and held.figures["ineffective_from"] == 2
     # Remembered in the knowledge with its vertex.
     assert agent.document()["loop"]["ineffective_scale_outs"][0]["vertex"] == COST
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("from_parallelism", 0),
+        ("measured_capacity", float("nan")),
+        ("workload", -1.0),
+        ("to_parallelism", "8"),  # no numbers read from strings
+        ("extra", 1),
+    ],
+)
+def test_a_malformed_ineffective_record_is_refused_by_the_knowledge_schema(field: str, value: Any) -> None:
+    from agent.knowledge.document import SCHEMA_VERSION
+    from agent.knowledge.schema import validate_document
+
+    good = {"at": 10.0, "from_parallelism": 4, "to_parallelism": 6, "workload": 1000.0, "capacity_before": 900.0,
+            "predicted_capacity": 1400.0, "measured_capacity": 910.0, "cause": None, "vertex": None}
+    assert validate_document({"version": SCHEMA_VERSION, "loop": {"ineffective_scale_outs": [good]}})
+    with pytest.raises(ValueError, match="ineffective_scale_outs|NaN"):
+        validate_document({"version": SCHEMA_VERSION, "loop": {"ineffective_scale_outs": [{**good, field: value}]}})
