@@ -29,6 +29,7 @@ from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
 from planner.peers import FlinkAutoscaler, KedaLag
 from planner.history import Recommendations
 from planner.safeguards import Finding, IneffectiveScaleOut, SlotResources, quota_limit, quota_slots, skew_cause
+from planner.types import ReasonCode
 
 MAX_HISTORY = 500
 """Rescale and recovery records kept in the knowledge document (oldest dropped first)."""
@@ -407,7 +408,7 @@ class Agent:
                          + ([float(np.nanmax(upper))] if upper is not None and np.isfinite(upper).any() else []),
                          default=None)
             short = capacity is not None and demand is not None and capacity < demand
-            wanted_more = final.desired_parallelism > final.target_parallelism or final.code.value == "no-candidate"
+            wanted_more = final.desired_parallelism > final.target_parallelism or final.code is ReasonCode.NO_CANDIDATE
             limited = quota_limit(final, current, cap, why, wanted_more=wanted_more or short)
         else:
             limited = None

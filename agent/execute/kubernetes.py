@@ -467,7 +467,11 @@ class KubernetesScaler:
                 "flink.apache.org", "v1beta1", t.namespace, "flinkdeployments", t.name, _request_timeout=self._timeout()
             )
 
-        spec = (self._call(read, "get") or {}).get("spec") or {}
+        try:  # tried once, within the request timeout: the round must not wait on retries for a bound
+            answer = read()
+        except Exception as exc:
+            raise ScalerError(f"{t.describe()}: its resources cannot be read: {exc}", kind="unreadable") from None
+        spec = (answer if isinstance(answer, dict) else {}).get("spec") or {}
         resource = (spec.get("taskManager") or {}).get("resource") or {}
         try:
             slots = int((spec.get("flinkConfiguration") or {}).get("taskmanager.numberOfTaskSlots", 1))
@@ -483,6 +487,13 @@ class KubernetesScaler:
         if cpu_per_slot is None and memory_per_slot is None:
             return None
         return SlotResources(cpu=cpu_per_slot, memory_mb=memory_per_slot)
+
+    def parallelism_now(self) -> int | None:
+        """The target's scale-out now, read once without retries (the round's cross-check); None if unread."""
+        try:
+            return Backoff(max_retries=0).call(self._read, on_failure=self._count)
+        except (FatalApiError, RetriesExhausted, ScalerError):
+            return None
 
     def current_parallelism(self) -> int | None:
         """The target's ``spec.replicas`` (or ``spec.job.parallelism``) now; None if it cannot be read."""
