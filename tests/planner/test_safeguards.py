@@ -178,3 +178,48 @@ def test_stabilization_finding_and_veto_keep_the_policys_desire() -> None:
     assert decision.target_parallelism == 6 and decision.desired_parallelism == 4
     assert decision.code is ReasonCode.VETOED and decision.reasons[-1] == blocked.message
     assert not decision.rescales_from(6)
+
+
+# ---------------------------------------------------------------- Justin and QEScalor read the same signals
+
+
+def test_justin_adds_no_memory_under_heap_or_gc_pressure() -> None:
+    from dataclasses import replace as copy_with
+
+    from planner.justin_per_operator import JustinPerOperator
+    from planner.per_operator import MemoryProfile, OperatorConfig, OperatorPlanInput, VertexInput
+    from tests.planner.test_per_operator import CONFIG, rated, stateful_job
+
+    hot = stateful_job(hit=0.5)
+    sink = hot.vertices[2]
+    busy_sink = VertexInput(sink.id, sink.name, 1, sink.upstream, metrics=rated(
+        4000.0, 0.9, 1, selectivity=0.0, state_size_bytes=1e9, cache_hit_rate=0.5, state_latency_ms=0.1))
+    job = OperatorPlanInput(now=hot.now, vertices=(*hot.vertices[:2], busy_sink), workload_avg=6000.0,
+                            uptime_s=600.0, memory=MemoryProfile(128.0), memory_applies=True)
+    guarded = OperatorConfig(CONFIG.planner, heap_usage_threshold=0.9, gc_pressure_threshold=0.3)
+    # Calm: Justin trades the sink's scale-out for a memory level (as without the guard).
+    calm = JustinPerOperator().decide(copy_with(job, memory_pressure=CALM), guarded)
+    assert calm.memory is not None and calm.memory.levels["sink"] == 1 and calm.parallelism["sink"] == 1
+    for pressure in (FULL_HEAP, BUSY_GC):
+        decision = JustinPerOperator().decide(copy_with(job, memory_pressure=pressure), guarded)
+        assert decision.memory is not None and decision.memory.levels["sink"] == 0, decision.reasons
+        assert decision.parallelism["sink"] == 2  # DS2's scale-out instead
+        assert any(reason.startswith("memory levels held") for reason in decision.reasons)
+        assert decision.policy_state["vertices"]["sink"]["scaled_up"] is False  # type: ignore[index]
+
+
+def test_qescalor_learns_no_profile_from_a_round_under_gc_pressure() -> None:
+    from dataclasses import replace as copy_with
+
+    from planner.per_operator import MemoryProfile, OperatorConfig
+    from planner.qescalor_per_operator import QescalorPerOperator
+    from tests.planner.test_per_operator import CONFIG, split_job
+
+    state = {"profiles": [{"cpu": 1.0, "memory_mb": 128.0, "performance": 2000.0, "count": 5}]}
+    job = split_job(memory=MemoryProfile(128.0), policy_state=state)
+    guarded = OperatorConfig(CONFIG.planner, gc_pressure_threshold=0.3)
+    learned = QescalorPerOperator().decide(copy_with(job, memory_pressure=CALM), guarded)
+    assert learned.policy_state["profiles"][0]["count"] == 6  # type: ignore[index]
+    held = QescalorPerOperator().decide(copy_with(job, memory_pressure=BUSY_GC), guarded)
+    assert held.policy_state["profiles"] == state["profiles"]  # type: ignore[index]
+    assert any("not learned" in reason for reason in held.reasons)
