@@ -22,7 +22,9 @@ from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge, encode_d
 from agent.knowledge.schema import validate_document
 from agent.logging import get_logger
 from agent.observation import Observation, ReadingBounds, screened
-from agent.ports import BoundedScaler, EventSink, KnowledgeStore, MetricSource, ResourceReporter, Scaler, ScalerError
+from agent.ports import (
+    BoundedScaler, EventSink, KnowledgeStore, MetricSource, ProbedScaler, ResourceReporter, Scaler, ScalerError,
+)
 from agent.safeguards import Safeguards, memory_pressure
 from agent.settings import Settings
 from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
@@ -346,8 +348,9 @@ class Agent:
         the scale target cannot say. A disagreement is logged once per pair of values, not every round.
         """
         observation = screened(observation, self.reading_bounds)
+        scaler = self.scaler
         try:
-            truth = self.scaler.current_parallelism()
+            truth = scaler.parallelism_now() if isinstance(scaler, ProbedScaler) else scaler.current_parallelism()
         except Exception as exc:  # unread: Prometheus' (validated) count stands this round
             self.log.debug("parallelism.target_unread", error=f"{type(exc).__name__}: {exc}")
             truth = None

@@ -66,6 +66,16 @@ class Scaler(Protocol):
 
 
 @runtime_checkable
+class ProbedScaler(Scaler, Protocol):
+    """A scale target whose parallelism a round can read once, quickly, without the retries a write is allowed."""
+
+    def parallelism_now(self) -> int | None:
+        """The scale-out the target reports now, read once within a short timeout; None if it did not answer
+        (the round's cross-check of Prometheus' count must not hold the round through an outage)."""
+        ...
+
+
+@runtime_checkable
 class InterruptibleScaler(Scaler, Protocol):
     """A scale target whose rescale may wait long for its confirmation (Flink's REST API: up to two minutes)."""
 

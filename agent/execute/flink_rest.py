@@ -370,6 +370,14 @@ class FlinkRestScaler:
             raise ScalerError(f"job {state.name} ({state.job_id}) is {state.state}", kind="not_found")
         return state
 
+    def parallelism_now(self) -> int | None:
+        """The job's scale-out now, tried once within ``REACH_TIMEOUT_S``; None if it cannot be read."""
+        try:
+            with self.client.tried_once(REACH_TIMEOUT_S):
+                return self.job_state().parallelism
+        except ScalerError:
+            return None
+
     def current_parallelism(self) -> int | None:
         """The job's scale-out now (largest vertex parallelism), or None if it cannot be read."""
         try:

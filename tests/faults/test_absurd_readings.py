@@ -135,3 +135,20 @@ def test_without_the_validation_the_same_readings_would_rescale(
     monkeypatch.setattr(agent.loop.Agent, "_validated", lambda self, observation: observation)
     _run_mode(tmp_path, fake_prometheus, kube_api, kubeconfig, mode)
     assert kube_api.scale_target_writes(), f"{mode}: no policy acted on it even unchecked; the mode proves nothing"
+
+
+def test_the_cross_check_reads_the_scale_target_once_and_an_unread_target_leaves_prometheus_count(
+    tmp_path: Path, fake_prometheus: FakePrometheus, kube_api: FakeKubeAPI, kubeconfig: Path
+) -> None:
+    """An API server answering 503 costs the round one request, not the retries a write is allowed."""
+    agent = _agent(tmp_path, fake_prometheus, kube_api, kubeconfig, "static")
+    healthy(fake_prometheus)
+    rounds(agent, agent.clock, 1)
+    kube_api.inject("/deployments/flink-taskmanager/scale", method="GET", status=503, times=None)
+    before = len(kube_api.log(method="GET", path_contains="/deployments/flink-taskmanager/scale"))
+    results = rounds(agent, agent.clock, 3)
+    reads = len(kube_api.log(method="GET", path_contains="/deployments/flink-taskmanager/scale")) - before
+    assert reads == 3, f"{reads} reads of the scale target in 3 rounds"
+    assert all(r.observation is not None and r.observation.parallelism == 2 for r in results)
+    assert all(r.decision is not None for r in results)
+    assert kube_api.scale_target_writes() == []
