@@ -495,13 +495,6 @@ class KubernetesScaler:
         except (FatalApiError, RetriesExhausted, ScalerError):
             return None
 
-    def parallelism_now(self) -> int | None:
-        """The target's scale-out now, read once without retries (the round's cross-check); None if unread."""
-        try:
-            return Backoff(max_retries=0).call(self._read, on_failure=self._count)
-        except (FatalApiError, RetriesExhausted, ScalerError):
-            return None
-
     def current_parallelism(self) -> int | None:
         """The target's ``spec.replicas`` (or ``spec.job.parallelism``) now; None if it cannot be read."""
         try:
