@@ -276,33 +276,33 @@ def _dag_testbed(traces: list[Path], hours: float | None, bar: Progress) -> dict
 def capacity_plan(
     target_rate: float = typer.Option(..., "--target-rate", min=0.0, max=1e12, help="Workload the production job must carry, records/s."),
     out: Path = typer.Option(..., "--out", help="Capacity model file to write (JSON).", dir_okay=False),
-    max_runs: int = typer.Option(None, "--max-runs", min=1, max=1000, help="Most testbed runs StreamBed may make (default: 20 simulated, 4 on Flink)."),
+    max_runs: int = typer.Option(None, "--max-runs", min=3, max=1000, help="Most testbed runs StreamBed may make, at least 3 (a surrogate needs 3 measurements; default: 20 simulated, 4 on Flink)."),
     testbed: str = typer.Option(
         "simulated", "--testbed", help="simulated: the operator-DAG simulator; flink: the trace job on a real Flink cluster."
     ),
     max_scale_out: int = typer.Option(16, "--max-scale-out", min=1, max=32_768, help="Write prior capacities for scale-outs 1..N."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Testbed seed (on Flink: the shuffle of the partition weights)."),
-    min_slots: int = typer.Option(None, "--min-slots", min=1, max=1024, help="Flink: fewest task slots explored (default 1)."),
+    min_slots: int = typer.Option(None, "--min-slots", max=1024, help="Flink: fewest task slots explored (default 1)."),
     max_slots: int = typer.Option(
-        None, "--max-slots", min=1, max=1024, help="Flink: most task slots explored (default 2); a local cluster gets this many one-slot TaskManagers."
+        None, "--max-slots", max=1024, help="Flink: most task slots explored (default 2); a local cluster gets this many one-slot TaskManagers."
     ),
     capacity_per_slot: float = typer.Option(
-        None, "--capacity-per-slot", min=0.0, max=1e9, help="Flink: records/s one slot of the trace job carries (its --capacity; default 2000)."
+        None, "--capacity-per-slot", max=1e9, help="Flink: records/s one slot of the trace job carries (its --capacity; default 2000)."
     ),
     max_rate: float = typer.Option(
-        None, "--max-rate", min=0.0, max=1e12, help="Flink: records/s injected during each run's warmup, above its MST (default: 2x capacity per slot x slots)."
+        None, "--max-rate", max=1e12, help="Flink: records/s injected during each run's warmup, above its MST (default: 2x capacity per slot x slots)."
     ),
     min_rate_fraction: float = typer.Option(
-        None, "--min-rate-fraction", min=0.0, max=1.0,
+        None, "--min-rate-fraction", max=1.0,
         help="Flink: lowest rate the search tries, as a fraction of the saturated warmup throughput (default 0.8).",
     ),
-    measure_s: int = typer.Option(None, "--measure-s", min=1, max=3600, help="Flink: observation per probe and warmup, seconds (default 10)."),
-    rampup_s: int = typer.Option(None, "--rampup-s", min=1, max=3600, help="Flink: wait after each submission before observing, seconds (default 3)."),
-    probes: int = typer.Option(None, "--probes", min=1, max=100, help="Flink: most probes of the binary search per testbed run (default 4)."),
+    measure_s: int = typer.Option(None, "--measure-s", max=3600, help="Flink: observation per probe and warmup, seconds (default 10)."),
+    rampup_s: int = typer.Option(None, "--rampup-s", max=3600, help="Flink: wait after each submission before observing, seconds (default 3)."),
+    probes: int = typer.Option(None, "--probes", max=100, help="Flink: most probes of the binary search per testbed run (default 4)."),
     cluster_warmup_s: float = typer.Option(
-        None, "--cluster-warmup-s", min=0.0, max=3600.0, help="Flink: run the job at an overload on every slot this long before the first run (default 45; 0: none)."
+        None, "--cluster-warmup-s", max=3600.0, help="Flink: run the job at an overload on every slot this long before the first run (default 45; 0: none)."
     ),
-    skew: float = typer.Option(None, "--skew", min=0.0, max=10.0, help="Flink: Zipf skew of the partitions (default 0: even load over the slots)."),
+    skew: float = typer.Option(None, "--skew", max=10.0, help="Flink: Zipf skew of the partitions (default 0: even load over the slots)."),
     rest_url: str = typer.Option(None, "--rest-url", help="Flink: REST URL of an existing testbed cluster (default: start a local one)."),
     prometheus: str = typer.Option(None, "--prometheus", help="Flink: URL of the Prometheus that scrapes that cluster each second."),
     workdir: Path = typer.Option(

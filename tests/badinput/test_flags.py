@@ -8,6 +8,7 @@ stay fast; the reproductions below run the installed ``perdix``.
 
 from __future__ import annotations
 
+import inspect
 import typing
 from pathlib import Path
 
@@ -35,12 +36,11 @@ def _numeric_flags() -> list[tuple[str, str, type, float | None]]:
     for command in app.registered_commands:
         assert command.callback is not None
         hints = typing.get_type_hints(command.callback)
-        for name, default in command.callback.__defaults__ and zip(
-            command.callback.__code__.co_varnames, command.callback.__defaults__, strict=False
-        ) or ():
-            if isinstance(default, OptionInfo) and hints.get(name) in (int, float):
-                flag = next(decl for decl in default.param_decls if decl.startswith("--"))
-                flags.append((command.name or command.callback.__name__, flag, hints[name], default.max))
+        for name, parameter in inspect.signature(command.callback).parameters.items():
+            option = parameter.default
+            if isinstance(option, OptionInfo) and hints.get(name) in (int, float):
+                flag = next(decl for decl in option.param_decls or () if decl.startswith("--"))
+                flags.append((command.name or command.callback.__name__, flag, hints[name], option.max))
     return flags
 
 
