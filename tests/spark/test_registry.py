@@ -127,3 +127,19 @@ def test_bad_arguments_are_clear(tmp_path: Path) -> None:
         publish(ModelRegistry(str(tmp_path)), "orders", "latest")
     with pytest.raises(RegistryError, match="no committed model"):
         ModelRegistry(str(tmp_path)).load("nobody")
+
+
+def test_a_statsforecast_residual_is_published_as_plain_numbers_and_forecasts_the_same_when_loaded(tmp_path: Path) -> None:
+    """The retraining's statsforecast residual goes through the registry as JSON and comes back identical."""
+    from tests.spark.conftest import daily_workload
+
+    registry = ModelRegistry(str(tmp_path))
+    (version,) = versions(1)
+    model = SeasonalForecaster(residual="statsforecast-arima", residual_window_s=6 * 3600).fit(
+        daily_workload(2, seed=3, level=1000.0), start_s=0.0
+    )
+    registry.publish("orders", version, metadata={"backtest": {"wape": 0.1}}, model=model.to_dict())
+    text = (tmp_path / "orders" / version / MODEL).read_text()
+    assert '"fitted"' in text and "gASV" not in text  # parameters, not a pickle
+    loaded = SeasonalForecaster.from_dict(registry.load("orders").model)
+    assert np.array_equal(loaded.predict(60), model.predict(60))
