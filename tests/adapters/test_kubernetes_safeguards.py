@@ -1,4 +1,5 @@
-"""What one task slot takes, as each scale target reports it (the quotas read it): FlinkDeployment, Deployment."""
+"""What the Kubernetes targets give the safeguards: what one task slot takes (the quotas read it), and the Event a
+vetoed decision leaves on the scale target."""
 
 from __future__ import annotations
 
@@ -48,3 +49,22 @@ def test_a_flinkdeployment_reports_its_taskmanager_resources_per_slot(kube_api: 
 def test_a_taskmanager_deployment_reports_none(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
     scaler = KubernetesScaler(ScaleTargetSettings(kind="deployment", name="flink-taskmanager"), kube_client)
     assert scaler.slot_resources() is None
+
+
+def test_a_vetoed_decision_is_a_kubernetes_event_on_the_scale_target(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
+    from agent.clock import SimulatedClock
+    from agent.execute.kubernetes import KubernetesEventSink, TargetRef
+    from agent.safeguards import DecisionReporter
+    from planner.safeguards import Finding, SafeguardCode, Verdict
+
+    target = ScaleTargetSettings(kind="flinkdeployment", name="flink-job")
+    sink = KubernetesEventSink(kube_client, TargetRef.from_settings(target), clock=SimulatedClock(1_700_000_000.0))
+    reporter = DecisionReporter(sink, interval_s=1800.0)
+    finding = Finding(SafeguardCode.BLOCKED_PERIOD, Verdict.VETOED, "rescale to 4 held: blocked period '09:00-10:00'",
+                      {"from": 6, "to": 4, "period": "09:00-10:00"})
+    reporter.report((finding,), now=0.0)
+    reporter.report((finding,), now=60.0)  # within the interval: no second Event
+    [event] = kube_api.events
+    assert event["reason"] == "ScalingVetoed" and event["type"] == "Warning"
+    assert event["regarding"]["kind"] == "FlinkDeployment" and event["regarding"]["name"] == "flink-job"
+    assert event["note"].startswith("[blocked-period] rescale to 4 held") and "period=09:00-10:00" in event["note"]
