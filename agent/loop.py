@@ -228,7 +228,7 @@ class Agent:
             self.analyzer.restore(document.get("analyzer") or {})
             self.last_rescale_at = loop.last_rescale_at
             self.last_round_at = loop.last_round_at
-            self.rescales = [record.model_dump(by_alias=True) for record in loop.rescales]
+            self.rescales = [record.model_dump(mode="json", by_alias=True) for record in loop.rescales]
             self.recommendations = Recommendations.from_list(loop.recommendations)
             self.safeguards.ineffective.restore(loop.ineffective_scale_outs)
             kept = loop.policy_state

@@ -222,6 +222,8 @@ class RescaleRecord(_Part):
     reasons: list[Annotated[Str, Field(max_length=10_000)]] = Field(default_factory=list, max_length=100)
     pending: Bool = False
     """Requested, but the daemon stopped before the scale target confirmed it; the next start reads the outcome."""
+    vertices: dict[Name, tuple[Parallelism, Parallelism]] | None = None
+    """A per-vertex rescale (``agent.per_operator``): each changed vertex's parallelism before and after."""
 
 
 class PolicyState(_Part):

@@ -423,3 +423,15 @@ def _flat_forecast() -> Any:
     from models.forecast import Forecast
 
     return Forecast(np.full(900, 6000.0), "linear", None)
+
+
+def test_a_per_vertex_rescale_survives_a_restart(tmp_path: Path) -> None:
+    """The knowledge document's schema reads the per-vertex record; the restarted agent keeps it."""
+    monitor = SplitJobMonitor()
+    agent, _, _ = agent_for(tmp_path, "ds2", monitor)
+    agent.round()
+    assert agent.rescales[-1]["vertices"] == {"cost": [2, 3]}
+    with capture_logs() as logs:
+        restarted, _, _ = agent_for(tmp_path, "ds2", monitor)
+    assert "knowledge.restored" in [e["event"] for e in logs], logs
+    assert restarted.rescales[-1]["vertices"] == {"cost": [2, 3]}
