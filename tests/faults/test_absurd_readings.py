@@ -152,3 +152,37 @@ def test_the_cross_check_reads_the_scale_target_once_and_an_unread_target_leaves
     assert all(r.observation is not None and r.observation.parallelism == 2 for r in results)
     assert all(r.decision is not None for r in results)
     assert kube_api.scale_target_writes() == []
+
+
+@pytest.mark.parametrize("parallelism", [-2.0, 1e308])
+def test_on_flink_rest_an_absurd_parallelism_yields_to_the_rest_api_and_puts_nothing(
+    tmp_path: Path, fake_prometheus: FakePrometheus, parallelism: float
+) -> None:
+    """The reproduction on the flink-rest target: Prometheus says -2 (or 1e308), Flink's REST API says 2; unchecked,
+    Daedalus moved the job "into range" (a PUT to 1, or to 4)."""
+    from agent.daemon import build_parts
+    from agent.loop import Agent
+    from agent.settings import load_settings
+    from tests.flink.fake_rest import FakeFlinkRest
+
+    flink = FakeFlinkRest().start()
+    try:
+        settings = load_settings(None, {
+            "policy": "daedalus", "max_parallelism": 4, "min_parallelism": 1,
+            "loop_interval_s": 10, "dry_run": False,
+            "prometheus": {"url": fake_prometheus.url, "timeout_s": 0.5, "worker_label": "pod"},
+            "scale_target": {"kind": "flink-rest", "rest_url": flink.url, "request_timeout_s": 2},
+            "knowledge": {"store": "file", "path": str(tmp_path / "knowledge.json")},
+        })
+        healthy(fake_prometheus)
+        fake_prometheus.answers[q("parallelism")] = Canned([({}, lambda t: parallelism)])
+        clock = SimulatedClock(START)
+        parts = build_parts(settings, clock=clock)
+        agent_ = Agent(settings=settings, clock=clock, monitor=parts.monitor, scaler=parts.scaler,
+                       knowledge=parts.knowledge, telemetry=parts.telemetry)
+        results = rounds(agent_, clock, 4)
+        assert flink.writes() == [], "PUT on a parallelism no job can have"
+        assert all(r.observation is not None and r.observation.parallelism == 2 for r in results)
+        assert all(r.decision is not None and not r.decision.rescales_from(2) for r in results)
+    finally:
+        flink.stop()
