@@ -85,8 +85,12 @@ def test_rescales_up_and_down_in_place_and_measures_the_downtime(
     assert up.resumed_at is not None and asked_at - 1 <= up.resumed_at <= time.time() + 1
     assert [(m, p.rsplit("/", 1)[-1]) for m, p, _ in proxy.writes()] == [("PUT", "resource-requirements")]
 
+    down_at = time.monotonic()
     down = scaler.rescale(1, reasons=("down",), dry_run=False)
     assert (down.confirmed, set(vertex_parallelism(flink_cluster, job_id).values())) == (1, {(1, 1)})
+    # Right after the scale-out: Flink's cooldown after a rescale (30 s by default) is off on the test cluster, under
+    # the key of its release (1.20: scaling-interval.min, 2.x: executing.cooldown-after-rescaling).
+    assert time.monotonic() - down_at < 25, f"the scale-in waited out a cooldown on Flink {flink_cluster.version}"
     assert down.downtime_s is not None and 0 < down.downtime_s < 60
     # In place: the same job, no resubmission.
     assert scaler.find_job() == job_id
