@@ -25,7 +25,7 @@ from agent.loop import Agent, RoundOutcome, RoundResult, RoundStatus, planner_co
 from agent.observation import Observation
 from agent.per_operator.execute import VertexScaler
 from agent.per_operator.monitor import OperatorMonitor
-from agent.per_operator.observation import OperatorObservation
+from agent.per_operator.observation import OperatorObservation, screened_operators
 from agent.ports import ScalerError
 from agent.safeguards import memory_pressure
 from agent.settings import Settings
@@ -159,6 +159,7 @@ class OperatorAgent(Agent):
         seen = self._step(result, "monitor", lambda: self.operator_monitor.observe(since=since, now=now))
         if seen is None:
             return
+        seen = screened_operators(seen)
         if not seen.usable:
             gaps = ", ".join(f"operators.{name}: {why}" for name, why in seen.gaps.items()) or "no vertex series"
             result.outcome = RoundOutcome(RoundStatus.NO_DATA, detail=gaps)

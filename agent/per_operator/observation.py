@@ -10,10 +10,13 @@ joins them into the planner's input.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+from agent.observation import MAX_FRACTION, MAX_RATE, MAX_RECORDS
 
 from planner.per_operator import MemoryProfile, VertexInput, VertexMetrics, metrics_from_subtasks, topological
 
@@ -125,3 +128,49 @@ class OperatorObservation:
                 max_parallelism=v.max_parallelism, metrics=seen.metrics() if seen is not None else None,
             ))
         return topological(vertices)
+
+
+VERTEX_BOUNDS: Mapping[str, tuple[float, str]] = {
+    "records_in": (MAX_RATE, "records/s"),
+    "records_out": (MAX_RATE, "records/s"),
+    "busy": (MAX_FRACTION, "of the time"),
+    "backpressure": (MAX_FRACTION, "of the time"),
+    "cache_hit_rate": (MAX_FRACTION, "of the lookups"),
+    "state_size": (MAX_RECORDS, "bytes"),
+    "managed_memory_used": (MAX_RECORDS, "bytes"),
+    "state_latency": (3_600_000.0, "ms"),
+}
+"""The highest value each per-vertex query can take (every one is non-negative); the same bounds as the
+whole-job readings (:class:`agent.observation.ReadingBounds`), and an hour for a state access."""
+
+
+def screened_operators(observation: OperatorObservation) -> OperatorObservation:
+    """``observation`` with every per-subtask sample a job cannot report (negative, non-finite, above its bound in
+    :data:`VERTEX_BOUNDS`) turned into a gap (NaN), each query with such samples named in ``gaps``.
+
+    The per-vertex twin of :func:`agent.observation.screened`: a rate of -1000/s or a busy time of 5000 ms/s
+    must not size a vertex. A query that lost samples this way is a gap, so the round plans nothing on it.
+    """
+    gaps = dict(observation.gaps)
+    vertices: dict[str, VertexSeries] = {}
+    changed = False
+    for vertex_id, vertex in observation.vertices.items():
+        series: dict[str, Mapping[str, np.ndarray]] = {}
+        for query, subtasks in vertex.series.items():
+            high, unit = VERTEX_BOUNDS.get(query, (math.inf, ""))
+            checked: dict[str, np.ndarray] = {}
+            bad_samples = 0
+            for subtask, values in subtasks.items():
+                values = np.asarray(values, dtype=float)
+                with np.errstate(invalid="ignore"):
+                    bad = ~np.isnan(values) & ~((values >= 0) & (values <= high))
+                bad_samples += int(bad.sum())
+                checked[subtask] = np.where(bad, np.nan, values) if bad.any() else values
+            if bad_samples:
+                changed = True
+                gaps[query] = f"absurd: {bad_samples} sample(s) negative, non-finite or above {high:g} {unit}"
+            series[query] = checked
+        vertices[vertex_id] = VertexSeries(id=vertex.id, series=series)
+    if not changed:
+        return observation
+    return replace(observation, vertices=vertices, gaps=gaps)

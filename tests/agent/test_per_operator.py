@@ -435,3 +435,27 @@ def test_a_per_vertex_rescale_survives_a_restart(tmp_path: Path) -> None:
         restarted, _, _ = agent_for(tmp_path, "ds2", monitor)
     assert "knowledge.restored" in [e["event"] for e in logs], logs
     assert restarted.rescales[-1]["vertices"] == {"cost": [2, 3]}
+
+
+class AbsurdVertexMonitor(SplitJobMonitor):
+    """The split job with one per-subtask series no job can report."""
+
+    def __init__(self, query: str, value: float) -> None:
+        super().__init__()
+        self.query, self.value = query, value
+
+    def observe(self, *, since: float, now: float) -> OperatorObservation:
+        seen = super().observe(since=since, now=now)
+        for subtask, values in seen.vertices[COST].series[self.query].items():
+            values[:] = self.value  # type: ignore[index]
+        return seen
+
+
+@pytest.mark.parametrize(("query", "value"), [("busy", 5.0), ("busy", -0.5), ("records_in", -1000.0),
+                                              ("records_out", float("inf"))])
+def test_an_absurd_per_subtask_reading_is_a_gap_and_no_vertex_is_rescaled(tmp_path: Path, query: str, value: float) -> None:
+    monitor = AbsurdVertexMonitor(query, value)
+    agent, scaler, _ = agent_for(tmp_path, "ds2", monitor)
+    result = agent.round()
+    assert scaler.calls == [], f"{query}={value} rescaled a vertex"
+    assert result.skipped is not None and query in result.skipped, result.skipped
