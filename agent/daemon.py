@@ -207,8 +207,9 @@ class Daemon:
             return
         self._stopped.set()
         if isinstance(self.parts.scaler, InterruptibleScaler):
-            # A round waiting for a rescale's confirmation (up to two minutes) would outlast Kubernetes' grace
-            # period: it stops waiting, the rescale is recorded as pending and confirmed at the next start.
+            # A round waiting for a rescale's confirmation (up to two minutes) or retrying a failed request would
+            # outlast Kubernetes' grace period: it stops waiting (the rescale is recorded as pending and confirmed
+            # at the next start) and retrying.
             self.parts.scaler.interrupt()
         try:
             self.scheduler.shutdown(wait=True)

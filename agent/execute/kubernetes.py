@@ -20,9 +20,10 @@ from __future__ import annotations
 import random
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -145,6 +146,8 @@ class Backoff:
     cap_s: float = 8.0
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random | None = None
+    stop: Callable[[], bool] | None = None
+    """True once the caller is stopping: a failure is not retried (the daemon must exit within its grace period)."""
 
     def delay(self, attempt: int, retry_after_s: float | None = None) -> float:
         """Seconds to wait before retry ``attempt`` (0-based): uniform in [d/2, d], d = min(cap, base·2^attempt).
@@ -173,9 +176,11 @@ class Backoff:
                     on_failure(failure)
                 if not failure.retryable:
                     raise FatalApiError(failure) from exc
-                if attempt >= self.max_retries:
+                if attempt >= self.max_retries or (self.stop is not None and self.stop()):
                     raise RetriesExhausted(failure, attempt + 1) from exc
                 self.sleep(self.delay(attempt, failure.retry_after_s))
+                if self.stop is not None and self.stop():
+                    raise RetriesExhausted(failure, attempt + 1) from exc
                 attempt += 1
 
 
@@ -372,6 +377,13 @@ class KubernetesScaler:
         self.on_error = on_error
         self.log = get_logger("perdix.execute", target=self.target.describe())
         self._reported: set[str] = set()
+        self._stopping = threading.Event()
+        """Set by :meth:`interrupt`: failed requests are no longer retried."""
+
+    def interrupt(self) -> None:
+        """Stop retrying failed requests (the daemon is stopping): a round in a rescale ends with its current
+        request instead of the retries' backoff, so the daemon exits within Kubernetes' grace period."""
+        self._stopping.set()
 
     # ------------------------------------------------------------------ API calls
 
@@ -444,7 +456,7 @@ class KubernetesScaler:
 
     def _call(self, fn: Callable[[], T], verb: str) -> T:
         try:
-            return self.backoff.call(fn, on_failure=self._count)
+            return replace(self.backoff, stop=self._stopping.is_set).call(fn, on_failure=self._count)
         except FatalApiError as exc:
             raise self._fatal(exc.failure, verb) from None
         except RetriesExhausted as exc:

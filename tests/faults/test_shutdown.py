@@ -139,3 +139,25 @@ def test_sigterm_during_a_confirmation_exits_in_time_and_the_next_start_confirms
     (record,) = json.loads(knowledge.read_text())["loop"]["rescales"]
     assert record["pending"] is False and record["confirmed"] == 3
     assert _puts(flink) == 1, "the confirmed rescale was requested again"
+
+
+def test_a_kubernetes_rescale_stops_retrying_once_interrupted(kube_api: Any, kube_client: Any) -> None:
+    """The Kubernetes target has no confirmation to wait for, but its retries would outlast the grace period:
+    interrupted (SIGTERM) during the backoff, the rescale ends with the request under way."""
+    from agent.ports import InterruptibleScaler, ScalerError
+    from tests.adapters.test_kubernetes_scaler import Sleeps, make_scaler
+
+    class InterruptingSleeps(Sleeps):
+        def __call__(self, seconds: float) -> None:
+            super().__call__(seconds)
+            scaler.interrupt()  # SIGTERM arrives while the first backoff runs
+
+    sleeps = InterruptingSleeps()
+    scaler, _ = make_scaler(kube_client, sleeps=sleeps, max_retries=8)
+    assert isinstance(scaler, InterruptibleScaler)
+    kube_api.inject("/scale", method="PATCH", status=503, times=None)
+    with pytest.raises(ScalerError):
+        scaler.rescale(7, reasons=("r",), dry_run=False)
+    assert len(kube_api.log(method="PATCH")) == 1, "retried after the interrupt"
+    assert len(sleeps.calls) == 1
+    assert kube_api.replicas("deployments", "flink-taskmanager") == 3
