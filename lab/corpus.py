@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from simulator.trace import TraceError, read_text_lines
+
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "traces" / "corpus"
 INDEX_PATH = CORPUS_DIR / "index.csv"
 INDEX_COLUMNS = ("name", "family", "half", "source", "package", "licence", "description")
@@ -65,13 +67,13 @@ def load_index(path: Path | str = INDEX_PATH) -> list[CorpusTrace]:
     """Read the corpus index; raises :class:`CorpusError` naming the file (and line) on any problem."""
     path = Path(path)
     try:
-        handle = path.open(newline="")
-    except OSError as exc:
-        raise CorpusError(f"{path}: cannot read corpus index: {exc.strerror or exc}") from None
+        lines = read_text_lines(path, what="corpus index")
+    except TraceError as exc:
+        raise CorpusError(str(exc)) from None
     traces: list[CorpusTrace] = []
     seen: set[str] = set()
-    with handle:
-        reader = csv.reader(handle)
+    reader = csv.reader(lines)
+    try:
         header = next(reader, None)
         if header is None:
             raise CorpusError(f"{path}:1: empty file, expected header {','.join(INDEX_COLUMNS)!r}")
@@ -106,6 +108,8 @@ def load_index(path: Path | str = INDEX_PATH) -> list[CorpusTrace]:
                     licence=fields["licence"],
                 )
             )
+    except csv.Error as exc:
+        raise CorpusError(f"{path}:{reader.line_num}: not CSV: {exc}") from None
     if not traces:
         raise CorpusError(f"{path}: the corpus index lists no traces")
     return traces
