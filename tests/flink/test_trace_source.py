@@ -1,4 +1,4 @@
-"""The trace-driven log job on a real Flink 2.3 cluster, read through a real Prometheus, across in-place rescales.
+"""The trace-driven log job on a real Flink cluster (2.3 and 1.20) read through a real Prometheus, across rescales.
 
 Parts: the session cluster of tests/fixtures/flink.py (adaptive scheduler, three one-slot
 TaskManagers, Prometheus reporter per process), the Debian Prometheus scraping every process each
