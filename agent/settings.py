@@ -275,7 +275,7 @@ class TelemetrySettings(_Section):
     metrics_port: int = Field(9249, ge=0, le=65535, description="Port of /metrics, /healthz and /readyz (0: off).")
     not_ready_after_failed_loops: int = Field(
         3, ge=1, le=1_000_000, description="/readyz turns not-ready after this many consecutive loops without data."
-        " At most a million."
+        " At most a million: a count that could never be reached would keep /readyz ready through any outage."
     )
 
 
@@ -379,11 +379,11 @@ class Settings(BaseSettings):
         " At most a day (DAY_S): the forecaster keeps and fits one sample a second over it.")
     wape_threshold: float = Field(
         0.25, gt=0, le=100, description="Forecasts with a WAPE above this are replaced by the linear fallback."
-        " At most 100 (a WAPE of 10,000 %)."
+        " At most 100 (a WAPE of 10,000 %): a larger threshold never replaces a forecast, whatever its error."
     )
     retrain_after_poor_loops: int = Field(
         15, ge=1, le=1_000_000, description="Retrain the forecaster in the background after this many consecutive poor loops."
-        " At most a million."
+        " At most a million: a count that could never be reached would never retrain."
     )
     forecast_update_maxiter: int = Field(
         10,
@@ -441,7 +441,7 @@ class Settings(BaseSettings):
         description="Capacity regressions of workers not seen for this long are forgotten (Deployment pods get new "
         "names on every restart); what they taught stays in the capacity observed per scale-out. At most "
         "4 x max_parallelism workers are kept in any case, the least recently seen forgotten first, seconds."
-        " At most 30 days.",
+        " At most 30 days: finite, so that a worker unseen is forgotten at all.",
     )
     capacity_prior_path: Path | None = Field(
         None, description="StreamBed capacity model file used as prior for unobserved scale-outs."

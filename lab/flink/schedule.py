@@ -23,6 +23,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simulator.trace import TraceError, read_text_lines
+
 _MASK64 = (1 << 64) - 1
 
 
@@ -70,8 +72,12 @@ def read_trace(path: Path) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """(times, rates) of a ``time_s,rate`` CSV; ValueError naming the file and line of a bad row."""
     times: list[float] = []
     rates: list[float] = []
-    with path.open(newline="") as handle:
-        rows = csv.reader(handle)
+    try:
+        lines = read_text_lines(path, what="trace")
+    except TraceError as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        rows = csv.reader(lines)
         header = next(rows, None)
         if header is None or [cell.strip() for cell in header] != ["time_s", "rate"]:
             raise ValueError(f"{path}:1: the header must be time_s,rate")
@@ -88,6 +94,8 @@ def read_trace(path: Path) -> tuple[tuple[float, ...], tuple[float, ...]]:
                 raise ValueError(f"{path}:{line}: negative or infinite rate {row[1]}")
             times.append(time_s)
             rates.append(rate)
+    except csv.Error as exc:
+        raise ValueError(f"{path}:{rows.line_num}: not CSV: {exc}") from None
     if not times:
         raise ValueError(f"{path}: no points")
     return tuple(times), tuple(rates)
