@@ -105,10 +105,12 @@ the counts.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numba
@@ -125,6 +127,7 @@ from simulator import (
     Window,
     failure_schedule,
 )
+from simulator import drain as drain_rule
 from simulator.drain import drain_job
 
 _RESCALE, _FAILURE, _OVERLOAD = 0, 1, 2
@@ -1231,6 +1234,30 @@ def optimal_run(
     return summary, series_of(replayed.job)
 
 
+
+def _drop_kernels_compiled_against_another_drain_rule() -> None:
+    """numba keys a cached kernel on the file that defines it; :func:`_step_rows` inlines
+    :func:`simulator.drain.drain_job`, so after a change to that file its cache would still hold the old rule.
+    The cache directory keeps a stamp of the drain rule's source: when the stamp does not match, this
+    module's compiled kernels are removed before any is loaded, and numba compiles them anew."""
+    cache = getattr(_step_rows, "_cache", None)
+    directory = Path(getattr(cache, "_cache_path", Path(__file__).parent / "__pycache__"))
+    digest = hashlib.sha256(Path(drain_rule.__file__).read_bytes()).hexdigest()[:16]
+    stamp = directory / f"{Path(__file__).stem}.drain-{digest}.stamp"
+    if stamp.exists():
+        return
+    try:
+        for stale in [*directory.glob(f"{Path(__file__).stem}.*.nb[ic]"), *directory.glob(f"{Path(__file__).stem}.drain-*.stamp")]:
+            stale.unlink(missing_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
+        stamp.touch()
+    except OSError:
+        pass  # a read-only install: numba cannot write its cache there either, and compiles in memory
+
+
+_drop_kernels_compiled_against_another_drain_rule()
+
+
 __all__ = [
     "ModelRun",
     "Objective",
@@ -1244,4 +1271,5 @@ __all__ = [
     "replay_duration_s",
     "replay_schedule",
 ]
+
 

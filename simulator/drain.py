@@ -13,9 +13,8 @@ operations, and sums of whole numbers below 2⁵³ are exact in any order,
 so the optimal schedule's model is the simulator to the last record, which
 ``lab.optimal.optimal_run`` checks on every solve by replaying the schedule through the job.
 
-numba's on-disk cache keys a compiled function on its own file only: after a change to the rule here,
-delete ``lab/__pycache__/optimal.*.nb*`` too (``lab.optimal._step_rows`` inlines it), or the optimal
-schedule runs the old rule and ``optimal_run``'s replay check fails.
+numba's on-disk cache keys a compiled function on its own file only; ``lab.optimal`` inlines this rule
+and drops its own cached kernels whenever this file's source changes, so they never run an old rule.
 
 :func:`run_job` runs whole seconds of one job (:meth:`simulator.SimulatedFlinkJob.run_until`: arrivals,
 the drain, busy time, checkpoints, CPU, the recorded metrics) between two of its stops or restarts;
