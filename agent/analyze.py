@@ -111,6 +111,10 @@ class Analysis:
     """Recoveries measured to completion this round."""
     refused_artifacts: tuple[str, ...] = field(default=())
     """Kinds of the registry artifacts refused this round (``corrupt``, ``unscored``, ``replay``)."""
+    rescale_downtimes: Mapping[int, float] = field(default_factory=dict)
+    """Expected downtime of a rescale from the current scale-out to each candidate, s (the recovery predictor's)."""
+    replay_records: float | None = None
+    """Records a stop now replays, expected (the recovery predictor's), or None."""
 
     def summary(self) -> dict[str, Any]:
         """The fields of the ``loop`` log event."""
@@ -428,6 +432,7 @@ class Analyzer:
         arrivals = (
             np.maximum(forecast.values, level) if forecast.values is not None and level is not None else forecast.values
         )
+        downtimes: dict[int, float] = {}
         with self.capacity.held():  # the round's reads: each worker's line once, not once per candidate
             if self.forecasting:
                 candidates: Sequence[int] = range(self.settings.min_parallelism, self.settings.max_parallelism + 1)
@@ -436,6 +441,8 @@ class Analyzer:
             for n in candidates:
                 value, source = self.capacity.capacity_at(n, current=parallelism)
                 capacities[n], sources[n] = value, source
+                if parallelism is not None:
+                    downtimes[n] = self.recovery.downtime("rescale", n, parallelism)
                 if value is None or forecast.values is None or recent_rate is None:
                     continue
                 kind = "failure" if n == parallelism else "rescale"
@@ -487,6 +494,8 @@ class Analyzer:
             rescaled_outside=rescaled_outside,
             recoveries=tuple(recoveries),
             refused_artifacts=refused,
+            rescale_downtimes=downtimes,
+            replay_records=None if recent_rate is None else self.recovery.replay_records(recent_rate),
         )
 
     def _learn_partition_weights(self, observation: Observation, now: float) -> None:

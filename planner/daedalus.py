@@ -36,7 +36,7 @@ search, the fallback, stabilization.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -57,6 +57,79 @@ A forecast fitted on the old level can follow a steep ramp closely enough for th
 the workload climbs 10-20 % a loop (a diurnal ramp on nyc_flights_daily, a scale-in 14 -> 9 into it):
 no scale-in then, and a scale-out carries the rise envelope (the value: docs/research/experiments.md,
 experiment 3)."""
+
+
+SETTLE_LOOPS = 0.5
+"""After a rescale's downtime, the part of a loop the readings need at the new scale-out before a decision
+reads them (with ``holds: cost``): the workers' rates and busy fractions are averaged over windows of tens of
+seconds (Flink's meters, Prometheus's rate windows, the simulated job's 30 s), so half a loop of them is the
+new scale-out's. Protects against deciding on the old scale-out's readings; the recovery guard holds on
+while the job catches up."""
+
+
+def rescale_cost_ws(plan_input: PlanInput, n: int) -> float | None:
+    """What a rescale from the current scale-out to ``n`` wastes, in worker-seconds: every worker of the larger
+    scale-out held through its measured downtime, and the records since the last checkpoint processed a second
+    time at ``n`` workers' capacity (none when the rescale is aligned with a checkpoint). None when the downtime
+    or the capacity is unknown. The catch-up after the downtime is no waste (those records are processed once);
+    its time is what the search's recovery checks hold against the target."""
+    downtime = plan_input.rescale_downtimes.get(n)
+    capacity = plan_input.capacities.get(n)
+    if downtime is None or capacity is None or capacity <= 0 or not math.isfinite(downtime):
+        return None
+    replay = max(plan_input.replay_records or 0.0, 0.0)
+    return max(plan_input.current_parallelism, n) * max(downtime, 0.0) + n * replay / capacity
+
+
+def break_even_s(plan_input: PlanInput, n: int) -> float | None:
+    """How long a scale-in to ``n`` must last to pay for its rescale with the workers it saves (None: unknown)."""
+    saved = plan_input.current_parallelism - n
+    cost = rescale_cost_ws(plan_input, n)
+    return None if cost is None or saved <= 0 else cost / saved
+
+
+@dataclass(frozen=True)
+class Holds:
+    """The round's time constants: the configured ones, or (``holds: cost``) what this job's rescales cost."""
+
+    grace_s: float
+    recent_rescale_window_s: float
+    priced: bool
+    """True when the rescale cost was known and the holds follow from it."""
+
+
+def holds(plan_input: PlanInput, config: PlannerConfig) -> Holds:
+    """The grace period and the recent-rescale window of this round.
+
+    With ``holds: cost`` and the downtime known, each is what it protects against, priced: the grace lasts the
+    rescale's downtime and :data:`SETTLE_LOOPS` of a loop (the readings of the new scale-out); the recent-rescale
+    window lasts until a one-worker scale-in would have paid for its own rescale (:func:`break_even_s`: a
+    round trip right after a rescale costs more than it saves before then), at least a loop. The settings are
+    the ceilings: a restart of tens of seconds reaches them, an in-place rescale of a second does not."""
+    current = plan_input.current_parallelism
+    downtime = plan_input.rescale_downtimes.get(current)
+    if config.holds != "cost" or downtime is None or not math.isfinite(downtime):
+        return Holds(config.grace_period_s, config.recent_rescale_window_s, False)
+    grace = min(config.grace_period_s, max(downtime, 0.0) + SETTLE_LOOPS * config.loop_interval_s)
+    one_in = break_even_s(plan_input, current - 1) if current > config.min_parallelism else None
+    recent = config.recent_rescale_window_s if one_in is None else min(
+        config.recent_rescale_window_s, max(one_in, config.loop_interval_s)
+    )
+    return Holds(grace, recent, True)
+
+
+def stabilization_s(plan_input: PlanInput, config: PlannerConfig, desired: int) -> float:
+    """How long a scale-in to ``desired`` must have been wanted before it is taken. With ``holds: cost``, its
+    break-even time (:func:`break_even_s`), at least a loop and at most ``scale_down_stabilization_s``: waiting
+    as long as the scale-in takes to pay for itself before paying for it costs at most twice what knowing the
+    future would (the ski-rental rule), and protects against flapping on a workload that hovers at a threshold:
+    a flap costs two rescales, which the wait has earned. Fixed holds: the setting."""
+    if config.holds != "cost" or desired >= plan_input.current_parallelism:
+        return config.scale_down_stabilization_s
+    needed = break_even_s(plan_input, desired)
+    if needed is None:
+        return config.scale_down_stabilization_s
+    return min(config.scale_down_stabilization_s, max(needed, config.loop_interval_s))
 
 
 def _fmt(rate: float) -> str:
@@ -82,7 +155,7 @@ class _Known:
 
 
 def _guards(plan_input: PlanInput, config: PlannerConfig) -> Decision | None:
-    """Grace period, recovery hold, operator bounds (in that order)."""
+    """Grace period, recovery hold, operator bounds (in that order); ``config`` carries this round's holds."""
     return guards.first_holding(
         guards.grace_period(plan_input, config),
         None if cannot_catch_up(plan_input, config) else guards.recovering(plan_input, config),
@@ -174,14 +247,20 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
         if n < current:
             hold_s = decision_hold_s(recovery, config)
             hold_peak = _forecast_max(known.upper, hold_s)
-            if capacity > hold_peak:
+            if capacity <= hold_peak:
                 reasons.append(
-                    f"{n}: carries the forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity "
-                    f"{_fmt(capacity)}) and recovers in {recovery:.0f} s"
+                    f"{n}: capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
                 )
-                return n
-            reasons.append(f"{n}: capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold")
-            continue
+                continue
+            unpaid = _unpaid(plan_input, config, known, n, capacity)
+            if unpaid:
+                reasons.append(f"{n}: {unpaid}")
+                continue
+            reasons.append(
+                f"{n}: carries the forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity "
+                f"{_fmt(capacity)}) and recovers in {recovery:.0f} s"
+            )
+            return n
         peak, what = horizon_peak, "the forecast peak"
         if rising:
             # A rise under way: the scale-out must carry what the rise envelope says until the agent can act
@@ -195,6 +274,30 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
             return n
         reasons.append(f"{n}: capacity {_fmt(capacity)} < {what} {_fmt(peak)}")
     return None
+
+
+def _unpaid(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: int, capacity: float) -> str:
+    """Why a scale-in to ``n`` would not pay for itself (empty if it would, or with fixed holds, or when its cost
+    is unknown): the workers it saves over the time it is expected to last — until the point forecast reaches
+    its capacity, else the whole horizon — must exceed its rescale's cost, plus the cost of the rescale back
+    when the forecast says it will be undone within the horizon (:func:`rescale_cost_ws`)."""
+    if config.holds != "cost":
+        return ""
+    cost_in = rescale_cost_ws(plan_input, n)
+    if cost_in is None:
+        return ""
+    over = np.flatnonzero(known.forecast >= capacity)
+    undone = over.size > 0
+    lasts_s = float(over[0]) if undone else float(len(known.forecast))
+    cost = cost_in + ((rescale_cost_ws(plan_input, plan_input.current_parallelism) or 0.0) if undone else 0.0)
+    saved = (plan_input.current_parallelism - n) * lasts_s
+    if saved > cost:
+        return ""
+    until = f"until the forecast reaches its capacity in {lasts_s:.0f} s" if undone else f"over {lasts_s:.0f} s"
+    return (
+        f"saves {saved:,.0f} worker-s {until}, not more than its rescale{' and the one back' if undone else ''} "
+        f"cost ({cost:,.0f} worker-s)"
+    )
 
 
 def _rising(workload: float, next_loop: float, previous: float | None) -> str:
@@ -236,9 +339,10 @@ def _fallback(plan_input: PlanInput, config: PlannerConfig, reasons: list[str]) 
 
 
 def stabilize(plan_input: PlanInput, config: PlannerConfig, desired: int, reasons: list[str]) -> int:
-    """Scale out at once; scale in only to the highest scale-out wanted over the stabilization window."""
+    """Scale out at once; scale in only to the highest scale-out wanted over the stabilization window
+    (:func:`stabilization_s`)."""
     return guards.stabilize(
-        plan_input, desired, reasons, window_s=config.scale_down_stabilization_s,
+        plan_input, desired, reasons, window_s=stabilization_s(plan_input, config, desired),
         loop_interval_s=config.loop_interval_s, upper=config.max_parallelism,
     )
 
@@ -251,7 +355,9 @@ class DaedalusPolicy:
     sync_interval_s: float | None = None
 
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
-        """Guards → recent-rescale hold → candidate search → fallback → stabilization."""
+        """Holds → guards → recent-rescale hold → candidate search → fallback → stabilization."""
+        timed = holds(plan_input, config)
+        config = replace(config, grace_period_s=timed.grace_s, recent_rescale_window_s=timed.recent_rescale_window_s)
         held = _guards(plan_input, config)
         if held is not None:
             return held
