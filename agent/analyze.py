@@ -252,7 +252,7 @@ class Analyzer:
         self._expected_parallelism: int | None = None
         self.recent = RecentWorkload(ScoringSpec(horizon_s=settings.forecast_horizon_s))
         """The last hour of workload and the running model's forecasts over it (rates, hot reload)."""
-        self.envelope = RiseEnvelope(quantile=settings.forecast_quantile or 0.5)
+        self.envelope = RiseEnvelope(quantile=settings.forecast_quantile or 0.5, conditioned=settings.rise_conditioned)
         """How far the workload has risen within each lead time (the upper forecast decisions plan for)."""
         self._signal: str | None = None
 

@@ -349,6 +349,11 @@ class Settings(BaseSettings):
         "the point forecast. Higher plans for rarer rises: fewer SLO misses at more worker-hours (0.5: the "
         "typical rise; null: the point forecast alone)."
     )
+    rise_conditioned: bool = Field(
+        False, description="Plan for the rises measured from moments where the workload stood in the same part "
+        "(bottom, middle, top third) of its last half hour's range as now, rather than from every moment: from "
+        "the top of a peak, the rises seen from other tops."
+    )
     checkpoint_interval_s: float = Field(
         10.0, gt=0, description="The job's checkpoint interval: records since the last checkpoint are replayed, seconds."
     )

@@ -62,6 +62,7 @@ SHORT_HOLDS = {"scale_down_stabilization_s": 120.0, "recent_rescale_window_s": 0
 VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "daedalus": (frozenset(), {}),
     "fixed holds": (frozenset(), {"holds": "fixed"}),
+    "conditioned rises": (frozenset(), {"rise_conditioned": True}),
     "long holds": (frozenset(), LONG_HOLDS),
     "medium holds": (frozenset(), MEDIUM_HOLDS),
     "short holds": (frozenset(), SHORT_HOLDS),
