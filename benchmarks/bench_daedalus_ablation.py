@@ -84,6 +84,15 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
 }
 """Variant name -> (estimates replaced by the truth, settings overrides)."""
 
+PATCHED: dict[str, dict[str, Any]] = {
+    "cost holds with fixed grace": {"SETTLE_LOOPS": 1e9},
+    "cost holds with fixed windows": {"MIN_HOLD_LOOPS": 1e9},
+    "no rise gap while falling": {"RISE_GAP_WHILE_FALLING": False},
+}
+"""Variant name -> constants of ``planner.daedalus`` set for its replay alone: one part of the priced holds
+turned back to the setting (an effectively endless minimum is the ceiling), the rest priced."""
+VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
+
 HIDDEN: dict[str, dict[str, Any]] = {
     "no partition offsets": {"partition_offsets": None},
     "no partition offsets or backlogs": {"partition_offsets": None, "worker_backlog": {}},
@@ -177,16 +186,26 @@ def run_variant(
 
     truths, overrides = VARIANTS[variant]
     settings = _settings({**rescale_cost_overrides(rescale_cost), **overrides, **_seeded(failure_seed)})
-    start = time.perf_counter()
-    replay = AblationReplay.__new__(AblationReplay)
-    replay.truths = truths
-    replay.recording = recovery_errors
-    replay.hidden = HIDDEN.get(variant, {})
-    Replay.__init__(replay, load_trace(trace.path), settings, hours=hours, failures_per_hour=failures)
-    replay.run()
-    summary = replay.result().summary
-    if replay.recorder is not None:
-        summary["recovery_errors"] = stop_errors(replay.job, replay.recorder.snapshots)
+    import planner.daedalus
+
+    patched = PATCHED.get(variant, {})
+    saved = {constant: getattr(planner.daedalus, constant) for constant in patched}
+    try:  # a worker process runs one replay at a time; the constants are put back after it
+        for constant, value in patched.items():
+            setattr(planner.daedalus, constant, value)
+        start = time.perf_counter()
+        replay = AblationReplay.__new__(AblationReplay)
+        replay.truths = truths
+        replay.recording = recovery_errors
+        replay.hidden = HIDDEN.get(variant, {})
+        Replay.__init__(replay, load_trace(trace.path), settings, hours=hours, failures_per_hour=failures)
+        replay.run()
+        summary = replay.result().summary
+        if replay.recorder is not None:
+            summary["recovery_errors"] = stop_errors(replay.job, replay.recorder.snapshots)
+    finally:
+        for constant, value in saved.items():
+            setattr(planner.daedalus, constant, value)
     return trace.name, variant, settings.simulator.failure_schedule_seed, summary, time.perf_counter() - start
 
 

@@ -67,6 +67,11 @@ new scale-out's. Protects against deciding on the old scale-out's readings; the 
 while the job catches up."""
 
 
+MIN_HOLD_LOOPS = 1.0
+"""The shortest recent-rescale window and scale-in stabilization (with ``holds: cost``), in loops: a scale-in
+wanted in one round only is noise until the next round confirms it (the readings of one loop)."""
+
+
 def rescale_cost_ws(plan_input: PlanInput, n: int) -> float | None:
     """What a rescale from the current scale-out to ``n`` wastes, in worker-seconds: every worker of the larger
     scale-out held through its measured downtime, and the records since the last checkpoint processed a second
@@ -113,23 +118,27 @@ def holds(plan_input: PlanInput, config: PlannerConfig) -> Holds:
     grace = min(config.grace_period_s, max(downtime, 0.0) + SETTLE_LOOPS * config.loop_interval_s)
     one_in = break_even_s(plan_input, current - 1) if current > config.min_parallelism else None
     recent = config.recent_rescale_window_s if one_in is None else min(
-        config.recent_rescale_window_s, max(one_in, config.loop_interval_s)
+        config.recent_rescale_window_s, max(one_in, MIN_HOLD_LOOPS * config.loop_interval_s)
     )
     return Holds(grace, recent, True)
 
 
 def stabilization_s(plan_input: PlanInput, config: PlannerConfig, desired: int) -> float:
-    """How long a scale-in to ``desired`` must have been wanted before it is taken. With ``holds: cost``, its
-    break-even time (:func:`break_even_s`), at least a loop and at most ``scale_down_stabilization_s``: waiting
-    as long as the scale-in takes to pay for itself before paying for it costs at most twice what knowing the
-    future would (the ski-rental rule), and protects against flapping on a workload that hovers at a threshold:
-    a flap costs two rescales, which the wait has earned. Fixed holds: the setting."""
+    """How long a scale-in to ``desired`` must have been wanted before it is taken. With ``holds: cost``, the
+    time one worker takes to pay for its rescale (:func:`rescale_cost_ws`), at least :data:`MIN_HOLD_LOOPS` and
+    at most ``scale_down_stabilization_s``. Waiting as long as a saving takes to pay for its rescale before
+    paying for it costs at most twice what knowing the future would (the ski-rental rule) and keeps a workload
+    that hovers at a threshold from flapping: a flap costs two rescales, which the wait has earned. The saving
+    counted is one worker's, however many the scale-in gives up: the workers of a larger scale-in are given up
+    on one forecast and come back in one undo if it is wrong, and priced on all of them a restart's scale-in of
+    half the workers waited a minute and missed (docs/research/experiments.md, experiment 15). Fixed holds:
+    the setting."""
     if config.holds != "cost" or desired >= plan_input.current_parallelism:
         return config.scale_down_stabilization_s
-    needed = break_even_s(plan_input, desired)
-    if needed is None:
+    cost = rescale_cost_ws(plan_input, desired)
+    if cost is None:
         return config.scale_down_stabilization_s
-    return min(config.scale_down_stabilization_s, max(needed, config.loop_interval_s))
+    return min(config.scale_down_stabilization_s, max(cost, MIN_HOLD_LOOPS * config.loop_interval_s))
 
 
 def _fmt(rate: float) -> str:
@@ -304,7 +313,8 @@ def _rising(workload: float, next_loop: float, previous: float | None) -> str:
     """Why the workload counts as rising (empty if it does not): the last loop's average runs more than
     :data:`RISING_MARGIN` above the forecast for the next loop (the forecast is behind), or more than
     :data:`CLIMB_MARGIN` above the loop before (it climbs, whatever the forecast says)."""
-    if workload > (1.0 + RISING_MARGIN) * next_loop:
+    falling = previous is not None and workload < previous
+    if workload > (1.0 + RISING_MARGIN) * next_loop and (RISE_GAP_WHILE_FALLING or not falling):
         return f"the workload {_fmt(workload)} runs above the forecast for the next loop {_fmt(next_loop)}"
     if previous is not None and workload > (1.0 + CLIMB_MARGIN) * previous:
         return f"the workload {_fmt(workload)} climbed from {_fmt(previous)} over the loop before"
