@@ -60,6 +60,17 @@ def positions(levels: np.ndarray, window: int) -> np.ndarray:
     return np.clip(out, 0.0, 1.0)
 
 
+def _quantile(values: np.ndarray, q: float) -> float:
+    """``np.quantile(values, q)`` (its linear interpolation) by partition, without numpy's general machinery:
+    the envelope takes up to 36 of them a round."""
+    n = values.size
+    at = q * (n - 1)
+    low = int(math.floor(at))
+    high = min(low + 1, n - 1)
+    part = np.partition(values, (low, high))
+    return float(part[low] + (part[high] - part[low]) * (at - low))
+
+
 def position_bin(position: float) -> int:
     """The part of the range (0 .. POSITION_BINS - 1) a position in [0, 1] falls in."""
     return min(POSITION_BINS - 1, max(0, int(position * POSITION_BINS)))
@@ -97,45 +108,54 @@ class RiseEnvelope:
                 self._ratios = None
                 self._binned = None
 
-    def _compute(self, where: np.ndarray | None = None) -> dict[int, float]:
-        """The ratio at every lead, from every moment; or only from the moments ``where`` is True, NaN at a lead
-        without history enough from them."""
+    def _compute(self, groups: np.ndarray | None = None) -> dict[int, dict[int, float]]:
+        """The ratio at every lead from every moment (under key -1), and with ``groups`` (a group number per
+        level) from the moments of each group alone, NaN at a lead without history enough from them. The rises
+        are measured once per lead and shared by every group."""
         y = np.asarray(self.levels, dtype=float)
-        ratios: dict[int, float] = {}
-        previous = 1.0
+        keys = [-1] + (list(range(POSITION_BINS)) if groups is not None else [])
+        ratios: dict[int, dict[int, float]] = {key: {} for key in keys}
+        previous = dict.fromkeys(keys, 1.0)
         for lead in LEADS_S:
             steps = max(1, lead // self.resolution_s)
-            value = previous if where is None else math.nan
+            values = {key: previous[key] if key == -1 else math.nan for key in keys}
             if len(y) > steps:
                 # Highest level within the lead after each moment, over the level at that moment.
                 windows = np.lib.stride_tricks.sliding_window_view(y[1:], steps)
                 ahead = np.nanmax(np.where(np.isfinite(windows), windows, -np.inf), axis=1)
                 base = y[: len(ahead)]
                 usable = np.isfinite(base) & (base > 0) & np.isfinite(ahead)
-                if where is not None:
-                    usable &= where[: len(ahead)]
-                # A quantile of rises needs many windows of the lead, not one event seen from every
-                # moment before it: with less than MIN_WINDOWS leads of history the shorter lead's
-                # ratio stands (none at all: 1, the point forecast alone).
-                if usable.sum() >= max(10, MIN_WINDOWS * steps):
-                    value = max(previous, float(np.quantile(ahead[usable] / base[usable], self.quantile)))
-            ratios[lead] = max(1.0, value) if math.isfinite(value) else math.nan
-            previous = ratios[lead] if math.isfinite(value) else previous
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    rises = ahead / base
+                for key in keys:
+                    mask = usable if key == -1 else usable & (groups[: len(ahead)] == key)  # type: ignore[index]
+                    # A quantile of rises needs many windows of the lead, not one event seen from every
+                    # moment before it: with less than MIN_WINDOWS leads of history the shorter lead's
+                    # ratio stands (none at all: 1, the point forecast alone).
+                    if mask.sum() >= max(10, MIN_WINDOWS * steps):
+                        values[key] = max(previous[key], _quantile(rises[mask], self.quantile))
+            for key in keys:
+                value = values[key]
+                ratios[key][lead] = max(1.0, value) if math.isfinite(value) else math.nan
+                if math.isfinite(value):
+                    previous[key] = ratios[key][lead]
         return ratios
 
     def _table(self, level: float | None) -> dict[int, float]:
         """The ratios by lead that apply to a workload at ``level`` now: conditioned on where it stands in its
         recent range when :attr:`conditioned` and that part of the range has history enough at a lead (a lead
         without it takes the unconditional ratio)."""
-        if self._ratios is None:
-            self._ratios = self._compute()
         if not self.conditioned or level is None or not math.isfinite(level) or not self.levels:
+            if self._ratios is None:
+                self._ratios = self._compute()[-1]
             return self._ratios
         y = np.asarray(self.levels, dtype=float)
         window = max(2, POSITION_WINDOW_S // self.resolution_s)
-        if self._binned is None:
-            bins = np.asarray([position_bin(p) for p in positions(y, window)])
-            self._binned = {b: self._compute(bins == b) for b in range(POSITION_BINS)}
+        if self._binned is None or self._ratios is None:
+            bins = np.minimum(POSITION_BINS - 1, (positions(y, window) * POSITION_BINS).astype(int))
+            computed = self._compute(bins)
+            self._ratios = computed.pop(-1)
+            self._binned = computed
         now = positions(np.concatenate((y[-(window - 1):], [level])), window)[-1]
         binned = self._binned[position_bin(float(now))]
         # A lead that part of the range has too little history for takes the unconditional ratio; the rise
