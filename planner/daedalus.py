@@ -67,6 +67,11 @@ new scale-out's. Protects against deciding on the old scale-out's readings; the 
 while the job catches up."""
 
 
+RISE_GAP_WHILE_FALLING = True
+"""Whether the workload running above the forecast for the next loop counts as rising while it fell over the
+loop before. A forecast that follows a descent expects more of it and runs below the last loop; that gap
+is no rise behind the forecast."""
+
 MIN_HOLD_LOOPS = 1.0
 """The shortest recent-rescale window and scale-in stabilization (with ``holds: cost``), in loops: a scale-in
 wanted in one round only is noise until the next round confirms it (the readings of one loop)."""
