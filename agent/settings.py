@@ -350,7 +350,7 @@ class Settings(BaseSettings):
         "typical rise; null: the point forecast alone)."
     )
     rise_conditioned: bool = Field(
-        False, description="Plan for the rises measured from moments where the workload stood in the same part "
+        True, description="Plan for the rises measured from moments where the workload stood in the same part "
         "(bottom, middle, top third) of its last half hour's range as now, rather than from every moment: from "
         "the top of a peak, the rises seen from other tops."
     )

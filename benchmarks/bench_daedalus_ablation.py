@@ -88,10 +88,16 @@ PATCHED: dict[str, dict[str, Any]] = {
     "cost holds with fixed grace": {"SETTLE_LOOPS": 1e9},
     "cost holds with fixed windows": {"MIN_HOLD_LOOPS": 1e9},
     "no rise gap while falling": {"RISE_GAP_WHILE_FALLING": False},
+    "conditioned rises and no gap while falling": {"RISE_GAP_WHILE_FALLING": False},
+    "fixed holds as before": {"RISE_GAP_WHILE_FALLING": True},
 }
 """Variant name -> constants of ``planner.daedalus`` set for its replay alone: one part of the priced holds
 turned back to the setting (an effectively endless minimum is the ceiling), the rest priced."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
+VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})
+VARIANTS["fixed holds as before"] = (frozenset(), {"holds": "fixed", "rise_conditioned": False})
+"""Daedalus before its holds were priced: fixed holds, the unconditioned envelope, the forecast gap counted on a
+falling workload (the capacity line as now)."""
 
 HIDDEN: dict[str, dict[str, Any]] = {
     "no partition offsets": {"partition_offsets": None},

@@ -20,8 +20,13 @@ carries the average workload and the forecast until the next loop. Guards added 
 decision in the grace period after a rescale, nor while recovering unless the current scale-out can
 no longer finish the recovery in time (:func:`cannot_catch_up`), unknown data keeps the current
 scale-out, and scale-in waits until the lower scale-out has been wanted for the whole stabilization
-window (HPA style), so a workload hovering at a threshold does not flap. The windows default to the
-default target recovery time (300 s), the time scale the SLO judges on, and the grace to two loops.
+window (HPA style), so a workload hovering at a threshold does not flap. The windows' settings default to
+the default target recovery time (300 s), the time scale the SLO judges on, and the grace to two loops; with
+``holds: cost`` (the default) those are ceilings, and each wait is what this job's rescales cost, measured
+(:func:`holds`, :func:`stabilization_s`): a restart of tens of seconds reaches the ceilings, an in-place
+rescale of a second waits about a loop. A scale-in must also pay for itself (:func:`_unpaid`): the workers it
+saves over the time the point forecast says it lasts exceed its rescale's cost, and the cost of the rescale
+back when the forecast says it will be undone.
 No scale-in is taken while the workload rises — the last loop's average runs more than
 :data:`RISING_MARGIN` above the forecast for the next loop (the forecast is behind a rise) or more than
 :data:`CLIMB_MARGIN` above the loop before — since a scale-in sized on the forecast meets the rest of
@@ -29,8 +34,8 @@ the rise with the capacity it gave away. If nothing qualifies, the scale-out wit
 shortest predicted recovery is chosen, and among equals the highest capacity (the paper returns the
 maximum, which on a job whose capacity stops growing is no better, costs the most, and may carry less).
 
-``DaedalusPolicy.decide`` reads as its stages: guards, the recent-rescale hold, the candidate
-search, the fallback, stabilization.
+``DaedalusPolicy.decide`` reads as its stages: the round's holds, guards, the recent-rescale hold, the
+candidate search, the fallback, stabilization.
 """
 
 from __future__ import annotations
