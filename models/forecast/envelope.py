@@ -113,6 +113,7 @@ class RiseEnvelope:
         level) from the moments of each group alone, NaN at a lead without history enough from them. The rises
         are measured once per lead and shared by every group."""
         y = np.asarray(self.levels, dtype=float)
+        filled = np.where(np.isfinite(y), y, -np.inf)  # a gap is never the highest level within a lead
         keys = [-1] + (list(range(POSITION_BINS)) if groups is not None else [])
         ratios: dict[int, dict[int, float]] = {key: {} for key in keys}
         previous = dict.fromkeys(keys, 1.0)
@@ -121,8 +122,7 @@ class RiseEnvelope:
             values = {key: previous[key] if key == -1 else math.nan for key in keys}
             if len(y) > steps:
                 # Highest level within the lead after each moment, over the level at that moment.
-                windows = np.lib.stride_tricks.sliding_window_view(y[1:], steps)
-                ahead = np.nanmax(np.where(np.isfinite(windows), windows, -np.inf), axis=1)
+                ahead = np.lib.stride_tricks.sliding_window_view(filled[1:], steps).max(axis=1)
                 base = y[: len(ahead)]
                 usable = np.isfinite(base) & (base > 0) & np.isfinite(ahead)
                 with np.errstate(divide="ignore", invalid="ignore"):
