@@ -96,17 +96,6 @@ def rescale_cost_ws(plan_input: PlanInput, n: int) -> float | None:
     return max(plan_input.current_parallelism, n) * max(downtime, 0.0) + n * replay / capacity
 
 
-def catch_up_s(plan_input: PlanInput, downtime: float) -> float:
-    """Seconds the current scale-out takes to work off a rescale's backlog (what arrived during ``downtime`` and
-    the replayed records) with its spare capacity over the last loop's workload; inf without spare capacity."""
-    capacity = plan_input.capacities.get(plan_input.current_parallelism)
-    workload = plan_input.workload_avg
-    if capacity is None or workload is None or capacity <= workload:
-        return math.inf
-    backlog = workload * max(downtime, 0.0) + max(plan_input.replay_records or 0.0, 0.0)
-    return backlog / (capacity - workload)
-
-
 def break_even_s(plan_input: PlanInput, n: int) -> float | None:
     """How long a scale-in to ``n`` must last to pay for its rescale with the workers it saves (None: unknown)."""
     saved = plan_input.current_parallelism - n
@@ -128,10 +117,7 @@ def holds(plan_input: PlanInput, config: PlannerConfig) -> Holds:
     """The grace period and the recent-rescale window of this round.
 
     With ``holds: cost`` and the downtime known, each is what it protects against, priced: the grace lasts the
-    rescale's downtime, the catch-up after it at the scale-out's spare capacity (:func:`catch_up_s`; until then
-    the readings are of a recovery, and a decision on them rescales a job that is still catching up, which
-    turned one stop into an episode of three or four at a restart's cost), and :data:`SETTLE_LOOPS` of a loop
-    (the readings of the new scale-out); the recent-rescale
+    rescale's downtime and :data:`SETTLE_LOOPS` of a loop (the readings of the new scale-out); the recent-rescale
     window lasts until a one-worker scale-in would have paid for its own rescale (:func:`break_even_s`: a
     round trip right after a rescale costs more than it saves before then), at least a loop. The settings are
     the ceilings: a restart of tens of seconds reaches them, an in-place rescale of a second does not."""
@@ -139,8 +125,7 @@ def holds(plan_input: PlanInput, config: PlannerConfig) -> Holds:
     downtime = plan_input.rescale_downtimes.get(current)
     if config.holds != "cost" or downtime is None or not math.isfinite(downtime):
         return Holds(config.grace_period_s, config.recent_rescale_window_s, False)
-    grace = min(config.grace_period_s, max(downtime, 0.0) + catch_up_s(plan_input, downtime)
-                + SETTLE_LOOPS * config.loop_interval_s)
+    grace = min(config.grace_period_s, max(downtime, 0.0) + SETTLE_LOOPS * config.loop_interval_s)
     one_in = break_even_s(plan_input, current - 1) if current > config.min_parallelism else None
     recent = config.recent_rescale_window_s if one_in is None else min(
         config.recent_rescale_window_s, max(one_in, MIN_HOLD_LOOPS * config.loop_interval_s)
