@@ -26,6 +26,7 @@ from models.forecast.envelope import RiseEnvelope
 from models.forecast.reloaded import ReloadedForecaster
 from models.forecast.scoring import RecentWorkload, ScoringSpec
 from models.recovery import RecoveryPredictor
+from planner.daedalus import cheap_rescale
 
 UPTIME_SLACK_S = 5.0
 """Uptime may lag the wall clock by a scrape or two; a bigger shortfall is a restart."""
@@ -419,8 +420,12 @@ class Analyzer:
             # The last checkpoint interval's samples are a gap (rates restart with the tasks): the last
             # minute's level stands in, or every recovery would read "never" and undo the rescale.
             recent_rate = level
+        # The envelope conditioned on where the workload stands only where a wrong decision is cheap to undo.
+        cheap = parallelism is not None and cheap_rescale(
+            self.recovery.downtime("rescale", parallelism, parallelism), self.settings.loop_interval_s
+        )
         upper = (
-            self.envelope.upper(forecast.values, level)
+            self.envelope.upper(forecast.values, level, conditioned=cheap)
             if forecast.values is not None and level is not None and self.settings.forecast_quantile is not None
             else forecast.values
         )

@@ -22,9 +22,9 @@ no longer finish the recovery in time (:func:`cannot_catch_up`), unknown data ke
 scale-out, and scale-in waits until the lower scale-out has been wanted for the whole stabilization
 window (HPA style), so a workload hovering at a threshold does not flap. The windows' settings default to
 the default target recovery time (300 s), the time scale the SLO judges on, and the grace to two loops; with
-``holds: cost`` (the default) those are ceilings, and each wait is what this job's rescales cost, measured
-(:func:`holds`, :func:`stabilization_s`): a restart of tens of seconds reaches the ceilings, an in-place
-rescale of a second waits about a loop. A scale-in must also pay for itself (:func:`_unpaid`): the workers it
+``holds: cost`` (the default) and a cheap rescale (:data:`CHEAP_RESCALE_LOOPS`, an in-place rescale of a second)
+those are ceilings, and each wait is what this job's rescales cost, measured (:func:`holds`,
+:func:`stabilization_s`): about a loop; a dear rescale (a restart of tens of seconds) keeps the settings. A scale-in must also pay for itself (:func:`_unpaid`): the workers it
 saves over the time the point forecast says it lasts exceed its rescale's cost, and the cost of the rescale
 back when the forecast says it will be undone.
 No scale-in is taken while the workload rises — the last loop's average runs more than
@@ -77,9 +77,30 @@ RISE_GAP_WHILE_FALLING = True
 loop before. A forecast that follows a descent expects more of it and runs below the last loop; that gap
 is no rise behind the forecast."""
 
+CHEAP_RESCALE_LOOPS = 0.1
+"""A rescale is cheap when its expected downtime is at most this part of a loop (6 s at the default 60 s): then
+the agent undoes a wrong decision within the next loop's readings, and its waits are priced (``holds: cost``)
+and its rise envelope conditioned on where the workload stands. Flink's in-place rescaling stops a job for
+0.1-0.3 s, a restart with new pods for 10-30 s; between them the threshold is far from both. A dear rescale
+keeps the settings' waits and the unconditioned envelope: at a restart's cost, the priced waits and the
+conditioned envelope cut 1.6 % of the held-out half's worker-hours and added 5 misses to its 9
+(docs/research/experiments.md, experiment 15)."""
+
 MIN_HOLD_LOOPS = 1.0
 """The shortest recent-rescale window and scale-in stabilization (with ``holds: cost``), in loops: a scale-in
 wanted in one round only is noise until the next round confirms it (the readings of one loop)."""
+
+
+def cheap_rescale(downtime_s: float | None, loop_interval_s: float) -> bool:
+    """Whether a rescale of this expected downtime is cheap (:data:`CHEAP_RESCALE_LOOPS`); unknown is not."""
+    return downtime_s is not None and math.isfinite(downtime_s) and downtime_s <= CHEAP_RESCALE_LOOPS * loop_interval_s
+
+
+def _priced(plan_input: PlanInput, config: PlannerConfig) -> bool:
+    """``holds: cost`` and the rescale from the current scale-out cheap: the round's waits are priced."""
+    return config.holds == "cost" and cheap_rescale(
+        plan_input.rescale_downtimes.get(plan_input.current_parallelism), config.loop_interval_s
+    )
 
 
 def rescale_cost_ws(plan_input: PlanInput, n: int) -> float | None:
@@ -116,14 +137,14 @@ class Holds:
 def holds(plan_input: PlanInput, config: PlannerConfig) -> Holds:
     """The grace period and the recent-rescale window of this round.
 
-    With ``holds: cost`` and the downtime known, each is what it protects against, priced: the grace lasts the
+    With ``holds: cost`` and a cheap rescale (:func:`cheap_rescale`), each is what it protects against, priced: the grace lasts the
     rescale's downtime and :data:`SETTLE_LOOPS` of a loop (the readings of the new scale-out); the recent-rescale
     window lasts until a one-worker scale-in would have paid for its own rescale (:func:`break_even_s`: a
     round trip right after a rescale costs more than it saves before then), at least a loop. The settings are
-    the ceilings: a restart of tens of seconds reaches them, an in-place rescale of a second does not."""
+    the ceilings. A dear rescale keeps the settings."""
     current = plan_input.current_parallelism
     downtime = plan_input.rescale_downtimes.get(current)
-    if config.holds != "cost" or downtime is None or not math.isfinite(downtime):
+    if not _priced(plan_input, config) or downtime is None:
         return Holds(config.grace_period_s, config.recent_rescale_window_s, False)
     grace = min(config.grace_period_s, max(downtime, 0.0) + SETTLE_LOOPS * config.loop_interval_s)
     one_in = break_even_s(plan_input, current - 1) if current > config.min_parallelism else None
@@ -143,7 +164,7 @@ def stabilization_s(plan_input: PlanInput, config: PlannerConfig, desired: int) 
     on one forecast and come back in one undo if it is wrong, and priced on all of them a restart's scale-in of
     half the workers waited a minute and missed (docs/research/experiments.md, experiment 15). Fixed holds:
     the setting."""
-    if config.holds != "cost" or desired >= plan_input.current_parallelism:
+    if not _priced(plan_input, config) or desired >= plan_input.current_parallelism:
         return config.scale_down_stabilization_s
     cost = rescale_cost_ws(plan_input, desired)
     if cost is None:
@@ -300,7 +321,7 @@ def _unpaid(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: int,
     is unknown): the workers it saves over the time it is expected to last — until the point forecast reaches
     its capacity, else the whole horizon — must exceed its rescale's cost, plus the cost of the rescale back
     when the forecast says it will be undone within the horizon (:func:`rescale_cost_ws`)."""
-    if config.holds != "cost":
+    if not _priced(plan_input, config):
         return ""
     cost_in = rescale_cost_ws(plan_input, n)
     if cost_in is None:

@@ -141,11 +141,12 @@ class RiseEnvelope:
                     previous[key] = ratios[key][lead]
         return ratios
 
-    def _table(self, level: float | None) -> dict[int, float]:
+    def _table(self, level: float | None, conditioned: bool | None = None) -> dict[int, float]:
         """The ratios by lead that apply to a workload at ``level`` now: conditioned on where it stands in its
         recent range when :attr:`conditioned` and that part of the range has history enough at a lead (a lead
         without it takes the unconditional ratio)."""
-        if not self.conditioned or level is None or not math.isfinite(level) or not self.levels:
+        conditioned = self.conditioned if conditioned is None else conditioned and self.conditioned
+        if not conditioned or level is None or not math.isfinite(level) or not self.levels:
             if self._ratios is None:
                 self._ratios = self._compute()[-1]
             return self._ratios
@@ -175,12 +176,12 @@ class RiseEnvelope:
         values = np.asarray([table[lead] for lead in LEADS_S])
         return float(np.interp(lead_s, np.concatenate(([0.0], leads)), np.concatenate(([1.0], values))))
 
-    def upper(self, forecast: np.ndarray, level: float) -> np.ndarray:
+    def upper(self, forecast: np.ndarray, level: float, *, conditioned: bool | None = None) -> np.ndarray:
         """``max(forecast, level × ratio(lead))`` at every lead (second) of the forecast, the ratios conditioned
-        on where ``level`` stands when :attr:`conditioned`."""
+        on where ``level`` stands when :attr:`conditioned` (and ``conditioned``, when given, allows it)."""
         leads = np.arange(1, len(forecast) + 1, dtype=float)
-        conditioned = self._table(level)
-        table = np.asarray([1.0, *(conditioned[lead] for lead in LEADS_S)])
+        conditioned_table = self._table(level, conditioned)
+        table = np.asarray([1.0, *(conditioned_table[lead] for lead in LEADS_S)])
         ratios = np.interp(leads, np.concatenate(([0.0], np.asarray(LEADS_S, dtype=float))), table)
         return np.maximum(forecast, level * ratios)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from planner import DaedalusPolicy, PlanInput, PlannerConfig
-from planner.daedalus import break_even_s, holds, rescale_cost_ws, stabilization_s
+from planner.daedalus import Holds, break_even_s, cheap_rescale, holds, rescale_cost_ws, stabilization_s
 from planner.history import Recommendations
 from planner.types import ReasonCode
 
@@ -44,14 +44,13 @@ def test_cheap_rescales_shorten_the_holds_to_a_loop_and_costly_ones_keep_the_set
     cheap = holds(plan(downtime=1.4), CONFIG)
     assert cheap.priced and cheap.grace_s == pytest.approx(1.4 + 30) and cheap.recent_rescale_window_s == 60
     assert stabilization_s(plan(downtime=1.4), CONFIG, 7) == 60
-    restart = plan(downtime=22.0)  # a restart of 8 workers: 10 s + 1.5 s a worker
-    assert holds(restart, CONFIG).grace_s == pytest.approx(52.0)
-    assert holds(restart, CONFIG).recent_rescale_window_s == pytest.approx(8 * 22 + 7 * 125_000 / 70_000)
-    assert stabilization_s(restart, CONFIG, 7) == pytest.approx(8 * 22 + 7 * 125_000 / 70_000)
-    assert stabilization_s(restart, CONFIG, 4) == stabilization_s(restart, CONFIG, 7)  # priced on one worker
-    costly = plan(downtime=60.0)
-    assert holds(costly, CONFIG).grace_s == 90 and holds(costly, CONFIG).recent_rescale_window_s == 300
-    assert stabilization_s(costly, CONFIG, 7) == 300
+    slow = plan(downtime=5.0, replay=2_000_000)  # cheap, with a long checkpoint interval's replay
+    assert holds(slow, CONFIG).recent_rescale_window_s == pytest.approx(8 * 5 + 7 * 2_000_000 / 70_000)
+    assert stabilization_s(slow, CONFIG, 4) == stabilization_s(slow, CONFIG, 7) == pytest.approx(8 * 5 + 200)
+    restart = plan(downtime=22.0)  # a restart of 8 workers, 10 s + 1.5 s a worker: dear, the settings hold
+    assert not cheap_rescale(22.0, 60.0) and cheap_rescale(6.0, 60.0) and not cheap_rescale(None, 60.0)
+    assert holds(restart, CONFIG) == Holds(120, 300, False)
+    assert stabilization_s(restart, CONFIG, 4) == 300
 
 
 def test_fixed_holds_and_an_unknown_cost_keep_the_settings() -> None:
@@ -78,14 +77,16 @@ def test_a_scale_in_wanted_for_two_loops_is_taken_when_rescales_are_cheap() -> N
 
 
 def test_a_scale_in_the_forecast_undoes_before_it_pays_is_not_taken() -> None:
-    # 7 workers carry 65,000/s through the 200-s hold, but the forecast passes their 70,000/s at 250 s: one
-    # worker saved for 250 s does not pay the rescale in and the one back (each stops 8 workers for 22 s).
+    # 7 workers carry 65,000/s through the 180-s hold, but the forecast passes their 70,000/s at 250 s: one
+    # worker saved for 250 s does not pay the rescale in and the one back, each 8 workers stopped for 5 s and
+    # 2,000,000 records replayed (a minute's checkpoint interval).
     forecast = [65_000.0] * 250 + [75_000.0] * 650
     history = tuple((NOW - 600 + 60 * i, 7) for i in range(11))
-    inp = plan(forecast=forecast, workload=65_000, downtime=22.0, history=history)
+    inp = plan(forecast=forecast, workload=65_000, downtime=5.0, replay=2_000_000, history=history)
     decision = POLICY.decide(inp, CONFIG)
     assert decision.target_parallelism == 8
     assert any("not more than its rescale and the one back" in r for r in decision.reasons)
     assert POLICY.decide(inp, FIXED).target_parallelism == 7
-    later = plan(forecast=[65_000.0] * 500 + [75_000.0] * 400, workload=65_000, downtime=22.0, history=history)
+    later = plan(forecast=[65_000.0] * 500 + [75_000.0] * 400, workload=65_000, downtime=5.0, replay=2_000_000,
+                 history=history)
     assert POLICY.decide(later, CONFIG).target_parallelism == 7  # 500 s of one worker pays for both
