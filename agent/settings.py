@@ -302,23 +302,25 @@ class Settings(BaseSettings):
     dry_run: bool = Field(False, description="Plan and log rescales without changing the job.")
     grace_period_s: float = Field(
         120.0, ge=0, description="No new decision this long after a rescale (the job settles), seconds. With "
-        "holds: cost, the longest: Daedalus waits the rescale's measured downtime and half a loop."
+        "holds: cost and a cheap rescale, the longest: Daedalus waits the rescale's measured downtime and half a "
+        "loop."
     )
     recent_rescale_window_s: float = Field(
         300.0, ge=0, description="After a rescale within this window, keep the scale-out while it still carries "
-        "the load (Daedalus Algorithm 1, first check), seconds. With holds: cost, the longest: Daedalus keeps it "
-        "until a one-worker scale-in would have paid for its rescale (at least a loop)."
+        "the load (Daedalus Algorithm 1, first check), seconds. With holds: cost and a cheap rescale, the longest: "
+        "Daedalus keeps it until a one-worker scale-in would have paid for its rescale (at least a loop)."
     )
     scale_down_stabilization_s: float = Field(
         300.0, ge=0, description="A lower scale-out must qualify this long before Perdix scales in, seconds. With "
-        "holds: cost, the longest: Daedalus waits until the workers a scale-in saves would have paid for its "
-        "rescale (at least a loop)."
+        "holds: cost and a cheap rescale, the longest: Daedalus waits until one worker's saving would have paid "
+        "for the scale-in's rescale (at least a loop)."
     )
     holds: Literal["cost", "fixed"] = Field(
-        "cost", description="How Daedalus times its holds: cost shortens the grace period, the recent-rescale "
-        "window and the scale-in stabilization to what this job's rescales cost, measured (their downtime and the "
-        "records they replay; cheap in-place rescales: about a loop), with the three settings as ceilings; fixed "
-        "applies the three settings as they are."
+        "cost", description="How Daedalus times its holds: where a rescale is cheap (its measured downtime at most "
+        "a tenth of a loop, e.g. Flink's in-place rescaling), cost shortens the grace period, the recent-rescale "
+        "window and the scale-in stabilization to what this job's rescales cost (their downtime and the records "
+        "they replay: about a loop), with the three settings as ceilings; a dear rescale (a restart) keeps the "
+        "settings. fixed applies the three settings as they are."
     )
     forecast_horizon_s: int = Field(900, ge=60, description="How far ahead the workload is forecast, seconds.")
     forecast_window_s: int = Field(900, ge=60, description="Workload history the forecaster fits on, seconds.")
@@ -350,7 +352,8 @@ class Settings(BaseSettings):
         "typical rise; null: the point forecast alone)."
     )
     rise_conditioned: bool = Field(
-        True, description="Plan for the rises measured from moments where the workload stood in the same part "
+        True, description="Where a rescale is cheap (see holds), plan for the rises measured from moments where "
+        "the workload stood in the same part "
         "(bottom, middle, top third) of its last half hour's range as now, rather than from every moment: from "
         "the top of a peak, the rises seen from other tops."
     )
