@@ -28,6 +28,7 @@ from models.forecast.reloaded import ReloadedForecaster
 from models.forecast.scoring import RecentWorkload, ScoringSpec
 from models.recovery import RecoveryPredictor
 from planner.safeguards import gc_dominates
+from planner.daedalus import cheap_rescale
 
 UPTIME_SLACK_S = 5.0
 """Uptime may lag the wall clock by a scrape or two; a bigger shortfall is a restart."""
@@ -113,6 +114,10 @@ class Analysis:
     """Recoveries measured to completion this round."""
     refused_artifacts: tuple[str, ...] = field(default=())
     """Kinds of the registry artifacts refused this round (``corrupt``, ``unscored``, ``replay``)."""
+    rescale_downtimes: Mapping[int, float] = field(default_factory=dict)
+    """Expected downtime of a rescale from the current scale-out to each candidate, s (the recovery predictor's)."""
+    replay_records: float | None = None
+    """Records a stop now replays, expected (the recovery predictor's), or None."""
 
     def summary(self) -> dict[str, Any]:
         """The fields of the ``loop`` log event."""
@@ -250,7 +255,7 @@ class Analyzer:
         self._expected_parallelism: int | None = None
         self.recent = RecentWorkload(ScoringSpec(horizon_s=settings.forecast_horizon_s))
         """The last hour of workload and the running model's forecasts over it (rates, hot reload)."""
-        self.envelope = RiseEnvelope(quantile=settings.forecast_quantile or 0.5)
+        self.envelope = RiseEnvelope(quantile=settings.forecast_quantile or 0.5, conditioned=settings.rise_conditioned)
         """How far the workload has risen within each lead time (the upper forecast decisions plan for)."""
         self._signal: str | None = None
 
@@ -422,8 +427,12 @@ class Analyzer:
             # The last checkpoint interval's samples are a gap (rates restart with the tasks): the last
             # minute's level stands in, or every recovery would read "never" and undo the rescale.
             recent_rate = level
+        # The envelope conditioned on where the workload stands only where a wrong decision is cheap to undo.
+        cheap = parallelism is not None and cheap_rescale(
+            self.recovery.downtime("rescale", parallelism, parallelism), self.settings.loop_interval_s
+        )
         upper = (
-            self.envelope.upper(forecast.values, level)
+            self.envelope.upper(forecast.values, level, conditioned=cheap)
             if forecast.values is not None and level is not None and self.settings.forecast_quantile is not None
             else forecast.values
         )
@@ -435,6 +444,7 @@ class Analyzer:
         arrivals = (
             np.maximum(forecast.values, level) if forecast.values is not None and level is not None else forecast.values
         )
+        downtimes: dict[int, float] = {}
         with self.capacity.held():  # the round's reads: each worker's line once, not once per candidate
             if self.forecasting:
                 candidates: Sequence[int] = range(self.settings.min_parallelism, self.settings.max_parallelism + 1)
@@ -443,6 +453,8 @@ class Analyzer:
             for n in candidates:
                 value, source = self.capacity.capacity_at(n, current=parallelism)
                 capacities[n], sources[n] = value, source
+                if parallelism is not None:
+                    downtimes[n] = self.recovery.downtime("rescale", n, parallelism)
                 if value is None or forecast.values is None or recent_rate is None:
                     continue
                 kind = "failure" if n == parallelism else "rescale"
@@ -494,6 +506,8 @@ class Analyzer:
             rescaled_outside=rescaled_outside,
             recoveries=tuple(recoveries),
             refused_artifacts=refused,
+            rescale_downtimes=downtimes,
+            replay_records=None if recent_rate is None else self.recovery.replay_records(recent_rate),
         )
 
     def _learn_partition_weights(self, observation: Observation, now: float) -> None:

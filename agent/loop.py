@@ -62,6 +62,7 @@ def planner_config(settings: Settings) -> PlannerConfig:
         grace_period_s=settings.grace_period_s,
         recent_rescale_window_s=settings.recent_rescale_window_s,
         scale_down_stabilization_s=settings.scale_down_stabilization_s,
+        holds=settings.holds,
         static_parallelism=settings.static_parallelism,
         source_partitions=settings.partitions,
     )
@@ -540,6 +541,8 @@ class Agent:
             job_running=uptime is None or uptime > 0,
             partition_offsets=observation.partition_offsets if observation is not None else None,
             policy_state=self.policy_state,
+            rescale_downtimes=analysis.rescale_downtimes,
+            replay_records=analysis.replay_records,
         )
 
     def _execute(self, result: RoundResult, decision: Decision, current: int, analysis: Analysis, now: float) -> None:

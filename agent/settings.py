@@ -361,17 +361,28 @@ class Settings(BaseSettings):
     )
     dry_run: bool = Field(False, description="Plan and log rescales without changing the job.")
     grace_period_s: float = Field(
-        120.0, ge=0, le=DAY_S, description="No new decision this long after a rescale (the job settles), seconds."
-        " At most a day (DAY_S): a longer hold would keep the loop from acting."
+        120.0, ge=0, le=DAY_S, description="No new decision this long after a rescale (the job settles), seconds. With "
+        "holds: cost and a cheap rescale, the longest: Daedalus waits the rescale's measured downtime and half a "
+        "loop. At most a day (DAY_S): a longer hold would keep the loop from acting."
     )
     recent_rescale_window_s: float = Field(
         300.0, ge=0, le=DAY_S, description="After a rescale within this window, keep the scale-out while it still carries "
-        "the load (Daedalus Algorithm 1, first check), seconds."
-        " At most a day (DAY_S)."
+        "the load (Daedalus Algorithm 1, first check), seconds. With holds: cost and a cheap rescale, the longest: "
+        "Daedalus keeps it until a one-worker scale-in would have paid for its rescale (at least a loop). At most a day "
+        "(DAY_S)."
     )
     scale_down_stabilization_s: float = Field(
-        300.0, ge=0, le=DAY_S, description="A lower scale-out must qualify this long before Perdix scales in, seconds."
-        " At most a day (DAY_S): the loop keeps the candidates' history this long."
+        300.0, ge=0, le=DAY_S, description="A lower scale-out must qualify this long before Perdix scales in, seconds. With "
+        "holds: cost and a cheap rescale, the longest: Daedalus waits until one worker's saving would have paid "
+        "for the scale-in's rescale (at least a loop). At most a day (DAY_S): the loop keeps the candidates' history "
+        "this long."
+    )
+    holds: Literal["cost", "fixed"] = Field(
+        "cost", description="How Daedalus times its holds: where a rescale is cheap (its measured downtime at most "
+        "a tenth of a loop, e.g. Flink's in-place rescaling), cost shortens the grace period, the recent-rescale "
+        "window and the scale-in stabilization to what this job's rescales cost (their downtime and the records "
+        "they replay: about a loop), with the three settings as ceilings; a dear rescale (a restart) keeps the "
+        "settings. fixed applies the three settings as they are."
     )
     forecast_horizon_s: int = Field(900, ge=60, le=DAY_S, description="How far ahead the workload is forecast, seconds."
         " At most a day (DAY_S): the forecaster predicts one value a second over it.")
@@ -406,6 +417,12 @@ class Settings(BaseSettings):
         "the workload rises, until the agent can act again); the expected recovery is predicted from "
         "the point forecast. Higher plans for rarer rises: fewer SLO misses at more worker-hours (0.5: the "
         "typical rise; null: the point forecast alone)."
+    )
+    rise_conditioned: bool = Field(
+        True, description="Where a rescale is cheap (see holds), plan for the rises measured from moments where "
+        "the workload stood in the same part "
+        "(bottom, middle, top third) of its last half hour's range as now, rather than from every moment: from "
+        "the top of a peak, the rises seen from other tops."
     )
     checkpoint_interval_s: float = Field(
         10.0, gt=0, le=DAY_S, description="The job's checkpoint interval: records since the last checkpoint are replayed, seconds."

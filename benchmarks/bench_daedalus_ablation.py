@@ -23,8 +23,11 @@ workload): a policy's misses on one seed are partly luck (the dev half's 4 misse
 9 and 11 on two others), so a change is judged on several; each seed has its own optimal schedule
 (``--optimal-cache`` keeps them between runs).
 
+``--rescale-cost in-place`` replays the simulated job whose rescales cost what Flink's in-place rescaling
+costs (``lab.settings.RESCALE_COSTS``), the optimal schedules too (cached under their own keys).
+
 Run: .venv/bin/python -m benchmarks.bench_daedalus_ablation [--half dev] [--hours 6] [--jobs 2]
-     [--variants NAME,...] [--failure-seeds 7,101,202] [--optimal-from evaluate-summary.json]
+     [--rescale-cost restart|in-place] [--variants NAME,...] [--failure-seeds 7,101,202] [--optimal-from evaluate-summary.json]
      [--optimal-cache out/optimal-cache.json] [--recovery-errors] [--misses]
 """
 
@@ -47,7 +50,7 @@ from lab.corpus import CorpusTrace, select
 from lab.oracle import OracleAnalyzer
 from lab.inline import InlineExecutor
 from lab.replay import Replay
-from lab.settings import LabSettings, load_lab_settings
+from lab.settings import RESCALE_COSTS, LabSettings, load_lab_settings, rescale_cost_overrides
 
 LONG_HOLDS = {"scale_down_stabilization_s": 600.0, "recent_rescale_window_s": 600.0, "grace_period_s": 180.0}
 """Long fixed holds: ten minutes of stabilization and of the recent-rescale check, three of grace."""
@@ -58,6 +61,8 @@ SHORT_HOLDS = {"scale_down_stabilization_s": 120.0, "recent_rescale_window_s": 0
 
 VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "daedalus": (frozenset(), {}),
+    "fixed holds": (frozenset(), {"holds": "fixed"}),
+    "conditioned rises": (frozenset(), {"rise_conditioned": True}),
     "long holds": (frozenset(), LONG_HOLDS),
     "medium holds": (frozenset(), MEDIUM_HOLDS),
     "short holds": (frozenset(), SHORT_HOLDS),
@@ -78,6 +83,21 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "no partition offsets or backlogs": (frozenset(), {}),
 }
 """Variant name -> (estimates replaced by the truth, settings overrides)."""
+
+PATCHED: dict[str, dict[str, Any]] = {
+    "cost holds with fixed grace": {"SETTLE_LOOPS": 1e9},
+    "cost holds with fixed windows": {"MIN_HOLD_LOOPS": 1e9},
+    "no rise gap while falling": {"RISE_GAP_WHILE_FALLING": False},
+    "conditioned rises and no gap while falling": {"RISE_GAP_WHILE_FALLING": False},
+    "fixed holds as before": {"RISE_GAP_WHILE_FALLING": True},
+}
+"""Variant name -> constants of ``planner.daedalus`` set for its replay alone: one part of the priced holds
+turned back to the setting (an effectively endless minimum is the ceiling), the rest priced."""
+VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
+VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})
+VARIANTS["fixed holds as before"] = (frozenset(), {"holds": "fixed", "rise_conditioned": False})
+"""Daedalus before its holds were priced: fixed holds, the unconditioned envelope, the forecast gap counted on a
+falling workload (the capacity line as now)."""
 
 HIDDEN: dict[str, dict[str, Any]] = {
     "no partition offsets": {"partition_offsets": None},
@@ -165,23 +185,33 @@ def _settings(overrides: dict[str, Any]) -> LabSettings:
 
 def run_variant(
     trace: CorpusTrace, variant: str, hours: float | None, failures: float, recovery_errors: bool = False,
-    failure_seed: int | None = None,
+    failure_seed: int | None = None, rescale_cost: str | None = None,
 ) -> tuple[str, str, int, dict[str, Any], float]:
     """One Daedalus replay of a variant; returns its summary (with ``recovery_errors`` rows if asked) and wall time."""
     from simulator import load_trace
 
     truths, overrides = VARIANTS[variant]
-    settings = _settings({**overrides, **_seeded(failure_seed)})
-    start = time.perf_counter()
-    replay = AblationReplay.__new__(AblationReplay)
-    replay.truths = truths
-    replay.recording = recovery_errors
-    replay.hidden = HIDDEN.get(variant, {})
-    Replay.__init__(replay, load_trace(trace.path), settings, hours=hours, failures_per_hour=failures)
-    replay.run()
-    summary = replay.result().summary
-    if replay.recorder is not None:
-        summary["recovery_errors"] = stop_errors(replay.job, replay.recorder.snapshots)
+    settings = _settings({**rescale_cost_overrides(rescale_cost), **overrides, **_seeded(failure_seed)})
+    import planner.daedalus
+
+    patched = PATCHED.get(variant, {})
+    saved = {constant: getattr(planner.daedalus, constant) for constant in patched}
+    try:  # a worker process runs one replay at a time; the constants are put back after it
+        for constant, value in patched.items():
+            setattr(planner.daedalus, constant, value)
+        start = time.perf_counter()
+        replay = AblationReplay.__new__(AblationReplay)
+        replay.truths = truths
+        replay.recording = recovery_errors
+        replay.hidden = HIDDEN.get(variant, {})
+        Replay.__init__(replay, load_trace(trace.path), settings, hours=hours, failures_per_hour=failures)
+        replay.run()
+        summary = replay.result().summary
+        if replay.recorder is not None:
+            summary["recovery_errors"] = stop_errors(replay.job, replay.recorder.snapshots)
+    finally:
+        for constant, value in saved.items():
+            setattr(planner.daedalus, constant, value)
     return trace.name, variant, settings.simulator.failure_schedule_seed, summary, time.perf_counter() - start
 
 
@@ -190,13 +220,14 @@ def _seeded(failure_seed: int | None) -> dict[str, Any]:
 
 
 def run_optimal(
-    trace: CorpusTrace, hours: float | None, failures: float, failure_seed: int | None = None
+    trace: CorpusTrace, hours: float | None, failures: float, failure_seed: int | None = None,
+    rescale_cost: str | None = None,
 ) -> tuple[str, str, int, dict[str, Any], float]:
-    """The optimal schedule of the trace (the lab's dynamic program), same failures as the replays."""
+    """The optimal schedule of the trace (the lab's dynamic program), same failures and rescale cost as the replays."""
     from lab.optimal import optimal_run
     from simulator import load_trace
 
-    settings = _settings(_seeded(failure_seed))
+    settings = _settings({**rescale_cost_overrides(rescale_cost), **_seeded(failure_seed)})
     start = time.perf_counter()
     summary, _ = optimal_run(load_trace(trace.path), settings, hours=hours, failures_per_hour=failures)
     return trace.name, "optimal", settings.simulator.failure_schedule_seed, summary, time.perf_counter() - start
@@ -216,19 +247,22 @@ Key = tuple[str, int]
 """(trace, failure seed): one replay's identity."""
 
 
-def _cache_key(name: str, seed: int, hours: float | None, failures: float) -> str:
-    return f"{name}|seed={seed}|hours={hours or 'all'}|failures={failures:g}"
+def _cache_key(name: str, seed: int, hours: float | None, failures: float, rescale_cost: str | None = None) -> str:
+    cost = "" if rescale_cost in (None, "restart") else f"|rescale={rescale_cost}"
+    return f"{name}|seed={seed}|hours={hours or 'all'}|failures={failures:g}{cost}"
 
 
 def table(
-    results: dict[str, dict[Key, dict[str, Any]]], optimal: dict[Key, dict[str, Any]], variants: list[str]
+    results: dict[str, dict[Key, dict[str, Any]]], optimal: dict[Key, dict[str, Any]], variants: list[str],
+    floors: dict[str, float] | None = None,
 ) -> list[str]:
     """One line per variant: × optimal (median over traces of the mean over failure seeds, worst), misses,
     avoidable misses (where the optimal schedule of that trace and seed has none) and the (trace, seed) runs
-    with them, rescales."""
+    with them, rescales; with ``floors`` (the failure-robust floor's worker-hours by trace), × floor too."""
+    floors = floors or {}
     lines = [
         f"{'variant':<26} {'x opt median':>12} {'x opt worst':>11} {'misses':>6} {'avoidable':>9} "
-        f"{'runs':>6} {'rescales':>8}"
+        f"{'runs':>6} {'rescales':>8}" + (f" {'x floor median':>14} {'x floor worst':>13}" if floors else "")
     ]
     lines.append("-" * len(lines[0]))
     for variant in variants:
@@ -247,10 +281,17 @@ def table(
         if not ratios:
             continue
         per_trace = [statistics.fmean(values) for values in ratios.values()]
-        lines.append(
+        line = (
             f"{variant:<26} {statistics.median(per_trace):>12.3f} {max(per_trace):>11.3f} {misses:>6} {avoidable:>9} "
             f"{runs:>6} {rescales:>8}"
         )
+        over_floor = [
+            statistics.fmean(s["worker_hours"] for (n, _), s in results[variant].items() if n == name) / floors[name]
+            for name in ratios if name in floors
+        ]
+        if over_floor:
+            line += f" {statistics.median(over_floor):>14.3f} {max(over_floor):>13.3f}"
+        lines.append(line)
     return lines
 
 
@@ -283,6 +324,8 @@ def main() -> None:
                         help="comma-separated seeds of the injected failure instants (default: the simulator's own); "
                         "each replays every trace with failures at other moments, and its own optimal schedule")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--rescale-cost", default="restart", choices=tuple(RESCALE_COSTS),
+                        help="what a rescale of the simulated job costs (lab.settings.RESCALE_COSTS)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated; known: " + ", ".join(VARIANTS))
     parser.add_argument("--traces", default=None, help="comma-separated trace names (default: the whole half)")
     parser.add_argument("--optimal-from", type=Path, default=None,
@@ -296,6 +339,8 @@ def main() -> None:
                         "(benchmarks.recovery_errors)")
     parser.add_argument("--misses", action="store_true",
                         help="also print every missed episode, per variant, trace and seed (avoidable ones marked)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also compare with each trace's failure-robust floor (benchmarks.bench_robust_floor)")
     parser.add_argument("--json", type=Path, default=None, help="also write every summary here")
     args = parser.parse_args()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -322,28 +367,37 @@ def main() -> None:
         cache = json.loads(args.optimal_cache.read_text())
     for seed in seeds:
         for t in traces:
-            stored = cache.get(_cache_key(t.name, seed, hours, args.failures_per_hour))
+            stored = cache.get(_cache_key(t.name, seed, hours, args.failures_per_hour, args.rescale_cost))
             if stored is not None:
                 optimal[(t.name, seed)] = stored
-    if args.optimal_from and own_seed in seeds:
+    if args.optimal_from and own_seed in seeds and args.rescale_cost == "restart":
         for name, summary in _stored_optimal(args.optimal_from).items():
             optimal.setdefault((name, own_seed), summary)
     results: dict[str, dict[Key, dict[str, Any]]] = {}
+    floors: dict[str, float] = {}
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        if args.floor:
+            from benchmarks.bench_robust_floor import floor_worker_hours
+
+            floors = {
+                name: robust for name, _, robust in pool.map(
+                    floor_worker_hours, traces, [hours or 1e9] * len(traces), [args.rescale_cost] * len(traces)
+                )
+            }
         futures = [
-            pool.submit(run_optimal, t, hours, args.failures_per_hour, seed)
+            pool.submit(run_optimal, t, hours, args.failures_per_hour, seed, args.rescale_cost)
             for seed in seeds for t in traces if (t.name, seed) not in optimal
         ]
         futures += [
-            pool.submit(run_variant, t, v, hours, args.failures_per_hour, args.recovery_errors, seed)
+            pool.submit(run_variant, t, v, hours, args.failures_per_hour, args.recovery_errors, seed, args.rescale_cost)
             for seed in seeds for t in traces for v in variants
         ]
         for done, future in enumerate(as_completed(futures), 1):
             name, variant, seed, summary, wall = future.result()
             if variant == "optimal":
                 optimal[(name, seed)] = summary
-                cache[_cache_key(name, seed, hours, args.failures_per_hour)] = summary
+                cache[_cache_key(name, seed, hours, args.failures_per_hour, args.rescale_cost)] = summary
             else:
                 results.setdefault(variant, {})[(name, seed)] = summary
             print(f"[{done}/{len(futures)}] {name:<22} {f'{variant} seed {seed}':<32} {summary['worker_hours']:8.1f} worker-h "
@@ -353,8 +407,9 @@ def main() -> None:
         args.optimal_cache.write_text(json.dumps(cache, indent=1, default=float))
     optimal = {(t.name, seed): optimal[(t.name, seed)] for seed in seeds for t in traces if (t.name, seed) in optimal}
     print(f"\n{args.half} half, {len(traces)} traces, {args.hours:g} h each, {args.failures_per_hour:g} failure/h, "
+          f"rescale cost {args.rescale_cost}, "
           f"failure seed(s) {', '.join(map(str, seeds))}, {time.perf_counter() - started:.0f} s")
-    print("\n".join(table(results, optimal, variants)))
+    print("\n".join(table(results, optimal, variants, floors)))
     if args.recovery_errors:
         for variant in variants:
             rows = {
@@ -369,9 +424,9 @@ def main() -> None:
             print("\n".join(missed_lines(results, optimal, variant)) or "none")
     if args.json:
         document = {
-            "optimal": {_cache_key(n, s, hours, args.failures_per_hour): v for (n, s), v in optimal.items()},
+            "optimal": {_cache_key(n, s, hours, args.failures_per_hour, args.rescale_cost): v for (n, s), v in optimal.items()},
             "variants": {
-                variant: {_cache_key(n, s, hours, args.failures_per_hour): v for (n, s), v in runs.items()}
+                variant: {_cache_key(n, s, hours, args.failures_per_hour, args.rescale_cost): v for (n, s), v in runs.items()}
                 for variant, runs in results.items()
             },
         }

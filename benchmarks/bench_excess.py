@@ -18,7 +18,7 @@ one. The floor knows the future and rescales for nothing, so no online policy re
 says where the distance is, not that it can all be closed.
 
 Run: .venv/bin/python -m benchmarks.bench_excess [--half dev|held-out|all] [--hours 6] [--jobs 2]
-     [--failure-seed N]
+     [--failure-seed N] [--rescale-cost restart|in-place] [--traces NAME,...] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -28,14 +28,17 @@ import statistics
 import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import numpy as np
+import yaml
 
 from agent.loop import RoundResult
 from benchmarks.bench_daedalus_ablation import _seeded, _settings
 from benchmarks.bench_robust_floor import floor_series
 from lab.corpus import CorpusTrace, select
 from lab.replay import Replay
+from lab.settings import RESCALE_COSTS, rescale_cost_overrides
 from simulator import load_trace
 
 STATES = (
@@ -61,9 +64,12 @@ def state_of(result: RoundResult) -> str:
     return {"SCALE_OUT": "scale out", "SCALE_IN": "scale in", "NO_CANDIDATE": "no candidate"}.get(code, "guard: other")
 
 
-def excess(trace: CorpusTrace, hours: float, failure_seed: int | None) -> tuple[str, float, float, dict[str, float]]:
+def excess(
+    trace: CorpusTrace, hours: float, failure_seed: int | None, rescale_cost: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> tuple[str, float, float, dict[str, float]]:
     """``(name, Daedalus worker-hours, floor worker-hours, worker-hours above the floor by state)``."""
-    settings = _settings(_seeded(failure_seed))
+    settings = _settings({**rescale_cost_overrides(rescale_cost), **(overrides or {}), **_seeded(failure_seed)})
     run = Replay(load_trace(trace.path), settings, hours=hours, failures_per_hour=1.0)
     run.run()
     result = run.result()
@@ -87,11 +93,22 @@ def main() -> None:
     parser.add_argument("--hours", type=float, default=6.0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--failure-seed", type=int, default=None, help="moves the injected failures (default: the lab's)")
+    parser.add_argument("--rescale-cost", default="restart", choices=tuple(RESCALE_COSTS),
+                        help="what a rescale of the simulated job costs (lab.settings.RESCALE_COSTS)")
+    parser.add_argument("--traces", default=None, help="comma-separated trace names (default: the whole half)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for Daedalus (YAML value), e.g. --set holds=fixed; repeatable")
     args = parser.parse_args()
     started = time.perf_counter()
     traces = select(args.half)
+    if args.traces:
+        wanted = {t.strip() for t in args.traces.split(",")}
+        traces = [t for t in traces if t.name in wanted]
+    overrides = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in args.set)}
+    n = len(traces)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        rows = sorted(pool.map(excess, traces, [args.hours] * len(traces), [args.failure_seed] * len(traces)))
+        rows = sorted(pool.map(excess, traces, [args.hours] * n, [args.failure_seed] * n, [args.rescale_cost] * n,
+                               [overrides] * n))
     shown = [s for s in STATES if any(abs(r[3][s]) >= 0.05 for r in rows)]
     print(f"{'trace':<22} {'daedalus':>8} {'floor':>6} {'x floor':>7}  " + "  ".join(f"{s:>{max(8, len(s))}}" for s in shown))
     totals: dict[str, float] = defaultdict(float)

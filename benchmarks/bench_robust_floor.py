@@ -20,22 +20,28 @@ more than it. It is no strict bound on every policy (one could scale out after a
 faster), but it is what the optimal schedule's lead costs an online autoscaler that keeps its recovery
 target whenever a failure comes.
 
+The floor is the same in both rescale-cost regimes (``--rescale-cost``, ``lab.settings.RESCALE_COSTS``): it
+pays for failures, never for rescales. The optimal schedule it is set against is not: with cheap rescales it
+follows the workload more closely, and the floor's lead over it grows.
+
 Run: .venv/bin/python -m benchmarks.bench_robust_floor [--half dev|held-out|all] [--hours 6]
-     [--optimal-from evaluate-summary.json] [--jobs 2]
+     [--rescale-cost restart|in-place] [--optimal-from evaluate-summary.json] [--optimal-cache FILE] [--jobs 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from lab.corpus import CorpusTrace, select
-from lab.settings import load_lab_settings
+from lab.settings import RESCALE_COSTS, load_lab_settings, rescale_cost_overrides
 from models.recovery import recovery_time
 from simulator import SimulatedFlinkJob, load_trace
 
@@ -45,9 +51,9 @@ CARRY_WINDOW_S = 60
 """The workload a scale-out must carry is the mean of this many seconds (the SLO's falling-behind allowance)."""
 
 
-def floor_series(trace: CorpusTrace, hours: float) -> tuple[np.ndarray, np.ndarray]:
+def floor_series(trace: CorpusTrace, hours: float, rescale_cost: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(carry, robust)``: the two floors' scale-outs for every second of the first ``hours`` of the trace."""
-    settings = load_lab_settings(None, {"policy": "daedalus"})
+    settings = load_lab_settings(None, {"policy": "daedalus", **rescale_cost_overrides(rescale_cost)})
     sim = settings.simulator
     job = SimulatedFlinkJob(load_trace(trace.path), sim)
     env = job.environment
@@ -81,21 +87,35 @@ def floor_series(trace: CorpusTrace, hours: float) -> tuple[np.ndarray, np.ndarr
     return carry_floor, robust_floor
 
 
-def floor_worker_hours(trace: CorpusTrace, hours: float) -> tuple[str, float, float]:
+def floor_worker_hours(trace: CorpusTrace, hours: float, rescale_cost: str | None = None) -> tuple[str, float, float]:
     """``(name, carry floor, failure-robust floor)`` in worker-hours for the first ``hours`` of the trace."""
-    carry, robust = floor_series(trace, hours)
+    carry, robust = floor_series(trace, hours, rescale_cost)
     return trace.name, float(carry.sum()) / 3600, float(robust.sum()) / 3600
 
 
-def _optimal(path: Path | None, traces: list[CorpusTrace], hours: float, jobs: int) -> dict[str, float]:
-    from benchmarks.bench_daedalus_ablation import _stored_optimal, run_optimal
+def _optimal(
+    path: Path | None, traces: list[CorpusTrace], hours: float, jobs: int, rescale_cost: str, cache_path: Path | None
+) -> dict[str, float]:
+    """The optimal schedule's worker-hours per trace (the simulator's own failure seed, one failure an hour): from
+    an evaluate summary, else from the ablation's optimal cache, else computed (and added to the cache)."""
+    from benchmarks.bench_daedalus_ablation import _cache_key, _settings, _stored_optimal, run_optimal
 
     if path is not None:
         return {name: float(summary["worker_hours"]) for name, summary in _stored_optimal(path).items()}
-
+    seed = _settings({}).simulator.failure_schedule_seed
+    cache: dict[str, Any] = json.loads(cache_path.read_text()) if cache_path is not None and cache_path.exists() else {}
+    found = {t.name: cache[key] for t in traces if (key := _cache_key(t.name, seed, hours, 1.0, rescale_cost)) in cache}
+    missing = [t for t in traces if t.name not in found]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        done = pool.map(run_optimal, traces, [hours] * len(traces), [1.0] * len(traces))
-        return {name: float(summary["worker_hours"]) for name, _, _, summary, _ in done}
+        done = pool.map(run_optimal, missing, [hours] * len(missing), [1.0] * len(missing), [None] * len(missing),
+                        [rescale_cost] * len(missing))
+        for name, _, _, summary, _ in done:
+            found[name] = summary
+            cache[_cache_key(name, seed, hours, 1.0, rescale_cost)] = summary
+    if cache_path is not None and missing:
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        cache_path.write_text(json.dumps(cache, indent=1, default=float))
+    return {name: float(summary["worker_hours"]) for name, summary in found.items()}
 
 
 def main() -> None:
@@ -104,14 +124,18 @@ def main() -> None:
     parser.add_argument("--half", default="all", choices=("dev", "held-out", "all"))
     parser.add_argument("--hours", type=float, default=6.0)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--rescale-cost", default="restart", choices=tuple(RESCALE_COSTS),
+                        help="what a rescale of the simulated job costs (the optimal schedule's regime)")
+    parser.add_argument("--optimal-cache", type=Path, default=None,
+                        help="the optimal-schedule cache of benchmarks.bench_daedalus_ablation: read, and extended")
     parser.add_argument("--optimal-from", type=Path, default=None,
                         help="a `perdix evaluate --policies optimal` summary.json with the same hours (one failure/h)")
     args = parser.parse_args()
     started = time.perf_counter()
     traces = select(args.half)
-    optimal = _optimal(args.optimal_from, traces, args.hours, args.jobs)
+    optimal = _optimal(args.optimal_from, traces, args.hours, args.jobs, args.rescale_cost, args.optimal_cache)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        rows = list(pool.map(floor_worker_hours, traces, [args.hours] * len(traces)))
+        rows = list(pool.map(floor_worker_hours, traces, [args.hours] * len(traces), [args.rescale_cost] * len(traces)))
     half_of = {t.name: t.half for t in traces}
     print(f"{'half':<9} {'trace':<22} {'optimal':>8} {'carry floor':>12} {'x opt':>6} {'robust floor':>13} {'x opt':>6}")
     summary: dict[str, list[tuple[float, float]]] = {}
@@ -121,7 +145,7 @@ def main() -> None:
             continue
         summary.setdefault(half_of[name], []).append((carry / best, robust / best))
         print(f"{half_of[name]:<9} {name:<22} {best:8.1f} {carry:12.1f} {carry / best:6.3f} {robust:13.1f} {robust / best:6.3f}")
-    print()
+    print(f"\nrescale cost {args.rescale_cost}")
     for half, ratios in summary.items():
         carry_ratios, robust_ratios = zip(*ratios)
         print(f"{half}: carry floor x optimal median {statistics.median(carry_ratios):.3f}, failure-robust floor median "

@@ -33,13 +33,26 @@ from cli.app import (
 )
 from cli.extras import require_extra
 from lab.evaluate import DEFAULT_POLICIES
-from lab.settings import LabSettings
+from lab.settings import RESCALE_COSTS, LabSettings, rescale_cost_overrides
 from simulator import Trace, TraceError, load_trace
 
 if TYPE_CHECKING:  # the lab's StreamBed parts load with the command that uses them
     from lab.capacity_plan import RunReport
     from lab.flink.testbed import FlinkTestbedSettings, PhaseEvent
     from models.streambed import CapacityModelFile, EstimatorSettings
+
+
+RescaleCostOption = typer.Option(
+    None, "--rescale-cost", help="What a rescale of the simulated job costs: " + " or ".join(RESCALE_COSTS)
+    + " (lab.settings.RESCALE_COSTS; default: the settings, restart)."
+)
+
+
+def _rescale_cost(name: str | None) -> dict[str, float]:
+    try:
+        return rescale_cost_overrides(name)
+    except ValueError as exc:
+        fail(f"--rescale-cost: {exc}")
 
 
 def _load_trace(path: Path) -> Trace:
@@ -63,6 +76,7 @@ def simulate(
         0.0, "--failures-per-hour", min=0.0, max=MAX_FAILURES_PER_HOUR, help="Inject TaskManager failures at this Poisson rate."
     ),
     seed: int = typer.Option(None, "--seed", help="Simulator seed (default: settings simulator.seed)."),
+    rescale_cost: str = RescaleCostOption,
     config: Path = ConfigOption,
     log_format: str = typer.Option("console", "--log-format", help="json or console."),
     log_level: str = typer.Option("warning", "--log-level", help="debug, info, warning or error."),
@@ -87,6 +101,7 @@ def simulate(
             "dry_run": dry_run,
             "target_recovery_time_s": target_recovery_time_s,
             "simulator.seed": seed,
+            **_rescale_cost(rescale_cost),
             "telemetry.log_format": log_format,
             "telemetry.log_level": log_level,
         },
@@ -161,6 +176,7 @@ def evaluate(
     seed: int = typer.Option(None, "--seed", help="Simulator seed shared by every replay (default: settings)."),
     jobs: int = typer.Option(None, "--jobs", min=1, max=64, help="Replays run in parallel (default: CPUs, at most 2)."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write a plot per trace (and fronts with --sweep)."),
+    rescale_cost: str = RescaleCostOption,
     config: Path = ConfigOption,
     log_level: str = typer.Option("error", "--log-level", help="debug, info, warning or error."),
 ) -> None:
@@ -171,7 +187,8 @@ def evaluate(
 
     settings = settings_from(
         config,
-        {"simulator.seed": seed, "telemetry.log_format": "console", "telemetry.log_level": log_level},
+        {"simulator.seed": seed, **_rescale_cost(rescale_cost), "telemetry.log_format": "console",
+         "telemetry.log_level": log_level},
         LabSettings,
     )
     configure_logging(settings.telemetry.log_format, settings.telemetry.log_level)

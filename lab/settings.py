@@ -6,6 +6,7 @@ simulator section and rejects policies that need the simulator's truth or an ope
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,6 +18,42 @@ from simulator import SimulatorSettings
 
 LAB_POLICIES: tuple[str, ...] = (*(p for p in PRODUCTION_POLICIES if p not in DAG_ONLY_POLICIES), "oracle")
 """Single-vertex policies a replay can run: the production ones with a single-vertex form, and the oracle."""
+
+
+RESCALE_COSTS: Mapping[str, Mapping[str, float]] = {
+    "restart": {
+        "simulator.rescale_downtime_base_s": 10.0,
+        "simulator.rescale_downtime_per_worker_s": 1.5,
+        "downtime_rescale_prior_s": 30.0,
+    },
+    "in-place": {
+        "simulator.rescale_downtime_base_s": 1.0,
+        "simulator.rescale_downtime_per_worker_s": 0.05,
+        "downtime_rescale_prior_s": 2.0,
+    },
+}
+"""What a rescale of the simulated job costs, by name (``--rescale-cost`` of ``perdix simulate``, ``perdix evaluate``
+and the benchmarks): the simulated job's rescale downtime and the agent's prior for it before one was measured.
+
+* ``restart`` (the defaults): Flink's reactive mode restarting with new pods, 10 s + 1.5 s per worker of the
+  larger scale-out (about 30 s at 14 workers), then the replay of the records since the last checkpoint;
+* ``in-place``: the REST API rescaling in place on the adaptive scheduler, which stops a real job for
+  0.1-0.3 s (``benchmarks.bench_flink_rescale``): 1 s + 0.05 s per worker, the replay as above.
+
+Failures cost the same in both (a TaskManager is lost either way)."""
+
+RESCALE_COST_DEFAULT = "restart"
+"""The profile the lab's settings describe without ``--rescale-cost``."""
+
+
+def rescale_cost_overrides(name: str | None) -> dict[str, float]:
+    """The dotted setting overrides of a :data:`RESCALE_COSTS` profile (``{}`` for None); ValueError naming the
+    known profiles for any other name."""
+    if name is None:
+        return {}
+    if name not in RESCALE_COSTS:
+        raise ValueError(f"unknown rescale cost {name!r}; known: {', '.join(RESCALE_COSTS)}")
+    return dict(RESCALE_COSTS[name])
 
 
 class LabSettings(Settings):

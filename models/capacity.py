@@ -41,6 +41,16 @@ RATIO_MIN_LOAD = 0.1
 RATIO_DECAY = 0.999
 """Per loaded second: the ratio follows a worker whose speed changes within about a quarter of an hour."""
 
+LINE_BLOCK_SAMPLES = 30
+"""A worker's line is fitted on the means of this many consecutive samples (of one update), not on each sample.
+The busy fraction is read with noise (±0.02 a second on a real job, a moving average of it in the simulator);
+in the least-squares slope of throughput on load that noise is spread without signal, and at a steady load it
+is all the spread there is: every steady second added to the line shrinks its slope towards zero, so the
+capacity read at full load drifted down while nothing changed (on a real job from 95k to 60k records/s in two
+minutes, a scale-in decided by when the stabilization window ended). A block's mean keeps the load's own
+variation and averages the noise away; at a steady load the blocks pile up at one point and the line (fitted
+on the earlier variation, or none without it: then the records per unit of load) holds still."""
+
 SOURCES = ("observed", "estimated", "prior", "unknown")
 """Where a capacity came from, most trusted first."""
 
@@ -189,10 +199,15 @@ class CapacityModel:
         regression = self.regressions.get(worker_id)
         if regression is None:
             regression = WelfordRegression(
-                min_samples=max(2, self.min_samples), min_x_variance=self.min_cpu_std**2
+                min_samples=max(2, math.ceil(self.min_samples / LINE_BLOCK_SAMPLES)), min_x_variance=self.min_cpu_std**2
             )
             self.regressions[worker_id] = regression
-        used = regression.update_many(cpu_array[valid], tp_array[valid])
+        used = int(np.count_nonzero(valid))
+        if used:
+            blocks = np.array_split(np.flatnonzero(valid), max(1, used // LINE_BLOCK_SAMPLES))
+            regression.update_many(
+                [float(cpu_array[b].mean()) for b in blocks], [float(tp_array[b].mean()) for b in blocks]
+            )
         loaded = valid & (cpu_array >= RATIO_MIN_LOAD)
         if np.any(loaded):
             old_rate, old_load = self.ratios.get(worker_id, (0.0, 0.0))

@@ -20,8 +20,13 @@ carries the average workload and the forecast until the next loop. Guards added 
 decision in the grace period after a rescale, nor while recovering unless the current scale-out can
 no longer finish the recovery in time (:func:`cannot_catch_up`), unknown data keeps the current
 scale-out, and scale-in waits until the lower scale-out has been wanted for the whole stabilization
-window (HPA style), so a workload hovering at a threshold does not flap. The windows default to the
-default target recovery time (300 s), the time scale the SLO judges on, and the grace to two loops.
+window (HPA style), so a workload hovering at a threshold does not flap. The windows' settings default to
+the default target recovery time (300 s), the time scale the SLO judges on, and the grace to two loops; with
+``holds: cost`` (the default) and a cheap rescale (:data:`CHEAP_RESCALE_LOOPS`, an in-place rescale of a second)
+those are ceilings, and each wait is what this job's rescales cost, measured (:func:`holds`,
+:func:`stabilization_s`): about a loop; a dear rescale (a restart of tens of seconds) keeps the settings. A scale-in must also pay for itself (:func:`_unpaid`): the workers it
+saves over the time the point forecast says it lasts exceed its rescale's cost, and the cost of the rescale
+back when the forecast says it will be undone.
 No scale-in is taken while the workload rises — the last loop's average runs more than
 :data:`RISING_MARGIN` above the forecast for the next loop (the forecast is behind a rise) or more than
 :data:`CLIMB_MARGIN` above the loop before — since a scale-in sized on the forecast meets the rest of
@@ -29,14 +34,14 @@ the rise with the capacity it gave away. If nothing qualifies, the scale-out wit
 shortest predicted recovery is chosen, and among equals the highest capacity (the paper returns the
 maximum, which on a job whose capacity stops growing is no better, costs the most, and may carry less).
 
-``DaedalusPolicy.decide`` reads as its stages: guards, the recent-rescale hold, the candidate
-search, the fallback, stabilization.
+``DaedalusPolicy.decide`` reads as its stages: the round's holds, guards, the recent-rescale hold, the
+candidate search, the fallback, stabilization.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -57,6 +62,114 @@ A forecast fitted on the old level can follow a steep ramp closely enough for th
 the workload climbs 10-20 % a loop (a diurnal ramp on nyc_flights_daily, a scale-in 14 -> 9 into it):
 no scale-in then, and a scale-out carries the rise envelope (the value: docs/research/experiments.md,
 experiment 3)."""
+
+
+SETTLE_LOOPS = 0.5
+"""After a rescale's downtime, the part of a loop the readings need at the new scale-out before a decision
+reads them (with ``holds: cost``): the workers' rates and busy fractions are averaged over windows of tens of
+seconds (Flink's meters, Prometheus's rate windows, the simulated job's 30 s), so half a loop of them is the
+new scale-out's. Protects against deciding on the old scale-out's readings; the recovery guard holds on
+while the job catches up."""
+
+
+RISE_GAP_WHILE_FALLING = True
+"""Whether the workload running above the forecast for the next loop counts as rising while it fell over the
+loop before. A forecast that follows a descent expects more of it and runs below the last loop; that gap
+is no rise behind the forecast."""
+
+CHEAP_RESCALE_LOOPS = 0.1
+"""A rescale is cheap when its expected downtime is at most this part of a loop (6 s at the default 60 s): then
+the agent undoes a wrong decision within the next loop's readings, and its waits are priced (``holds: cost``)
+and its rise envelope conditioned on where the workload stands. Flink's in-place rescaling stops a job for
+0.1-0.3 s, a restart with new pods for 10-30 s; between them the threshold is far from both. A dear rescale
+keeps the settings' waits and the unconditioned envelope: at a restart's cost, the priced waits and the
+conditioned envelope cut 1.6 % of the held-out half's worker-hours and added 5 misses to its 9
+(docs/research/experiments.md, experiment 15)."""
+
+MIN_HOLD_LOOPS = 1.0
+"""The shortest recent-rescale window and scale-in stabilization (with ``holds: cost``), in loops: a scale-in
+wanted in one round only is noise until the next round confirms it (the readings of one loop)."""
+
+
+def cheap_rescale(downtime_s: float | None, loop_interval_s: float) -> bool:
+    """Whether a rescale of this expected downtime is cheap (:data:`CHEAP_RESCALE_LOOPS`); unknown is not."""
+    return downtime_s is not None and math.isfinite(downtime_s) and downtime_s <= CHEAP_RESCALE_LOOPS * loop_interval_s
+
+
+def _priced(plan_input: PlanInput, config: PlannerConfig) -> bool:
+    """``holds: cost`` and the rescale from the current scale-out cheap: the round's waits are priced."""
+    return config.holds == "cost" and cheap_rescale(
+        plan_input.rescale_downtimes.get(plan_input.current_parallelism), config.loop_interval_s
+    )
+
+
+def rescale_cost_ws(plan_input: PlanInput, n: int) -> float | None:
+    """What a rescale from the current scale-out to ``n`` wastes, in worker-seconds: every worker of the larger
+    scale-out held through its measured downtime, and the records since the last checkpoint processed a second
+    time at ``n`` workers' capacity (none when the rescale is aligned with a checkpoint). None when the downtime
+    or the capacity is unknown. The catch-up after the downtime is no waste (those records are processed once);
+    its time is what the search's recovery checks hold against the target."""
+    downtime = plan_input.rescale_downtimes.get(n)
+    capacity = plan_input.capacities.get(n)
+    if downtime is None or capacity is None or capacity <= 0 or not math.isfinite(downtime):
+        return None
+    replay = max(plan_input.replay_records or 0.0, 0.0)
+    return max(plan_input.current_parallelism, n) * max(downtime, 0.0) + n * replay / capacity
+
+
+def break_even_s(plan_input: PlanInput, n: int) -> float | None:
+    """How long a scale-in to ``n`` must last to pay for its rescale with the workers it saves (None: unknown)."""
+    saved = plan_input.current_parallelism - n
+    cost = rescale_cost_ws(plan_input, n)
+    return None if cost is None or saved <= 0 else cost / saved
+
+
+@dataclass(frozen=True)
+class Holds:
+    """The round's time constants: the configured ones, or (``holds: cost``) what this job's rescales cost."""
+
+    grace_s: float
+    recent_rescale_window_s: float
+    priced: bool
+    """True when the rescale cost was known and the holds follow from it."""
+
+
+def holds(plan_input: PlanInput, config: PlannerConfig) -> Holds:
+    """The grace period and the recent-rescale window of this round.
+
+    With ``holds: cost`` and a cheap rescale (:func:`cheap_rescale`), each is what it protects against, priced: the grace lasts the
+    rescale's downtime and :data:`SETTLE_LOOPS` of a loop (the readings of the new scale-out); the recent-rescale
+    window lasts until a one-worker scale-in would have paid for its own rescale (:func:`break_even_s`: a
+    round trip right after a rescale costs more than it saves before then), at least a loop. The settings are
+    the ceilings. A dear rescale keeps the settings."""
+    current = plan_input.current_parallelism
+    downtime = plan_input.rescale_downtimes.get(current)
+    if not _priced(plan_input, config) or downtime is None:
+        return Holds(config.grace_period_s, config.recent_rescale_window_s, False)
+    grace = min(config.grace_period_s, max(downtime, 0.0) + SETTLE_LOOPS * config.loop_interval_s)
+    one_in = break_even_s(plan_input, current - 1) if current > config.min_parallelism else None
+    recent = config.recent_rescale_window_s if one_in is None else min(
+        config.recent_rescale_window_s, max(one_in, MIN_HOLD_LOOPS * config.loop_interval_s)
+    )
+    return Holds(grace, recent, True)
+
+
+def stabilization_s(plan_input: PlanInput, config: PlannerConfig, desired: int) -> float:
+    """How long a scale-in to ``desired`` must have been wanted before it is taken. With ``holds: cost``, the
+    time one worker takes to pay for its rescale (:func:`rescale_cost_ws`), at least :data:`MIN_HOLD_LOOPS` and
+    at most ``scale_down_stabilization_s``. Waiting as long as a saving takes to pay for its rescale before
+    paying for it costs at most twice what knowing the future would (the ski-rental rule) and keeps a workload
+    that hovers at a threshold from flapping: a flap costs two rescales, which the wait has earned. The saving
+    counted is one worker's, however many the scale-in gives up: the workers of a larger scale-in are given up
+    on one forecast and come back in one undo if it is wrong, and priced on all of them a restart's scale-in of
+    half the workers waited a minute and missed (docs/research/experiments.md, experiment 15). Fixed holds:
+    the setting."""
+    if not _priced(plan_input, config) or desired >= plan_input.current_parallelism:
+        return config.scale_down_stabilization_s
+    cost = rescale_cost_ws(plan_input, desired)
+    if cost is None:
+        return config.scale_down_stabilization_s
+    return min(config.scale_down_stabilization_s, max(cost, MIN_HOLD_LOOPS * config.loop_interval_s))
 
 
 def _fmt(rate: float) -> str:
@@ -82,7 +195,7 @@ class _Known:
 
 
 def _guards(plan_input: PlanInput, config: PlannerConfig) -> Decision | None:
-    """Grace period, recovery hold, operator bounds (in that order)."""
+    """Grace period, recovery hold, operator bounds (in that order); ``config`` carries this round's holds."""
     return guards.first_holding(
         guards.grace_period(plan_input, config),
         None if cannot_catch_up(plan_input, config) else guards.recovering(plan_input, config),
@@ -174,14 +287,20 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
         if n < current:
             hold_s = decision_hold_s(recovery, config)
             hold_peak = _forecast_max(known.upper, hold_s)
-            if capacity > hold_peak:
+            if capacity <= hold_peak:
                 reasons.append(
-                    f"{n}: carries the forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity "
-                    f"{_fmt(capacity)}) and recovers in {recovery:.0f} s"
+                    f"{n}: capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
                 )
-                return n
-            reasons.append(f"{n}: capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold")
-            continue
+                continue
+            unpaid = _unpaid(plan_input, config, known, n, capacity)
+            if unpaid:
+                reasons.append(f"{n}: {unpaid}")
+                continue
+            reasons.append(
+                f"{n}: carries the forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity "
+                f"{_fmt(capacity)}) and recovers in {recovery:.0f} s"
+            )
+            return n
         peak, what = horizon_peak, "the forecast peak"
         if rising:
             # A rise under way: the scale-out must carry what the rise envelope says until the agent can act
@@ -197,11 +316,36 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
     return None
 
 
+def _unpaid(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: int, capacity: float) -> str:
+    """Why a scale-in to ``n`` would not pay for itself (empty if it would, or with fixed holds, or when its cost
+    is unknown): the workers it saves over the time it is expected to last — until the point forecast reaches
+    its capacity, else the whole horizon — must exceed its rescale's cost, plus the cost of the rescale back
+    when the forecast says it will be undone within the horizon (:func:`rescale_cost_ws`)."""
+    if not _priced(plan_input, config):
+        return ""
+    cost_in = rescale_cost_ws(plan_input, n)
+    if cost_in is None:
+        return ""
+    over = np.flatnonzero(known.forecast >= capacity)
+    undone = over.size > 0
+    lasts_s = float(over[0]) if undone else float(len(known.forecast))
+    cost = cost_in + ((rescale_cost_ws(plan_input, plan_input.current_parallelism) or 0.0) if undone else 0.0)
+    saved = (plan_input.current_parallelism - n) * lasts_s
+    if saved > cost:
+        return ""
+    until = f"until the forecast reaches its capacity in {lasts_s:.0f} s" if undone else f"over {lasts_s:.0f} s"
+    return (
+        f"saves {saved:,.0f} worker-s {until}, not more than its rescale{' and the one back' if undone else ''} "
+        f"cost ({cost:,.0f} worker-s)"
+    )
+
+
 def _rising(workload: float, next_loop: float, previous: float | None) -> str:
     """Why the workload counts as rising (empty if it does not): the last loop's average runs more than
     :data:`RISING_MARGIN` above the forecast for the next loop (the forecast is behind), or more than
     :data:`CLIMB_MARGIN` above the loop before (it climbs, whatever the forecast says)."""
-    if workload > (1.0 + RISING_MARGIN) * next_loop:
+    falling = previous is not None and workload < previous
+    if workload > (1.0 + RISING_MARGIN) * next_loop and (RISE_GAP_WHILE_FALLING or not falling):
         return f"the workload {_fmt(workload)} runs above the forecast for the next loop {_fmt(next_loop)}"
     if previous is not None and workload > (1.0 + CLIMB_MARGIN) * previous:
         return f"the workload {_fmt(workload)} climbed from {_fmt(previous)} over the loop before"
@@ -236,9 +380,10 @@ def _fallback(plan_input: PlanInput, config: PlannerConfig, reasons: list[str]) 
 
 
 def stabilize(plan_input: PlanInput, config: PlannerConfig, desired: int, reasons: list[str]) -> int:
-    """Scale out at once; scale in only to the highest scale-out wanted over the stabilization window."""
+    """Scale out at once; scale in only to the highest scale-out wanted over the stabilization window
+    (:func:`stabilization_s`)."""
     return guards.stabilize(
-        plan_input, desired, reasons, window_s=config.scale_down_stabilization_s,
+        plan_input, desired, reasons, window_s=stabilization_s(plan_input, config, desired),
         loop_interval_s=config.loop_interval_s, upper=config.max_parallelism,
     )
 
@@ -251,7 +396,9 @@ class DaedalusPolicy:
     sync_interval_s: float | None = None
 
     def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
-        """Guards → recent-rescale hold → candidate search → fallback → stabilization."""
+        """Holds → guards → recent-rescale hold → candidate search → fallback → stabilization."""
+        timed = holds(plan_input, config)
+        config = replace(config, grace_period_s=timed.grace_s, recent_rescale_window_s=timed.recent_rescale_window_s)
         held = _guards(plan_input, config)
         if held is not None:
             return held

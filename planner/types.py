@@ -26,6 +26,9 @@ class PlannerConfig:
     grace_period_s: float = 120.0
     recent_rescale_window_s: float = 300.0
     scale_down_stabilization_s: float = 300.0
+    holds: str = "cost"
+    """``cost``: the three windows above are ceilings, and Daedalus shortens each to what this job's rescales
+    cost (:mod:`planner.daedalus`); ``fixed``: they apply as they are."""
     static_parallelism: int | None = None
     source_partitions: int | None = None
     """Partitions of the source topic; KEDA's Kafka scaler never asks for more consumers than this."""
@@ -77,6 +80,11 @@ class PlanInput:
     """Per source partition: (log-end offset, offset committed at the last completed checkpoint); None if unknown."""
     policy_state: Mapping[str, Any] | None = None
     """What the policy asked to keep after its last round (:attr:`Decision.policy_state`), or None."""
+    rescale_downtimes: Mapping[int, float] = field(default_factory=dict)
+    """Expected downtime of a rescale from the current scale-out to each candidate (learned from measured
+    rescales, a prior before), s; empty when unknown."""
+    replay_records: float | None = None
+    """Records a stop now replays (those since the last checkpoint, expected); None if unknown."""
 
 
 class ReasonCode(str, Enum):

@@ -22,6 +22,7 @@ True
 from __future__ import annotations
 
 import math
+import warnings
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -34,19 +35,66 @@ MIN_WINDOWS = 10
 LEADS_S = (10, 30, 60, 120, 180, 300, 450, 600, 900)
 """Lead times the rise is measured at; in between it is interpolated (it grows with the lead)."""
 
+POSITION_WINDOW_S = 1800
+"""Where the workload stands is read against its range over this trailing window (half an hour): a level at
+the top of it has risen already, one at the bottom has room to."""
+
+POSITION_BINS = 3
+"""The range is cut into this many equal parts (bottom, middle, top): a conditioned ratio is the quantile of
+the rises from moments in the same part as now, which needs enough of them to be a quantile."""
+
+
+def positions(levels: np.ndarray, window: int) -> np.ndarray:
+    """Where each level stands in the range of the ``window`` levels up to it: 0 at their lowest, 1 at their
+    highest (0.5 where they are flat or unknown)."""
+    y = np.asarray(levels, dtype=float)
+    if y.size == 0:
+        return y
+    padded = np.concatenate((np.full(window - 1, np.nan), y))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, window)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows: unknown
+        low, high = np.nanmin(windows, axis=1), np.nanmax(windows, axis=1)
+        span = high - low
+        out = np.where(np.isfinite(y) & (span > 0), (y - low) / np.where(span > 0, span, 1.0), 0.5)
+    return np.clip(out, 0.0, 1.0)
+
+
+def _quantile(values: np.ndarray, q: float) -> float:
+    """``np.quantile(values, q)`` (its linear interpolation) by partition, without numpy's general machinery:
+    the envelope takes up to 36 of them a round."""
+    n = values.size
+    at = q * (n - 1)
+    low = int(math.floor(at))
+    high = min(low + 1, n - 1)
+    part = np.partition(values, (low, high))
+    return float(part[low] + (part[high] - part[low]) * (at - low))
+
+
+def position_bin(position: float) -> int:
+    """The part of the range (0 .. POSITION_BINS - 1) a position in [0, 1] falls in."""
+    return min(POSITION_BINS - 1, max(0, int(position * POSITION_BINS)))
+
 
 class RiseEnvelope:
     """The ``quantile`` of the workload's rise within each lead time, over the last ``history_s`` seconds."""
 
-    def __init__(self, *, quantile: float = 0.8, history_s: int = 7200, resolution_s: int = 10) -> None:
+    def __init__(
+        self, *, quantile: float = 0.8, history_s: int = 7200, resolution_s: int = 10, conditioned: bool = False
+    ) -> None:
         if not 0.5 <= quantile < 1:
             raise ValueError(f"quantile must be in [0.5, 1), got {quantile}")
         self.quantile = float(quantile)
         self.resolution_s = int(resolution_s)
+        self.conditioned = bool(conditioned)
+        """True: the rises measured from moments where the workload stood in the same part of its recent range
+        as now (:data:`POSITION_BINS`); from the top of a peak, the rises seen from other tops, not from every
+        trough. False: from every moment."""
         self.levels: deque[float] = deque(maxlen=max(2, history_s // self.resolution_s))
         """Workload means of ``resolution_s`` seconds, oldest first."""
         self._partial: list[float] = []
         self._ratios: dict[int, float] | None = None
+        self._binned: dict[int, dict[int, float]] | None = None
 
     def update(self, samples: np.ndarray) -> None:
         """Fold per-second samples into the history (NaN skipped); the ratios are recomputed when read."""
@@ -58,41 +106,82 @@ class RiseEnvelope:
                 self.levels.append(float(finite.mean()) if finite.size else math.nan)
                 self._partial = []
                 self._ratios = None
+                self._binned = None
 
-    def _compute(self) -> dict[int, float]:
+    def _compute(self, groups: np.ndarray | None = None) -> dict[int, dict[int, float]]:
+        """The ratio at every lead from every moment (under key -1), and with ``groups`` (a group number per
+        level) from the moments of each group alone, NaN at a lead without history enough from them. The rises
+        are measured once per lead and shared by every group."""
         y = np.asarray(self.levels, dtype=float)
-        ratios: dict[int, float] = {}
-        previous = 1.0
+        filled = np.where(np.isfinite(y), y, -np.inf)  # a gap is never the highest level within a lead
+        keys = [-1] + (list(range(POSITION_BINS)) if groups is not None else [])
+        ratios: dict[int, dict[int, float]] = {key: {} for key in keys}
+        previous = dict.fromkeys(keys, 1.0)
         for lead in LEADS_S:
             steps = max(1, lead // self.resolution_s)
-            value = previous
+            values = {key: previous[key] if key == -1 else math.nan for key in keys}
             if len(y) > steps:
                 # Highest level within the lead after each moment, over the level at that moment.
-                windows = np.lib.stride_tricks.sliding_window_view(y[1:], steps)
-                ahead = np.nanmax(np.where(np.isfinite(windows), windows, -np.inf), axis=1)
+                ahead = np.lib.stride_tricks.sliding_window_view(filled[1:], steps).max(axis=1)
                 base = y[: len(ahead)]
                 usable = np.isfinite(base) & (base > 0) & np.isfinite(ahead)
-                # A quantile of rises needs many windows of the lead, not one event seen from every
-                # moment before it: with less than MIN_WINDOWS leads of history the shorter lead's
-                # ratio stands (none at all: 1, the point forecast alone).
-                if usable.sum() >= max(10, MIN_WINDOWS * steps):
-                    value = max(previous, float(np.quantile(ahead[usable] / base[usable], self.quantile)))
-            ratios[lead] = max(1.0, value)
-            previous = ratios[lead]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    rises = ahead / base
+                for key in keys:
+                    mask = usable if key == -1 else usable & (groups[: len(ahead)] == key)  # type: ignore[index]
+                    # A quantile of rises needs many windows of the lead, not one event seen from every
+                    # moment before it: with less than MIN_WINDOWS leads of history the shorter lead's
+                    # ratio stands (none at all: 1, the point forecast alone).
+                    if mask.sum() >= max(10, MIN_WINDOWS * steps):
+                        values[key] = max(previous[key], _quantile(rises[mask], self.quantile))
+            for key in keys:
+                value = values[key]
+                ratios[key][lead] = max(1.0, value) if math.isfinite(value) else math.nan
+                if math.isfinite(value):
+                    previous[key] = ratios[key][lead]
         return ratios
 
-    def ratio(self, lead_s: float) -> float:
-        """The rise ratio within ``lead_s`` (1 with too little history), interpolated between measured leads."""
-        if self._ratios is None:
-            self._ratios = self._compute()
+    def _table(self, level: float | None, conditioned: bool | None = None) -> dict[int, float]:
+        """The ratios by lead that apply to a workload at ``level`` now: conditioned on where it stands in its
+        recent range when :attr:`conditioned` and that part of the range has history enough at a lead (a lead
+        without it takes the unconditional ratio)."""
+        conditioned = self.conditioned if conditioned is None else conditioned and self.conditioned
+        if not conditioned or level is None or not math.isfinite(level) or not self.levels:
+            if self._ratios is None:
+                self._ratios = self._compute()[-1]
+            return self._ratios
+        y = np.asarray(self.levels, dtype=float)
+        window = max(2, POSITION_WINDOW_S // self.resolution_s)
+        if self._binned is None or self._ratios is None:
+            bins = np.minimum(POSITION_BINS - 1, (positions(y, window) * POSITION_BINS).astype(int))
+            computed = self._compute(bins)
+            self._ratios = computed.pop(-1)
+            self._binned = computed
+        now = positions(np.concatenate((y[-(window - 1):], [level])), window)[-1]
+        binned = self._binned[position_bin(float(now))]
+        # A lead that part of the range has too little history for takes the unconditional ratio; the rise
+        # still grows with the lead.
+        table: dict[int, float] = {}
+        previous = 1.0
+        for lead in LEADS_S:
+            value = binned[lead] if math.isfinite(binned[lead]) else self._ratios[lead]
+            table[lead] = previous = max(previous, value)
+        return table
+
+    def ratio(self, lead_s: float, level: float | None = None) -> float:
+        """The rise ratio within ``lead_s`` (1 with too little history), interpolated between measured leads;
+        with ``level``, conditioned on where that level stands (:meth:`_table`)."""
+        table = self._table(level)
         leads = np.asarray(LEADS_S, dtype=float)
-        values = np.asarray([self._ratios[lead] for lead in LEADS_S])
+        values = np.asarray([table[lead] for lead in LEADS_S])
         return float(np.interp(lead_s, np.concatenate(([0.0], leads)), np.concatenate(([1.0], values))))
 
-    def upper(self, forecast: np.ndarray, level: float) -> np.ndarray:
-        """``max(forecast, level × ratio(lead))`` at every lead (second) of the forecast."""
+    def upper(self, forecast: np.ndarray, level: float, *, conditioned: bool | None = None) -> np.ndarray:
+        """``max(forecast, level × ratio(lead))`` at every lead (second) of the forecast, the ratios conditioned
+        on where ``level`` stands when :attr:`conditioned` (and ``conditioned``, when given, allows it)."""
         leads = np.arange(1, len(forecast) + 1, dtype=float)
-        table = np.asarray([1.0, *(self.ratio(lead) for lead in LEADS_S)])
+        conditioned_table = self._table(level, conditioned)
+        table = np.asarray([1.0, *(conditioned_table[lead] for lead in LEADS_S)])
         ratios = np.interp(leads, np.concatenate(([0.0], np.asarray(LEADS_S, dtype=float))), table)
         return np.maximum(forecast, level * ratios)
 
@@ -112,3 +201,4 @@ class RiseEnvelope:
         self.levels.clear()
         self.levels.extend(math.nan if v is None else float(v) for v in state.get("levels", []))
         self._ratios = None
+        self._binned = None

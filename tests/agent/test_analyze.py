@@ -329,3 +329,30 @@ def test_without_a_lag_a_stop_before_the_gap_is_learned_is_let_go_unmeasured() -
     after = analyzer.analyze(lagless(1300.0, parallelism=2, uptime_s=50.0), now=1300.0)
     assert not after.recovering and not analyzer.watch.active and analyzer.watch.abandoned == 1
     assert after.recoveries and after.recoveries[0].kind == "rescale"
+
+
+def test_the_rise_envelope_is_conditioned_on_where_the_workload_stands_only_where_a_rescale_is_cheap() -> None:
+    """Two analyzers read the same cycling job; one expects a rescale to stop it for 2 s (in place), the other
+    for 30 s (a restart). At the top of the cycle the cheap one plans for the rises seen from other tops, the
+    dear one for every rise (the troughs' climbs too); without rise_conditioned both plan alike."""
+    times = np.arange(0, 3 * 3600, 60.0)
+    trace = Trace("cycle", times, 50_000 - 40_000 * np.cos(2 * np.pi * times / 1440))
+
+    def upper_at_peak(**overrides: object) -> float:
+        settings = load_lab_settings(None, {"telemetry.log_level": "error", "simulator.initial_parallelism": 12,
+                                            **overrides})
+        job = SimulatedFlinkJob(trace, settings.simulator)
+        monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
+        peaks = []
+        for now in range(60, 3 * 3600, 60):
+            while job.now_s < now:
+                job.step()
+            analysis = analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
+            if now > 2 * 3600 and analysis.forecast_upper is not None:
+                peaks.append((analysis.workload_avg or 0.0, float(analysis.forecast_upper[180])))
+        return max(peaks)[1]
+
+    cheap, dear = upper_at_peak(downtime_rescale_prior_s=2.0), upper_at_peak(downtime_rescale_prior_s=30.0)
+    assert cheap < 0.95 * dear
+    plain = upper_at_peak(downtime_rescale_prior_s=2.0, rise_conditioned=False)
+    assert plain == pytest.approx(dear)

@@ -66,3 +66,35 @@ def test_one_step_in_a_short_history_is_no_distribution_of_rises() -> None:
     cycles = RiseEnvelope(quantile=0.8)
     cycles.update(np.tile(np.concatenate([np.full(60, 700.0), np.full(60, 3000.0)]), 10))
     assert cycles.ratio(60) > 2.0
+
+
+def _cycles() -> np.ndarray:
+    """Two hours of a workload cycling every 20 minutes between 1,000 and 3,000/s, a little noise on it."""
+    t = np.arange(7200)
+    rng = np.random.default_rng(5)
+    return 2000 + 1000 * np.sin(2 * np.pi * t / 1200) + 20 * rng.standard_normal(t.size)
+
+
+def test_from_the_top_of_its_range_the_conditioned_envelope_expects_the_rises_of_other_tops() -> None:
+    """Unconditional, the rises from every moment (the troughs' climbs among them) are expected from the
+    peak too; conditioned on the top third of the last half hour's range, those from other tops: less."""
+    plain, conditioned = RiseEnvelope(quantile=0.8), RiseEnvelope(quantile=0.8, conditioned=True)
+    for envelope in (plain, conditioned):
+        envelope.update(_cycles())
+    top, bottom = 2990.0, 1010.0
+    assert conditioned.ratio(180, top) < plain.ratio(180, top)
+    assert conditioned.ratio(180, top) < 1.15 < plain.ratio(180, top)
+    assert conditioned.ratio(180, bottom) >= plain.ratio(180, bottom)
+    assert plain.ratio(180, top) == plain.ratio(180)  # unconditioned: the level changes nothing
+    assert np.all(conditioned.upper(np.full(900, 2900.0), top) <= plain.upper(np.full(900, 2900.0), top))
+
+
+def test_a_part_of_the_range_without_history_at_a_lead_takes_the_unconditional_ratio() -> None:
+    """Half an hour of history: the long leads have too few windows from the top third alone."""
+    conditioned = RiseEnvelope(quantile=0.8, conditioned=True)
+    plain = RiseEnvelope(quantile=0.8)
+    for envelope in (plain, conditioned):
+        envelope.update(_cycles()[:2400])
+    assert conditioned.ratio(900, 2990.0) == plain.ratio(900)
+    leads = [conditioned.ratio(lead, 2990.0) for lead in (10, 60, 300, 600, 900)]
+    assert leads == sorted(leads), "a rise within a short lead is within a longer one too"

@@ -1,0 +1,91 @@
+"""Calibration of the rise envelope: does the bound it gives cover the realised peak at its stated rate?
+
+The agent plans a decision that must hold for a lead ``L`` against ``level × ratio(L)``, the
+``forecast_quantile`` of the workload's own past rises within ``L`` (``models.forecast.envelope``). For every
+trace of a corpus half this benchmark feeds the envelope the simulated job's workload one loop (60 s) at a
+time, as the agent does, and at every loop after the first half hour compares, for each lead, the bound with
+the highest 10-s mean the workload then reached within the lead. A calibrated bound at quantile ``q`` is
+exceeded ``1 - q`` of the time; one exceeded less is higher than it says (it costs workers), one exceeded more
+lower (it costs misses). Both forms are measured: the rises from every past moment (*unconditional*) and those
+from moments where the workload stood in the same part of its recent range as now (*conditioned*), overall
+and from the top third of the range, where the unconditional envelope expects the rises of the troughs.
+
+Run: .venv/bin/python -m benchmarks.bench_envelope_calibration [--half dev|held-out|all] [--hours 6]
+     [--quantile 0.8] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+from lab.corpus import CorpusTrace, select
+from lab.settings import load_lab_settings
+from models.forecast.envelope import POSITION_BINS, POSITION_WINDOW_S, RiseEnvelope, position_bin, positions
+from simulator import SimulatedFlinkJob, load_trace
+
+LEADS_S = (60, 180, 300, 600)
+"""Leads judged: a loop, a cheap scale-in's hold, the default stabilization window, ten minutes."""
+LOOP_S = 60
+WARMUP_S = 1800
+RESOLUTION_S = 10
+
+Row = tuple[str, bool, int, bool, float, float]
+"""(trace, conditioned, lead, from the top third, covered (0/1), bound / level)."""
+
+
+def calibrate(trace: CorpusTrace, hours: float, quantile: float) -> list[Row]:
+    """Every (form, lead, loop) comparison of one trace."""
+    settings = load_lab_settings(None, {"policy": "daedalus"})
+    job = SimulatedFlinkJob(load_trace(trace.path), settings.simulator)
+    duration = int(min(hours * 3600, job.trace.duration_s))
+    workload = job.environment.workload(0, duration)
+    tens = workload[: duration // RESOLUTION_S * RESOLUTION_S].reshape(-1, RESOLUTION_S).mean(axis=1)
+    rows: list[Row] = []
+    for conditioned in (False, True):
+        envelope = RiseEnvelope(quantile=quantile, conditioned=conditioned)
+        for end in range(LOOP_S, duration - max(LEADS_S) + 1, LOOP_S):
+            envelope.update(workload[end - LOOP_S : end])
+            if end < WARMUP_S:
+                continue
+            level = float(workload[end - LOOP_S : end].mean())
+            recent = tens[max(0, end // RESOLUTION_S - POSITION_WINDOW_S // RESOLUTION_S + 1) : end // RESOLUTION_S]
+            top = position_bin(float(positions(np.concatenate((recent, [level])), recent.size + 1)[-1])) == POSITION_BINS - 1
+            for lead in LEADS_S:
+                bound = level * envelope.ratio(lead, level)
+                realised = float(tens[end // RESOLUTION_S : (end + lead) // RESOLUTION_S].max())
+                rows.append((trace.name, conditioned, lead, top, float(realised <= bound), bound / level))
+    return rows
+
+
+def main() -> None:
+    """Print the coverage and the mean bound over the level, per form and lead, overall and from the top third."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--half", default="dev", choices=("dev", "held-out", "all"))
+    parser.add_argument("--hours", type=float, default=6.0)
+    parser.add_argument("--quantile", type=float, default=0.8)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    traces = select(args.half)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        rows = [row for rows in pool.map(calibrate, traces, [args.hours] * len(traces),
+                                         [args.quantile] * len(traces)) for row in rows]
+    data = np.asarray([(c, lead, top, covered, height) for _, c, lead, top, covered, height in rows], dtype=float)
+    print(f"{args.half} half, {len(traces)} traces, {args.hours:g} h each, quantile {args.quantile:g} "
+          f"(calibrated: covered {args.quantile:.0%} of the time)")
+    print(f"{'form':<14} {'lead':>5} {'covered':>8} {'bound/level':>11} {'covered (top third)':>20} {'bound/level (top)':>18}")
+    for conditioned in (0.0, 1.0):
+        for lead in LEADS_S:
+            mask = (data[:, 0] == conditioned) & (data[:, 1] == lead)
+            top = mask & (data[:, 2] == 1.0)
+            print(f"{'conditioned' if conditioned else 'unconditional':<14} {lead:>5} {data[mask, 3].mean():>8.3f} "
+                  f"{data[mask, 4].mean():>11.3f} {data[top, 3].mean():>20.3f} {data[top, 4].mean():>18.3f}")
+    print(f"{time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""Daedalus's holds priced by what a rescale of this job costs (``holds: cost``) against the fixed ones."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from planner import DaedalusPolicy, PlanInput, PlannerConfig
+from planner.daedalus import Holds, break_even_s, cheap_rescale, holds, rescale_cost_ws, stabilization_s
+from planner.history import Recommendations
+from planner.types import ReasonCode
+
+POLICY = DaedalusPolicy()
+CONFIG = PlannerConfig(min_parallelism=1, max_parallelism=10, target_recovery_time_s=300)
+FIXED = dataclasses.replace(CONFIG, holds="fixed")
+NOW = 10_000.0
+
+
+def plan(
+    *, current: int = 8, workload: float = 25_000, forecast: float | list[float] = 25_000, downtime: float | None = 1.4,
+    replay: float | None = 125_000, last_rescale_at: float | None = None,
+    history: tuple[tuple[float, int], ...] = (),
+) -> PlanInput:
+    values = np.full(900, float(forecast)) if isinstance(forecast, (int, float)) else np.asarray(forecast, dtype=float)
+    return PlanInput(
+        now=NOW, current_parallelism=current, workload_avg=workload, forecast=values, consumer_lag=0.0,
+        capacities={n: 10_000.0 * n for n in range(1, 11)}, recovery_times={n: 60.0 for n in range(1, 11)},
+        last_rescale_at=last_rescale_at, recent_recommendations=Recommendations(history),
+        rescale_downtimes={} if downtime is None else {n: downtime for n in range(1, 11)}, replay_records=replay,
+    )
+
+
+def test_a_rescale_costs_its_downtime_on_the_larger_scale_out_and_the_replay_at_the_new_one() -> None:
+    # 8 workers held through 1.4 s, and 125,000 records replayed at 3 workers' 30,000/s: 3 workers for 4.2 s.
+    assert rescale_cost_ws(plan(), 3) == pytest.approx(8 * 1.4 + 3 * 125_000 / 30_000)
+    assert break_even_s(plan(), 3) == pytest.approx((8 * 1.4 + 12.5) / 5)
+    assert rescale_cost_ws(plan(downtime=None), 3) is None
+    assert break_even_s(plan(), 8) is None
+
+
+def test_cheap_rescales_shorten_the_holds_to_a_loop_and_costly_ones_keep_the_settings() -> None:
+    cheap = holds(plan(downtime=1.4), CONFIG)
+    assert cheap.priced and cheap.grace_s == pytest.approx(1.4 + 30) and cheap.recent_rescale_window_s == 60
+    assert stabilization_s(plan(downtime=1.4), CONFIG, 7) == 60
+    slow = plan(downtime=5.0, replay=2_000_000)  # cheap, with a long checkpoint interval's replay
+    assert holds(slow, CONFIG).recent_rescale_window_s == pytest.approx(8 * 5 + 7 * 2_000_000 / 70_000)
+    assert stabilization_s(slow, CONFIG, 4) == stabilization_s(slow, CONFIG, 7) == pytest.approx(8 * 5 + 200)
+    restart = plan(downtime=22.0)  # a restart of 8 workers, 10 s + 1.5 s a worker: dear, the settings hold
+    assert not cheap_rescale(22.0, 60.0) and cheap_rescale(6.0, 60.0) and not cheap_rescale(None, 60.0)
+    assert holds(restart, CONFIG) == Holds(120, 300, False)
+    assert stabilization_s(restart, CONFIG, 4) == 300
+
+
+def test_fixed_holds_and_an_unknown_cost_keep_the_settings() -> None:
+    for inp, config in ((plan(), FIXED), (plan(downtime=None), CONFIG)):
+        timed = holds(inp, config)
+        assert (timed.grace_s, timed.recent_rescale_window_s, timed.priced) == (120, 300, False)
+        assert stabilization_s(inp, config, 4) == 300
+
+
+def test_a_cheap_rescale_decides_again_at_the_next_loop_a_costly_one_waits_out_the_grace() -> None:
+    cheap = POLICY.decide(plan(workload=75_000, forecast=75_000, last_rescale_at=NOW - 60), CONFIG)
+    assert cheap.code is not ReasonCode.GRACE
+    costly = POLICY.decide(plan(workload=75_000, forecast=75_000, downtime=40.0, last_rescale_at=NOW - 60), CONFIG)
+    assert costly.code is ReasonCode.GRACE
+    assert POLICY.decide(plan(workload=75_000, forecast=75_000, last_rescale_at=NOW - 60), FIXED).code is ReasonCode.GRACE
+
+
+def test_a_scale_in_wanted_for_two_loops_is_taken_when_rescales_are_cheap() -> None:
+    history = ((NOW - 120, 3), (NOW - 60, 3))
+    cheap = POLICY.decide(plan(history=history), CONFIG)
+    assert cheap.target_parallelism == 3 and cheap.code is ReasonCode.SCALE_IN
+    fixed = POLICY.decide(plan(history=history), FIXED)
+    assert fixed.target_parallelism == 8 and fixed.desired_parallelism == 3
+
+
+def test_a_scale_in_the_forecast_undoes_before_it_pays_is_not_taken() -> None:
+    # 7 workers carry 65,000/s through the 180-s hold, but the forecast passes their 70,000/s at 250 s: one
+    # worker saved for 250 s does not pay the rescale in and the one back, each 8 workers stopped for 5 s and
+    # 2,000,000 records replayed (a minute's checkpoint interval).
+    forecast = [65_000.0] * 250 + [75_000.0] * 650
+    history = tuple((NOW - 600 + 60 * i, 7) for i in range(11))
+    inp = plan(forecast=forecast, workload=65_000, downtime=5.0, replay=2_000_000, history=history)
+    decision = POLICY.decide(inp, CONFIG)
+    assert decision.target_parallelism == 8
+    assert any("not more than its rescale and the one back" in r for r in decision.reasons)
+    assert POLICY.decide(inp, FIXED).target_parallelism == 7
+    later = plan(forecast=[65_000.0] * 500 + [75_000.0] * 400, workload=65_000, downtime=5.0, replay=2_000_000,
+                 history=history)
+    assert POLICY.decide(later, CONFIG).target_parallelism == 7  # 500 s of one worker pays for both
