@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             if running is not None:
                 with_replay = recent.score_replay(
                     lambda next_s: ReloadedForecaster.from_artifact(
-                        artifact.model, job=job, version=artifact.version, backtest_wape=0.1, agent_step_s=1.0,
+                        artifact.model, job=job, version=artifact.version, backtest_wape=0.1, agent_step_s=1.0,  # noqa: B023 - scored in this iteration
                         next_s=next_s,
                     ),
                     running.origins,

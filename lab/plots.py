@@ -38,7 +38,7 @@ def plot_replay(result: ReplayResult, path: Path) -> None:
     ax_rate.legend(loc="upper left", fontsize=8)
     ax_par.step(hours, series["parallelism"], where="post", color="tab:purple")
     ax_par.set_ylabel("workers")
-    for at, target, dry_run in result.rescales:
+    for at, _target, dry_run in result.rescales:
         ax_par.axvline(at / 3600.0, color="grey" if dry_run else "tab:red", lw=0.6, ls=":" if dry_run else "-")
     ax_lag.plot(hours, np.maximum(series["lag"], 0) / 1000, lw=0.7, color="tab:red")
     ax_lag.set_ylabel("lag (k records)")

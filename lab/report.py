@@ -66,7 +66,7 @@ def build_summary(results: Sequence[RunResult], policies: Sequence[str]) -> dict
         entry["runs"][result.run.label] = dict(result.summary)
     for entry in by_trace.values():
         optimal = entry["runs"].get(OPTIMAL)
-        for label, row in entry["runs"].items():
+        for row in entry["runs"].values():
             row["worker_hours_vs_optimal"] = _ratio(row["worker_hours"], optimal["worker_hours"] if optimal else None)
         for policy in policies:
             if policy in DAG_ONLY_POLICIES:

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -191,7 +192,7 @@ def check_prometheus(settings: PrometheusSettings, *, skip: frozenset[str] = fro
             continue
         rendered = settings.render(query)
         try:
-            _series_list(_run(lambda: prom.custom_query(rendered), settings), points="value", settings=settings)
+            _series_list(_run(partial(prom.custom_query, rendered), settings), points="value", settings=settings)
         except QueryFailed as exc:
             if exc.kind == "rejected":
                 raise ConfigError(f"prometheus.queries.{name}: {exc}") from None

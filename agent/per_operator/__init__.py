@@ -9,6 +9,7 @@ through it too, ``flinkdeployment`` through the FlinkDeployment. Start-up proble
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from agent.clock import Clock
@@ -40,7 +41,7 @@ def build_agent(settings: Settings, *, clock: Clock, parts: Any) -> Any:
     for name, query in settings.operators.queries.model_dump().items():
         rendered = settings.prometheus.render(query)
         try:
-            _run(lambda: prometheus.custom_query(rendered), settings.prometheus)
+            _run(partial(prometheus.custom_query, rendered), settings.prometheus)
         except QueryFailed as exc:
             if exc.kind == "rejected":
                 raise ConfigError(f"operators.queries.{name}: {exc}") from None

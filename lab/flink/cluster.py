@@ -476,7 +476,7 @@ class FlinkCluster:
 
             def registered() -> bool:
                 self.check_alive()
-                return bool(ids() - before)
+                return bool(ids() - before)  # noqa: B023 - polled within this iteration
 
             poll(registered, timeout_s=timeout_s, interval_s=0.3, what=f"TaskManager {proc.role} registered")
             if self.await_reporter(proc):

@@ -179,7 +179,7 @@ def test_exporter_serves_what_the_default_queries_read_with_counts_per_wall_seco
     assert sum(v for _, v in records) == pytest.approx(read, rel=0.01)
     assert sum(v for _, v in families[PENDING]) == pytest.approx(sim.job.accounting.lag, abs=1e-6)
     # Busy plus idle time add up to the attempt's wall time (119 simulated s at 4x).
-    for (labels, busy), (_, idle) in zip(sorted(families[BUSY], key=str), sorted(families[IDLE], key=str)):
+    for (_labels, busy), (_, idle) in zip(sorted(families[BUSY], key=str), sorted(families[IDLE], key=str)):
         assert busy + idle == pytest.approx(119 / 4 * 1000.0, rel=0.02)
     assert {labels["pod"] for labels, _ in families[CPU]} == pods
     assert families[REGISTERED][0][1] == 3

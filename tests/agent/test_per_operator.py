@@ -446,7 +446,7 @@ class AbsurdVertexMonitor(SplitJobMonitor):
 
     def observe(self, *, since: float, now: float) -> OperatorObservation:
         seen = super().observe(since=since, now=now)
-        for subtask, values in seen.vertices[COST].series[self.query].items():
+        for _subtask, values in seen.vertices[COST].series[self.query].items():
             values[:] = self.value  # type: ignore[index]
         return seen
 

@@ -309,7 +309,7 @@ def test_the_update_iterations_reach_the_agents_model() -> None:
     # A model stored by an agent with another setting is updated the way this agent is configured.
     rng = np.random.default_rng(5)
     old = WorkloadForecaster(window_s=300, update_maxiter=0, executor=InlineExecutor())
-    for start in range(0, 600, 60):
+    for _start in range(0, 600, 60):
         old.step(30000.0 + rng.normal(0, 300, 60))
     assert isinstance(old.model, ArimaForecaster) and old.model.update_maxiter == 0
     manager.restore(old.to_dict())
