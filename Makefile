@@ -34,6 +34,7 @@ test: $(STAMP) system-deps lint
 	bash scripts/run-tests.sh $(BIN)/python
 
 lint: $(STAMP)
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy agent cli lab models planner spark simulator benchmarks

@@ -239,7 +239,9 @@ class Analyzer:
             # A candidate's replay is an order search plus a forecast per origin (a quarter of a second
             # or more): it runs beside the loop, on the injected executor or a thread of its own.
             self.reloader = ModelReloader(
-                settings.model_registry, settings.job_name, agent_step_s=float(self.forecaster.resolution_s),
+                settings.model_registry,
+                settings.job_name,
+                agent_step_s=float(self.forecaster.resolution_s),
                 executor=executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="perdix-reload-score"),
             )
         self.forecasting = True
@@ -465,26 +467,49 @@ class Analyzer:
                 # capacity against the envelope's peak over the recovery.
                 profile = self.capacity.worker_profile(n)
                 stop_recovery[n] = self.recovery.predict(
-                    capacity=value, forecast=arrivals, recent_workload_rate=recent_rate, kind=kind, parallelism=n,
-                    profile=profile, current=parallelism, current_lag=lag,
+                    capacity=value,
+                    forecast=arrivals,
+                    recent_workload_rate=recent_rate,
+                    kind=kind,
+                    parallelism=n,
+                    profile=profile,
+                    current=parallelism,
+                    current_lag=lag,
                 )
                 recovery_times[n] = stop_recovery[n]
                 if kind == "rescale":
                     # A scale-out is chosen to run at: a failure there must recover in time too, or the next round
                     # finds the current scale-out failing its own check and rescales back (a flap). The failure comes
                     # once the rescale has caught up, so without the records waiting now.
-                    recovery_times[n] = max(stop_recovery[n], self.recovery.predict(
-                        capacity=value, forecast=arrivals, recent_workload_rate=recent_rate, kind="failure",
-                        parallelism=n, profile=profile, current=n,
-                    ))
+                    recovery_times[n] = max(
+                        stop_recovery[n],
+                        self.recovery.predict(
+                            capacity=value,
+                            forecast=arrivals,
+                            recent_workload_rate=recent_rate,
+                            kind="failure",
+                            parallelism=n,
+                            profile=profile,
+                            current=n,
+                        ),
+                    )
                 if parallelism is not None and n < parallelism and upper is not None:
                     # A scale-in saves workers, it is never needed: it must recover in time even when the stop
                     # replays a whole checkpoint interval and the workload rises as it has before. Planned on
                     # the expected case, scale-ins near the capacity edge (a few percent of spare capacity)
                     # recovered in several times their prediction and missed (docs/research/experiments.md, experiment 3).
-                    recovery_times[n] = max(recovery_times[n], self.recovery.predict_bad_case(
-                        value, upper, recent_rate, parallelism=n, current=parallelism, current_lag=lag, profile=profile,
-                    ))
+                    recovery_times[n] = max(
+                        recovery_times[n],
+                        self.recovery.predict_bad_case(
+                            value,
+                            upper,
+                            recent_rate,
+                            parallelism=n,
+                            current=parallelism,
+                            current_lag=lag,
+                            profile=profile,
+                        ),
+                    )
         self._last_capacities, self._last_recovery = capacities, stop_recovery
 
         cpu_means = [m for m in (_finite_mean(c) for c in observation.worker_cpu.values()) if m is not None]
@@ -552,8 +577,9 @@ class Analyzer:
         if _falling_behind(observation):
             if self._watched is not None and not self._watched.falling_behind:
                 self._watched = replace(self._watched, falling_behind=True)
-                self.log.warning("recovery.falling_behind", started_at=self.watch.started_at,
-                                 parallelism=self._watched.parallelism)
+                self.log.warning(
+                    "recovery.falling_behind", started_at=self.watch.started_at, parallelism=self._watched.parallelism
+                )
             return False
         overdue = now - self.watch.started_at > self.settings.target_recovery_time_s
         if overdue and self._watched is not None and not self._watched.overdue:
@@ -579,7 +605,11 @@ class Analyzer:
             self._last_uptime = (now, uptime)
         parallelism = observation.parallelism
         if parallelism is not None:
-            if self._expected_parallelism is not None and parallelism != self._expected_parallelism and not self.watch.active:
+            if (
+                self._expected_parallelism is not None
+                and parallelism != self._expected_parallelism
+                and not self.watch.active
+            ):
                 reason = f"parallelism changed outside Perdix ({self._expected_parallelism} -> {parallelism})"
                 rescaled = True
             self._expected_parallelism = parallelism
@@ -627,8 +657,11 @@ class Analyzer:
             # watches: a stop right after the start (the job's own, or a rescale in the first minutes) could
             # never be seen to end, and would hold the planner for the whole target and keep the band from
             # being learned. The stop is let go unmeasured; the grace period still follows a rescale.
-            self.log.info("recovery.unmeasured", started_at=self.watch.started_at,
-                          why="no consumer lag, and the normal workload-throughput gap is not learned yet")
+            self.log.info(
+                "recovery.unmeasured",
+                started_at=self.watch.started_at,
+                why="no consumer lag, and the normal workload-throughput gap is not learned yet",
+            )
             self.watch.abandon()
             self._watched = None
         done: list[MeasuredRecovery] = []
@@ -651,7 +684,9 @@ class Analyzer:
                 measured = recovered_at - watched.started_at
                 if watched.downtime_s is None:
                     self.recovery.observe_recovery(
-                        kind=watched.kind, parallelism=watched.parallelism, measured_s=measured,
+                        kind=watched.kind,
+                        parallelism=watched.parallelism,
+                        measured_s=measured,
                         current=watched.from_parallelism,
                     )
                 done.append(MeasuredRecovery(watched, measured))

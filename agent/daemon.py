@@ -72,10 +72,14 @@ def _check_api_server(scaler: Any) -> None:
     except RetriesExhausted as exc:
         if exc.failure.kind in ("unreachable", "timeout"):
             host = scaler.apps.api_client.configuration.host
-            raise StartupError(f"scale_target: the Kubernetes API server at {host} does not answer ({exc.failure.message})") from None
+            raise StartupError(
+                f"scale_target: the Kubernetes API server at {host} does not answer ({exc.failure.message})"
+            ) from None
     except FatalApiError as exc:
         if exc.failure.kind == "unauthorized":
-            raise StartupError(f"scale_target: the Kubernetes API server refused the credentials ({exc.failure.message})") from None
+            raise StartupError(
+                f"scale_target: the Kubernetes API server refused the credentials ({exc.failure.message})"
+            ) from None
         # Missing permission or object: the operator may fix it while the agent runs; say it once now.
         scaler._fatal(exc.failure, "get")
 
@@ -100,7 +104,9 @@ def build_parts(settings: Settings, *, clock: Clock, telemetry: Telemetry | None
         from agent.execute.kubernetes import KubernetesEventSink, KubernetesScaler, TargetRef
 
         events = KubernetesEventSink(
-            api, TargetRef.from_settings(settings.scale_target), clock=clock,
+            api,
+            TargetRef.from_settings(settings.scale_target),
+            clock=clock,
             request_timeout_s=settings.scale_target.request_timeout_s,
         )
         scaler: Scaler = KubernetesScaler(settings.scale_target, api, events, on_error=telemetry.executor_error)
@@ -125,7 +131,9 @@ def build_parts(settings: Settings, *, clock: Clock, telemetry: Telemetry | None
         from agent.knowledge.configmap import ConfigMapKnowledgeStore
 
         knowledge = ConfigMapKnowledgeStore(
-            api, name=settings.knowledge.configmap, namespace=settings.scale_target.namespace,
+            api,
+            name=settings.knowledge.configmap,
+            namespace=settings.scale_target.namespace,
             backoff=Backoff(max_retries=settings.scale_target.max_retries),
             request_timeout_s=settings.scale_target.request_timeout_s,
         )
@@ -137,8 +145,15 @@ def build_parts(settings: Settings, *, clock: Clock, telemetry: Telemetry | None
             knowledge.check_writable()
         except KnowledgePathError as exc:
             raise StartupError(str(exc)) from None
-    return Parts(scaler=scaler, monitor=monitor, knowledge=knowledge, events=events, telemetry=telemetry,
-                 closers=[api] if api is not None else [], api=api)
+    return Parts(
+        scaler=scaler,
+        monitor=monitor,
+        knowledge=knowledge,
+        events=events,
+        telemetry=telemetry,
+        closers=[api] if api is not None else [],
+        api=api,
+    )
 
 
 class Daemon:
@@ -188,7 +203,9 @@ class Daemon:
                 ) from None
         interval = self.settings.loop_interval_s
         self.scheduler.add_job(
-            self._round, IntervalTrigger(seconds=interval), id="perdix-round",
+            self._round,
+            IntervalTrigger(seconds=interval),
+            id="perdix-round",
             next_run_time=datetime.now().astimezone() + timedelta(milliseconds=10),
         )
         self.scheduler.start()

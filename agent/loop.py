@@ -23,7 +23,14 @@ from agent.knowledge.schema import validate_document
 from agent.logging import get_logger
 from agent.observation import Observation, ReadingBounds, screened
 from agent.ports import (
-    BoundedScaler, EventSink, KnowledgeStore, MetricSource, ProbedScaler, ResourceReporter, Scaler, ScalerError,
+    BoundedScaler,
+    EventSink,
+    KnowledgeStore,
+    MetricSource,
+    ProbedScaler,
+    ResourceReporter,
+    Scaler,
+    ScalerError,
 )
 from agent.safeguards import Safeguards, memory_pressure
 from agent.settings import Settings
@@ -363,14 +370,24 @@ class Agent:
             return observation
         if (seen, truth) != self._disagreement:
             self.log.warning(
-                "parallelism.disagree", prometheus=seen, scale_target=truth,
-                gap=observation.gaps.get("parallelism"), used=truth,
+                "parallelism.disagree",
+                prometheus=seen,
+                scale_target=truth,
+                gap=observation.gaps.get("parallelism"),
+                used=truth,
             )
             self._disagreement = (seen, truth)
         return replace(observation, parallelism=truth)
 
     def _plan_and_execute(
-        self, result: RoundResult, observation: Observation, analysis: Analysis, current: int, *, since: float, now: float
+        self,
+        result: RoundResult,
+        observation: Observation,
+        analysis: Analysis,
+        current: int,
+        *,
+        since: float,
+        now: float,
     ) -> None:
         """Plan on the analysed round and apply the decision (the per-operator agent plans per job vertex here)."""
         plan_input = self._plan_input(analysis, now, observation)
@@ -391,13 +408,23 @@ class Agent:
             self._step(result, "execute", lambda: self._execute(result, decision, current, analysis, now))
 
     def _review(
-        self, result: RoundResult, decision: Decision, observation: Observation, analysis: Analysis, current: int,
-        config: PlannerConfig, now: float,
+        self,
+        result: RoundResult,
+        decision: Decision,
+        observation: Observation,
+        analysis: Analysis,
+        current: int,
+        config: PlannerConfig,
+        now: float,
     ) -> Decision:
         """The safeguards' review of the policy's decision (agent.safeguards), its findings reported."""
         review = self.safeguards.review(
-            decision, current=current, now=now, pressure=memory_pressure(observation),
-            workload=analysis.workload_avg, recovery_s=analysis.recovery_times.get(current),
+            decision,
+            current=current,
+            now=now,
+            pressure=memory_pressure(observation),
+            workload=analysis.workload_avg,
+            recovery_s=analysis.recovery_times.get(current),
             target_recovery_s=self.config.target_recovery_time_s,
         )
         findings = review.findings
@@ -408,9 +435,11 @@ class Agent:
             final = review.decision
             capacity = analysis.capacities.get(cap)
             upper = analysis.forecast_upper if analysis.forecast_upper is not None else analysis.forecast
-            demand = max([w for w in (analysis.workload_avg,) if w is not None]
-                         + ([float(np.nanmax(upper))] if upper is not None and np.isfinite(upper).any() else []),
-                         default=None)
+            demand = max(
+                [w for w in (analysis.workload_avg,) if w is not None]
+                + ([float(np.nanmax(upper))] if upper is not None and np.isfinite(upper).any() else []),
+                default=None,
+            )
             short = capacity is not None and demand is not None and capacity < demand
             wanted_more = final.desired_parallelism > final.target_parallelism or final.code is ReasonCode.NO_CANDIDATE
             limited = quota_limit(final, current, cap, why, wanted_more=wanted_more or short)
@@ -435,7 +464,10 @@ class Agent:
         )
         parallelism = analysis.parallelism
         record = ineffective.judge(
-            now=now, parallelism=parallelism, capacities=analysis.capacities, settled=settled,
+            now=now,
+            parallelism=parallelism,
+            capacities=analysis.capacities,
+            settled=settled,
             cause=skew_cause(worker_busy, parallelism=parallelism or 0, source_partitions=self.settings.partitions),
         )
         if record is not None:
@@ -450,8 +482,9 @@ class Agent:
             + (f"; {record.cause}" if record.cause else "")
             + f": not repeated while the workload stays near {record.workload:,.0f} records/s"
         )
-        self.log.warning("scale_out.ineffective", message=message, **{
-            k: v for k, v in asdict(record).items() if k != "at"})
+        self.log.warning(
+            "scale_out.ineffective", message=message, **{k: v for k, v in asdict(record).items() if k != "at"}
+        )
         self.events.emit(reason="IneffectiveScaling", message=message, type_="Warning")
 
     def _quota_cap(self) -> int | None:
@@ -464,15 +497,23 @@ class Agent:
                 self._slot_resources = self.scaler.slot_resources()
             except Exception as exc:  # unread this round: the last figures read stand
                 self.log.debug("planner.slot_resources_unread", error=f"{type(exc).__name__}: {exc}")
-        cap, why = quota_slots(slots=quota.slots, cpu=quota.cpu, memory_mb=quota.memory_mb,
-                               per_slot=self._slot_resources)
+        cap, why = quota_slots(
+            slots=quota.slots, cpu=quota.cpu, memory_mb=quota.memory_mb, per_slot=self._slot_resources
+        )
         if (cap, why) != self._quota:
             if cap is not None:
-                self.log.warning("planner.capped", max_parallelism=cap, configured=self.config.max_parallelism,
-                                 error=f"the job's quota allows {cap} slots ({why}): planning within it")
+                self.log.warning(
+                    "planner.capped",
+                    max_parallelism=cap,
+                    configured=self.config.max_parallelism,
+                    error=f"the job's quota allows {cap} slots ({why}): planning within it",
+                )
             else:
-                self.log.warning("planner.quota_unread", error="the quota's CPU or memory cannot be read into slots: "
-                                 "the scale target reports no resources per slot")
+                self.log.warning(
+                    "planner.quota_unread",
+                    error="the quota's CPU or memory cannot be read into slots: "
+                    "the scale target reports no resources per slot",
+                )
             self._quota = (cap, why)
         return cap
 
@@ -504,7 +545,9 @@ class Agent:
             if reach != self._reach:
                 if reach is not None:
                     self.log.warning(
-                        "planner.capped", max_parallelism=reach, configured=configured,
+                        "planner.capped",
+                        max_parallelism=reach,
+                        configured=configured,
                         error=f"the scale target can run the job at {cap} at most now (the cluster's free slots, "
                         f"the job's max parallelism): planning up to {reach}, not max_parallelism {configured}",
                     )
@@ -589,8 +632,11 @@ class Agent:
         result.rescaled_to = outcome.confirmed
         if self.settings.safeguards.effectiveness.enabled:
             self.safeguards.ineffective.watch(
-                now=now, from_parallelism=current, to_parallelism=outcome.confirmed or target,
-                workload=analysis.workload_avg, capacities=analysis.capacities,
+                now=now,
+                from_parallelism=current,
+                to_parallelism=outcome.confirmed or target,
+                workload=analysis.workload_avg,
+                capacities=analysis.capacities,
             )
         self.analyzer.on_rescale(
             now=now,

@@ -201,14 +201,17 @@ class ModelReloader:
         scores = _scores(running, candidate, backtest, score_ms)
         if candidate is None or not candidate.wape < running.wape - self.min_improvement:
             self._once(
-                version, "model_reload.kept",
-                reason="the running model forecast the last hour at least as well" if candidate is not None
+                version,
+                "model_reload.kept",
+                reason="the running model forecast the last hour at least as well"
+                if candidate is not None
                 else "the candidate could not forecast the recent window",
                 **scores,
             )
             return None
         return self._switch(
-            artifact, now,
+            artifact,
+            now,
             reason=f"window WAPE {candidate.wape:.4f} beats the running model's {running.wape:.4f} "
             f"({len(running.origins)} origins, {running.horizon_s} s ahead in {running.step_s} s steps)",
             **scores,
@@ -223,7 +226,8 @@ class ModelReloader:
         running = recent.score_issued(online)
         if running is None:
             self._once(
-                version, "model_reload.waiting",
+                version,
+                "model_reload.waiting",
                 reason=f"the running model has fewer than {recent.spec.min_origins} scored forecasts in the window",
             )
             return False
@@ -242,8 +246,12 @@ class ModelReloader:
 
     def _switch(self, artifact: Artifact, now: float | None, *, reason: str, **fields: Any) -> ReloadedForecaster:
         forecaster = ReloadedForecaster.from_artifact(
-            artifact.model, job=self.job, version=artifact.version,
-            backtest_wape=float(artifact.metadata["backtest"]["wape"]), agent_step_s=self.agent_step_s, next_s=now,
+            artifact.model,
+            job=self.job,
+            version=artifact.version,
+            backtest_wape=float(artifact.metadata["backtest"]["wape"]),
+            agent_step_s=self.agent_step_s,
+            next_s=now,
         )
         previous, self.current_version = self.current_version, artifact.version
         self._loaded = {}

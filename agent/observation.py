@@ -135,7 +135,9 @@ class Observation:
 
     def worker_load(self, utilization: str) -> Mapping[str, np.ndarray]:
         """Each worker's load series: busy time or CPU as asked, the other when that one was not read."""
-        preferred, other = (self.worker_busy, self.worker_cpu) if utilization == "busy" else (self.worker_cpu, self.worker_busy)
+        preferred, other = (
+            (self.worker_busy, self.worker_cpu) if utilization == "busy" else (self.worker_cpu, self.worker_busy)
+        )
         return preferred or other
 
 
@@ -208,7 +210,9 @@ def screened(observation: Observation, bounds: ReadingBounds = ReadingBounds()) 
 
     rate = f"negative, non-finite or above {bounds.max_rate:.0e} records/s"
     records = f"negative, non-finite or above {bounds.max_records:.0e} records"
-    fraction = f"negative, non-finite or above {bounds.max_fraction:g} (busy above {bounds.max_fraction * 1000:.0f} ms/s)"
+    fraction = (
+        f"negative, non-finite or above {bounds.max_fraction:g} (busy above {bounds.max_fraction * 1000:.0f} ms/s)"
+    )
     checked = {
         "workload": series("workload", observation.workload, bounds.max_rate, rate),
         "consumer_lag": series("consumer_lag", observation.consumer_lag, bounds.max_records, records),

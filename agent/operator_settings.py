@@ -96,17 +96,19 @@ class OperatorSettings(_Section):
 
     queries: OperatorQueries = Field(default_factory=OperatorQueries, description="Per-vertex PromQL queries.")
     warm_up_s: float = Field(
-        60.0, ge=0, le=86_400, description="After a (re)start of the job, rounds only watch this long: rates over a window that "
+        60.0,
+        ge=0,
+        le=86_400,
+        description="After a (re)start of the job, rounds only watch this long: rates over a window that "
         "reaches back before it mix the old attempt (DS2's warm-up), seconds."
-        " At most a day."
+        " At most a day.",
     )
     memory_min_mb: float = Field(
-        128.0, gt=0, description="Justin's memory level 0: managed memory per slot of a stateful vertex, MB; each level "
-        "doubles it."
+        128.0,
+        gt=0,
+        description="Justin's memory level 0: managed memory per slot of a stateful vertex, MB; each level doubles it.",
     )
-    memory_max_level: int = Field(
-        3, ge=1, le=10, description="Justin's maxLevel: memory levels 0 .. maxLevel - 1."
-    )
+    memory_max_level: int = Field(3, ge=1, le=10, description="Justin's maxLevel: memory levels 0 .. maxLevel - 1.")
     cache_hit_threshold: float = Field(
         0.8, ge=0, le=1, description="Justin: a stateful vertex below this block-cache hit rate is memory-bound."
     )
@@ -116,12 +118,8 @@ class OperatorSettings(_Section):
     memory_cost_per_gb: float = Field(
         0.125, ge=0, description="QEScalor: price of 1 GB of slot memory relative to one CPU core."
     )
-    startup_cost: float = Field(
-        0.5, ge=0, description="QEScalor: cost of starting one subtask, in slot-minutes."
-    )
-    shutdown_cost: float = Field(
-        0.25, ge=0, description="QEScalor: cost of stopping one subtask, in slot-minutes."
-    )
+    startup_cost: float = Field(0.5, ge=0, description="QEScalor: cost of starting one subtask, in slot-minutes.")
+    shutdown_cost: float = Field(0.25, ge=0, description="QEScalor: cost of stopping one subtask, in slot-minutes.")
 
 
 __all__ = ["REQUIRED_QUERIES", "SUBTASK_LABEL", "VERTEX_LABEL", "OperatorQueries", "OperatorSettings"]

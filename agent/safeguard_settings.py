@@ -26,14 +26,20 @@ class MemoryGuardSettings(_Section):
     ``job.autoscaler.memory.heap-usage.threshold`` / ``memory.gc-pressure.threshold``)."""
 
     heap_usage_threshold: float | None = Field(
-        None, gt=0, le=1, description="Heap used over heap max (0..1) of the fullest TaskManager, averaged over the "
+        None,
+        gt=0,
+        le=1,
+        description="Heap used over heap max (0..1) of the fullest TaskManager, averaged over the "
         "round, above which no scale-in is made (fewer TaskManagers would hold the same state). Reads "
-        "prometheus.queries.heap_usage. Unset: off."
+        "prometheus.queries.heap_usage. Unset: off.",
     )
     gc_pressure_threshold: float | None = Field(
-        None, gt=0, le=1, description="Fraction of time (0..1) the busiest TaskManager spent in garbage collection "
+        None,
+        gt=0,
+        le=1,
+        description="Fraction of time (0..1) the busiest TaskManager spent in garbage collection "
         "over the round above which no scale-in is made, and the round's capacity is not learned (GC time reads as "
-        "load). Reads prometheus.queries.gc_time. Unset: off."
+        "load). Reads prometheus.queries.gc_time. Unset: off.",
     )
 
     @property
@@ -83,18 +89,21 @@ class BlockedPeriodSettings(_Section):
     """When Perdix plans and reports but does not rescale (Flink's ``job.autoscaler.excluded.periods``)."""
 
     periods: tuple[str, ...] = Field(
-        (), description="Blocked periods, each a daily range 'HH:MM-HH:MM' (it may wrap past midnight), a cron "
+        (),
+        description="Blocked periods, each a daily range 'HH:MM-HH:MM' (it may wrap past midnight), a cron "
         "expression 'minute hour day month weekday' whose every matching minute is blocked ('* 9-16 * * mon-fri'), "
-        "or both joined by '&&' ('09:00-09:30 && * * * * mon-fri'). Empty: never blocked."
+        "or both joined by '&&' ('09:00-09:30 && * * * * mon-fri'). Empty: never blocked.",
     )
     time_zone: str | None = Field(
-        None, description="IANA time zone the periods are read in (Europe/Berlin, America/New_York, UTC); required "
-        "when periods are set, so a period never silently means UTC."
+        None,
+        description="IANA time zone the periods are read in (Europe/Berlin, America/New_York, UTC); required "
+        "when periods are set, so a period never silently means UTC.",
     )
     recovery_scale_out: bool = Field(
-        True, description="Within a blocked period, still scale out when the job at its current scale-out could "
+        True,
+        description="Within a blocked period, still scale out when the job at its current scale-out could "
         "not recover within target_recovery_time_s (its predicted recovery is longer, or it falls behind): a broken "
-        "recovery target costs more than a rescale in the window. false: nothing rescales within a period."
+        "recovery target costs more than a rescale in the window. false: nothing rescales within a period.",
     )
 
     @field_validator("periods")
@@ -130,20 +139,29 @@ class EffectivenessSettings(_Section):
 
     enabled: bool = Field(False, description="Detect ineffective scale-outs and hold their repetition.")
     threshold: float = Field(
-        0.1, gt=0, le=1, description="A scale-out is ineffective when the capacity it gained, once observed, is "
-        "below this fraction of the gain predicted when it was decided (0.1: under a tenth)."
+        0.1,
+        gt=0,
+        le=1,
+        description="A scale-out is ineffective when the capacity it gained, once observed, is "
+        "below this fraction of the gain predicted when it was decided (0.1: under a tenth).",
     )
     forget_after_s: float = Field(
-        21600.0, gt=0, description="An ineffective scale-out is remembered this long, then forgotten (the wall it "
-        "hit may be gone), seconds."
+        21600.0,
+        gt=0,
+        description="An ineffective scale-out is remembered this long, then forgotten (the wall it "
+        "hit may be gone), seconds.",
     )
     workload_tolerance: float = Field(
-        0.2, ge=0, description="The workload that led to an ineffective scale-out persists while the mean "
-        "workload stays within this fraction above it; a workload that rose further may scale out again."
+        0.2,
+        ge=0,
+        description="The workload that led to an ineffective scale-out persists while the mean "
+        "workload stays within this fraction above it; a workload that rose further may scale out again.",
     )
     measure_within_s: float = Field(
-        1800.0, gt=0, description="How long after a scale-out its capacity may take to be observed before it is "
-        "left unjudged, seconds."
+        1800.0,
+        gt=0,
+        description="How long after a scale-out its capacity may take to be observed before it is "
+        "left unjudged, seconds.",
     )
 
 
@@ -151,17 +169,23 @@ class QuotaSettings(_Section):
     """A cap on what one job may take (Flink's ``job.autoscaler.quota.cpu`` / ``quota.memory``)."""
 
     slots: int | None = Field(
-        None, ge=1, description="Most task slots the job may take (its widest vertex's parallelism with slot "
-        "sharing). Unset: no slot quota."
+        None,
+        ge=1,
+        description="Most task slots the job may take (its widest vertex's parallelism with slot "
+        "sharing). Unset: no slot quota.",
     )
     cpu: float | None = Field(
-        None, gt=0, description="Most CPU cores the job's slots may take, read through the CPU per slot the scale "
+        None,
+        gt=0,
+        description="Most CPU cores the job's slots may take, read through the CPU per slot the scale "
         "target reports (flink-rest: the TaskManagers' resources; flinkdeployment: spec.taskManager.resource). "
-        "Unset: no CPU quota."
+        "Unset: no CPU quota.",
     )
     memory_mb: float | None = Field(
-        None, gt=0, description="Most TaskManager process memory the job's slots may take, MB, through the memory "
-        "per slot the scale target reports. Unset: no memory quota."
+        None,
+        gt=0,
+        description="Most TaskManager process memory the job's slots may take, MB, through the memory "
+        "per slot the scale target reports. Unset: no memory quota.",
     )
 
     @property
@@ -174,8 +198,10 @@ class ReportSettings(_Section):
     """An Event and a log line per vetoed or limited decision (Flink's ScalingVetoed / ScalingLimited)."""
 
     interval_s: float = Field(
-        1800.0, ge=0, description="At most one report per reason code in this interval, seconds (Flink's "
-        "job.autoscaler.scaling.event.interval; 0: every round)."
+        1800.0,
+        ge=0,
+        description="At most one report per reason code in this interval, seconds (Flink's "
+        "job.autoscaler.scaling.event.interval; 0: every round).",
     )
     stabilization: bool = Field(
         False, description="Also report scale-ins the stabilization window held back (reason code 'stabilized')."
@@ -193,4 +219,6 @@ class SafeguardSettings(_Section):
         default_factory=EffectivenessSettings, description="Ineffective scale-out detection."
     )
     quota: QuotaSettings = Field(default_factory=QuotaSettings, description="Resource quota of the job.")
-    reports: ReportSettings = Field(default_factory=ReportSettings, description="Reports of vetoed or limited decisions.")
+    reports: ReportSettings = Field(
+        default_factory=ReportSettings, description="Reports of vetoed or limited decisions."
+    )

@@ -163,14 +163,23 @@ class IneffectiveScaleOuts:
         return self.records
 
     def watch(
-        self, *, now: float, from_parallelism: int, to_parallelism: int, workload: float | None,
-        capacities: Mapping[int, float | None], vertex: str | None = None,
+        self,
+        *,
+        now: float,
+        from_parallelism: int,
+        to_parallelism: int,
+        workload: float | None,
+        capacities: Mapping[int, float | None],
+        vertex: str | None = None,
     ) -> None:
         """Start judging an applied scale-out of the job (or of ``vertex``): a scale-in or a rescale without
         predictions stops the watch."""
         before, predicted = capacities.get(from_parallelism), capacities.get(to_parallelism)
         if (
-            to_parallelism <= from_parallelism or workload is None or before is None or predicted is None
+            to_parallelism <= from_parallelism
+            or workload is None
+            or before is None
+            or predicted is None
             or not (math.isfinite(before) and math.isfinite(predicted))
         ):
             self.pending.pop(vertex, None)
@@ -178,8 +187,14 @@ class IneffectiveScaleOuts:
         self.pending[vertex] = _Pending(now, from_parallelism, to_parallelism, workload, before, predicted)
 
     def judge(
-        self, *, now: float, parallelism: int | None, capacities: Mapping[int, float | None], settled: bool,
-        cause: str | None, vertex: str | None = None,
+        self,
+        *,
+        now: float,
+        parallelism: int | None,
+        capacities: Mapping[int, float | None],
+        settled: bool,
+        cause: str | None,
+        vertex: str | None = None,
     ) -> IneffectiveScaleOut | None:
         """Judge the watched scale-out of the job (or of ``vertex``) once it runs settled at it; the record when it
         was ineffective."""
@@ -199,9 +214,15 @@ class IneffectiveScaleOuts:
         if effective is None or effective:
             return None
         record = IneffectiveScaleOut(
-            at=now, from_parallelism=pending.from_parallelism, to_parallelism=pending.to_parallelism,
-            workload=pending.workload, capacity_before=pending.capacity_before,
-            predicted_capacity=pending.predicted_capacity, measured_capacity=measured, cause=cause, vertex=vertex,
+            at=now,
+            from_parallelism=pending.from_parallelism,
+            to_parallelism=pending.to_parallelism,
+            workload=pending.workload,
+            capacity_before=pending.capacity_before,
+            predicted_capacity=pending.predicted_capacity,
+            measured_capacity=measured,
+            cause=cause,
+            vertex=vertex,
         )
         self.records = (*self.records, record)
         return record
@@ -228,12 +249,16 @@ class DecisionReporter:
                 continue
             self._last[finding.code] = now
             figures = {k: v for k, v in finding.figures.items() if v is not None}
-            self.log.warning(f"decision.{finding.verdict.value}", code=finding.code.value, message=finding.message,
-                             **figures)
+            self.log.warning(
+                f"decision.{finding.verdict.value}", code=finding.code.value, message=finding.message, **figures
+            )
             shown = ", ".join(f"{k}={v}" for k, v in figures.items())
             reason = "ScalingVetoed" if finding.verdict is Verdict.VETOED else "ScalingLimited"
-            self.events.emit(reason=reason, message=f"[{finding.code.value}] {finding.message} ({shown})",
-                             type_="Warning" if finding.verdict is Verdict.VETOED else "Normal")
+            self.events.emit(
+                reason=reason,
+                message=f"[{finding.code.value}] {finding.message} ({shown})",
+                type_="Warning" if finding.verdict is Verdict.VETOED else "Normal",
+            )
             reported.append(finding)
         return reported
 
@@ -264,8 +289,15 @@ class Safeguards:
         return gc_dominates(pressure, self.settings.memory.gc_pressure_threshold)
 
     def review(
-        self, decision: Decision, *, current: int, now: float, pressure: MemoryPressure, workload: float | None,
-        recovery_s: float | None, target_recovery_s: float,
+        self,
+        decision: Decision,
+        *,
+        current: int,
+        now: float,
+        pressure: MemoryPressure,
+        workload: float | None,
+        recovery_s: float | None,
+        target_recovery_s: float,
     ) -> Review:
         """Veto or keep the decision: memory pressure, a blocked period, a repeated ineffective scale-out."""
         target = decision.target_parallelism
@@ -281,12 +313,36 @@ class Safeguards:
         period = self.blocked.active(now) if blocked.periods else None
         effectiveness = self.settings.effectiveness
         veto = (
-            (memory_veto(current, target, pressure, heap_threshold=memory.heap_usage_threshold,
-                         gc_threshold=memory.gc_pressure_threshold) if memory.enabled else None)
-            or blocked_veto(current, target, period, recovery_s=recovery_s, target_recovery_s=target_recovery_s,
-                            recovery_scale_out=blocked.recovery_scale_out)
-            or (ineffective_veto(current, target, self.ineffective.live(now), workload=workload,
-                                 tolerance=effectiveness.workload_tolerance) if effectiveness.enabled else None)
+            (
+                memory_veto(
+                    current,
+                    target,
+                    pressure,
+                    heap_threshold=memory.heap_usage_threshold,
+                    gc_threshold=memory.gc_pressure_threshold,
+                )
+                if memory.enabled
+                else None
+            )
+            or blocked_veto(
+                current,
+                target,
+                period,
+                recovery_s=recovery_s,
+                target_recovery_s=target_recovery_s,
+                recovery_scale_out=blocked.recovery_scale_out,
+            )
+            or (
+                ineffective_veto(
+                    current,
+                    target,
+                    self.ineffective.live(now),
+                    workload=workload,
+                    tolerance=effectiveness.workload_tolerance,
+                )
+                if effectiveness.enabled
+                else None
+            )
         )
         if veto is not None:
             return Review(vetoed(decision, current, veto), (*findings, veto))
@@ -296,8 +352,16 @@ class Safeguards:
         return Review(decision, tuple(findings))
 
     def review_vertices(
-        self, before: Mapping[str, int], planned: Mapping[str, int], names: Mapping[str, str], *, now: float,
-        pressure: MemoryPressure, recovery_s: float | None, target_recovery_s: float, workload: float | None = None,
+        self,
+        before: Mapping[str, int],
+        planned: Mapping[str, int],
+        names: Mapping[str, str],
+        *,
+        now: float,
+        pressure: MemoryPressure,
+        recovery_s: float | None,
+        target_recovery_s: float,
+        workload: float | None = None,
     ) -> tuple[dict[str, int], tuple[Finding, ...]]:
         """A per-vertex plan reviewed vertex by vertex: a vertex the memory guard, a blocked period or one of its
         own ineffective scale-outs holds keeps its parallelism (a scale-in of one vertex is still a scale-in); the
@@ -314,18 +378,44 @@ class Safeguards:
             if target == current:
                 continue
             veto = (
-                (memory_veto(current, target, pressure, heap_threshold=memory.heap_usage_threshold,
-                             gc_threshold=memory.gc_pressure_threshold) if memory.enabled else None)
-                or blocked_veto(current, target, period, recovery_s=recovery_s, target_recovery_s=target_recovery_s,
-                                recovery_scale_out=blocked.recovery_scale_out)
-                or (ineffective_veto(current, target, records, workload=workload,
-                                     tolerance=effectiveness.workload_tolerance, vertex=vertex) if records else None)
+                (
+                    memory_veto(
+                        current,
+                        target,
+                        pressure,
+                        heap_threshold=memory.heap_usage_threshold,
+                        gc_threshold=memory.gc_pressure_threshold,
+                    )
+                    if memory.enabled
+                    else None
+                )
+                or blocked_veto(
+                    current,
+                    target,
+                    period,
+                    recovery_s=recovery_s,
+                    target_recovery_s=target_recovery_s,
+                    recovery_scale_out=blocked.recovery_scale_out,
+                )
+                or (
+                    ineffective_veto(
+                        current,
+                        target,
+                        records,
+                        workload=workload,
+                        tolerance=effectiveness.workload_tolerance,
+                        vertex=vertex,
+                    )
+                    if records
+                    else None
+                )
             )
             if veto is not None:
                 kept[vertex] = current
                 name = names.get(vertex, vertex)
-                findings.append(replace(veto, message=f"{name}: {veto.message}", figures={**veto.figures,
-                                                                                        "vertex": name}))
+                findings.append(
+                    replace(veto, message=f"{name}: {veto.message}", figures={**veto.figures, "vertex": name})
+                )
         return kept, tuple(findings)
 
     def report(self, findings: tuple[Finding, ...], *, now: float) -> None:

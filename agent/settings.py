@@ -190,37 +190,51 @@ class PrometheusSettings(_Section):
     """Where and how the monitor reads metrics."""
 
     url: str = Field("http://127.0.0.1:9090", description="Base URL of the Prometheus server.")
-    timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of one Prometheus request, seconds."
-        " At most 5 minutes: a request must end within the rounds it serves.")
+    timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        description="Timeout of one Prometheus request, seconds."
+        " At most 5 minutes: a request must end within the rounds it serves.",
+    )
     step_s: float = Field(
         1.0,
-        gt=0, le=3600,
+        gt=0,
+        le=3600,
         description="Resolution of the range queries, seconds. A coarser step queries less; the analyzer "
         "still reads one sample a second, each point held until the next."
         " At most an hour: a coarser step leaves the analyzer no samples of the window.",
     )
     stale_after_s: float = Field(
-        120.0, gt=0, le=DAY_S, description="A series whose newest sample is older than this is a gap, seconds."
-        " At most a day (DAY_S)."
+        120.0,
+        gt=0,
+        le=DAY_S,
+        description="A series whose newest sample is older than this is a gap, seconds. At most a day (DAY_S).",
     )
     worker_label: str = Field(
-        "subtask_index", description="Label that names a worker, the unit the scale-out counts: `subtask_index` "
+        "subtask_index",
+        description="Label that names a worker, the unit the scale-out counts: `subtask_index` "
         "(one worker per parallel instance, whatever the slots per TaskManager; Flink's own), or `tm_id` / `pod` "
         "(one worker per TaskManager: right only with one slot each, and what utilization: cpu and the hpa policy "
-        "need, CPU being measured per TaskManager)."
+        "need, CPU being measured per TaskManager).",
     )
     rate_window_s: int = Field(
-        60, ge=5, le=DAY_S, description="Window of the rate() and delta() in the queries ({window}), seconds. Samples whose "
+        60,
+        ge=5,
+        le=DAY_S,
+        description="Window of the rate() and delta() in the queries ({window}), seconds. Samples whose "
         "window reaches back before the job's last restart are dropped from the workload (a restart replays records)."
-        " At most a day (DAY_S): a longer window asks Prometheus for more than it keeps."
+        " At most a day (DAY_S): a longer window asks Prometheus for more than it keeps.",
     )
     source_operator: str = Field(
-        "Source:.*", description="Regular expression of the source operators' names ({source}); Flink names a source "
-        "'Source: NAME' and the reporter writes it 'Source:_NAME'."
+        "Source:.*",
+        description="Regular expression of the source operators' names ({source}); Flink names a source "
+        "'Source: NAME' and the reporter writes it 'Source:_NAME'.",
     )
     flink_job: str = Field(
-        ".*", description="Regular expression of the Flink job's name ({job}) for clusters that run several jobs "
-        "(the reporter replaces characters such as '-' by '_')."
+        ".*",
+        description="Regular expression of the Flink job's name ({job}) for clusters that run several jobs "
+        "(the reporter replaces characters such as '-' by '_').",
     )
     queries: PromQLQueries = Field(default_factory=PromQLQueries, description="The PromQL queries.")
 
@@ -239,20 +253,31 @@ class ScaleTargetSettings(_Section):
     """What the executor rescales."""
 
     kind: Literal["simulated", "deployment", "statefulset", "flinkdeployment", "flink-rest"] = Field(
-        "simulated", description="Scale target type: the embedded simulator, a TaskManager Deployment/StatefulSet "
-        "(reactive mode, scale subresource), a FlinkDeployment (operator), or Flink's REST API."
+        "simulated",
+        description="Scale target type: the embedded simulator, a TaskManager Deployment/StatefulSet "
+        "(reactive mode, scale subresource), a FlinkDeployment (operator), or Flink's REST API.",
     )
     name: str = Field("flink-taskmanager", description="Name of the Kubernetes object to scale.")
     namespace: str = Field("default", description="Namespace of the scale target, its Events and ConfigMap.")
-    kubeconfig: str | None = Field(
-        None, description="Path of a kubeconfig; unset means in-cluster config."
-    )
+    kubeconfig: str | None = Field(None, description="Path of a kubeconfig; unset means in-cluster config.")
     rest_url: str = Field("http://127.0.0.1:8081", description="Flink REST endpoint (kind flink-rest).")
-    job: str | None = Field(None, description="Flink job name or id (kind flink-rest); unset means the only running job.")
-    request_timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of one API request, seconds."
-        " At most 5 minutes: a request must end within the round that sends it.")
-    max_retries: int = Field(4, ge=0, le=100, description="Retries of a failed write (409/429/5xx/timeouts)."
-        " At most 100: the retries' backoff must end within hours, not hold a round for ever.")
+    job: str | None = Field(
+        None, description="Flink job name or id (kind flink-rest); unset means the only running job."
+    )
+    request_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        description="Timeout of one API request, seconds."
+        " At most 5 minutes: a request must end within the round that sends it.",
+    )
+    max_retries: int = Field(
+        4,
+        ge=0,
+        le=100,
+        description="Retries of a failed write (409/429/5xx/timeouts)."
+        " At most 100: the retries' backoff must end within hours, not hold a round for ever.",
+    )
     recommendation_events: bool = Field(
         True, description="In dry-run, emit a RescaleRecommended Event instead of rescaling."
     )
@@ -274,8 +299,11 @@ class TelemetrySettings(_Section):
     metrics_host: str = Field("0.0.0.0", description="Bind address of /metrics, /healthz and /readyz.")
     metrics_port: int = Field(9249, ge=0, le=65535, description="Port of /metrics, /healthz and /readyz (0: off).")
     not_ready_after_failed_loops: int = Field(
-        3, ge=1, le=1_000_000, description="/readyz turns not-ready after this many consecutive loops without data."
-        " At most a million: a count that could never be reached would keep /readyz ready through any outage."
+        3,
+        ge=1,
+        le=1_000_000,
+        description="/readyz turns not-ready after this many consecutive loops without data."
+        " At most a million: a count that could never be reached would keep /readyz ready through any outage.",
     )
 
 
@@ -288,38 +316,58 @@ class FlinkAutoscalerOptions(_Section):
         0.7, gt=0, le=1, description="job.autoscaler.utilization.target: the utilization a new parallelism aims at."
     )
     metrics_window_s: float = Field(
-        900.0, gt=0, le=DAY_S, description="job.autoscaler.metrics.window: the metric aggregation window, seconds."
-        " At most a day (DAY_S)."
+        900.0,
+        gt=0,
+        le=DAY_S,
+        description="job.autoscaler.metrics.window: the metric aggregation window, seconds. At most a day (DAY_S).",
     )
     stabilization_s: float = Field(
-        300.0, ge=0, le=DAY_S, description="job.autoscaler.stabilization.interval: no sample counts this long after the job "
+        300.0,
+        ge=0,
+        le=DAY_S,
+        description="job.autoscaler.stabilization.interval: no sample counts this long after the job "
         "runs again, seconds."
-        " At most a day (DAY_S)."
+        " At most a day (DAY_S).",
     )
     catch_up_duration_s: float = Field(
-        1800.0, ge=0, le=DAY_S, description="job.autoscaler.catch-up.duration: target time to work a backlog off, seconds "
+        1800.0,
+        ge=0,
+        le=DAY_S,
+        description="job.autoscaler.catch-up.duration: target time to work a backlog off, seconds "
         "(0: no backlog-based scaling)."
-        " At most a day (DAY_S)."
+        " At most a day (DAY_S).",
     )
     restart_time_s: float = Field(
-        300.0, ge=0, le=DAY_S, description="job.autoscaler.restart.time: expected restart time whose backlog a new "
+        300.0,
+        ge=0,
+        le=DAY_S,
+        description="job.autoscaler.restart.time: expected restart time whose backlog a new "
         "parallelism must catch up too, seconds."
-        " At most a day (DAY_S)."
+        " At most a day (DAY_S).",
     )
     scale_down_interval_s: float = Field(
-        3600.0, ge=0, le=DAY_S, description="job.autoscaler.scale-down.interval: a scale-down waits this long and takes the "
+        3600.0,
+        ge=0,
+        le=DAY_S,
+        description="job.autoscaler.scale-down.interval: a scale-down waits this long and takes the "
         "highest recommendation of it, seconds (0: at once)."
-        " At most a day (DAY_S)."
+        " At most a day (DAY_S).",
     )
     backlog_processing_lag_threshold_s: float = Field(
-        300.0, ge=0, le=DAY_S, description="job.autoscaler.backlog-processing.lag-threshold: no scale-down above this backlog, "
+        300.0,
+        ge=0,
+        le=DAY_S,
+        description="job.autoscaler.backlog-processing.lag-threshold: no scale-down above this backlog, "
         "seconds of input."
-        " At most a day (DAY_S)."
+        " At most a day (DAY_S).",
     )
     observed_tpr_lag_threshold_s: float = Field(
-        30.0, ge=0, le=DAY_S, description="job.autoscaler.observed-true-processing-rate.lag-threshold: backlog from which "
+        30.0,
+        ge=0,
+        le=DAY_S,
+        description="job.autoscaler.observed-true-processing-rate.lag-threshold: backlog from which "
         "the observed processing rate is sampled, seconds of input."
-        " At most a day (DAY_S)."
+        " At most a day (DAY_S).",
     )
 
 
@@ -340,113 +388,178 @@ class Settings(BaseSettings):
         description=f"Scaling policy that plans each loop: one of {', '.join(PRODUCTION_POLICIES)}.",
     )
     target_recovery_time_s: float = Field(
-        300.0, gt=0, le=DAY_S, description="Longest acceptable time from a rescale or failure until the job has caught up, seconds."
-        " At most a day (DAY_S): a longer target lets every scale-out qualify."
+        300.0,
+        gt=0,
+        le=DAY_S,
+        description="Longest acceptable time from a rescale or failure until the job has caught up, seconds."
+        " At most a day (DAY_S): a longer target lets every scale-out qualify.",
     )
-    loop_interval_s: float = Field(60.0, gt=0, le=DAY_S, description="Time between two rounds of the MAPE-K loop, seconds."
-        " At most a day (DAY_S): the scheduler's timer holds it, and a round reads back at most five intervals of metrics.")
-    min_parallelism: int = Field(1, ge=1, le=MAX_JOB_PARALLELISM, description="Smallest scale-out Perdix may choose."
-        " At most Flink's limit on a job's max parallelism (32,768).")
-    max_parallelism: int = Field(16, ge=1, le=MAX_JOB_PARALLELISM, description="Largest scale-out Perdix may choose."
-        " At most Flink's limit on a job's max parallelism (32,768).")
+    loop_interval_s: float = Field(
+        60.0,
+        gt=0,
+        le=DAY_S,
+        description="Time between two rounds of the MAPE-K loop, seconds."
+        " At most a day (DAY_S): the scheduler's timer holds it, and a round reads back at most five intervals of metrics.",
+    )
+    min_parallelism: int = Field(
+        1,
+        ge=1,
+        le=MAX_JOB_PARALLELISM,
+        description="Smallest scale-out Perdix may choose. At most Flink's limit on a job's max parallelism (32,768).",
+    )
+    max_parallelism: int = Field(
+        16,
+        ge=1,
+        le=MAX_JOB_PARALLELISM,
+        description="Largest scale-out Perdix may choose. At most Flink's limit on a job's max parallelism (32,768).",
+    )
     static_parallelism: int | None = Field(
-        None, ge=1, le=MAX_JOB_PARALLELISM, description="Scale-out of the static policy; unset means max_parallelism."
-        " At most Flink's limit on a job's max parallelism (32,768)."
+        None,
+        ge=1,
+        le=MAX_JOB_PARALLELISM,
+        description="Scale-out of the static policy; unset means max_parallelism."
+        " At most Flink's limit on a job's max parallelism (32,768).",
     )
     keda_lag_threshold: int = Field(
-        KEDA_LAB_LAG_THRESHOLD, ge=1, le=2**52, description="Policy keda-lag: KEDA's lagThreshold, the partitions' lag each "
+        KEDA_LAB_LAG_THRESHOLD,
+        ge=1,
+        le=2**52,
+        description="Policy keda-lag: KEDA's lagThreshold, the partitions' lag each "
         "replica is sized for, records (KEDA's own default of 10 suits a consumer of a few records a second; a "
         "Flink worker reads thousands)."
-        " At most 2**52: lags are summed in float64, exact only up to 2**53."
+        " At most 2**52: lags are summed in float64, exact only up to 2**53.",
     )
     dry_run: bool = Field(False, description="Plan and log rescales without changing the job.")
     grace_period_s: float = Field(
-        120.0, ge=0, le=DAY_S, description="No new decision this long after a rescale (the job settles), seconds. With "
+        120.0,
+        ge=0,
+        le=DAY_S,
+        description="No new decision this long after a rescale (the job settles), seconds. With "
         "holds: cost and a cheap rescale, the longest: Daedalus waits the rescale's measured downtime and half a "
-        "loop. At most a day (DAY_S): a longer hold would keep the loop from acting."
+        "loop. At most a day (DAY_S): a longer hold would keep the loop from acting.",
     )
     recent_rescale_window_s: float = Field(
-        300.0, ge=0, le=DAY_S, description="After a rescale within this window, keep the scale-out while it still carries "
+        300.0,
+        ge=0,
+        le=DAY_S,
+        description="After a rescale within this window, keep the scale-out while it still carries "
         "the load (Daedalus Algorithm 1, first check), seconds. With holds: cost and a cheap rescale, the longest: "
         "Daedalus keeps it until a one-worker scale-in would have paid for its rescale (at least a loop). At most a day "
-        "(DAY_S)."
+        "(DAY_S).",
     )
     scale_down_stabilization_s: float = Field(
-        300.0, ge=0, le=DAY_S, description="A lower scale-out must qualify this long before Perdix scales in, seconds. With "
+        300.0,
+        ge=0,
+        le=DAY_S,
+        description="A lower scale-out must qualify this long before Perdix scales in, seconds. With "
         "holds: cost and a cheap rescale, the longest: Daedalus waits until one worker's saving would have paid "
         "for the scale-in's rescale (at least a loop). At most a day (DAY_S): the loop keeps the candidates' history "
-        "this long."
+        "this long.",
     )
     holds: Literal["cost", "fixed"] = Field(
-        "cost", description="How Daedalus times its holds: where a rescale is cheap (its measured downtime at most "
+        "cost",
+        description="How Daedalus times its holds: where a rescale is cheap (its measured downtime at most "
         "a tenth of a loop, e.g. Flink's in-place rescaling), cost shortens the grace period, the recent-rescale "
         "window and the scale-in stabilization to what this job's rescales cost (their downtime and the records "
         "they replay: about a loop), with the three settings as ceilings; a dear rescale (a restart) keeps the "
-        "settings. fixed applies the three settings as they are."
+        "settings. fixed applies the three settings as they are.",
     )
-    forecast_horizon_s: int = Field(900, ge=60, le=DAY_S, description="How far ahead the workload is forecast, seconds."
-        " At most a day (DAY_S): the forecaster predicts one value a second over it.")
-    forecast_window_s: int = Field(900, ge=60, le=DAY_S, description="Workload history the forecaster fits on, seconds."
-        " At most a day (DAY_S): the forecaster keeps and fits one sample a second over it.")
+    forecast_horizon_s: int = Field(
+        900,
+        ge=60,
+        le=DAY_S,
+        description="How far ahead the workload is forecast, seconds."
+        " At most a day (DAY_S): the forecaster predicts one value a second over it.",
+    )
+    forecast_window_s: int = Field(
+        900,
+        ge=60,
+        le=DAY_S,
+        description="Workload history the forecaster fits on, seconds."
+        " At most a day (DAY_S): the forecaster keeps and fits one sample a second over it.",
+    )
     wape_threshold: float = Field(
-        0.25, gt=0, le=100, description="Forecasts with a WAPE above this are replaced by the linear fallback."
-        " At most 100 (a WAPE of 10,000 %): a larger threshold never replaces a forecast, whatever its error."
+        0.25,
+        gt=0,
+        le=100,
+        description="Forecasts with a WAPE above this are replaced by the linear fallback."
+        " At most 100 (a WAPE of 10,000 %): a larger threshold never replaces a forecast, whatever its error.",
     )
     retrain_after_poor_loops: int = Field(
-        15, ge=1, le=1_000_000, description="Retrain the forecaster in the background after this many consecutive poor loops."
-        " At most a million: a count that could never be reached would never retrain."
+        15,
+        ge=1,
+        le=1_000_000,
+        description="Retrain the forecaster in the background after this many consecutive poor loops."
+        " At most a million: a count that could never be reached would never retrain.",
     )
     forecast_update_maxiter: int = Field(
         10,
-        ge=0, le=1000,
+        ge=0,
+        le=1000,
         description=(
             "Optimiser iterations per loop that re-estimate the ARIMA parameters on the newest window, as "
             "pmdarima's update does (0: keep the last fit's parameters and only filter the new samples)."
-        " At most 1,000: the iterations run inside the round."
+            " At most 1,000: the iterations run inside the round."
         ),
     )
     forecast_selection: bool = Field(
-        True, description="Forecast with whichever of the ARIMA model, the linear trend, the last level held and "
+        True,
+        description="Forecast with whichever of the ARIMA model, the linear trend, the last level held and "
         "the last cycle repeated had the lowest WAPE over the recent horizons (false: the model, with the linear "
-        "fallback when its WAPE is poor)."
+        "fallback when its WAPE is poor).",
     )
     forecast_quantile: float | None = Field(
-        0.8, ge=0.5, lt=1, description="Quantile of the workload's recent rises that decisions plan for: a "
+        0.8,
+        ge=0.5,
+        lt=1,
+        description="Quantile of the workload's recent rises that decisions plan for: a "
         "scale-in must carry it until the agent can undo it and recover in time with it arriving (its bad case, "
         "with a whole checkpoint interval replayed), a scale-out must carry it while the job recovers (and, while "
         "the workload rises, until the agent can act again); the expected recovery is predicted from "
         "the point forecast. Higher plans for rarer rises: fewer SLO misses at more worker-hours (0.5: the "
-        "typical rise; null: the point forecast alone)."
+        "typical rise; null: the point forecast alone).",
     )
     rise_conditioned: bool = Field(
-        True, description="Where a rescale is cheap (see holds), plan for the rises measured from moments where "
+        True,
+        description="Where a rescale is cheap (see holds), plan for the rises measured from moments where "
         "the workload stood in the same part "
         "(bottom, middle, top third) of its last half hour's range as now, rather than from every moment: from "
-        "the top of a peak, the rises seen from other tops."
+        "the top of a peak, the rises seen from other tops.",
     )
     checkpoint_interval_s: float = Field(
-        10.0, gt=0, le=DAY_S, description="The job's checkpoint interval: records since the last checkpoint are replayed, seconds."
-        " At most a day (DAY_S)."
+        10.0,
+        gt=0,
+        le=DAY_S,
+        description="The job's checkpoint interval: records since the last checkpoint are replayed, seconds."
+        " At most a day (DAY_S).",
     )
     downtime_rescale_prior_s: float = Field(
-        30.0, ge=0, le=DAY_S, description="Expected downtime of a rescale before any was measured, seconds."
-        " At most a day (DAY_S)."
+        30.0,
+        ge=0,
+        le=DAY_S,
+        description="Expected downtime of a rescale before any was measured, seconds. At most a day (DAY_S).",
     )
     downtime_failure_prior_s: float = Field(
-        15.0, ge=0, le=DAY_S, description="Expected downtime of a failure before any was measured, seconds."
-        " At most a day (DAY_S)."
+        15.0,
+        ge=0,
+        le=DAY_S,
+        description="Expected downtime of a failure before any was measured, seconds. At most a day (DAY_S).",
     )
     utilization: Literal["busy", "cpu"] = Field(
-        "busy", description="What a worker's load is read from: Flink's busy time (prometheus.queries.busy; right "
-        "also for jobs that wait on I/O) or the JVM's CPU load (prometheus.queries.cpu)."
+        "busy",
+        description="What a worker's load is read from: Flink's busy time (prometheus.queries.busy; right "
+        "also for jobs that wait on I/O) or the JVM's CPU load (prometheus.queries.cpu).",
     )
     max_cpu: float = Field(
         1.0, gt=0, le=1, description="CPU load (0..1) a worker is allowed to reach; its capacity is read there."
     )
     source_partitions: int | None = Field(
-        None, ge=1, le=1_000_000, description="Partitions of the source topic (the most readers that get input); unset: "
+        None,
+        ge=1,
+        le=1_000_000,
+        description="Partitions of the source topic (the most readers that get input); unset: "
         "unknown, except on the simulated target where the simulator's count is used."
-        " At most a million: the planner holds a weight per partition."
+        " At most a million: the planner holds a weight per partition.",
     )
     job_name: str = Field("flink-job", description="The job's name in the model registry and the exported history.")
     model_registry: str | None = Field(
@@ -454,7 +567,8 @@ class Settings(BaseSettings):
     )
     worker_retention_s: float = Field(
         3600.0,
-        ge=0, le=30 * DAY_S,
+        ge=0,
+        le=30 * DAY_S,
         description="Capacity regressions of workers not seen for this long are forgotten (Deployment pods get new "
         "names on every restart); what they taught stays in the capacity observed per scale-out. At most "
         "4 x max_parallelism workers are kept in any case, the least recently seen forgotten first, seconds."
@@ -466,7 +580,8 @@ class Settings(BaseSettings):
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings, description="Prometheus monitor.")
     scale_target: ScaleTargetSettings = Field(default_factory=ScaleTargetSettings, description="Scale target.")
     flink_autoscaler: FlinkAutoscalerOptions = Field(
-        default_factory=FlinkAutoscalerOptions, description="Options of the flink-autoscaler policy (its job.autoscaler.* defaults)."
+        default_factory=FlinkAutoscalerOptions,
+        description="Options of the flink-autoscaler policy (its job.autoscaler.* defaults).",
     )
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings, description="Knowledge store.")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Logs, metrics, probes.")
@@ -781,9 +896,7 @@ def load_settings(
         # _strip_env_covered removed the file's leaves the environment sets.
         return model(**_deep_merge(file_data, flag_data))
     except ValidationError as exc:
-        raise ConfigError(
-            format_validation_error(exc, str(config_file) if config_file else None, source_of)
-        ) from None
+        raise ConfigError(format_validation_error(exc, str(config_file) if config_file else None, source_of)) from None
     except SettingsError as exc:
         raise ConfigError(_env_settings_error(exc)) from None
 

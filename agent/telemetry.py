@@ -38,12 +38,16 @@ class Telemetry:
         self.loop_duration = Histogram(
             "perdix_loop_duration_seconds", "Wall time of one MAPE-K round.", buckets=LOOP_BUCKETS_S, registry=r
         )
-        self.rounds = Counter("perdix_rounds", "Rounds run, by outcome (acted on data or skipped).", ["outcome"], registry=r)
+        self.rounds = Counter(
+            "perdix_rounds", "Rounds run, by outcome (acted on data or skipped).", ["outcome"], registry=r
+        )
         self.round_failures = Counter(
             "perdix_round_failures", "Rounds ended early by a failing step.", ["step"], registry=r
         )
         self.decisions = Counter(
-            "perdix_decisions", "Decisions by reason code (grace, recovering, scale-out, stabilized, ...).", ["code"],
+            "perdix_decisions",
+            "Decisions by reason code (grace, recovering, scale-out, stabilized, ...).",
+            ["code"],
             registry=r,
         )
         self.parallelism_current = Gauge("perdix_parallelism_current", "Scale-out the job runs at.", registry=r)
@@ -55,19 +59,27 @@ class Telemetry:
         self.consumer_lag = Gauge("perdix_consumer_lag", "Newest consumer lag, records.", registry=r)
         self.forecast_peak = Gauge("perdix_forecast_peak", "Peak of the workload forecast, records/s.", registry=r)
         self.recovery_predicted = Gauge(
-            "perdix_recovery_predicted_seconds", "Predicted recovery time after a failure at the current scale-out.", registry=r
+            "perdix_recovery_predicted_seconds",
+            "Predicted recovery time after a failure at the current scale-out.",
+            registry=r,
         )
         self.recovery_measured = Gauge(
             "perdix_recovery_measured_seconds", "Most recent measured recovery time (rescale or failure).", registry=r
         )
         self.rescales = Counter("perdix_rescales", "Rescales applied and confirmed by read-back.", registry=r)
         self.recommendations = Counter(
-            "perdix_rescale_recommendations", "Rounds whose decision changes the scale-out (applied or dry-run).", registry=r
+            "perdix_rescale_recommendations",
+            "Rounds whose decision changes the scale-out (applied or dry-run).",
+            registry=r,
         )
         self.monitor_errors = Counter("perdix_monitor_errors", "Monitor problems by kind.", ["kind"], registry=r)
-        self.executor_errors = Counter("perdix_executor_errors", "Failed scale-target API requests by kind.", ["kind"], registry=r)
+        self.executor_errors = Counter(
+            "perdix_executor_errors", "Failed scale-target API requests by kind.", ["kind"], registry=r
+        )
         self.knowledge_bytes = Gauge(
-            "perdix_knowledge_bytes", "Size of the knowledge document the last round wrote or tried to write.", registry=r
+            "perdix_knowledge_bytes",
+            "Size of the knowledge document the last round wrote or tried to write.",
+            registry=r,
         )
         self.knowledge_failures = Counter(
             "perdix_knowledge_save_failures",
@@ -99,8 +111,14 @@ class Telemetry:
         self._reason = "no round has completed with data yet"
         self.log = get_logger("perdix.telemetry")
         for gauge in (
-            self.parallelism_current, self.parallelism_recommended, self.capacity, self.workload_rate,
-            self.consumer_lag, self.forecast_peak, self.recovery_predicted, self.recovery_measured,
+            self.parallelism_current,
+            self.parallelism_recommended,
+            self.capacity,
+            self.workload_rate,
+            self.consumer_lag,
+            self.forecast_peak,
+            self.recovery_predicted,
+            self.recovery_measured,
             self.knowledge_bytes,
         ):
             gauge.set(math.nan)
@@ -148,7 +166,13 @@ class Telemetry:
             for kind in analysis.refused_artifacts:
                 self.state_refused("registry", kind)
         else:
-            for gauge in (self.workload_rate, self.consumer_lag, self.capacity, self.forecast_peak, self.recovery_predicted):
+            for gauge in (
+                self.workload_rate,
+                self.consumer_lag,
+                self.capacity,
+                self.forecast_peak,
+                self.recovery_predicted,
+            ):
                 gauge.set(math.nan)
         if decision is not None:
             self.decisions.labels(code=decision.code.value).inc()
@@ -193,7 +217,9 @@ class Telemetry:
             if ready:
                 return True, "ready"
             if not self._had_data:
-                return False, "not ready: " + (self._reason if self._rounds_without_data else "no round has completed with data yet")
+                return False, "not ready: " + (
+                    self._reason if self._rounds_without_data else "no round has completed with data yet"
+                )
             return False, "not ready: " + self._reason
 
     def exposition(self) -> bytes:

@@ -75,15 +75,23 @@ def main() -> None:
     e = np.array(errors) * 100
     c = np.array(cumulative) * 100
     print("capacity estimate vs simulator truth, 2:1 skew, 4 workers, 60 s windows")
-    print(f"  windows: {total}, with a regression estimate: {len(errors)} ({100 * len(errors) / total:.0f} %), "
-          f"too little CPU spread: {unknown}")
-    print(f"  fresh regression per 60 s window: median {np.median(e):.2f} %, p90 {np.percentile(e, 90):.2f} %, "
-          f"within 3 %: {100 * np.mean(e <= 3):.0f} %")
+    print(
+        f"  windows: {total}, with a regression estimate: {len(errors)} ({100 * len(errors) / total:.0f} %), "
+        f"too little CPU spread: {unknown}"
+    )
+    print(
+        f"  fresh regression per 60 s window: median {np.median(e):.2f} %, p90 {np.percentile(e, 90):.2f} %, "
+        f"within 3 %: {100 * np.mean(e <= 3):.0f} %"
+    )
     f = np.array(with_fallback) * 100
-    print(f"  capacity_now (regression, else CPU-proportional rule) per window: median {np.median(f):.2f} %, "
-          f"p90 {np.percentile(f, 90):.2f} %, within 3 %: {100 * np.mean(f <= 3):.0f} %")
-    print(f"  model fed all windows so far: median {np.median(c):.2f} %, p90 {np.percentile(c, 90):.2f} %, "
-          f"within 3 %: {100 * np.mean(c <= 3):.0f} %")
+    print(
+        f"  capacity_now (regression, else CPU-proportional rule) per window: median {np.median(f):.2f} %, "
+        f"p90 {np.percentile(f, 90):.2f} %, within 3 %: {100 * np.mean(f <= 3):.0f} %"
+    )
+    print(
+        f"  model fed all windows so far: median {np.median(c):.2f} %, p90 {np.percentile(c, 90):.2f} %, "
+        f"within 3 %: {100 * np.mean(c <= 3):.0f} %"
+    )
 
 
 if __name__ == "__main__":

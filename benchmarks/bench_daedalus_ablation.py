@@ -167,8 +167,12 @@ class AblationReplay(Replay):
             AblationAnalyzer(inner, OracleAnalyzer(self.job, self.settings), self.truths) if self.truths else inner
         )
         return Agent(
-            settings=self.settings, clock=self.clock, monitor=self.monitor, scaler=self.scaler,
-            knowledge=self.knowledge, analyzer=analyzer,  # type: ignore[arg-type]
+            settings=self.settings,
+            clock=self.clock,
+            monitor=self.monitor,
+            scaler=self.scaler,
+            knowledge=self.knowledge,
+            analyzer=analyzer,  # type: ignore[arg-type]
         )
 
 
@@ -184,8 +188,13 @@ def _settings(overrides: dict[str, Any]) -> LabSettings:
 
 
 def run_variant(
-    trace: CorpusTrace, variant: str, hours: float | None, failures: float, recovery_errors: bool = False,
-    failure_seed: int | None = None, rescale_cost: str | None = None,
+    trace: CorpusTrace,
+    variant: str,
+    hours: float | None,
+    failures: float,
+    recovery_errors: bool = False,
+    failure_seed: int | None = None,
+    rescale_cost: str | None = None,
 ) -> tuple[str, str, int, dict[str, Any], float]:
     """One Daedalus replay of a variant; returns its summary (with ``recovery_errors`` rows if asked) and wall time."""
     from simulator import load_trace
@@ -220,7 +229,10 @@ def _seeded(failure_seed: int | None) -> dict[str, Any]:
 
 
 def run_optimal(
-    trace: CorpusTrace, hours: float | None, failures: float, failure_seed: int | None = None,
+    trace: CorpusTrace,
+    hours: float | None,
+    failures: float,
+    failure_seed: int | None = None,
     rescale_cost: str | None = None,
 ) -> tuple[str, str, int, dict[str, Any], float]:
     """The optimal schedule of the trace (the lab's dynamic program), same failures and rescale cost as the replays."""
@@ -253,7 +265,9 @@ def _cache_key(name: str, seed: int, hours: float | None, failures: float, resca
 
 
 def table(
-    results: dict[str, dict[Key, dict[str, Any]]], optimal: dict[Key, dict[str, Any]], variants: list[str],
+    results: dict[str, dict[Key, dict[str, Any]]],
+    optimal: dict[Key, dict[str, Any]],
+    variants: list[str],
     floors: dict[str, float] | None = None,
 ) -> list[str]:
     """One line per variant: × optimal (median over traces of the mean over failure seeds, worst), misses,
@@ -287,7 +301,8 @@ def table(
         )
         over_floor = [
             statistics.fmean(s["worker_hours"] for (n, _), s in results[variant].items() if n == name) / floors[name]
-            for name in ratios if name in floors
+            for name in ratios
+            if name in floors
         ]
         if over_floor:
             line += f" {statistics.median(over_floor):>14.3f} {max(over_floor):>13.3f}"
@@ -320,27 +335,50 @@ def main() -> None:
     parser.add_argument("--half", default="dev", choices=("dev", "held-out", "all"))
     parser.add_argument("--hours", type=float, default=6.0, help="hours of each trace replayed (0: all)")
     parser.add_argument("--failures-per-hour", type=float, default=1.0)
-    parser.add_argument("--failure-seeds", default="",
-                        help="comma-separated seeds of the injected failure instants (default: the simulator's own); "
-                        "each replays every trace with failures at other moments, and its own optimal schedule")
+    parser.add_argument(
+        "--failure-seeds",
+        default="",
+        help="comma-separated seeds of the injected failure instants (default: the simulator's own); "
+        "each replays every trace with failures at other moments, and its own optimal schedule",
+    )
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--rescale-cost", default="restart", choices=tuple(RESCALE_COSTS),
-                        help="what a rescale of the simulated job costs (lab.settings.RESCALE_COSTS)")
+    parser.add_argument(
+        "--rescale-cost",
+        default="restart",
+        choices=tuple(RESCALE_COSTS),
+        help="what a rescale of the simulated job costs (lab.settings.RESCALE_COSTS)",
+    )
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated; known: " + ", ".join(VARIANTS))
     parser.add_argument("--traces", default=None, help="comma-separated trace names (default: the whole half)")
-    parser.add_argument("--optimal-from", type=Path, default=None,
-                        help="reuse the optimal runs of a `perdix evaluate` summary.json with the same hours and failures "
-                        "(the simulator's own failure seed)")
-    parser.add_argument("--optimal-cache", type=Path, default=None,
-                        help="a JSON file of optimal runs by trace, failure seed, hours and failures: read, and "
-                        "extended with every optimal schedule this run computes")
-    parser.add_argument("--recovery-errors", action="store_true",
-                        help="also print, per variant, predicted against measured recovery at every stop "
-                        "(benchmarks.recovery_errors)")
-    parser.add_argument("--misses", action="store_true",
-                        help="also print every missed episode, per variant, trace and seed (avoidable ones marked)")
-    parser.add_argument("--floor", action="store_true",
-                        help="also compare with each trace's failure-robust floor (benchmarks.bench_robust_floor)")
+    parser.add_argument(
+        "--optimal-from",
+        type=Path,
+        default=None,
+        help="reuse the optimal runs of a `perdix evaluate` summary.json with the same hours and failures "
+        "(the simulator's own failure seed)",
+    )
+    parser.add_argument(
+        "--optimal-cache",
+        type=Path,
+        default=None,
+        help="a JSON file of optimal runs by trace, failure seed, hours and failures: read, and "
+        "extended with every optimal schedule this run computes",
+    )
+    parser.add_argument(
+        "--recovery-errors",
+        action="store_true",
+        help="also print, per variant, predicted against measured recovery at every stop (benchmarks.recovery_errors)",
+    )
+    parser.add_argument(
+        "--misses",
+        action="store_true",
+        help="also print every missed episode, per variant, trace and seed (avoidable ones marked)",
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also compare with each trace's failure-robust floor (benchmarks.bench_robust_floor)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write every summary here")
     args = parser.parse_args()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -381,17 +419,22 @@ def main() -> None:
             from benchmarks.bench_robust_floor import floor_worker_hours
 
             floors = {
-                name: robust for name, _, robust in pool.map(
+                name: robust
+                for name, _, robust in pool.map(
                     floor_worker_hours, traces, [hours or 1e9] * len(traces), [args.rescale_cost] * len(traces)
                 )
             }
         futures = [
             pool.submit(run_optimal, t, hours, args.failures_per_hour, seed, args.rescale_cost)
-            for seed in seeds for t in traces if (t.name, seed) not in optimal
+            for seed in seeds
+            for t in traces
+            if (t.name, seed) not in optimal
         ]
         futures += [
             pool.submit(run_variant, t, v, hours, args.failures_per_hour, args.recovery_errors, seed, args.rescale_cost)
-            for seed in seeds for t in traces for v in variants
+            for seed in seeds
+            for t in traces
+            for v in variants
         ]
         for done, future in enumerate(as_completed(futures), 1):
             name, variant, seed, summary, wall = future.result()
@@ -400,15 +443,20 @@ def main() -> None:
                 cache[_cache_key(name, seed, hours, args.failures_per_hour, args.rescale_cost)] = summary
             else:
                 results.setdefault(variant, {})[(name, seed)] = summary
-            print(f"[{done}/{len(futures)}] {name:<22} {f'{variant} seed {seed}':<32} {summary['worker_hours']:8.1f} worker-h "
-                  f"{summary['slo_misses']:3} misses {wall:6.0f} s", flush=True)
+            print(
+                f"[{done}/{len(futures)}] {name:<22} {f'{variant} seed {seed}':<32} {summary['worker_hours']:8.1f} worker-h "
+                f"{summary['slo_misses']:3} misses {wall:6.0f} s",
+                flush=True,
+            )
     if args.optimal_cache is not None:
         args.optimal_cache.parent.mkdir(parents=True, exist_ok=True)
         args.optimal_cache.write_text(json.dumps(cache, indent=1, default=float))
     optimal = {(t.name, seed): optimal[(t.name, seed)] for seed in seeds for t in traces if (t.name, seed) in optimal}
-    print(f"\n{args.half} half, {len(traces)} traces, {args.hours:g} h each, {args.failures_per_hour:g} failure/h, "
-          f"rescale cost {args.rescale_cost}, "
-          f"failure seed(s) {', '.join(map(str, seeds))}, {time.perf_counter() - started:.0f} s")
+    print(
+        f"\n{args.half} half, {len(traces)} traces, {args.hours:g} h each, {args.failures_per_hour:g} failure/h, "
+        f"rescale cost {args.rescale_cost}, "
+        f"failure seed(s) {', '.join(map(str, seeds))}, {time.perf_counter() - started:.0f} s"
+    )
     print("\n".join(table(results, optimal, variants, floors)))
     if args.recovery_errors:
         for variant in variants:
@@ -424,9 +472,13 @@ def main() -> None:
             print("\n".join(missed_lines(results, optimal, variant)) or "none")
     if args.json:
         document = {
-            "optimal": {_cache_key(n, s, hours, args.failures_per_hour, args.rescale_cost): v for (n, s), v in optimal.items()},
+            "optimal": {
+                _cache_key(n, s, hours, args.failures_per_hour, args.rescale_cost): v for (n, s), v in optimal.items()
+            },
             "variants": {
-                variant: {_cache_key(n, s, hours, args.failures_per_hour, args.rescale_cost): v for (n, s), v in runs.items()}
+                variant: {
+                    _cache_key(n, s, hours, args.failures_per_hour, args.rescale_cost): v for (n, s), v in runs.items()
+                }
                 for variant, runs in results.items()
             },
         }

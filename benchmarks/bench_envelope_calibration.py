@@ -53,7 +53,10 @@ def calibrate(trace: CorpusTrace, hours: float, quantile: float) -> list[Row]:
                 continue
             level = float(workload[end - LOOP_S : end].mean())
             recent = tens[max(0, end // RESOLUTION_S - POSITION_WINDOW_S // RESOLUTION_S + 1) : end // RESOLUTION_S]
-            top = position_bin(float(positions(np.concatenate((recent, [level])), recent.size + 1)[-1])) == POSITION_BINS - 1
+            top = (
+                position_bin(float(positions(np.concatenate((recent, [level])), recent.size + 1)[-1]))
+                == POSITION_BINS - 1
+            )
             for lead in LEADS_S:
                 bound = level * envelope.ratio(lead, level)
                 realised = float(tens[end // RESOLUTION_S : (end + lead) // RESOLUTION_S].max())
@@ -72,18 +75,27 @@ def main() -> None:
     started = time.perf_counter()
     traces = select(args.half)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        rows = [row for rows in pool.map(calibrate, traces, [args.hours] * len(traces),
-                                         [args.quantile] * len(traces)) for row in rows]
+        rows = [
+            row
+            for rows in pool.map(calibrate, traces, [args.hours] * len(traces), [args.quantile] * len(traces))
+            for row in rows
+        ]
     data = np.asarray([(c, lead, top, covered, height) for _, c, lead, top, covered, height in rows], dtype=float)
-    print(f"{args.half} half, {len(traces)} traces, {args.hours:g} h each, quantile {args.quantile:g} "
-          f"(calibrated: covered {args.quantile:.0%} of the time)")
-    print(f"{'form':<14} {'lead':>5} {'covered':>8} {'bound/level':>11} {'covered (top third)':>20} {'bound/level (top)':>18}")
+    print(
+        f"{args.half} half, {len(traces)} traces, {args.hours:g} h each, quantile {args.quantile:g} "
+        f"(calibrated: covered {args.quantile:.0%} of the time)"
+    )
+    print(
+        f"{'form':<14} {'lead':>5} {'covered':>8} {'bound/level':>11} {'covered (top third)':>20} {'bound/level (top)':>18}"
+    )
     for conditioned in (0.0, 1.0):
         for lead in LEADS_S:
             mask = (data[:, 0] == conditioned) & (data[:, 1] == lead)
             top = mask & (data[:, 2] == 1.0)
-            print(f"{'conditioned' if conditioned else 'unconditional':<14} {lead:>5} {data[mask, 3].mean():>8.3f} "
-                  f"{data[mask, 4].mean():>11.3f} {data[top, 3].mean():>20.3f} {data[top, 4].mean():>18.3f}")
+            print(
+                f"{'conditioned' if conditioned else 'unconditional':<14} {lead:>5} {data[mask, 3].mean():>8.3f} "
+                f"{data[mask, 4].mean():>11.3f} {data[top, 3].mean():>20.3f} {data[top, 4].mean():>18.3f}"
+            )
     print(f"{time.perf_counter() - started:.0f} s")
 
 

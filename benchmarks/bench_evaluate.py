@@ -34,7 +34,8 @@ def main() -> None:
     parser.add_argument("--policies", default=",".join(DEFAULT_POLICIES))
     parser.add_argument("--sweep", action="store_true", help="Also each policy over its main knob.")
     parser.add_argument(
-        "--sweep-policies", default=None,
+        "--sweep-policies",
+        default=None,
         help="With --sweep: sweep only these (comma-separated); e.g. the peers alone, for the front verdicts.",
     )
     parser.add_argument("--jobs", type=int, default=2)
@@ -50,7 +51,9 @@ def main() -> None:
     if swept is not None:
         unswept = [p for p in swept if p not in SWEEPS or p not in policies]
         if unswept:
-            parser.error(f"--sweep-policies: {', '.join(unswept)} not among --policies with a knob ({', '.join(SWEEPS)})")
+            parser.error(
+                f"--sweep-policies: {', '.join(unswept)} not among --policies with a knob ({', '.join(SWEEPS)})"
+            )
     runs = plan_runs(refs, policies, sweep=args.sweep, swept=swept)
     hours = args.hours if args.hours is not None else (6.0 if args.shipped else None)
     start = time.perf_counter()
@@ -60,19 +63,29 @@ def main() -> None:
     cpu: dict[str, float] = {}
     for result in results:
         cpu[result.run.policy] = cpu.get(result.run.policy, 0.0) + float(result.summary.get("cpu_s", 0.0))
-    print("CPU seconds by policy: " + ", ".join(f"{policy} {seconds:.0f}" for policy, seconds in cpu.items())
-          + f"; total {sum(cpu.values()):.0f}")
+    print(
+        "CPU seconds by policy: "
+        + ", ".join(f"{policy} {seconds:.0f}" for policy, seconds in cpu.items())
+        + f"; total {sum(cpu.values()):.0f}"
+    )
     written = write_outputs(
-        results, policies, args.out, hours=hours, failures_per_hour=args.failures_per_hour,
-        seed=settings.simulator.seed, target_recovery_time_s=settings.target_recovery_time_s,
+        results,
+        policies,
+        args.out,
+        hours=hours,
+        failures_per_hour=args.failures_per_hour,
+        seed=settings.simulator.seed,
+        target_recovery_time_s=settings.target_recovery_time_s,
     )
     import json
 
     summary = json.loads(written["summary"].read_text())
     print(f"{'policy':<17} {'x opt median':>12} {'x opt worst':>11} {'misses':>7} {'avoidable':>9}")
     for policy, row in summary["policies"].items():
-        print(f"{policy:<17} {row['x_optimal_median'] or 0:>12.3f} {row['x_optimal_worst'] or 0:>11.3f} "
-              f"{row['slo_misses']:>7} {row['traces_with_misses_optimal_avoids']:>6}/{row['traces']}")
+        print(
+            f"{policy:<17} {row['x_optimal_median'] or 0:>12.3f} {row['x_optimal_worst'] or 0:>11.3f} "
+            f"{row['slo_misses']:>7} {row['traces_with_misses_optimal_avoids']:>6}/{row['traces']}"
+        )
     for goal, met, figure in goal_checks(summary):
         print(f"daedalus: {goal}: {'n/a' if met is None else ('met' if met else 'MISSED')} ({figure})")
     print(f"report: {written['report']}")

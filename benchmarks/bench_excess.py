@@ -42,8 +42,16 @@ from lab.settings import RESCALE_COSTS, rescale_cost_overrides
 from simulator import load_trace
 
 STATES = (
-    "keep: search", "stabilizing", "keep: recent rescale", "guard: grace", "guard: recovering", "guard: other",
-    "scale out", "scale in", "no candidate", "before the first round",
+    "keep: search",
+    "stabilizing",
+    "keep: recent rescale",
+    "guard: grace",
+    "guard: recovering",
+    "guard: other",
+    "scale out",
+    "scale in",
+    "no candidate",
+    "before the first round",
 )
 """The states a second of the run is put under, in the order they are printed."""
 
@@ -65,7 +73,10 @@ def state_of(result: RoundResult) -> str:
 
 
 def excess(
-    trace: CorpusTrace, hours: float, failure_seed: int | None, rescale_cost: str | None = None,
+    trace: CorpusTrace,
+    hours: float,
+    failure_seed: int | None,
+    rescale_cost: str | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> tuple[str, float, float, dict[str, float]]:
     """``(name, Daedalus worker-hours, floor worker-hours, worker-hours above the floor by state)``."""
@@ -80,7 +91,7 @@ def excess(
     states = np.full(seconds, STATES.index("before the first round"))
     starts = [int(r.now) for r in result.rounds] + [seconds]
     for round_, start, end in zip(result.rounds, starts, starts[1:]):
-        states[max(0, start):max(0, min(end, seconds))] = STATES.index(state_of(round_))
+        states[max(0, start) : max(0, min(end, seconds))] = STATES.index(state_of(round_))
     above = used - floor
     by_state = {state: float(above[states == i].sum()) / 3600 for i, state in enumerate(STATES)}
     return trace.name, float(used.sum()) / 3600, float(floor.sum()) / 3600, by_state
@@ -92,12 +103,23 @@ def main() -> None:
     parser.add_argument("--half", default="dev", choices=("dev", "held-out", "all"))
     parser.add_argument("--hours", type=float, default=6.0)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--failure-seed", type=int, default=None, help="moves the injected failures (default: the lab's)")
-    parser.add_argument("--rescale-cost", default="restart", choices=tuple(RESCALE_COSTS),
-                        help="what a rescale of the simulated job costs (lab.settings.RESCALE_COSTS)")
+    parser.add_argument(
+        "--failure-seed", type=int, default=None, help="moves the injected failures (default: the lab's)"
+    )
+    parser.add_argument(
+        "--rescale-cost",
+        default="restart",
+        choices=tuple(RESCALE_COSTS),
+        help="what a rescale of the simulated job costs (lab.settings.RESCALE_COSTS)",
+    )
     parser.add_argument("--traces", default=None, help="comma-separated trace names (default: the whole half)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a setting for Daedalus (YAML value), e.g. --set holds=fixed; repeatable")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting for Daedalus (YAML value), e.g. --set holds=fixed; repeatable",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     traces = select(args.half)
@@ -107,21 +129,31 @@ def main() -> None:
     overrides = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in args.set)}
     n = len(traces)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        rows = sorted(pool.map(excess, traces, [args.hours] * n, [args.failure_seed] * n, [args.rescale_cost] * n,
-                               [overrides] * n))
+        rows = sorted(
+            pool.map(
+                excess, traces, [args.hours] * n, [args.failure_seed] * n, [args.rescale_cost] * n, [overrides] * n
+            )
+        )
     shown = [s for s in STATES if any(abs(r[3][s]) >= 0.05 for r in rows)]
-    print(f"{'trace':<22} {'daedalus':>8} {'floor':>6} {'x floor':>7}  " + "  ".join(f"{s:>{max(8, len(s))}}" for s in shown))
+    print(
+        f"{'trace':<22} {'daedalus':>8} {'floor':>6} {'x floor':>7}  "
+        + "  ".join(f"{s:>{max(8, len(s))}}" for s in shown)
+    )
     totals: dict[str, float] = defaultdict(float)
     for name, used, floor, by_state in rows:
         for state, value in by_state.items():
             totals[state] += value
-        print(f"{name:<22} {used:8.1f} {floor:6.1f} {used / floor:7.3f}  "
-              + "  ".join(f"{by_state[s]:>{max(8, len(s))}.1f}" for s in shown))
+        print(
+            f"{name:<22} {used:8.1f} {floor:6.1f} {used / floor:7.3f}  "
+            + "  ".join(f"{by_state[s]:>{max(8, len(s))}.1f}" for s in shown)
+        )
     used_total = sum(r[1] for r in rows)
     floor_total = sum(r[2] for r in rows)
     above_total = used_total - floor_total
-    print(f"\n{args.half}: Daedalus x failure-robust floor median {statistics.median(r[1] / r[2] for r in rows):.3f}; "
-          f"{above_total:.1f} worker-hours above the floor ({used_total:.1f} against {floor_total:.1f}), of which:")
+    print(
+        f"\n{args.half}: Daedalus x failure-robust floor median {statistics.median(r[1] / r[2] for r in rows):.3f}; "
+        f"{above_total:.1f} worker-hours above the floor ({used_total:.1f} against {floor_total:.1f}), of which:"
+    )
     for state in sorted(totals, key=lambda s: -totals[s]):
         if abs(totals[state]) >= 0.05:
             print(f"  {state:<24} {totals[state]:7.1f} worker-hours  {totals[state] / above_total:6.1%}")

@@ -47,7 +47,8 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=8.0, help="seconds the job runs between rescales")
     parser.add_argument("--rate", type=int, default=20000, help="rows per second of the datagen source")
     parser.add_argument(
-        "--flink-defaults", action="store_true",
+        "--flink-defaults",
+        action="store_true",
         help="keep Flink's adaptive-scheduler timings (cooldown, stabilization) instead of the test cluster's 0-1 s",
     )
     args = parser.parse_args()
@@ -60,10 +61,13 @@ def main() -> None:
             started = time.monotonic()
             cluster.start()
             job_id = cluster.submit(name="perdix-bench", parallelism=1, rows_per_second=args.rate)
-            print(f"cluster up and job running in {time.monotonic() - started:.1f} s ({cluster.rest_url}, job {job_id})")
+            print(
+                f"cluster up and job running in {time.monotonic() - started:.1f} s ({cluster.rest_url}, job {job_id})"
+            )
             scaler = FlinkRestScaler(
                 ScaleTargetSettings(kind="flink-rest", rest_url=cluster.rest_url, job=job_id),
-                confirm_timeout_s=180.0, poll_interval_s=0.1,
+                confirm_timeout_s=180.0,
+                poll_interval_s=0.1,
             )
             print(f"{'from':>4} {'to':>3} {'downtime s':>10} {'PUT->confirmed s':>16} {'simulator model s':>17}")
             for _ in range(args.rounds):
@@ -85,7 +89,9 @@ def main() -> None:
         measured = [d for s, t, d, _ in rows if keep(s, t) and d is not None]
         walls = [w for s, t, _, w in rows if keep(s, t)]
         simulated = [
-            model.rescale_downtime_base_s + model.rescale_downtime_per_worker_s * max(s, t) for s, t, _, _ in rows if keep(s, t)
+            model.rescale_downtime_base_s + model.rescale_downtime_per_worker_s * max(s, t)
+            for s, t, _, _ in rows
+            if keep(s, t)
         ]
         if not measured:
             continue

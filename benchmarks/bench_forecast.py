@@ -57,8 +57,10 @@ def loop_cost(name: str = "bank_calls", resolution: int = 10, loops: int = 360) 
         elapsed = time.perf_counter() - start
         (fit_times if manager.fits_started > fits else step_times).append(elapsed)
     t = np.array(step_times) * 1000
-    print(f"  {name} @{resolution}s: step p50 {np.median(t):.1f} ms, p95 {np.percentile(t, 95):.1f} ms, "
-          f"max {t.max():.1f} ms; {len(fit_times)} loops with an inline fit, total {sum(fit_times):.1f} s")
+    print(
+        f"  {name} @{resolution}s: step p50 {np.median(t):.1f} ms, p95 {np.percentile(t, 95):.1f} ms, "
+        f"max {t.max():.1f} ms; {len(fit_times)} loops with an inline fit, total {sum(fit_times):.1f} s"
+    )
 
 
 def streaming(name: str, update_maxiter: int, loop_s: int = 60) -> tuple[float, float]:
@@ -94,7 +96,9 @@ def main() -> None:
                 values, fit_s = _forecast(model, history, resolution)
                 scores.setdefault(label, []).append(wape(actual, values) or np.nan)
                 fit_times.setdefault(label, []).append(fit_s)
-            scores.setdefault("naive (last 10 s)", []).append(wape(actual, np.full(HORIZON_S, history[-10:].mean())) or np.nan)
+            scores.setdefault("naive (last 10 s)", []).append(
+                wape(actual, np.full(HORIZON_S, history[-10:].mean())) or np.nan
+            )
             linear = LinearForecaster(window=600).fit(history).predict(HORIZON_S)
             scores.setdefault("linear fallback", []).append(wape(actual, linear) or np.nan)
         print(f" {name} ({len(scores['naive (last 10 s)'])} origins)")

@@ -69,9 +69,14 @@ def score_trace(trace: CorpusTrace, hours: float, select_candidates: bool) -> di
         naive.append(flat)
         sources[forecast.source] = sources.get(forecast.source, 0) + 1
     return {
-        "trace": trace.name, "family": trace.family, "half": trace.half,
-        "manager": float(np.median(ours)), "naive": float(np.median(naive)),
-        "origins": len(ours), "sources": sources, "wall_s": time.perf_counter() - started,
+        "trace": trace.name,
+        "family": trace.family,
+        "half": trace.half,
+        "manager": float(np.median(ours)),
+        "naive": float(np.median(naive)),
+        "origins": len(ours),
+        "sources": sources,
+        "wall_s": time.perf_counter() - started,
     }
 
 
@@ -102,8 +107,12 @@ def score_candidates(trace: CorpusTrace, hours: float) -> dict[str, Any]:
             score = wape(actual, values[: actual.size])
             if score is not None:
                 scores.setdefault(name, []).append(score)
-    return {"trace": trace.name, "family": trace.family, "half": trace.half,
-            "medians": {name: float(np.median(values)) for name, values in scores.items()}}
+    return {
+        "trace": trace.name,
+        "family": trace.family,
+        "half": trace.half,
+        "medians": {name: float(np.median(values)) for name, values in scores.items()},
+    }
 
 
 def main_candidates(traces: list[CorpusTrace], hours: float, jobs: int) -> None:
@@ -121,8 +130,10 @@ def main_candidates(traces: list[CorpusTrace], hours: float, jobs: int) -> None:
         if chosen:
             best = statistics.median(min(m.values()) / m[naive] for m in chosen)
             each = ", ".join(f"{name} {statistics.median(m[name] / m[naive] for m in chosen):.2f}" for name in names)
-            print(f"{half}: median ratio to the naive forecast, best of them per trace in hindsight {best:.2f} "
-                  f"(goal <= 0.80); each alone: {each}")
+            print(
+                f"{half}: median ratio to the naive forecast, best of them per trace in hindsight {best:.2f} "
+                f"(goal <= 0.80); each alone: {each}"
+            )
 
 
 def main() -> None:
@@ -131,29 +142,40 @@ def main() -> None:
     parser.add_argument("--half", choices=("dev", "held-out", "all"), default="all")
     parser.add_argument("--hours", type=float, default=6.0)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--no-selection", action="store_true", help="no candidate selection: ARIMA with the linear fallback")
-    parser.add_argument("--candidates", action="store_true",
-                        help="score simple fixed forecasts instead, and the best of them per trace in hindsight")
+    parser.add_argument(
+        "--no-selection", action="store_true", help="no candidate selection: ARIMA with the linear fallback"
+    )
+    parser.add_argument(
+        "--candidates",
+        action="store_true",
+        help="score simple fixed forecasts instead, and the best of them per trace in hindsight",
+    )
     args = parser.parse_args()
     traces = select(args.half)
     if args.candidates:
         main_candidates(traces, args.hours, args.jobs)
         return
     label = "ARIMA + linear fallback" if args.no_selection else "manager (selection)"
-    print(f"15-min WAPE streaming every {LOOP_S} s over {len(traces)} traces ({args.half}), {args.hours:g} h each: {label}")
+    print(
+        f"15-min WAPE streaming every {LOOP_S} s over {len(traces)} traces ({args.half}), {args.hours:g} h each: {label}"
+    )
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         rows = list(pool.map(score_trace, traces, [args.hours] * len(traces), [not args.no_selection] * len(traces)))
     print(f"{'trace':22s} {'family':8s} {'half':8s} {'ours':>6s} {'naive':>6s} {'ratio':>6s}  sources")
     for row in rows:
         ratio = row["manager"] / row["naive"] if row["naive"] > 0 else float("nan")
         used = ", ".join(f"{k} {v}" for k, v in sorted(row["sources"].items(), key=lambda kv: -kv[1]))
-        print(f"{row['trace']:22s} {row['family']:8s} {row['half']:8s} {row['manager']:6.3f} {row['naive']:6.3f} {ratio:6.2f}  {used}")
+        print(
+            f"{row['trace']:22s} {row['family']:8s} {row['half']:8s} {row['manager']:6.3f} {row['naive']:6.3f} {ratio:6.2f}  {used}"
+        )
     for half in ("dev", "held-out"):
         ratios = [r["manager"] / r["naive"] for r in rows if r["half"] == half and r["naive"] > 0]
         if ratios:
-            print(f"{half}: median ratio ours / naive {statistics.median(ratios):.2f} over {len(ratios)} traces "
-                  f"(goal <= 0.80); median WAPE ours {statistics.median(r['manager'] for r in rows if r['half'] == half):.3f}, "
-                  f"naive {statistics.median(r['naive'] for r in rows if r['half'] == half):.3f}")
+            print(
+                f"{half}: median ratio ours / naive {statistics.median(ratios):.2f} over {len(ratios)} traces "
+                f"(goal <= 0.80); median WAPE ours {statistics.median(r['manager'] for r in rows if r['half'] == half):.3f}, "
+                f"naive {statistics.median(r['naive'] for r in rows if r['half'] == half):.3f}"
+            )
 
 
 if __name__ == "__main__":

@@ -64,14 +64,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         agent.analyze.WORKERS_KEPT_PER_SCALE_OUT = kept
 
-    print(f"bank_calls, {args.hours:g} h, {len(pruned.rounds)} rounds, new pod names every "
-          f"{args.rounds_per_generation} round(s); pruned: worker_retention_s={args.retention_s:g}, "
-          f"at most {kept} x max_parallelism = {kept * pruned.settings.max_parallelism} workers")
+    print(
+        f"bank_calls, {args.hours:g} h, {len(pruned.rounds)} rounds, new pod names every "
+        f"{args.rounds_per_generation} round(s); pruned: worker_retention_s={args.retention_s:g}, "
+        f"at most {kept} x max_parallelism = {kept * pruned.settings.max_parallelism} workers"
+    )
     print(f"{'names seen':>10} | {'before pruning':>16} | {'after pruning':>16} | regressions before / after")
     next_mark = MARKS
     for (names, before, before_kept), (_, after, after_kept) in zip(unpruned_trail, pruned_trail):
         if names >= next_mark:
-            print(f"{names:>10} | {before / 1024:>12.1f} KiB | {after / 1024:>12.1f} KiB | {before_kept} / {after_kept}")
+            print(
+                f"{names:>10} | {before / 1024:>12.1f} KiB | {after / 1024:>12.1f} KiB | {before_kept} / {after_kept}"
+            )
             next_mark = (names // MARKS + 1) * MARKS
     seen = np.array([n for n, _, _ in unpruned_trail], dtype=float)
     sizes_before = np.array([b for _, b, _ in unpruned_trail], dtype=float)
@@ -79,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     late = seen >= seen[-1] / 2  # past the forecaster's and history's warm-up: growth is the workers
     slope_before = float(np.polyfit(seen[late], sizes_before[late], 1)[0]) * 1000
     slope_after = float(np.polyfit(seen[late], sizes_after[late], 1)[0]) * 1000
-    print(f"knowledge added per 1,000 workers seen: before pruning {slope_before / 1024:.1f} KiB, "
-          f"after pruning {slope_after / 1024:.1f} KiB (largest document {sizes_after.max() / 1024:.1f} KiB)")
+    print(
+        f"knowledge added per 1,000 workers seen: before pruning {slope_before / 1024:.1f} KiB, "
+        f"after pruning {slope_after / 1024:.1f} KiB (largest document {sizes_after.max() / 1024:.1f} KiB)"
+    )
     worst = 0.0
     for mine, reference in zip(pruned.rounds, unpruned.rounds):
         if mine.analysis is None or reference.analysis is None:

@@ -61,9 +61,16 @@ from planner.flink_autoscaler import FlinkAutoscalerPolicy
 from planner.peers import FlinkAutoscaler
 
 _TIME_KEYS = (
-    "loop_interval_s", "grace_period_s", "recent_rescale_window_s", "scale_down_stabilization_s",
-    "forecast_horizon_s", "forecast_window_s", "target_recovery_time_s", "checkpoint_interval_s",
-    "downtime_rescale_prior_s", "downtime_failure_prior_s",
+    "loop_interval_s",
+    "grace_period_s",
+    "recent_rescale_window_s",
+    "scale_down_stabilization_s",
+    "forecast_horizon_s",
+    "forecast_window_s",
+    "target_recovery_time_s",
+    "checkpoint_interval_s",
+    "downtime_rescale_prior_s",
+    "downtime_failure_prior_s",
 )
 DEFAULT_TIME: dict[str, Any] = {
     **{key: Settings.model_fields[key].default for key in _TIME_KEYS},
@@ -122,9 +129,16 @@ class Setup:
     def options(self, job_name: str, parallelism: int) -> TraceJobOptions:
         """The trace job of one run (epoch set at submission)."""
         return TraceJobOptions(
-            job_name=job_name, trace=self.trace, compress=self.compress, scale=self.scale,
-            partitions=self.partitions, skew=self.skew, seed=self.seed, capacity_per_subtask=self.capacity_per_slot,
-            checkpoint_interval_s=DEFAULT_TIME["checkpoint_interval_s"] / self.compress, parallelism=parallelism,
+            job_name=job_name,
+            trace=self.trace,
+            compress=self.compress,
+            scale=self.scale,
+            partitions=self.partitions,
+            skew=self.skew,
+            seed=self.seed,
+            capacity_per_subtask=self.capacity_per_slot,
+            checkpoint_interval_s=DEFAULT_TIME["checkpoint_interval_s"] / self.compress,
+            parallelism=parallelism,
             end_s=self.production_s,
         )
 
@@ -155,14 +169,22 @@ def ideal_slot_seconds(setup: Setup) -> tuple[float, np.ndarray]:
 def measure_capacities(harness: RealFlink, args: argparse.Namespace) -> dict[int, Capacity]:
     """The capacity at every scale-out 1..N (short fixed-rate runs)."""
     base = TraceJobOptions(
-        job_name="perdix-capacity", rate_per_s=1.0, partitions=args.partitions, skew=args.skew, seed=args.seed,
-        capacity_per_subtask=args.capacity, checkpoint_interval_s=DEFAULT_TIME["checkpoint_interval_s"] / args.compress,
+        job_name="perdix-capacity",
+        rate_per_s=1.0,
+        partitions=args.partitions,
+        skew=args.skew,
+        seed=args.seed,
+        capacity_per_subtask=args.capacity,
+        checkpoint_interval_s=DEFAULT_TIME["checkpoint_interval_s"] / args.compress,
     )
     out = {}
     for n in range(1, args.taskmanagers + 1):
         out[n] = max_sustainable_rate(harness, base, n, per_slot=args.capacity, probes=args.probes)
-        print(f"capacity at {n} slots: {out[n].rate:,.0f}/s (±{100 * out[n].resolution:.1f} %; saturated estimate "
-              f"{out[n].saturated:,.0f}/s)", flush=True)
+        print(
+            f"capacity at {n} slots: {out[n].rate:,.0f}/s (±{100 * out[n].resolution:.1f} %; saturated estimate "
+            f"{out[n].saturated:,.0f}/s)",
+            flush=True,
+        )
     return out
 
 
@@ -200,8 +222,11 @@ def run_policy(harness: RealFlink, setup: Setup, policy: str, workdir: Path, *, 
                 last_report = time.time()
                 rescales = rescales_from_log(agent.events())
                 current = rescales[-1].to_parallelism if rescales else initial
-                print(f"  {policy}: {time.time() - epoch:.0f}/{setup.production_s:.0f} s, {len(rescales)} rescales, "
-                      f"now {current} slots", flush=True)
+                print(
+                    f"  {policy}: {time.time() - epoch:.0f}/{setup.production_s:.0f} s, {len(rescales)} rescales, "
+                    f"now {current} slots",
+                    flush=True,
+                )
         counts, expected = harness.drained(job, timeout_s=180)
         agent.stop()
         events = agent.events()
@@ -216,13 +241,26 @@ def run_policy(harness: RealFlink, setup: Setup, policy: str, workdir: Path, *, 
 
 
 def summarize(
-    setup: Setup, policy: str, record: JobRecord, rescales: list[Rescale], counts: JobCounts, expected: int, *,
-    epoch: float, target: float, events: list[dict[str, Any]],
+    setup: Setup,
+    policy: str,
+    record: JobRecord,
+    rescales: list[Rescale],
+    counts: JobCounts,
+    expected: int,
+    *,
+    epoch: float,
+    target: float,
+    events: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """The run's summary: the keys of ``lab.replay.job_summary`` where they apply, plus the real job's own."""
     # The SLO's falling-behind allowance (60 s) is a time constant like the target: compressed alike.
-    verdict = judge(record.lag, record.workload, stops_from_log(rescales, epoch), target_recovery_time_s=target,
-                    falling_behind_allowance_s=DEFAULT_FALLING_BEHIND_ALLOWANCE_S / setup.compress)
+    verdict = judge(
+        record.lag,
+        record.workload,
+        stops_from_log(rescales, epoch),
+        target_recovery_time_s=target,
+        falling_behind_allowance_s=DEFAULT_FALLING_BEHIND_ALLOWANCE_S / setup.compress,
+    )
     slot_seconds = float(record.parallelism.sum())
     ideal, _ = ideal_slot_seconds(setup)
     capacity = np.array([setup.capacities.get(int(n), 0.0) for n in record.parallelism])
@@ -238,7 +276,9 @@ def summarize(
         "ideal_slot_seconds": ideal,
         "x_ideal": round(slot_seconds / ideal, 4) if ideal else None,
         "rescales": len(rescales),
-        "rescales_proposed": sum(1 for e in events if e.get("event") in ("rescale", "rescale.dry_run", "rescale.failed")),
+        "rescales_proposed": sum(
+            1 for e in events if e.get("event") in ("rescale", "rescale.dry_run", "rescale.failed")
+        ),
         "failures": 0,
         "recoveries": len(verdict.episodes),
         "recoveries_incomplete": verdict.cut_short,
@@ -248,7 +288,8 @@ def summarize(
         "max_lag_records": int(record.lag.max()) if record.lag.size else 0,
         "records_produced": expected,
         "records_processed": verified,
-        "records_lost": int(counts.lost or 0) + max(0, expected - verified - int(counts.ahead or 0) - int(counts.pending or 0)),
+        "records_lost": int(counts.lost or 0)
+        + max(0, expected - verified - int(counts.ahead or 0) - int(counts.pending or 0)),
         "records_duplicated": int(counts.duplicates or 0),
         "records_pending_at_end": int(counts.pending or 0),
         "final_parallelism": int(record.parallelism[-1]) if record.parallelism.size else None,
@@ -272,8 +313,10 @@ def plot_run(run: PolicyRun, setup: Setup, path: Path) -> None:
     record, summary = run.record, run.summary
     minutes = record.time_s / 60.0
     fig, (ax_rate, ax_par, ax_lag) = plt.subplots(3, 1, figsize=(11, 8), sharex=True, constrained_layout=True)
-    fig.suptitle(f"{summary['trace']} on real Flink — {summary['policy']}: {summary['slot_seconds'] / 60:.0f} slot-minutes "
-                 f"({summary['x_ideal']:.2f}× ideal), {summary['rescales']} rescales, {summary['slo_misses']} SLO misses")
+    fig.suptitle(
+        f"{summary['trace']} on real Flink — {summary['policy']}: {summary['slot_seconds'] / 60:.0f} slot-minutes "
+        f"({summary['x_ideal']:.2f}× ideal), {summary['rescales']} rescales, {summary['slo_misses']} SLO misses"
+    )
     capacity = np.array([setup.capacities.get(int(n), np.nan) for n in record.parallelism])
     ax_rate.plot(minutes, record.workload / 1000, lw=0.6, color="tab:blue", label="workload")
     ax_rate.plot(minutes, capacity / 1000, lw=1.0, color="tab:green", label="capacity of the running slots (measured)")
@@ -323,10 +366,16 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=24)
     parser.add_argument("--skew", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--peak-fraction", type=float, default=0.8,
-                        help="the replay's peak workload as a fraction of the capacity at the largest scale-out")
+    parser.add_argument(
+        "--peak-fraction",
+        type=float,
+        default=0.8,
+        help="the replay's peak workload as a fraction of the capacity at the largest scale-out",
+    )
     parser.add_argument("--probes", type=int, default=3, help="fixed-rate runs per scale-out after the saturated one")
-    parser.add_argument("--capacities", type=Path, default=None, help="capacities.json of an earlier run: skip measuring")
+    parser.add_argument(
+        "--capacities", type=Path, default=None, help="capacities.json of an earlier run: skip measuring"
+    )
     parser.add_argument("--out", type=Path, default=Path("out/bench_real_flink"))
     args = parser.parse_args()
     configure_logging("console", "error")
@@ -335,30 +384,52 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="perdix-bench-real-") as tmp:
         work = Path(tmp)
         started = time.monotonic()
-        with RealFlink.start(work, taskmanagers=args.taskmanagers,
-                             checkpoint_interval_s=max(1, round(DEFAULT_TIME["checkpoint_interval_s"] / args.compress))) as harness:
+        with RealFlink.start(
+            work,
+            taskmanagers=args.taskmanagers,
+            checkpoint_interval_s=max(1, round(DEFAULT_TIME["checkpoint_interval_s"] / args.compress)),
+        ) as harness:
             print(f"cluster with {args.taskmanagers} TaskManagers up in {time.monotonic() - started:.0f} s", flush=True)
             if args.capacities is not None:
                 capacities = {int(n): float(c) for n, c in json.loads(args.capacities.read_text())["capacity"].items()}
             else:
                 measured = measure_capacities(harness, args)
                 capacities = {n: c.rate for n, c in measured.items()}
-                (args.out / "capacities.json").write_text(json.dumps({
-                    "capacity": {str(n): c for n, c in capacities.items()},
-                    "measurements": {str(n): asdict(c) for n, c in measured.items()},
-                }, indent=1, default=str))
+                (args.out / "capacities.json").write_text(
+                    json.dumps(
+                        {
+                            "capacity": {str(n): c for n, c in capacities.items()},
+                            "measurements": {str(n): asdict(c) for n, c in measured.items()},
+                        },
+                        indent=1,
+                        default=str,
+                    )
+                )
             _, rates = read_trace(args.trace)
             covered = args.minutes * 60.0 * args.compress
             peak = max(r for t, r in zip(read_trace(args.trace)[0], rates) if t <= covered)
             scale = args.peak_fraction * capacities[max(capacities)] / peak
-            setup = Setup(args.trace, args.compress, args.minutes, args.taskmanagers, args.capacity, args.partitions,
-                          args.skew, args.seed, scale, capacities)
+            setup = Setup(
+                args.trace,
+                args.compress,
+                args.minutes,
+                args.taskmanagers,
+                args.capacity,
+                args.partitions,
+                args.skew,
+                args.seed,
+                scale,
+                capacities,
+            )
             ideal, slots = ideal_slot_seconds(setup)
             workload = setup.workload()
-            print(f"trace {args.trace.name}: {covered / 3600:.1f} trace hours in {args.minutes:g} min, scale {scale:.5f} "
-                  f"(workload {workload.min():,.0f}..{workload.max():,.0f}/s); capacities "
-                  + ", ".join(f"{n}: {c:,.0f}" for n, c in sorted(capacities.items()))
-                  + f"; ideal {ideal:,.0f} slot-seconds (mean {slots.mean():.2f} slots)", flush=True)
+            print(
+                f"trace {args.trace.name}: {covered / 3600:.1f} trace hours in {args.minutes:g} min, scale {scale:.5f} "
+                f"(workload {workload.min():,.0f}..{workload.max():,.0f}/s); capacities "
+                + ", ".join(f"{n}: {c:,.0f}" for n, c in sorted(capacities.items()))
+                + f"; ideal {ideal:,.0f} slot-seconds (mean {slots.mean():.2f} slots)",
+                flush=True,
+            )
             print(f"agent time constants: {setup.time_knobs()}", flush=True)
             runs: dict[str, PolicyRun] = {}
             for policy in policies:
@@ -367,10 +438,12 @@ def main() -> None:
                 initial = args.taskmanagers if policy == "static" else int(slots[0])
                 runs[policy] = run_policy(harness, setup, policy, work / policy, initial=initial)
                 s = runs[policy].summary
-                print(f"{policy}: {s['slot_seconds']:,.0f} slot-seconds ({s['x_ideal']:.3f}× ideal), {s['rescales']} rescales, "
-                      f"{s['slo_misses']} SLO misses, max backlog {s['max_lag_records']:,}, produced {s['records_produced']:,}, "
-                      f"verified {s['records_processed']:,}, lost {s['records_lost']}, duplicated {s['records_duplicated']}",
-                      flush=True)
+                print(
+                    f"{policy}: {s['slot_seconds']:,.0f} slot-seconds ({s['x_ideal']:.3f}× ideal), {s['rescales']} rescales, "
+                    f"{s['slo_misses']} SLO misses, max backlog {s['max_lag_records']:,}, produced {s['records_produced']:,}, "
+                    f"verified {s['records_processed']:,}, lost {s['records_lost']}, duplicated {s['records_duplicated']}",
+                    flush=True,
+                )
                 plot_run(runs[policy], setup, args.out / f"{policy}.png")
                 (args.out / f"{policy}.log").write_text((work / policy / "perdix.log").read_text(errors="replace"))
                 _write(args, setup, runs, ideal)
@@ -381,10 +454,17 @@ def main() -> None:
 def _write(args: argparse.Namespace, setup: Setup, runs: dict[str, PolicyRun], ideal: float) -> None:
     summary = {
         "setup": {
-            "trace": str(setup.trace), "compress": setup.compress, "minutes": setup.minutes,
-            "taskmanagers": setup.taskmanagers, "capacity_per_slot": setup.capacity_per_slot,
-            "partitions": setup.partitions, "skew": setup.skew, "seed": setup.seed, "scale": setup.scale,
-            "capacities": {str(n): c for n, c in setup.capacities.items()}, "ideal_slot_seconds": ideal,
+            "trace": str(setup.trace),
+            "compress": setup.compress,
+            "minutes": setup.minutes,
+            "taskmanagers": setup.taskmanagers,
+            "capacity_per_slot": setup.capacity_per_slot,
+            "partitions": setup.partitions,
+            "skew": setup.skew,
+            "seed": setup.seed,
+            "scale": setup.scale,
+            "capacities": {str(n): c for n, c in setup.capacities.items()},
+            "ideal_slot_seconds": ideal,
             "agent_time_constants": setup.time_knobs(),
         },
         "runs": [run.summary for run in runs.values()],

@@ -37,22 +37,37 @@ LOOP_S = 5.0
 RATE_WINDOW_S = 10
 
 
-def perdix_estimate(harness: RealFlink, base: TraceJobOptions, slots: int, rate: float, workdir: Path,
-                    *, loops: int, taskmanagers: int) -> tuple[float, list[float]]:
+def perdix_estimate(
+    harness: RealFlink, base: TraceJobOptions, slots: int, rate: float, workdir: Path, *, loops: int, taskmanagers: int
+) -> tuple[float, list[float]]:
     """Median over ``loops`` settled rounds of the analyzer's capacity at the current scale-out, and every value."""
-    options = replace(base, job_name=f"perdix-capacity-{slots}", rate_per_s=rate, parallelism=slots,
-                      epoch_ms=int(time.time() * 1000) + 2000, end_s=None)
+    options = replace(
+        base,
+        job_name=f"perdix-capacity-{slots}",
+        rate_per_s=rate,
+        parallelism=slots,
+        epoch_ms=int(time.time() * 1000) + 2000,
+        end_s=None,
+    )
     job = harness.submit(options)
     agent = None
     try:
         settings = harness.settings(
-            job, workdir, loop_interval_s=LOOP_S, max_parallelism=taskmanagers, prometheus={"rate_window_s": RATE_WINDOW_S},
+            job,
+            workdir,
+            loop_interval_s=LOOP_S,
+            max_parallelism=taskmanagers,
+            prometheus={"rate_window_s": RATE_WINDOW_S},
         )
         agent = harness.perdix(workdir, settings, dry_run=True)
+
         # Rounds whose rates are settled (the job has run longer than the rate window) and that read a capacity.
         def values() -> list[float]:
-            return [float(e["capacity"]) for e in agent.events("loop")
-                    if e.get("capacity") is not None and e.get("parallelism") == slots]
+            return [
+                float(e["capacity"])
+                for e in agent.events("loop")
+                if e.get("capacity") is not None and e.get("parallelism") == slots
+            ]
 
         deadline = time.time() + 60 + loops * LOOP_S * 2
         while len(values()) < loops + 2 and time.time() < deadline:
@@ -79,24 +94,40 @@ def main() -> None:
     configure_logging("console", "error")
     slots = [int(s) for s in args.slots.split(",")]
     loads = [float(x) for x in args.loads.split(",")]
-    base = TraceJobOptions(job_name="perdix-capacity", rate_per_s=1.0, partitions=12, skew=0.5, seed=1,
-                           capacity_per_subtask=PER_SLOT, checkpoint_interval_s=10.0)
+    base = TraceJobOptions(
+        job_name="perdix-capacity",
+        rate_per_s=1.0,
+        partitions=12,
+        skew=0.5,
+        seed=1,
+        capacity_per_subtask=PER_SLOT,
+        checkpoint_interval_s=10.0,
+    )
     rows = []
-    with tempfile.TemporaryDirectory(prefix="perdix-bench-capacity-") as tmp, \
-            RealFlink.start(Path(tmp), taskmanagers=max(slots)) as harness:
+    with (
+        tempfile.TemporaryDirectory(prefix="perdix-bench-capacity-") as tmp,
+        RealFlink.start(Path(tmp), taskmanagers=max(slots)) as harness,
+    ):
         for n in slots:
             measured = max_sustainable_rate(harness, base, n, per_slot=PER_SLOT, probes=args.probes)
-            print(f"{n} slots: maximum sustainable rate {measured.rate:,.0f}/s "
-                  f"(bounded at {measured.sustained:,.0f}, grows at {measured.failed:,.0f}; saturated estimate "
-                  f"{measured.saturated:,.0f})", flush=True)
+            print(
+                f"{n} slots: maximum sustainable rate {measured.rate:,.0f}/s "
+                f"(bounded at {measured.sustained:,.0f}, grows at {measured.failed:,.0f}; saturated estimate "
+                f"{measured.saturated:,.0f})",
+                flush=True,
+            )
             for load in loads:
                 rate = load * measured.rate
-                estimate, values = perdix_estimate(harness, base, n, rate, Path(tmp) / f"agent-{n}-{load}",
-                                                   loops=args.loops, taskmanagers=max(slots))
+                estimate, values = perdix_estimate(
+                    harness, base, n, rate, Path(tmp) / f"agent-{n}-{load}", loops=args.loops, taskmanagers=max(slots)
+                )
                 error = (estimate - measured.rate) / measured.rate
                 rows.append((n, measured.rate, measured.resolution, load, rate, estimate, error, values))
-                print(f"  at {rate:,.0f}/s ({load:.0%}): Perdix estimates {estimate:,.0f}/s, error {error:+.1%} "
-                      f"(rounds: {', '.join(f'{v:,.0f}' for v in values)})", flush=True)
+                print(
+                    f"  at {rate:,.0f}/s ({load:.0%}): Perdix estimates {estimate:,.0f}/s, error {error:+.1%} "
+                    f"(rounds: {', '.join(f'{v:,.0f}' for v in values)})",
+                    flush=True,
+                )
     print("\n| slots | measured max (±) | load | Perdix's capacity | error |\n|---:|---:|---:|---:|---:|")
     for n, measured_rate, resolution, load, _, estimate, error, _ in rows:
         print(f"| {n} | {measured_rate:,.0f} (±{resolution:.1%}) | {load:.0%} | {estimate:,.0f} | {error:+.1%} |")

@@ -62,10 +62,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--phase", type=float, default=70.0, help="seconds per phase (HIGH and LOW)")
-    parser.add_argument("--defaults", action="store_true",
-                        help="every time knob at its default, Prometheus scraping every 15 s, the first step after 180 s")
-    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
-                        help="work in DIR and keep it (the agent's log and knowledge, Flink's and Prometheus' files)")
+    parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="every time knob at its default, Prometheus scraping every 15 s, the first step after 180 s",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="work in DIR and keep it (the agent's log and knowledge, Flink's and Prometheus' files)",
+    )
     args = parser.parse_args()
     configure_logging("console", "error")
     knobs, target_s, first_s = (DEFAULTS, 300.0, 180.0) if args.defaults else (KNOBS, TARGET_S, FIRST_S)
@@ -73,10 +81,16 @@ def main() -> None:
     end_s = first_s + 2 * args.cycles * args.phase
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-    with (contextlib.nullcontext(str(args.keep)) if args.keep is not None
-          else tempfile.TemporaryDirectory(prefix="perdix-bench-step-")) as tmp, \
-            RealFlink.start(Path(tmp), taskmanagers=3, checkpoint_interval_s=10,
-                            scrape_interval="15s" if args.defaults else "1s") as harness:
+    with (
+        (
+            contextlib.nullcontext(str(args.keep))
+            if args.keep is not None
+            else tempfile.TemporaryDirectory(prefix="perdix-bench-step-")
+        ) as tmp,
+        RealFlink.start(
+            Path(tmp), taskmanagers=3, checkpoint_interval_s=10, scrape_interval="15s" if args.defaults else "1s"
+        ) as harness,
+    ):
         trace = Path(tmp) / "steps.csv"
         points = [(0.0, LOW)]
         level = LOW
@@ -86,8 +100,16 @@ def main() -> None:
         points.append((end_s + 60, level))
         trace.write_text("time_s,rate\n" + "".join(f"{t:g},{r:g}\n" for t, r in points))
         options = TraceJobOptions(
-            job_name="perdix-step-bench", trace=trace, partitions=12, skew=0.5, seed=1, capacity_per_subtask=2000.0,
-            checkpoint_interval_s=10.0, parallelism=1, epoch_ms=int(time.time() * 1000) + 3000, end_s=end_s,
+            job_name="perdix-step-bench",
+            trace=trace,
+            partitions=12,
+            skew=0.5,
+            seed=1,
+            capacity_per_subtask=2000.0,
+            checkpoint_interval_s=10.0,
+            parallelism=1,
+            epoch_ms=int(time.time() * 1000) + 3000,
+            end_s=end_s,
         )
         job = harness.submit(options)
         epoch = (options.epoch_ms or 0) / 1000
@@ -101,19 +123,33 @@ def main() -> None:
         verdict = judge(record.lag, record.workload, stops_from_log(rescales, epoch), target_recovery_time_s=target_s)
         overdue = [float(e["started_at"]) - epoch for e in events if e.get("event") == "recovery.overdue"]
         harness.cancel(job)
-    print(f"rescales (s after the epoch): {[(r.from_parallelism, r.to_parallelism, round(r.requested_at - epoch, 1)) for r in rescales]}")
-    print(f"SLO episodes: {[(e.kind, e.start_s, e.end_s) for e in verdict.episodes]}; misses {verdict.misses}; "
-          f"overdue at {[round(t) for t in overdue]}; records {counts.verified}/{expected} verified, "
-          f"{counts.lost} lost, {counts.duplicates} duplicated")
-    print("\n| step at (s) | to | request after (s) | confirmed after (s) | caught up after (s) | rescales in the phase | overdue |")
+    print(
+        f"rescales (s after the epoch): {[(r.from_parallelism, r.to_parallelism, round(r.requested_at - epoch, 1)) for r in rescales]}"
+    )
+    print(
+        f"SLO episodes: {[(e.kind, e.start_s, e.end_s) for e in verdict.episodes]}; misses {verdict.misses}; "
+        f"overdue at {[round(t) for t in overdue]}; records {counts.verified}/{expected} verified, "
+        f"{counts.lost} lost, {counts.duplicates} duplicated"
+    )
+    print(
+        "\n| step at (s) | to | request after (s) | confirmed after (s) | caught up after (s) | rescales in the phase | overdue |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---|")
     ups, catch = [], []
     for index, (at, new) in enumerate(steps):
         until = steps[index + 1][0] if index + 1 < len(steps) else end_s
         mine = [r for r in rescales if at <= r.requested_at - epoch < until]
         first = mine[0] if mine else None
-        episode = next((e for e in verdict.episodes if first is not None
-                        and e.start_s <= first.requested_at - epoch + 1 and (e.end_s is None or e.end_s >= first.requested_at - epoch)), None)
+        episode = next(
+            (
+                e
+                for e in verdict.episodes
+                if first is not None
+                and e.start_s <= first.requested_at - epoch + 1
+                and (e.end_s is None or e.end_s >= first.requested_at - epoch)
+            ),
+            None,
+        )
         caught = None if episode is None or episode.end_s is None else episode.end_s - at
         late = any(at <= t < until for t in overdue)
         request = None if first is None else first.requested_at - epoch - at
@@ -122,17 +158,26 @@ def main() -> None:
             ups.append(request)
             if caught is not None:
                 catch.append(caught)
-        print(f"| {at:.0f} | {new:,.0f}/s | {_fmt(request)} | {_fmt(confirmed)} | {_fmt(caught)} | {len(mine)} | {'yes' if late else 'no'} |")
+        print(
+            f"| {at:.0f} | {new:,.0f}/s | {_fmt(request)} | {_fmt(confirmed)} | {_fmt(caught)} | {len(mine)} | {'yes' if late else 'no'} |"
+        )
     first_at, first_until = steps[0][0], steps[1][0] if len(steps) > 1 else end_s
-    rounds = [(log_time(e) - epoch - first_at, e.get("forecast_peak"), e.get("forecast_source"))
-              for e in events if e.get("event") == "loop" and first_at <= log_time(e) - epoch < first_until]
+    rounds = [
+        (log_time(e) - epoch - first_at, e.get("forecast_peak"), e.get("forecast_source"))
+        for e in events
+        if e.get("event") == "loop" and first_at <= log_time(e) - epoch < first_until
+    ]
     peaks = [peak for _, peak, _ in rounds if isinstance(peak, (int, float))]
-    print(f"\nforecast after the first step up to {HIGH:,.0f}/s (s after it, peak, source): "
-          f"{[(round(t), peak, source) for t, peak, source in rounds]}; highest peak "
-          f"{max(peaks) if peaks else float('nan'):,.0f}/s")
+    print(
+        f"\nforecast after the first step up to {HIGH:,.0f}/s (s after it, peak, source): "
+        f"{[(round(t), peak, source) for t, peak, source in rounds]}; highest peak "
+        f"{max(peaks) if peaks else float('nan'):,.0f}/s"
+    )
     if ups:
-        print(f"\nstep up: request after {statistics.median(ups):.1f} s (median of {len(ups)}), "
-              f"caught up after {statistics.median(catch) if catch else float('nan'):.1f} s (target {target_s:g} s)")
+        print(
+            f"\nstep up: request after {statistics.median(ups):.1f} s (median of {len(ups)}), "
+            f"caught up after {statistics.median(catch) if catch else float('nan'):.1f} s (target {target_s:g} s)"
+        )
 
 
 def _fmt(value: float | None) -> str:

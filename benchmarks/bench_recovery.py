@@ -64,7 +64,12 @@ def run(feedback: str, seed: int = 11) -> dict[str, list[float]]:
     watch = RecoveryWatch()
     pending: dict[str, Any] | None = None
     out: dict[str, list[float]] = {
-        "model": [], "true_capacity": [], "predicted": [], "actual": [], "model_1s": [], "true_capacity_1s": []
+        "model": [],
+        "true_capacity": [],
+        "predicted": [],
+        "actual": [],
+        "model_1s": [],
+        "true_capacity_1s": [],
     }
     forecast = None
     t = 0
@@ -87,7 +92,9 @@ def run(feedback: str, seed: int = 11) -> dict[str, list[float]]:
                 watch.learn_one(float(gap))
             elif (ended := watch.update(float(second), float(gap))) is not None and pending is not None:
                 if feedback in ("watch", "lag"):
-                    predictor.observe_recovery(kind="rescale", parallelism=pending["target"], measured_s=ended - pending["start"])
+                    predictor.observe_recovery(
+                        kind="rescale", parallelism=pending["target"], measured_s=ended - pending["start"]
+                    )
         if pending is not None and t - pending["start"] >= EVERY_S - LOOP_S:
             actual = _true_recovery(job, pending["start"])
             restart = job.restarts[-1]
@@ -105,13 +112,16 @@ def run(feedback: str, seed: int = 11) -> dict[str, list[float]]:
                 done += 1
             pending = None
         if pending is None and t % EVERY_S == 0 and t >= 1200 and forecast.values is not None:
-            rate = float(np.mean(window.workload[-config.checkpoint_interval_s:]))
+            rate = float(np.mean(window.workload[-config.checkpoint_interval_s :]))
             peak = float(np.max(forecast.values))
-            candidates = [m for m in range(2, config.partitions + 1)
-                          if m != n and job.true_capacity(m) > 1.25 * max(peak, rate)]
+            candidates = [
+                m for m in range(2, config.partitions + 1) if m != n and job.true_capacity(m) > 1.25 * max(peak, rate)
+            ]
             candidates = [m for m in candidates if abs(m - n) <= 4] or candidates
             target = int(rng.choice(candidates))
-            oracle_rt = oracle.predict(job.true_capacity(target), forecast.values, rate, kind="rescale", parallelism=target)
+            oracle_rt = oracle.predict(
+                job.true_capacity(target), forecast.values, rate, kind="rescale", parallelism=target
+            )
             believed, _ = capacity.capacity_at(target, current=n)
             predicted = predictor.predict(believed, forecast.values, rate, kind="rescale", parallelism=target)
             job.rescale(target)
@@ -127,8 +137,10 @@ def _summary(label: str, errors: list[float]) -> str:
 
 def main() -> None:
     """Print the recovery-time prediction errors."""
-    print(f"recovery-time prediction error over {RESCALES} simulated rescales (taylor trace); "
-          f"truth: backlog drained (lag under {DRAINED_S:g} s of workload)")
+    print(
+        f"recovery-time prediction error over {RESCALES} simulated rescales (taylor trace); "
+        f"truth: backlog drained (lag under {DRAINED_S:g} s of workload)"
+    )
     for feedback in ("watch", "lag", "uptime"):
         result = run(feedback)
         first, rest = result["model"][:10], result["model"][10:]
@@ -139,8 +151,10 @@ def main() -> None:
         print(_summary("true capacity, downtimes learned from uptime", result["true_capacity"]))
         print(_summary("against lag under 1 s of workload, all rescales", result["model_1s"]))
         print(_summary("against lag under 1 s of workload, true capacity", result["true_capacity_1s"]))
-        print(f"  actual recovery: median {np.median(result['actual']):.0f} s; "
-              f"predicted: median {np.median(result['predicted']):.0f} s")
+        print(
+            f"  actual recovery: median {np.median(result['actual']):.0f} s; "
+            f"predicted: median {np.median(result['predicted']):.0f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -65,16 +65,22 @@ def main(argv: list[str] | None = None) -> int:
 
     timings: list[float] = []
     loop_costs: list[float] = []
-    print(f"registry model: daily profile + {args.residual} residual, fitted on {DAYS} days of 1-min history; "
-          "running model: the agent's ARIMA on 10-s means; window: the last hour, 15 min ahead in 1-min steps")
+    print(
+        f"registry model: daily profile + {args.residual} residual, fitted on {DAYS} days of 1-min history; "
+        "running model: the agent's ARIMA on 10-s means; window: the last hour, 15 min ahead in 1-min steps"
+    )
     with tempfile.TemporaryDirectory() as root:
         registry = ModelRegistry(root)
         for index in range(args.jobs):
             history, hour = job_hour(index, seed=args.seed)
             model = config.make_model().fit(history, start_s=START_S)
             job = f"job-{index}"
-            registry.publish(job, version_at(datetime(2026, 11, 15, tzinfo=UTC)),
-                             metadata={"backtest": {"wape": 0.1}}, model=model.to_dict())
+            registry.publish(
+                job,
+                version_at(datetime(2026, 11, 15, tzinfo=UTC)),
+                metadata={"backtest": {"wape": 0.1}},
+                model=model.to_dict(),
+            )
             hour_start = START_S + DAYS * 86_400
             forecaster = WorkloadForecaster(executor=InlineExecutor())
             recent = RecentWorkload()
@@ -101,23 +107,33 @@ def main(argv: list[str] | None = None) -> int:
             with_replay = None
             if running is not None:
                 with_replay = recent.score_replay(
-                    lambda next_s: ReloadedForecaster.from_artifact(
-                        artifact.model, job=job, version=artifact.version, backtest_wape=0.1, agent_step_s=1.0,  # noqa: B023 - scored in this iteration
+                    lambda next_s, artifact=artifact, job=job: ReloadedForecaster.from_artifact(
+                        artifact.model,
+                        job=job,
+                        version=artifact.version,
+                        backtest_wape=0.1,
+                        agent_step_s=1.0,
                         next_s=next_s,
                     ),
                     running.origins,
                 )
             trace = job_shapes(index + 1, traces=SHIPPED_TRACES, days=DAYS + 1, seed=args.seed)[index].trace
-            print(f"  {job} ({trace}): replay {np.median(line):.0f} ms median (max {max(line):.0f} ms) over "
-                  f"{args.repeats}; window WAPE running {running.wape if running else float('nan'):.4f}, registry "
-                  f"{with_replay.wape if with_replay else float('nan'):.4f} on "
-                  f"{len(running.origins) if running else 0} origins")
+            print(
+                f"  {job} ({trace}): replay {np.median(line):.0f} ms median (max {max(line):.0f} ms) over "
+                f"{args.repeats}; window WAPE running {running.wape if running else float('nan'):.4f}, registry "
+                f"{with_replay.wape if with_replay else float('nan'):.4f} on "
+                f"{len(running.origins) if running else 0} origins"
+            )
     timings_array = np.asarray(timings)
-    print(f"candidate replay (on the reload thread, beside the loop), all jobs: median {np.median(timings_array):.0f} ms, "
-          f"p95 {np.percentile(timings_array, 95):.0f} ms, max {timings_array.max():.0f} ms; at most once every "
-          f"{SCORE_EVERY_LOOPS} loops while a newer version waits")
-    print(f"in the loop (the running model's score and the window's copy): median {np.median(loop_costs):.2f} ms, "
-          f"max {max(loop_costs):.2f} ms")
+    print(
+        f"candidate replay (on the reload thread, beside the loop), all jobs: median {np.median(timings_array):.0f} ms, "
+        f"p95 {np.percentile(timings_array, 95):.0f} ms, max {timings_array.max():.0f} ms; at most once every "
+        f"{SCORE_EVERY_LOOPS} loops while a newer version waits"
+    )
+    print(
+        f"in the loop (the running model's score and the window's copy): median {np.median(loop_costs):.2f} ms, "
+        f"max {max(loop_costs):.2f} ms"
+    )
     return 0
 
 

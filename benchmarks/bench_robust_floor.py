@@ -76,8 +76,11 @@ def floor_series(trace: CorpusTrace, hours: float, rescale_cost: str | None = No
         for n in range(carry, top + 1):
             downtime = sim.failure_downtime_base_s + sim.failure_downtime_per_worker_s * n
             seconds = recovery_time(
-                capacity=capacity[n], forecast=workload[t : t + horizon], replay_records=replay_s * recent,
-                downtime_s=downtime, profile=profile[n],
+                capacity=capacity[n],
+                forecast=workload[t : t + horizon],
+                replay_records=replay_s * recent,
+                downtime_s=downtime,
+                profile=profile[n],
             )
             if seconds <= settings.target_recovery_time_s:
                 robust = n
@@ -107,8 +110,14 @@ def _optimal(
     found = {t.name: cache[key] for t in traces if (key := _cache_key(t.name, seed, hours, 1.0, rescale_cost)) in cache}
     missing = [t for t in traces if t.name not in found]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        done = pool.map(run_optimal, missing, [hours] * len(missing), [1.0] * len(missing), [None] * len(missing),
-                        [rescale_cost] * len(missing))
+        done = pool.map(
+            run_optimal,
+            missing,
+            [hours] * len(missing),
+            [1.0] * len(missing),
+            [None] * len(missing),
+            [rescale_cost] * len(missing),
+        )
         for name, _, _, summary, _ in done:
             found[name] = summary
             cache[_cache_key(name, seed, hours, 1.0, rescale_cost)] = summary
@@ -124,12 +133,24 @@ def main() -> None:
     parser.add_argument("--half", default="all", choices=("dev", "held-out", "all"))
     parser.add_argument("--hours", type=float, default=6.0)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--rescale-cost", default="restart", choices=tuple(RESCALE_COSTS),
-                        help="what a rescale of the simulated job costs (the optimal schedule's regime)")
-    parser.add_argument("--optimal-cache", type=Path, default=None,
-                        help="the optimal-schedule cache of benchmarks.bench_daedalus_ablation: read, and extended")
-    parser.add_argument("--optimal-from", type=Path, default=None,
-                        help="a `perdix evaluate --policies optimal` summary.json with the same hours (one failure/h)")
+    parser.add_argument(
+        "--rescale-cost",
+        default="restart",
+        choices=tuple(RESCALE_COSTS),
+        help="what a rescale of the simulated job costs (the optimal schedule's regime)",
+    )
+    parser.add_argument(
+        "--optimal-cache",
+        type=Path,
+        default=None,
+        help="the optimal-schedule cache of benchmarks.bench_daedalus_ablation: read, and extended",
+    )
+    parser.add_argument(
+        "--optimal-from",
+        type=Path,
+        default=None,
+        help="a `perdix evaluate --policies optimal` summary.json with the same hours (one failure/h)",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     traces = select(args.half)
@@ -137,19 +158,25 @@ def main() -> None:
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         rows = list(pool.map(floor_worker_hours, traces, [args.hours] * len(traces), [args.rescale_cost] * len(traces)))
     half_of = {t.name: t.half for t in traces}
-    print(f"{'half':<9} {'trace':<22} {'optimal':>8} {'carry floor':>12} {'x opt':>6} {'robust floor':>13} {'x opt':>6}")
+    print(
+        f"{'half':<9} {'trace':<22} {'optimal':>8} {'carry floor':>12} {'x opt':>6} {'robust floor':>13} {'x opt':>6}"
+    )
     summary: dict[str, list[tuple[float, float]]] = {}
     for name, carry, robust in sorted(rows, key=lambda r: (half_of[r[0]], r[0])):
         best = optimal.get(name)
         if best is None:
             continue
         summary.setdefault(half_of[name], []).append((carry / best, robust / best))
-        print(f"{half_of[name]:<9} {name:<22} {best:8.1f} {carry:12.1f} {carry / best:6.3f} {robust:13.1f} {robust / best:6.3f}")
+        print(
+            f"{half_of[name]:<9} {name:<22} {best:8.1f} {carry:12.1f} {carry / best:6.3f} {robust:13.1f} {robust / best:6.3f}"
+        )
     print(f"\nrescale cost {args.rescale_cost}")
     for half, ratios in summary.items():
         carry_ratios, robust_ratios = zip(*ratios)
-        print(f"{half}: carry floor x optimal median {statistics.median(carry_ratios):.3f}, failure-robust floor median "
-              f"{statistics.median(robust_ratios):.3f} (worst {max(robust_ratios):.3f}) over {len(ratios)} traces")
+        print(
+            f"{half}: carry floor x optimal median {statistics.median(carry_ratios):.3f}, failure-robust floor median "
+            f"{statistics.median(robust_ratios):.3f} (worst {max(robust_ratios):.3f}) over {len(ratios)} traces"
+        )
     print(f"{time.perf_counter() - started:.0f} s")
 
 

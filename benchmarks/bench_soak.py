@@ -89,16 +89,26 @@ def agent_settings(prometheus: PrometheusServer, kubeconfig: Path, port: int) ->
         "forecast_window_s": 60,
         "forecast_horizon_s": 60,
         "prometheus": {
-            "url": prometheus.url, "timeout_s": 2, "stale_after_s": 10,
+            "url": prometheus.url,
+            "timeout_s": 2,
+            "stale_after_s": 10,
             "queries": {"cpu": "avg(flink_taskmanager_Status_JVM_CPU_Load) by ({worker_label})"},
         },
         "scale_target": {
-            "kind": "deployment", "name": TASKMANAGERS, "namespace": "default",
-            "kubeconfig": str(kubeconfig), "request_timeout_s": 2,
+            "kind": "deployment",
+            "name": TASKMANAGERS,
+            "namespace": "default",
+            "kubeconfig": str(kubeconfig),
+            "request_timeout_s": 2,
         },
         "knowledge": {"store": "configmap", "configmap": "perdix-knowledge"},
-        "telemetry": {"metrics_host": "127.0.0.1", "metrics_port": port, "not_ready_after_failed_loops": 2,
-                      "log_format": "json", "log_level": "info"},
+        "telemetry": {
+            "metrics_host": "127.0.0.1",
+            "metrics_port": port,
+            "not_ready_after_failed_loops": 2,
+            "log_format": "json",
+            "log_level": "info",
+        },
     }
 
 
@@ -130,7 +140,8 @@ def histogram_quantile(metrics: dict[str, float], name: str, q: float) -> float:
     """Upper bound of the bucket holding the q-quantile (Prometheus' histogram_quantile without interpolation)."""
     buckets = sorted(
         (float(key.split('le="', 1)[1].split('"', 1)[0]), count)
-        for key, count in metrics.items() if key.startswith(name + "_bucket{")
+        for key, count in metrics.items()
+        if key.startswith(name + "_bucket{")
     )
     total = buckets[-1][1] if buckets else 0.0
     for bound, count in buckets:
@@ -141,7 +152,7 @@ def histogram_quantile(metrics: dict[str, float], name: str, q: float) -> float:
 
 def labelled(metrics: dict[str, float], name: str) -> dict[str, float]:
     """The samples of one counter family by label set."""
-    return {key[len(name):]: value for key, value in metrics.items() if key.startswith(name + "{") and value}
+    return {key[len(name) :]: value for key, value in metrics.items() if key.startswith(name + "{") and value}
 
 
 def main() -> None:
@@ -160,11 +171,15 @@ def main() -> None:
     fake.add_configmap("perdix-knowledge")
     kubeconfig = fake.write_kubeconfig(work / "kubeconfig")
     exporter_port = free_port()
-    (work / "exporter.yaml").write_text(yaml.safe_dump({
-        "simulator": simulator_settings(args.speed),
-        "scale_target": {"kind": "deployment", "name": TASKMANAGERS, "kubeconfig": str(kubeconfig)},
-        "telemetry": {"log_format": "json", "log_level": "warning"},
-    }))
+    (work / "exporter.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "simulator": simulator_settings(args.speed),
+                "scale_target": {"kind": "deployment", "name": TASKMANAGERS, "kubeconfig": str(kubeconfig)},
+                "telemetry": {"log_format": "json", "log_level": "warning"},
+            }
+        )
+    )
     trace = write_trace(work / "waves.csv", duration_s * args.speed + 600 * args.speed, args.speed)
     (work / "prometheus").mkdir()
     prometheus = PrometheusServer(work / "prometheus", [f"127.0.0.1:{exporter_port}"])
@@ -172,9 +187,23 @@ def main() -> None:
     rss: list[tuple[float, float]] = []
     try:
         exporter = Process(
-            [*PERDIX, "simulate", "--trace", str(trace), "--config", str(work / "exporter.yaml"),
-             "--serve-metrics", f"127.0.0.1:{exporter_port}", "--speed", str(args.speed), "--follow-scale-target",
-             "--log-format", "json", "--log-level", "warning"],
+            [
+                *PERDIX,
+                "simulate",
+                "--trace",
+                str(trace),
+                "--config",
+                str(work / "exporter.yaml"),
+                "--serve-metrics",
+                f"127.0.0.1:{exporter_port}",
+                "--speed",
+                str(args.speed),
+                "--follow-scale-target",
+                "--log-format",
+                "json",
+                "--log-level",
+                "warning",
+            ],
             work / "exporter.log",
         )
         processes.append(exporter)
@@ -184,14 +213,19 @@ def main() -> None:
         (work / "agent.yaml").write_text(yaml.safe_dump(agent_settings(prometheus, kubeconfig, port)))
         agent = Process([*PERDIX, "run", "--config", str(work / "agent.yaml")], work / "agent.log")
         processes.append(agent)
-        poll(lambda: http_get(f"http://127.0.0.1:{port}/healthz")[0] == 200 or agent.popen.poll() is not None,
-             timeout_s=60, what="perdix run /healthz")
+        poll(
+            lambda: http_get(f"http://127.0.0.1:{port}/healthz")[0] == 200 or agent.popen.poll() is not None,
+            timeout_s=60,
+            what="perdix run /healthz",
+        )
         if agent.popen.poll() is not None:
             raise SystemExit(f"perdix run exited with {agent.popen.returncode}:\n{agent.tail()}")
         started = time.monotonic()
         next_sample = started
-        print(f"soak: {args.minutes:g} wall minutes at speed {args.speed:g}, agent pid {agent.popen.pid}, work {work}",
-              flush=True)
+        print(
+            f"soak: {args.minutes:g} wall minutes at speed {args.speed:g}, agent pid {agent.popen.pid}, work {work}",
+            flush=True,
+        )
         while (now := time.monotonic()) - started < duration_s:
             if agent.popen.poll() is not None:
                 raise SystemExit(f"perdix run died after {now - started:.0f} s:\n{agent.tail()}")
@@ -201,8 +235,10 @@ def main() -> None:
                     rss.append((now - started, value))
                 next_sample += args.sample_s
                 if len(rss) % 30 == 0:
-                    print(f"  t={now - started:6.0f} s  rss={value:.1f} MiB  replicas={fake.replicas('deployments', TASKMANAGERS)}",
-                          flush=True)
+                    print(
+                        f"  t={now - started:6.0f} s  rss={value:.1f} MiB  replicas={fake.replicas('deployments', TASKMANAGERS)}",
+                        flush=True,
+                    )
             time.sleep(min(1.0, max(0.0, next_sample - time.monotonic())))  # sampling cadence of a benchmark
         final = samples(port)
         exit_code = agent.terminate()
@@ -225,19 +261,27 @@ def main() -> None:
     values = np.array([v for _, v in steady])
     slope = float(np.polyfit(times / 3600.0, values, 1)[0]) if len(steady) >= 3 else math.nan
     rounds = sum(labelled(final, "perdix_rounds_total").values())
-    print(f"\nsoak finished: {duration_s / 60:.1f} wall min at speed {args.speed:g} "
-          f"({duration_s * args.speed / 3600:.1f} simulated hours), agent exit code {exit_code}")
+    print(
+        f"\nsoak finished: {duration_s / 60:.1f} wall min at speed {args.speed:g} "
+        f"({duration_s * args.speed / 3600:.1f} simulated hours), agent exit code {exit_code}"
+    )
     print(f"  rounds: {rounds:.0f} {labelled(final, 'perdix_rounds_total')}")
-    print(f"  rescales applied: {final.get('perdix_rescales_total', 0):.0f}, "
-          f"scale-target writes on the fake API: {len(fake.scale_target_writes())}")
-    print(f"  loop latency: p50 <= {histogram_quantile(final, 'perdix_loop_duration_seconds', 0.5) * 1000:.0f} ms, "
-          f"p95 <= {histogram_quantile(final, 'perdix_loop_duration_seconds', 0.95) * 1000:.0f} ms "
-          f"(bucket upper bounds), mean "
-          f"{final.get('perdix_loop_duration_seconds_sum', 0) / max(1, final.get('perdix_loop_duration_seconds_count', 1)) * 1000:.0f} ms")
+    print(
+        f"  rescales applied: {final.get('perdix_rescales_total', 0):.0f}, "
+        f"scale-target writes on the fake API: {len(fake.scale_target_writes())}"
+    )
+    print(
+        f"  loop latency: p50 <= {histogram_quantile(final, 'perdix_loop_duration_seconds', 0.5) * 1000:.0f} ms, "
+        f"p95 <= {histogram_quantile(final, 'perdix_loop_duration_seconds', 0.95) * 1000:.0f} ms "
+        f"(bucket upper bounds), mean "
+        f"{final.get('perdix_loop_duration_seconds_sum', 0) / max(1, final.get('perdix_loop_duration_seconds_count', 1)) * 1000:.0f} ms"
+    )
     if rss:
-        print(f"  RSS: first {rss[0][1]:.1f} MiB, after warm-up {values[0] if len(values) else math.nan:.1f} MiB, "
-              f"end {rss[-1][1]:.1f} MiB, max {max(v for _, v in rss):.1f} MiB, "
-              f"slope after warm-up {slope:+.2f} MiB/hour over {len(steady)} samples")
+        print(
+            f"  RSS: first {rss[0][1]:.1f} MiB, after warm-up {values[0] if len(values) else math.nan:.1f} MiB, "
+            f"end {rss[-1][1]:.1f} MiB, max {max(v for _, v in rss):.1f} MiB, "
+            f"slope after warm-up {slope:+.2f} MiB/hour over {len(steady)} samples"
+        )
     print(f"  round failures: {labelled(final, 'perdix_round_failures_total') or 0}")
     print(f"  monitor errors: {labelled(final, 'perdix_monitor_errors_total') or 0}")
     print(f"  executor errors: {labelled(final, 'perdix_executor_errors_total') or 0}")

@@ -206,9 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--days", type=float, default=14.0)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--master", default="local[2]", help="Spark master of the spark mode (local[N] or spark://host:port).")
-    parser.add_argument("--cluster", action="store_true",
-                        help="Also start a standalone cluster on loopback (1 master, 2 one-core workers) and time it.")
+    parser.add_argument(
+        "--master", default="local[2]", help="Spark master of the spark mode (local[N] or spark://host:port)."
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="Also start a standalone cluster on loopback (1 master, 2 one-core workers) and time it.",
+    )
     parser.add_argument("--residual", default=RetrainConfig().residual)
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "bench_spark")
     parser.add_argument("--skip-serial", action="store_true", help="Only the Spark runs (no speed-up, no controls).")
@@ -249,8 +254,10 @@ def main(argv: list[str] | None = None) -> int:
                 Path(tempfile.mkdtemp(prefix="bench-spark-cluster-", dir=args.out)), executor_memory="1g"
             ).start()
             masters["cluster"] = cluster.master_url
-            print(f"standalone cluster {cluster.master_url}: 1 master, {cluster.workers} workers of "
-                  f"{cluster.cores_per_worker} core, started in {time.perf_counter() - started:.1f} s")
+            print(
+                f"standalone cluster {cluster.master_url}: 1 master, {cluster.workers} workers of "
+                f"{cluster.cores_per_worker} core, started in {time.perf_counter() - started:.1f} s"
+            )
         for mode in spark_modes:
             master = masters[mode]
             conf = cluster.app_conf() if mode == "cluster" and cluster is not None else dict(LOCAL_CONF)
@@ -278,8 +285,11 @@ def main(argv: list[str] | None = None) -> int:
                     elapsed = time.perf_counter() - started
                 passes[mode].append(elapsed)
                 rows[mode] = sorted(summary_rows, key=lambda r: r["job"])
-                print(f"pass {index + 1}/{args.rounds} {mode:7s}: {len(names)} jobs in {elapsed:6.1f} s "
-                      f"(load {load:.2f})", flush=True)
+                print(
+                    f"pass {index + 1}/{args.rounds} {mode:7s}: {len(names)} jobs in {elapsed:6.1f} s "
+                    f"(load {load:.2f})",
+                    flush=True,
+                )
     finally:
         for driver in drivers.values():
             driver.close()
@@ -289,15 +299,21 @@ def main(argv: list[str] | None = None) -> int:
         contention.append(core_contention())
 
     result: dict[str, object] = {
-        "jobs": args.jobs, "days": args.days, "master": args.master, "residual": config.residual,
-        "rounds": args.rounds, "passes": passes,
+        "jobs": args.jobs,
+        "days": args.days,
+        "master": args.master,
+        "residual": config.residual,
+        "rounds": args.rounds,
+        "passes": passes,
     }
     for mode in spark_modes:
         best = min(passes[mode])
         summary = RetrainSummary(version="bench", rows=rows[mode], master=masters[mode])
-        print(f"{mode} {masters[mode]}: best pass {best:.1f} s, first (cold) pass {passes[mode][0]:.1f} s for "
-              f"{len(summary.rows)} jobs (+{drivers[mode].session_s:.1f} s session start), "
-              f"{summary.count('published')} published, {summary.count('failed')} failed")
+        print(
+            f"{mode} {masters[mode]}: best pass {best:.1f} s, first (cold) pass {passes[mode][0]:.1f} s for "
+            f"{len(summary.rows)} jobs (+{drivers[mode].session_s:.1f} s session start), "
+            f"{summary.count('published')} published, {summary.count('failed')} failed"
+        )
         result[f"{mode}_s"] = best
         result[f"{mode}_session_start_s"] = drivers[mode].session_s
     spark_s = min(passes["spark"])
@@ -306,8 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     same = all(score == scores["spark"] for score in scores.values())
     if "cluster" in modes:
         cluster_s = min(passes["cluster"])
-        print(f"standalone cluster vs {args.master}, best passes: {cluster_s:.1f} s vs {spark_s:.1f} s "
-              f"({cluster_s / spark_s:.2f}x the time)")
+        print(
+            f"standalone cluster vs {args.master}, best passes: {cluster_s:.1f} s vs {spark_s:.1f} s "
+            f"({cluster_s / spark_s:.2f}x the time)"
+        )
         result.update(cluster_vs_spark=cluster_s / spark_s)
     if "serial" in modes:
         serial = RetrainSummary(version="bench", rows=rows["serial"])
@@ -315,8 +333,10 @@ def main(argv: list[str] | None = None) -> int:
         speedup = serial_s / spark_s
         cold = passes["serial"][0] / (passes["spark"][0] + drivers["spark"].session_s)
         print(f"serial (one process): best pass {serial_s:.1f} s, first pass {passes['serial'][0]:.1f} s")
-        print(f"speed-up {args.master} vs serial, best passes: {speedup:.2f}x (goal >= 1.8x); first passes with "
-              f"session start (a cold spark-submit): {cold:.2f}x")
+        print(
+            f"speed-up {args.master} vs serial, best passes: {speedup:.2f}x (goal >= 1.8x); first passes with "
+            f"session start (a cold spark-submit): {cold:.2f}x"
+        )
         result.update(serial_s=serial_s, speedup=speedup, speedup_cold=cold)
         if "cluster" in modes:
             cluster_speedup = serial_s / min(passes["cluster"])
@@ -329,30 +349,46 @@ def main(argv: list[str] | None = None) -> int:
         ceiling = serial_s / pool_s
         alone = float(np.mean([a for a, _ in contention]))
         paired = float(np.mean([p for _, p in contention]))
-        print(f"control, the same code in a pool of {workers} plain processes (no Spark): best pass {pool_s:.1f} s, "
-              f"{ceiling:.2f}x serial; Spark reaches {speedup / ceiling:.0%} of it")
-        print(f"control, core contention: a pure-Python loop takes {alone:.2f} s of CPU alone and {paired:.2f} s "
-              f"with a copy on the other core ({paired / alone - 1:+.0%}; before and after the passes: "
-              + ", ".join(f"{p / a - 1:+.0%}" for a, p in contention)
-              + f"), so two busy cores do the work of {2 * alone / paired:.2f}")
-        result.update(pool_s=pool_s, pool_speedup=ceiling, spark_share_of_pool=speedup / ceiling,
-                      contention={"alone_cpu_s": alone, "paired_cpu_s": paired, "cores_worth": 2 * alone / paired})
+        print(
+            f"control, the same code in a pool of {workers} plain processes (no Spark): best pass {pool_s:.1f} s, "
+            f"{ceiling:.2f}x serial; Spark reaches {speedup / ceiling:.0%} of it"
+        )
+        print(
+            f"control, core contention: a pure-Python loop takes {alone:.2f} s of CPU alone and {paired:.2f} s "
+            f"with a copy on the other core ({paired / alone - 1:+.0%}; before and after the passes: "
+            + ", ".join(f"{p / a - 1:+.0%}" for a, p in contention)
+            + f"), so two busy cores do the work of {2 * alone / paired:.2f}"
+        )
+        result.update(
+            pool_s=pool_s,
+            pool_speedup=ceiling,
+            spark_share_of_pool=speedup / ceiling,
+            contention={"alone_cpu_s": alone, "paired_cpu_s": paired, "cores_worth": 2 * alone / paired},
+        )
     fit_seconds = [float(r["fit_seconds"]) for r in parallel.rows]
     cpu_seconds = [float(r["cpu_seconds"]) for r in parallel.rows]
-    print(f"per job in Spark tasks: wall median {np.median(fit_seconds):.2f} s (max {max(fit_seconds):.2f} s), "
-          f"CPU median {np.median(cpu_seconds):.2f} s, CPU total {sum(cpu_seconds):.0f} s")
+    print(
+        f"per job in Spark tasks: wall median {np.median(fit_seconds):.2f} s (max {max(fit_seconds):.2f} s), "
+        f"CPU median {np.median(cpu_seconds):.2f} s, CPU total {sum(cpu_seconds):.0f} s"
+    )
     if "cluster" in modes:
         cluster_cpu = [float(r["cpu_seconds"]) for r in rows["cluster"]]
-        print(f"per job in cluster tasks: wall median {np.median([float(r['fit_seconds']) for r in rows['cluster']]):.2f} s, "
-              f"CPU median {np.median(cluster_cpu):.2f} s, CPU total {sum(cluster_cpu):.0f} s")
+        print(
+            f"per job in cluster tasks: wall median {np.median([float(r['fit_seconds']) for r in rows['cluster']]):.2f} s, "
+            f"CPU median {np.median(cluster_cpu):.2f} s, CPU total {sum(cluster_cpu):.0f} s"
+        )
     if "serial" in modes:
         serial_cpu = [float(r["cpu_seconds"]) for r in serial.rows]
-        print(f"per job serially: wall median {np.median([float(r['fit_seconds']) for r in serial.rows]):.2f} s, "
-              f"CPU median {np.median(serial_cpu):.2f} s, CPU total {sum(serial_cpu):.0f} s")
+        print(
+            f"per job serially: wall median {np.median([float(r['fit_seconds']) for r in serial.rows]):.2f} s, "
+            f"CPU median {np.median(serial_cpu):.2f} s, CPU total {sum(serial_cpu):.0f} s"
+        )
     print(f"machine: load average {os.getloadavg()[0]:.2f} at the end")
     wapes = distribution(parallel.wapes())
-    print("back-test WAPE (15 min ahead, pooled over 48 origins per job): "
-          + ", ".join(f"{k} {v:.4f}" for k, v in wapes.items()))
+    print(
+        "back-test WAPE (15 min ahead, pooled over 48 origins per job): "
+        + ", ".join(f"{k} {v:.4f}" for k, v in wapes.items())
+    )
     for trace, stats in by_trace(parallel).items():
         print(f"  {trace}: " + ", ".join(f"{k} {v:.4f}" for k, v in stats.items()))
     result.update(wape=wapes, wape_by_trace=by_trace(parallel), fit_seconds_median=float(np.median(fit_seconds)))

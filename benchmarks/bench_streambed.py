@@ -87,9 +87,7 @@ def run_seed(seed: int, max_runs: int, explorer: ExplorerSettings, max_testbed_s
     predicted = model.surrogate.capacity_at(target_slots, MEMORY_MB)
 
     testbed = DagTestbed(settings=DagTestbedSettings(seed=seed))
-    largest = max(
-        (o for o in model.observations if o["memory_mb"] == MEMORY_MB), key=lambda o: o["task_slots"]
-    )
+    largest = max((o for o in model.observations if o["memory_mb"] == MEMORY_MB), key=lambda o: o["task_slots"])
     # Re-measure the largest testbed configuration to get its operator rates for the final BIDS2 pass.
     reference = estimate_capacity(testbed.deploy(largest["parallelism"], MEMORY_MB, seed=seed + 991))
     configuration = optimize_configuration(rates_from_measurement(reference.measurement), target_slots)
@@ -138,7 +136,10 @@ def main() -> None:
     parser.add_argument("--min-after-bootstrap", type=int, default=ExplorerSettings().min_after_bootstrap)
     args = parser.parse_args()
     explorer = ExplorerSettings(
-        selection=args.selection, xi=args.xi, min_after_bootstrap=args.min_after_bootstrap, max_measurements=args.max_runs
+        selection=args.selection,
+        xi=args.xi,
+        min_after_bootstrap=args.min_after_bootstrap,
+        max_measurements=args.max_runs,
     )
     print(
         f"StreamBed: testbed budgets 6..{args.max_testbed_slots} task slots, 1/2/4 GB; prediction at "

@@ -138,20 +138,32 @@ def stop_errors(job: SimulatedFlinkJob, snapshots: list[Snapshot]) -> list[dict[
         def predict(inputs: dict[str, Any]) -> float:
             capacity, profile = inputs["capacity"]
             return recovery_time(
-                capacity=capacity, forecast=inputs["workload"], replay_records=inputs["backlog"][0],
-                downtime_s=inputs["downtime"], profile=profile, held_records=inputs["backlog"][1],
+                capacity=capacity,
+                forecast=inputs["workload"],
+                replay_records=inputs["backlog"][0],
+                downtime_s=inputs["downtime"],
+                profile=profile,
+                held_records=inputs["backlog"][1],
             )
 
         row: dict[str, Any] = {
-            "kind": restart.kind, "start_s": restart.start_s, "parallelism": n,
-            "predicted": predicted, "planned": planned, "measured": measured, "recomputed": predict(believed),
+            "kind": restart.kind,
+            "start_s": restart.start_s,
+            "parallelism": n,
+            "predicted": predicted,
+            "planned": planned,
+            "measured": measured,
+            "recomputed": predict(believed),
         }
         for name in TRUTHS:
             inputs = dict(truth) if name == "all" else {**believed, name: truth[name]}
             row[f"true {name}"] = predict(inputs)
         if snap.analysis.forecast is not None:
             row["point forecast"] = predict({**believed, "workload": np.asarray(snap.analysis.forecast, dtype=float)})
-        row["believed"] = {**{k: v for k, v in believed.items() if k != "workload"}, "capacity": believed["capacity"][0]}
+        row["believed"] = {
+            **{k: v for k, v in believed.items() if k != "workload"},
+            "capacity": believed["capacity"][0],
+        }
         row["truth"] = {**{k: v for k, v in truth.items() if k != "workload"}, "capacity": truth["capacity"][0]}
         rows.append(row)
     return rows
@@ -177,18 +189,24 @@ def report(rows_by_trace: dict[str, list[dict[str, Any]]]) -> list[str]:
     for name, rows in sorted(rows_by_trace.items()):
         stats = error_stats(rows)
         if stats:
-            lines.append(f"{name:<22} {stats['n']:>5} {stats['median']:>9.2f} {stats['p95']:>9.2f} {stats['bias']:>+7.2f}")
+            lines.append(
+                f"{name:<22} {stats['n']:>5} {stats['median']:>9.2f} {stats['p95']:>9.2f} {stats['bias']:>+7.2f}"
+            )
     everything = [r for rows in rows_by_trace.values() for r in rows]
     lines.append("")
     lines.append(f"{'all traces, by kind':<22} {'stops':>5} {'|err| med':>9} {'|err| p95':>9} {'bias':>7}")
     for kind in ("rescale", "failure"):
         stats = error_stats([r for r in everything if r["kind"] == kind])
         if stats:
-            lines.append(f"{kind:<22} {stats['n']:>5} {stats['median']:>9.2f} {stats['p95']:>9.2f} {stats['bias']:>+7.2f}")
+            lines.append(
+                f"{kind:<22} {stats['n']:>5} {stats['median']:>9.2f} {stats['p95']:>9.2f} {stats['bias']:>+7.2f}"
+            )
     lines.append("")
     lines.append(f"{'prediction with':<22} {'stops':>5} {'|err| med':>9} {'|err| p95':>9} {'bias':>7}")
     for column in ("predicted", "planned", "recomputed", "point forecast", *(f"true {name}" for name in TRUTHS)):
         stats = error_stats([r for r in everything if column in r], column)
         if stats:
-            lines.append(f"{column:<22} {stats['n']:>5} {stats['median']:>9.2f} {stats['p95']:>9.2f} {stats['bias']:>+7.2f}")
+            lines.append(
+                f"{column:<22} {stats['n']:>5} {stats['median']:>9.2f} {stats['p95']:>9.2f} {stats['bias']:>+7.2f}"
+            )
     return lines

@@ -120,7 +120,9 @@ def check_output_dir(out: Path, files: Sequence[str], *, flag: str = "--out") ->
             if present:
                 console.print(
                     f"{flag} {out}: will replace {', '.join(present)}; nothing else in it is touched",
-                    markup=False, highlight=False, soft_wrap=True,
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
                 )
         else:
             _creatable(out, flag)
@@ -154,8 +156,12 @@ def settings_from(config: Path | None, overrides: dict[str, Any], model: type[Se
 
 def progress_bar(verb: str, *, remaining: bool = False) -> AbstractContextManager[Progress]:
     """A progress bar on stderr whose tasks show ``{task.fields[sim]}`` (e.g. simulated hours done)."""
-    columns: list[Any] = [TextColumn(f"[bold]{verb}[/] {{task.description}}"), BarColumn(),
-                          TextColumn("{task.fields[sim]}"), TimeElapsedColumn()]
+    columns: list[Any] = [
+        TextColumn(f"[bold]{verb}[/] {{task.description}}"),
+        BarColumn(),
+        TextColumn("{task.fields[sim]}"),
+        TimeElapsedColumn(),
+    ]
     if remaining:
         columns.append(TimeRemainingColumn())
     return Progress(*columns, console=console, transient=False)

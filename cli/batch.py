@@ -25,13 +25,19 @@ def export_history(
         None, "--from-simulation", help="Replay this trace CSV through the simulator instead.", dir_okay=False
     ),
     since: str = typer.Option(
-        None, "--since", help="Start: ISO time, or a duration before --until such as 14d or 6h. "
-        "With --from-simulation: the time of simulated second 0 (default 2026-01-01)."
+        None,
+        "--since",
+        help="Start: ISO time, or a duration before --until such as 14d or 6h. "
+        "With --from-simulation: the time of simulated second 0 (default 2026-01-01).",
     ),
     until: str = typer.Option(None, "--until", help="End (exclusive), ISO time; default now (Prometheus only)."),
     step_s: int = typer.Option(60, "--step-s", min=1, max=86_400, help="Sample spacing of the history, seconds."),
-    hours: float = typer.Option(None, "--hours", min=0.0, max=MAX_HOURS, help="Simulation only: replay only the first H hours."),
-    parallelism: int = typer.Option(None, "--parallelism", min=1, max=32_768, help="Simulation only: static scale-out."),
+    hours: float = typer.Option(
+        None, "--hours", min=0.0, max=MAX_HOURS, help="Simulation only: replay only the first H hours."
+    ),
+    parallelism: int = typer.Option(
+        None, "--parallelism", min=1, max=32_768, help="Simulation only: static scale-out."
+    ),
     config: Path = ConfigOption,
 ) -> None:
     """Write a job's workload history as Parquet partitioned by job and date (re-exports replace, never duplicate)."""
@@ -49,8 +55,14 @@ def export_history(
     try:
         if from_simulation is not None:
             result = export_from_simulation(
-                from_simulation, job=job, out=out, start=since or "2026-01-01", hours=hours, step_s=step_s,
-                simulator=settings.simulator, parallelism=parallelism,
+                from_simulation,
+                job=job,
+                out=out,
+                start=since or "2026-01-01",
+                hours=hours,
+                step_s=step_s,
+                simulator=settings.simulator,
+                parallelism=parallelism,
             )
         else:
             if since is None:
@@ -59,9 +71,15 @@ def export_history(
             start, end = parse_range(since, until, now=datetime.now(UTC))
             client = prometheus_client(settings.prometheus.url, timeout_s=settings.prometheus.timeout_s)
             result = export_from_prometheus(
-                client=client, job=job, since=start, until=end, out=out,
-                queries={name: settings.prometheus.render(query)
-                         for name, query in settings.prometheus.queries.model_dump().items()},
+                client=client,
+                job=job,
+                since=start,
+                until=end,
+                out=out,
+                queries={
+                    name: settings.prometheus.render(query)
+                    for name, query in settings.prometheus.queries.model_dump().items()
+                },
                 worker_label=settings.prometheus.worker_label,
                 step_s=float(step_s),
             )
@@ -128,7 +146,9 @@ def retrain(
         else:
             spark = build_session(master or "local[*]")
             try:
-                summary = run_spark(spark, history=history, registry_uri=registry, config=config, keep=keep, jobs=job or None)
+                summary = run_spark(
+                    spark, history=history, registry_uri=registry, config=config, keep=keep, jobs=job or None
+                )
             finally:
                 spark.stop()
     except (HistoryError, RegistryError, ValueError) as exc:

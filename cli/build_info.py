@@ -66,7 +66,9 @@ def _git_revision(root: Path) -> str | None:
             return None
         changed = subprocess.run(
             ["git", "-C", str(root), "status", "--porcelain", "--", *PACKAGES, "pyproject.toml"],
-            capture_output=True, text=True, timeout=5,
+            capture_output=True,
+            text=True,
+            timeout=5,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

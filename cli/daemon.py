@@ -13,7 +13,9 @@ from cli.app import app, fail, settings_from
 
 @app.command("run")
 def run(
-    config: Path = typer.Option(None, "--config", "-c", help="YAML settings file (the Helm chart renders it).", dir_okay=False),
+    config: Path = typer.Option(
+        None, "--config", "-c", help="YAML settings file (the Helm chart renders it).", dir_okay=False
+    ),
     dry_run: bool = typer.Option(None, "--dry-run/--no-dry-run", help="Plan, log and leave Events without rescaling."),
     log_format: str = typer.Option(None, "--log-format", help="json or console (default: settings)."),
     log_level: str = typer.Option(None, "--log-level", help="debug, info, warning or error (default: settings)."),

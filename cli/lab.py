@@ -43,8 +43,11 @@ if TYPE_CHECKING:  # the lab's StreamBed parts load with the command that uses t
 
 
 RescaleCostOption = typer.Option(
-    None, "--rescale-cost", help="What a rescale of the simulated job costs: " + " or ".join(RESCALE_COSTS)
-    + " (lab.settings.RESCALE_COSTS; default: the settings, restart)."
+    None,
+    "--rescale-cost",
+    help="What a rescale of the simulated job costs: "
+    + " or ".join(RESCALE_COSTS)
+    + " (lab.settings.RESCALE_COSTS; default: the settings, restart).",
 )
 
 
@@ -67,13 +70,19 @@ def simulate(
     trace: Path = typer.Option(..., "--trace", help="Workload trace CSV (header time_s,rate).", dir_okay=False),
     policy: str = typer.Option(None, "--policy", help="Scaling policy: daedalus, static, ... (default: settings)."),
     out: Path = typer.Option(Path("out/simulate"), "--out", help="Directory for summary.json and the plot."),
-    hours: float = typer.Option(None, "--hours", min=0.0, max=MAX_HOURS, help="Replay only the first H hours of the trace."),
+    hours: float = typer.Option(
+        None, "--hours", min=0.0, max=MAX_HOURS, help="Replay only the first H hours of the trace."
+    ),
     dry_run: bool = typer.Option(None, "--dry-run/--no-dry-run", help="Plan and log rescales without applying them."),
     target_recovery_time_s: float = typer.Option(
         None, "--target-recovery-time-s", help="Target recovery time in seconds."
     ),
     failures_per_hour: float = typer.Option(
-        0.0, "--failures-per-hour", min=0.0, max=MAX_FAILURES_PER_HOUR, help="Inject TaskManager failures at this Poisson rate."
+        0.0,
+        "--failures-per-hour",
+        min=0.0,
+        max=MAX_FAILURES_PER_HOUR,
+        help="Inject TaskManager failures at this Poisson rate.",
     ),
     seed: int = typer.Option(None, "--seed", help="Simulator seed (default: settings simulator.seed)."),
     rescale_cost: str = RescaleCostOption,
@@ -81,15 +90,22 @@ def simulate(
     log_format: str = typer.Option("console", "--log-format", help="json or console."),
     log_level: str = typer.Option("warning", "--log-level", help="debug, info, warning or error."),
     serve_metrics: str = typer.Option(
-        None, "--serve-metrics", help="HOST:PORT: instead of a replay, run the job on wall-clock time and serve "
-        "its metrics for Prometheus under the Flink/Kafka names the default queries use (until SIGTERM)."
+        None,
+        "--serve-metrics",
+        help="HOST:PORT: instead of a replay, run the job on wall-clock time and serve "
+        "its metrics for Prometheus under the Flink/Kafka names the default queries use (until SIGTERM).",
     ),
     speed: float = typer.Option(
-        1.0, "--speed", min=0.0, help="With --serve-metrics: simulated seconds per wall second (above 0, at most 1,000)."
+        1.0,
+        "--speed",
+        min=0.0,
+        help="With --serve-metrics: simulated seconds per wall second (above 0, at most 1,000).",
     ),
     follow_scale_target: bool = typer.Option(
-        False, "--follow-scale-target", help="With --serve-metrics: follow the replicas of settings scale_target "
-        "(like Flink reactive mode follows its TaskManagers)."
+        False,
+        "--follow-scale-target",
+        help="With --serve-metrics: follow the replicas of settings scale_target "
+        "(like Flink reactive mode follows its TaskManagers).",
     ),
 ) -> None:
     """Replay a workload trace through the embedded simulated Flink job with the real agent loop."""
@@ -108,8 +124,10 @@ def simulate(
         LabSettings,
     )
     if serve_metrics is None and (speed != 1.0 or follow_scale_target):
-        fail(f"{'--speed' if speed != 1.0 else '--follow-scale-target'}: only with --serve-metrics (a replay runs on "
-             "simulated time)")
+        fail(
+            f"{'--speed' if speed != 1.0 else '--follow-scale-target'}: only with --serve-metrics (a replay runs on "
+            "simulated time)"
+        )
     configure_logging(settings.telemetry.log_format, settings.telemetry.log_level)
     workload = _load_trace(trace)
     if serve_metrics is not None:
@@ -123,7 +141,9 @@ def simulate(
         _replay(workload, settings, out=out, hours=hours, failures_per_hour=failures_per_hour)
 
 
-def _replay(workload: Trace, settings: LabSettings, *, out: Path, hours: float | None, failures_per_hour: float) -> None:
+def _replay(
+    workload: Trace, settings: LabSettings, *, out: Path, hours: float | None, failures_per_hour: float
+) -> None:
     """Replay in simulated time with a progress bar; write and print the summary and the plot."""
     from lab.replay import ReplayError, replay
     from lab.report import write_replay_outputs
@@ -159,19 +179,29 @@ def _serve_metrics(
 def evaluate(
     trace: list[Path] = typer.Option(None, "--trace", help="Workload trace CSV; repeat for several.", dir_okay=False),
     corpus: str = typer.Option(
-        None, "--corpus", help="Every trace of the corpus (traces/corpus): dev, held-out or all (with or instead of --trace)."
+        None,
+        "--corpus",
+        help="Every trace of the corpus (traces/corpus): dev, held-out or all (with or instead of --trace).",
     ),
     policies: str = typer.Option(
-        ",".join(DEFAULT_POLICIES), "--policies", help="Comma-separated policies to compare (optimal: the offline schedule)."
+        ",".join(DEFAULT_POLICIES),
+        "--policies",
+        help="Comma-separated policies to compare (optimal: the offline schedule).",
     ),
     sweep: bool = typer.Option(
         False, "--sweep", help="Also run each policy over its main knob and plot worker-hours against SLO misses."
     ),
     out: Path = typer.Option(Path("out/evaluate"), "--out", help="Directory for summary.json, report.md and plots."),
-    hours: float = typer.Option(None, "--hours", min=0.0, max=MAX_HOURS, help="Replay only the first H hours of each trace."),
+    hours: float = typer.Option(
+        None, "--hours", min=0.0, max=MAX_HOURS, help="Replay only the first H hours of each trace."
+    ),
     failures_per_hour: float = typer.Option(
-        1.0, "--failures-per-hour", min=0.0, max=MAX_FAILURES_PER_HOUR, help="Inject TaskManager failures at this Poisson rate (the same instants "
-        "for every policy and the optimal schedule); 0 for none."
+        1.0,
+        "--failures-per-hour",
+        min=0.0,
+        max=MAX_FAILURES_PER_HOUR,
+        help="Inject TaskManager failures at this Poisson rate (the same instants "
+        "for every policy and the optimal schedule); 0 for none.",
     ),
     seed: int = typer.Option(None, "--seed", help="Simulator seed shared by every replay (default: settings)."),
     jobs: int = typer.Option(None, "--jobs", min=1, max=64, help="Replays run in parallel (default: CPUs, at most 2)."),
@@ -187,8 +217,12 @@ def evaluate(
 
     settings = settings_from(
         config,
-        {"simulator.seed": seed, **_rescale_cost(rescale_cost), "telemetry.log_format": "console",
-         "telemetry.log_level": log_level},
+        {
+            "simulator.seed": seed,
+            **_rescale_cost(rescale_cost),
+            "telemetry.log_format": "console",
+            "telemetry.log_level": log_level,
+        },
         LabSettings,
     )
     configure_logging(settings.telemetry.log_format, settings.telemetry.log_level)
@@ -220,18 +254,31 @@ def evaluate(
                     bar.update(overall, completed=len(finished), sim=f"last: {key[0]} / {key[1]}")
 
         results = run_all(
-            runs, settings, hours=hours, failures_per_hour=failures_per_hour, jobs=jobs or default_jobs(),
+            runs,
+            settings,
+            hours=hours,
+            failures_per_hour=failures_per_hour,
+            jobs=jobs or default_jobs(),
             on_progress=progress,
         )
         dag_testbed = _dag_testbed([ref.path for ref in refs], hours, bar) if "justin" in names else None
         dag_replay = _dag_replay([ref.path for ref in refs], names, hours, failures_per_hour, settings, jobs, bar)
     paths = write_outputs(
-        results, names, out, hours=hours, failures_per_hour=failures_per_hour, seed=settings.simulator.seed,
-        target_recovery_time_s=settings.target_recovery_time_s, dag_testbed=dag_testbed, dag_replay=dag_replay,
+        results,
+        names,
+        out,
+        hours=hours,
+        failures_per_hour=failures_per_hour,
+        seed=settings.simulator.seed,
+        target_recovery_time_s=settings.target_recovery_time_s,
+        dag_testbed=dag_testbed,
+        dag_replay=dag_replay,
         plots=plots,
     )
     print(paths["report"].read_text())
-    console.print(f"summary: {paths['summary']}\nreport:  {paths['report']}" + (f"\nplots:   {out}/*.png" if plots else ""))
+    console.print(
+        f"summary: {paths['summary']}\nreport:  {paths['report']}" + (f"\nplots:   {out}/*.png" if plots else "")
+    )
 
 
 def _check_replayable(traces: list[Path], settings: LabSettings, hours: float | None) -> None:
@@ -256,12 +303,19 @@ def _check_covers_a_loop(path: Path, workload: Trace, settings: LabSettings, hou
     if hours is not None and hours * 3600.0 < settings.loop_interval_s:
         fail(f"--hours {hours:g}: shorter than one loop ({settings.loop_interval_s:g} s)")
     if workload.duration_s < settings.loop_interval_s:
-        fail(f"{path}: trace covers {workload.duration_s:.0f} s, shorter than one loop ({settings.loop_interval_s:g} s)")
+        fail(
+            f"{path}: trace covers {workload.duration_s:.0f} s, shorter than one loop ({settings.loop_interval_s:g} s)"
+        )
 
 
 def _dag_replay(
-    traces: list[Path], names: list[str], hours: float | None, failures_per_hour: float, settings: LabSettings,
-    jobs: int | None, bar: Progress,
+    traces: list[Path],
+    names: list[str],
+    hours: float | None,
+    failures_per_hour: float,
+    settings: LabSettings,
+    jobs: int | None,
+    bar: Progress,
 ) -> dict[str, Any] | None:
     """The per-operator policies over each trace on the operator-DAG testbed, beside whole-job Daedalus."""
     from lab.evaluate import dag_replay_lab, dag_replay_policies, default_jobs
@@ -271,8 +325,13 @@ def _dag_replay(
         return None
     task = bar.add_task(f"operator-DAG testbed replay / {', '.join(policies)}", total=len(traces), sim="")
     return dag_replay_lab(
-        traces, policies, hours=hours, failures_per_hour=failures_per_hour, seed=settings.simulator.seed,
-        target_recovery_time_s=settings.target_recovery_time_s, jobs=jobs or default_jobs(),
+        traces,
+        policies,
+        hours=hours,
+        failures_per_hour=failures_per_hour,
+        seed=settings.simulator.seed,
+        target_recovery_time_s=settings.target_recovery_time_s,
+        jobs=jobs or default_jobs(),
         on_trace=lambda name: bar.advance(task),
     )
 
@@ -291,39 +350,81 @@ def _dag_testbed(traces: list[Path], hours: float | None, bar: Progress) -> dict
 
 @app.command("capacity-plan")
 def capacity_plan(
-    target_rate: float = typer.Option(..., "--target-rate", min=0.0, max=1e12, help="Workload the production job must carry, records/s."),
-    out: Path = typer.Option(..., "--out", help="Capacity model file to write (JSON).", dir_okay=False),
-    max_runs: int = typer.Option(None, "--max-runs", min=3, max=1000, help="Most testbed runs StreamBed may make, at least 3 (a surrogate needs 3 measurements; default: 20 simulated, 4 on Flink)."),
-    testbed: str = typer.Option(
-        "simulated", "--testbed", help="simulated: the operator-DAG simulator; flink: the trace job on a real Flink cluster."
+    target_rate: float = typer.Option(
+        ..., "--target-rate", min=0.0, max=1e12, help="Workload the production job must carry, records/s."
     ),
-    max_scale_out: int = typer.Option(16, "--max-scale-out", min=1, max=32_768, help="Write prior capacities for scale-outs 1..N."),
-    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Testbed seed (on Flink: the shuffle of the partition weights)."),
+    out: Path = typer.Option(..., "--out", help="Capacity model file to write (JSON).", dir_okay=False),
+    max_runs: int = typer.Option(
+        None,
+        "--max-runs",
+        min=3,
+        max=1000,
+        help="Most testbed runs StreamBed may make, at least 3 (a surrogate needs 3 measurements; default: 20 simulated, 4 on Flink).",
+    ),
+    testbed: str = typer.Option(
+        "simulated",
+        "--testbed",
+        help="simulated: the operator-DAG simulator; flink: the trace job on a real Flink cluster.",
+    ),
+    max_scale_out: int = typer.Option(
+        16, "--max-scale-out", min=1, max=32_768, help="Write prior capacities for scale-outs 1..N."
+    ),
+    seed: int = typer.Option(
+        0, "--seed", min=0, max=2**63 - 1, help="Testbed seed (on Flink: the shuffle of the partition weights)."
+    ),
     min_slots: int = typer.Option(None, "--min-slots", max=1024, help="Flink: fewest task slots explored (default 1)."),
     max_slots: int = typer.Option(
-        None, "--max-slots", max=1024, help="Flink: most task slots explored (default 2); a local cluster gets this many one-slot TaskManagers."
+        None,
+        "--max-slots",
+        max=1024,
+        help="Flink: most task slots explored (default 2); a local cluster gets this many one-slot TaskManagers.",
     ),
     capacity_per_slot: float = typer.Option(
-        None, "--capacity-per-slot", max=1e9, help="Flink: records/s one slot of the trace job carries (its --capacity; default 2000)."
+        None,
+        "--capacity-per-slot",
+        max=1e9,
+        help="Flink: records/s one slot of the trace job carries (its --capacity; default 2000).",
     ),
     max_rate: float = typer.Option(
-        None, "--max-rate", max=1e12, help="Flink: records/s injected during each run's warmup, above its MST (default: 2x capacity per slot x slots)."
+        None,
+        "--max-rate",
+        max=1e12,
+        help="Flink: records/s injected during each run's warmup, above its MST (default: 2x capacity per slot x slots).",
     ),
     min_rate_fraction: float = typer.Option(
-        None, "--min-rate-fraction", max=1.0,
+        None,
+        "--min-rate-fraction",
+        max=1.0,
         help="Flink: lowest rate the search tries, as a fraction of the saturated warmup throughput (default 0.8).",
     ),
-    measure_s: int = typer.Option(None, "--measure-s", max=3600, help="Flink: observation per probe and warmup, seconds (default 10)."),
-    rampup_s: int = typer.Option(None, "--rampup-s", max=3600, help="Flink: wait after each submission before observing, seconds (default 3)."),
-    probes: int = typer.Option(None, "--probes", max=100, help="Flink: most probes of the binary search per testbed run (default 4)."),
-    cluster_warmup_s: float = typer.Option(
-        None, "--cluster-warmup-s", max=3600.0, help="Flink: run the job at an overload on every slot this long before the first run (default 45; 0: none)."
+    measure_s: int = typer.Option(
+        None, "--measure-s", max=3600, help="Flink: observation per probe and warmup, seconds (default 10)."
     ),
-    skew: float = typer.Option(None, "--skew", max=10.0, help="Flink: Zipf skew of the partitions (default 0: even load over the slots)."),
-    rest_url: str = typer.Option(None, "--rest-url", help="Flink: REST URL of an existing testbed cluster (default: start a local one)."),
-    prometheus: str = typer.Option(None, "--prometheus", help="Flink: URL of the Prometheus that scrapes that cluster each second."),
+    rampup_s: int = typer.Option(
+        None, "--rampup-s", max=3600, help="Flink: wait after each submission before observing, seconds (default 3)."
+    ),
+    probes: int = typer.Option(
+        None, "--probes", max=100, help="Flink: most probes of the binary search per testbed run (default 4)."
+    ),
+    cluster_warmup_s: float = typer.Option(
+        None,
+        "--cluster-warmup-s",
+        max=3600.0,
+        help="Flink: run the job at an overload on every slot this long before the first run (default 45; 0: none).",
+    ),
+    skew: float = typer.Option(
+        None, "--skew", max=10.0, help="Flink: Zipf skew of the partitions (default 0: even load over the slots)."
+    ),
+    rest_url: str = typer.Option(
+        None, "--rest-url", help="Flink: REST URL of an existing testbed cluster (default: start a local one)."
+    ),
+    prometheus: str = typer.Option(
+        None, "--prometheus", help="Flink: URL of the Prometheus that scrapes that cluster each second."
+    ),
     workdir: Path = typer.Option(
-        None, "--workdir", file_okay=False,
+        None,
+        "--workdir",
+        file_okay=False,
         help="Flink: keep the local cluster's configuration and logs here (default: a temporary directory).",
     ),
 ) -> None:
@@ -335,10 +436,19 @@ def capacity_plan(
         fail(f"--target-rate: must be above 0 records/s, got {target_rate:g}")
     check_output_file(out)
     flink_options = {
-        "--min-slots": min_slots, "--max-slots": max_slots, "--capacity-per-slot": capacity_per_slot,
-        "--max-rate": max_rate, "--min-rate-fraction": min_rate_fraction, "--measure-s": measure_s,
-        "--rampup-s": rampup_s, "--probes": probes, "--cluster-warmup-s": cluster_warmup_s, "--skew": skew, "--rest-url": rest_url,
-        "--prometheus": prometheus, "--workdir": workdir,
+        "--min-slots": min_slots,
+        "--max-slots": max_slots,
+        "--capacity-per-slot": capacity_per_slot,
+        "--max-rate": max_rate,
+        "--min-rate-fraction": min_rate_fraction,
+        "--measure-s": measure_s,
+        "--rampup-s": rampup_s,
+        "--probes": probes,
+        "--cluster-warmup-s": cluster_warmup_s,
+        "--skew": skew,
+        "--rest-url": rest_url,
+        "--prometheus": prometheus,
+        "--workdir": workdir,
     }
     flink: _FlinkPlan | None = None
     if testbed == "simulated":
@@ -347,13 +457,20 @@ def capacity_plan(
             fail(f"{', '.join(given)}: only for --testbed flink")
     elif testbed == "flink":
         flink = _flink_plan(
-            min_slots=1 if min_slots is None else min_slots, max_slots=2 if max_slots is None else max_slots,
-            capacity_per_slot=2000.0 if capacity_per_slot is None else capacity_per_slot, max_rate=max_rate,
+            min_slots=1 if min_slots is None else min_slots,
+            max_slots=2 if max_slots is None else max_slots,
+            capacity_per_slot=2000.0 if capacity_per_slot is None else capacity_per_slot,
+            max_rate=max_rate,
             min_rate_fraction=0.8 if min_rate_fraction is None else min_rate_fraction,
-            measure_s=10 if measure_s is None else measure_s, rampup_s=3 if rampup_s is None else rampup_s,
-            probes=4 if probes is None else probes, skew=0.0 if skew is None else skew, seed=seed,
+            measure_s=10 if measure_s is None else measure_s,
+            rampup_s=3 if rampup_s is None else rampup_s,
+            probes=4 if probes is None else probes,
+            skew=0.0 if skew is None else skew,
+            seed=seed,
             cluster_warmup_s=45.0 if cluster_warmup_s is None else cluster_warmup_s,
-            rest_url=rest_url, prometheus=prometheus, workdir=workdir,
+            rest_url=rest_url,
+            prometheus=prometheus,
+            workdir=workdir,
         )
     else:
         fail(f"--testbed: unknown testbed {testbed!r}; known: simulated, flink")
@@ -380,12 +497,22 @@ def capacity_plan(
                 from lab.capacity_plan import plan_capacity
 
                 model = plan_capacity(
-                    target_rate=target_rate, max_runs=runs, out_path=out, progress=progress,
-                    seed=seed, max_scale_out=max_scale_out,
+                    target_rate=target_rate,
+                    max_runs=runs,
+                    out_path=out,
+                    progress=progress,
+                    seed=seed,
+                    max_scale_out=max_scale_out,
                 )
             else:
                 model = _plan_on_flink(
-                    flink, bar, progress, target_rate=target_rate, out=out, max_runs=runs, max_scale_out=max_scale_out,
+                    flink,
+                    bar,
+                    progress,
+                    target_rate=target_rate,
+                    out=out,
+                    max_runs=runs,
+                    max_scale_out=max_scale_out,
                     seed=seed,
                 )
         except CapacityPlanError as exc:
@@ -395,7 +522,9 @@ def capacity_plan(
     table.add_row("testbed runs", str(model.testbed_runs))
     if flink is not None:
         for index, observation in enumerate(model.observations, start=1):
-            table.add_row(f"run {index}: {observation['task_slots']} slots", f"MST {observation['capacity']:,.0f} rec/s")
+            table.add_row(
+                f"run {index}: {observation['task_slots']} slots", f"MST {observation['capacity']:,.0f} rec/s"
+            )
     table.add_row("task slots for target (110 %)", str(model.task_slots_for_target))
     for n in sorted(model.capacities)[:: max(1, len(model.capacities) // 8)]:
         table.add_row(f"capacity at {n}", f"{model.capacities[n]:,.0f} rec/s")
@@ -437,7 +566,9 @@ def _flink_plan(
     from lab.flink.testbed import FlinkTestbedSettings, estimator_settings
 
     if not 1 <= min_slots < max_slots:
-        fail(f"--min-slots {min_slots}, --max-slots {max_slots}: need 1 <= min < max (two budgets at least, to fit how capacity grows)")
+        fail(
+            f"--min-slots {min_slots}, --max-slots {max_slots}: need 1 <= min < max (two budgets at least, to fit how capacity grows)"
+        )
     if measure_s < 3:
         fail(f"--measure-s: at least 3 s of samples to see the backlog grow, got {measure_s}")
     if rampup_s < 1 or probes < 1:
@@ -450,13 +581,19 @@ def _flink_plan(
         fail("--workdir is for a local cluster; an existing one (--rest-url) keeps its own files")
     try:
         settings = FlinkTestbedSettings(
-            capacity_per_slot=capacity_per_slot, max_rate=max_rate, skew=skew, seed=seed, cluster_warmup_s=cluster_warmup_s
+            capacity_per_slot=capacity_per_slot,
+            max_rate=max_rate,
+            skew=skew,
+            seed=seed,
+            cluster_warmup_s=cluster_warmup_s,
         )
     except ValueError as exc:
         # The settings name the field (``max_rate: invalid value -1.0``); the user typed the flag.
         field, _, reason = str(exc).partition(":")
         fail(f"--{field.replace('_', '-')}:{reason}")
-    estimator = estimator_settings(rampup_s=rampup_s, measure_s=measure_s, probes=probes, min_rate_fraction=min_rate_fraction)
+    estimator = estimator_settings(
+        rampup_s=rampup_s, measure_s=measure_s, probes=probes, min_rate_fraction=min_rate_fraction
+    )
     return _FlinkPlan(min_slots, max_slots, settings, estimator, rest_url, prometheus, workdir)
 
 
@@ -475,22 +612,29 @@ class _RunBars:
         """Follow the testbed: a new bar at each run's warmup, a step at each measurement."""
         if event.kind == "cluster-warmup":
             self.task = self.bar.add_task(
-                f"cluster warm-up: {event.parallelism} slots at {event.rate:,.0f}/s for {self.warmup_s:g} s", total=1, unit=""
+                f"cluster warm-up: {event.parallelism} slots at {event.rate:,.0f}/s for {self.warmup_s:g} s",
+                total=1,
+                unit="",
             )
         elif event.kind == "warmup":
             if self.task is not None and self.runs == 0:
                 self.bar.update(self.task, completed=1)
             self.runs += 1
             self.task = self.bar.add_task(
-                f"run {self.runs}: {event.parallelism} slots, warmup at {event.rate:,.0f}/s", total=self.phases, unit="phases"
+                f"run {self.runs}: {event.parallelism} slots, warmup at {event.rate:,.0f}/s",
+                total=self.phases,
+                unit="phases",
             )
         elif self.task is None:
             return
         elif event.kind == "probe":
-            self.bar.update(self.task, description=f"run {self.runs}: {event.parallelism} slots, probe at {event.rate:,.0f}/s")
+            self.bar.update(
+                self.task, description=f"run {self.runs}: {event.parallelism} slots, probe at {event.rate:,.0f}/s"
+            )
         else:
             self.bar.update(
-                self.task, advance=1,
+                self.task,
+                advance=1,
                 description=f"run {self.runs}: {event.parallelism} slots, {event.rate:,.0f}/s in, "
                 f"{event.achieved_rate or 0:,.0f}/s read, backlog {event.lag_growth or 0:+,.0f}/s",
             )
@@ -498,8 +642,11 @@ class _RunBars:
     def finished(self, report: RunReport) -> None:
         """Fill the run's bar and show its MST."""
         if self.task is not None:
-            self.bar.update(self.task, completed=self.phases,
-                            description=f"run {report.index}: {report.task_slots} slots, MST {report.mst:,.0f} rec/s")
+            self.bar.update(
+                self.task,
+                completed=self.phases,
+                description=f"run {report.index}: {report.task_slots} slots, MST {report.mst:,.0f} rec/s",
+            )
 
 
 def _plan_on_flink(
@@ -530,14 +677,28 @@ def _plan_on_flink(
     with tempfile.TemporaryDirectory(prefix="perdix-capacity-plan-") as scratch:
         try:
             with open_flink_testbed(
-                slots=plan.max_slots, settings=plan.settings, rest_url=plan.rest_url, prometheus_url=plan.prometheus,
-                workdir=plan.workdir or Path(scratch), on_phase=bars.on_phase,
+                slots=plan.max_slots,
+                settings=plan.settings,
+                rest_url=plan.rest_url,
+                prometheus_url=plan.prometheus,
+                workdir=plan.workdir or Path(scratch),
+                on_phase=bars.on_phase,
             ) as bed:
                 return plan_capacity(
-                    target_rate=target_rate, max_runs=max_runs, out_path=out, progress=on_run, seed=seed, testbed=bed,
-                    min_testbed_slots=plan.min_slots, max_testbed_slots=plan.max_slots, memory_profiles_mb=(bed.memory_mb,),
-                    production_memory_mb=bed.memory_mb, max_scale_out=max_scale_out, estimator=plan.estimator,
-                    job_name=bed.job_name, testbed_info=bed.describe(),
+                    target_rate=target_rate,
+                    max_runs=max_runs,
+                    out_path=out,
+                    progress=on_run,
+                    seed=seed,
+                    testbed=bed,
+                    min_testbed_slots=plan.min_slots,
+                    max_testbed_slots=plan.max_slots,
+                    memory_profiles_mb=(bed.memory_mb,),
+                    production_memory_mb=bed.memory_mb,
+                    max_scale_out=max_scale_out,
+                    estimator=plan.estimator,
+                    job_name=bed.job_name,
+                    testbed_info=bed.describe(),
                 )
         except (FlinkLabError, EstimationError) as exc:
             fail(str(exc))

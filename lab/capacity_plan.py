@@ -127,8 +127,13 @@ def plan_capacity(
             f"only {len(explore.observations)} measurements within {max_runs} runs: a surrogate needs 3"
         )
     model = _model_file(
-        bed, explore, runs.measured, target_rate=target_rate, production_memory=production_memory,
-        max_scale_out=max_scale_out, slots_per_scale_out=slots_per_scale_out,
+        bed,
+        explore,
+        runs.measured,
+        target_rate=target_rate,
+        production_memory=production_memory,
+        max_scale_out=max_scale_out,
+        slots_per_scale_out=slots_per_scale_out,
         job_name=job_name or str(getattr(getattr(bed, "job", None), "name", "job")),
         extra={
             "stop_reason": explore.stop_reason or f"used all {max_runs} runs",
@@ -298,7 +303,10 @@ def _model_file(
             "extrapolation_rmse": _json_number(score.extrapolation_rmse),
             "relative_loocv_error": _json_number(score.loocv_rmse / mean_capacity) if mean_capacity > 0 else None,
             "families": {
-                s.family: {"loocv_rmse": _json_number(s.loocv_rmse), "extrapolation_rmse": _json_number(s.extrapolation_rmse)}
+                s.family: {
+                    "loocv_rmse": _json_number(s.loocv_rmse),
+                    "extrapolation_rmse": _json_number(s.extrapolation_rmse),
+                }
                 for s in choice.scores
             },
         },
@@ -321,7 +329,9 @@ def _model_file(
     )
 
 
-def _rates_for(measured: Sequence[_Measured], task_slots: int, memory_mb: float | None) -> tuple[OperatorRate, ...] | None:
+def _rates_for(
+    measured: Sequence[_Measured], task_slots: int, memory_mb: float | None
+) -> tuple[OperatorRate, ...] | None:
     """Operator rates from the run closest in task slots at this memory profile (any profile if None).
 
     The paper's CO uses a single-task run per memory profile; rates measured nearer the requested

@@ -44,7 +44,9 @@ class DagStep:
     cache_hit_rate: float | None
 
 
-def cache_hit_rate(testbed: DagTestbed, index: int, parallelism: int, input_rate: float, slot_memory_mb: float) -> float | None:
+def cache_hit_rate(
+    testbed: DagTestbed, index: int, parallelism: int, input_rate: float, slot_memory_mb: float
+) -> float | None:
     """Share of window-state accesses served from memory, from the testbed's memory model; None if stateless."""
     op = testbed.job.operators[index]
     if not op.windowed or op.state_bytes_per_record <= 0:
@@ -73,14 +75,18 @@ def operator_rates(measurement: DagMeasurement) -> list[OperatorRates]:
     return rates
 
 
-def _measure(testbed: DagTestbed, parallelism: tuple[int, ...], slot_memory_mb: float, rate: float, seed: int) -> DagMeasurement:
+def _measure(
+    testbed: DagTestbed, parallelism: tuple[int, ...], slot_memory_mb: float, rate: float, seed: int
+) -> DagMeasurement:
     run = testbed.deploy(parallelism, slot_memory_mb, seed=seed)
     run.set_rate(rate)
     run.advance(WARM_UP_S + POLICY_INTERVAL_S)
     return run.measure(POLICY_INTERVAL_S)
 
 
-def _step(testbed: DagTestbed, parallelism: tuple[int, ...], level: int | None, rate: float, hit: float | None) -> DagStep:
+def _step(
+    testbed: DagTestbed, parallelism: tuple[int, ...], level: int | None, rate: float, hit: float | None
+) -> DagStep:
     slot_memory = memory_mb(level) if level is not None else memory_mb(0)
     capacity = testbed.true_capacity(parallelism, slot_memory)
     stateful = sum(p for op, p in zip(testbed.job.operators, parallelism) if op.windowed)

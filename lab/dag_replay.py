@@ -109,9 +109,12 @@ class DagReplaySettings:
         """What every policy of the replay is configured with."""
         return OperatorConfig(
             planner=PlannerConfig(
-                min_parallelism=1, max_parallelism=self.max_parallelism,
-                target_recovery_time_s=self.target_recovery_time_s, loop_interval_s=float(self.loop_interval_s),
-                grace_period_s=self.grace_period_s, recent_rescale_window_s=self.recent_rescale_window_s,
+                min_parallelism=1,
+                max_parallelism=self.max_parallelism,
+                target_recovery_time_s=self.target_recovery_time_s,
+                loop_interval_s=float(self.loop_interval_s),
+                grace_period_s=self.grace_period_s,
+                recent_rescale_window_s=self.recent_rescale_window_s,
                 scale_down_stabilization_s=self.scale_down_stabilization_s,
             ),
             checkpoint_interval_s=float(self.checkpoint_interval_s),
@@ -127,7 +130,9 @@ def duration_of(trace: Trace, hours: float | None) -> int:
     return total if hours is None else min(total, int(hours * 3600))
 
 
-def forecasts(trace: Trace, *, hours: float | None, loop_interval_s: int = 60, horizon_s: int = 900) -> dict[int, np.ndarray]:
+def forecasts(
+    trace: Trace, *, hours: float | None, loop_interval_s: int = 60, horizon_s: int = 900
+) -> dict[int, np.ndarray]:
     """The agent's forecaster fed the trace's arrivals, its forecast at the end of every loop (by second).
 
     The arrivals do not depend on the policy, so one forecaster serves every policy of a trace.
@@ -143,8 +148,9 @@ def forecasts(trace: Trace, *, hours: float | None, loop_interval_s: int = 60, h
     return out
 
 
-def sample_profiles(testbed: DagTestbed, *, levels: Sequence[int] = (0, 1, 2), min_mb: float = 128.0,
-                    seed: int = 7) -> list[ProfileSample]:
+def sample_profiles(
+    testbed: DagTestbed, *, levels: Sequence[int] = (0, 1, 2), min_mb: float = 128.0, seed: int = 7
+) -> list[ProfileSample]:
     """QEScalor's samples from testbed runs: per memory level, the window operator's true rate per task.
 
     Each run saturates a small deployment (2 map, 4 window, 1 sink tasks) for a warm-up and a measured
@@ -163,8 +169,9 @@ def sample_profiles(testbed: DagTestbed, *, levels: Sequence[int] = (0, 1, 2), m
     return samples
 
 
-def vertex_inputs(testbed: DagTestbed, measurement: DagMeasurement, slot_memory_mb: float,
-                  config: PlannerConfig) -> tuple[VertexInput, ...]:
+def vertex_inputs(
+    testbed: DagTestbed, measurement: DagMeasurement, slot_memory_mb: float, config: PlannerConfig
+) -> tuple[VertexInput, ...]:
     """The testbed's operators as job vertices with DS2's rates and, for a window, its cache hit rate."""
     vertices = []
     previous: str | None = None
@@ -186,10 +193,16 @@ def vertex_inputs(testbed: DagTestbed, measurement: DagMeasurement, slot_memory_
             cache_hit_rate=hit,
             rated_subtasks=op.parallelism if rated else 0,
         )
-        vertices.append(VertexInput(
-            spec.name, spec.name, op.parallelism, (previous,) if previous else (),
-            max_parallelism=testbed.job.max_parallelism if spec.keyed else 0, metrics=metrics,
-        ))
+        vertices.append(
+            VertexInput(
+                spec.name,
+                spec.name,
+                op.parallelism,
+                (previous,) if previous else (),
+                max_parallelism=testbed.job.max_parallelism if spec.keyed else 0,
+                metrics=metrics,
+            )
+        )
         previous = spec.name
     return tuple(vertices)
 
@@ -230,7 +243,9 @@ class DagReplay:
         profiles: Sequence[ProfileSample] | None = None,
     ) -> None:
         if policy not in DAG_REPLAY_POLICIES:
-            raise ValueError(f"policy {policy!r} is not replayed on the testbed; known: {', '.join(DAG_REPLAY_POLICIES)}")
+            raise ValueError(
+                f"policy {policy!r} is not replayed on the testbed; known: {', '.join(DAG_REPLAY_POLICIES)}"
+            )
         self.trace = trace
         self.name = policy
         self.policy = DAG_REPLAY_POLICIES[policy]()
@@ -239,7 +254,9 @@ class DagReplay:
         self.config = self.settings.operator_config()
         self.forecasts = forecast_by_second
         if self.policy.uses_forecast and forecast_by_second is None:
-            self.forecasts = forecasts(self.trace, hours=self.settings.hours, loop_interval_s=self.settings.loop_interval_s)
+            self.forecasts = forecasts(
+                self.trace, hours=self.settings.hours, loop_interval_s=self.settings.loop_interval_s
+            )
         self.policy_state: dict[str, Any] | None = None
         if policy == "qescalor":
             samples = profiles if profiles is not None else sample_profiles(self.testbed, seed=self.settings.seed)
@@ -306,7 +323,9 @@ class DagReplay:
             managed[t] = sum(p for p, w in zip(plan.values(), stateful) if w) * memory
             now = t + 1
             if t in failures:
-                down = self._stop(run, "failure", plan, memory, now, deployed_at, s.failure_downtime(slots(plan, shared=False)))
+                down = self._stop(
+                    run, "failure", plan, memory, now, deployed_at, s.failure_downtime(slots(plan, shared=False))
+                )
                 stops.append(Stop("failure", now, down.resume_s))
                 continue
             if now % sync or now - deployed_at < 1:
@@ -364,7 +383,12 @@ class DagReplay:
             **verdict.to_summary(),
         }
         keep = slice(None, None, SERIES_STEP_S)
-        series = {"time_s": np.arange(duration)[keep], "workload": rates[keep], "slots": used_slots[keep], "lag": lag[keep]}
+        series = {
+            "time_s": np.arange(duration)[keep],
+            "workload": rates[keep],
+            "slots": used_slots[keep],
+            "lag": lag[keep],
+        }
         return DagReplayResult(self.trace.name, self.name, summary, series)
 
     # ------------------------------------------------------------------ helpers
@@ -388,8 +412,9 @@ class DagReplay:
             return max(profile.managed_memory_per_slot_mb, self.settings.initial_memory_mb)
         return memory
 
-    def _stop(self, run: DagRun, kind: str, plan: dict[str, int], memory: float, now: int, deployed_at: int,
-              downtime: int) -> _Down:
+    def _stop(
+        self, run: DagRun, kind: str, plan: dict[str, int], memory: float, now: int, deployed_at: int, downtime: int
+    ) -> _Down:
         """Stop the job: pending records plus everything read since the last checkpoint are behind."""
         since = (now - deployed_at) % self.settings.checkpoint_interval_s
         replay = run.measure(since).achieved_rate * since if since > 0 else 0.0

@@ -192,8 +192,10 @@ def _replay_one(
         return RunResult(run, summary, _thinned(series))
     from lab.replay import Replay
 
-    policy = POLICY_FACTORIES[run.policy]() if run.knob is None or run.policy == "daedalus" else (
-        POLICY_FACTORIES[run.policy](run.knob)
+    policy = (
+        POLICY_FACTORIES[run.policy]()
+        if run.knob is None or run.policy == "daedalus"
+        else (POLICY_FACTORIES[run.policy](run.knob))
     )
     update: dict[str, Any] = {"policy": run.policy}
     if policy.sync_interval_s is not None:
@@ -202,12 +204,21 @@ def _replay_one(
         update["target_recovery_time_s"] = run.knob  # the target it plans with; the SLO stays the lab's
     run_settings = settings.model_copy(update=update)
     replay = Replay(
-        trace, run_settings, hours=hours, failures_per_hour=failures_per_hour, policy=policy,
+        trace,
+        run_settings,
+        hours=hours,
+        failures_per_hour=failures_per_hour,
+        policy=policy,
         judged_target_s=settings.target_recovery_time_s,
     )
     replay.run(progress=progress)
     result = replay.result()
-    summary = {**result.summary, "policy": run.policy, "knob": run.knob, "sync_interval_s": run_settings.loop_interval_s}
+    summary = {
+        **result.summary,
+        "policy": run.policy,
+        "knob": run.knob,
+        "sync_interval_s": run_settings.loop_interval_s,
+    }
     return RunResult(run, summary, _thinned(result.series))
 
 
@@ -216,7 +227,9 @@ def _thinned(series: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {name: np.asarray(series[name][keep]) for name in ("time_s", "workload", "parallelism", "lag")}
 
 
-def _worker_run(run: Run, settings: LabSettings, hours: float | None, failures_per_hour: float, queue: Any) -> RunResult:
+def _worker_run(
+    run: Run, settings: LabSettings, hours: float | None, failures_per_hour: float, queue: Any
+) -> RunResult:
     """Process-pool entry: quiet logs, progress through ``queue``."""
     from agent.logging import configure_logging
 
@@ -292,7 +305,9 @@ def dag_lab(trace_path: Path, *, hours: float | None, steps: int = 6) -> dict[st
     for label, rate in (("median", float(np.median(rates))), ("peak", float(np.max(rates)))):
         rows: dict[str, Any] = {"rate": round(rate, 1)}
         for policy in DAG_POLICIES:
-            history = run_dag_policy(testbed, policy, rate=rate, initial=(1,) * len(testbed.operator_names), steps=steps)
+            history = run_dag_policy(
+                testbed, policy, rate=rate, initial=(1,) * len(testbed.operator_names), steps=steps
+            )
             first = next((i for i, step in enumerate(history) if step.sustains), None)
             final = history[-1]
             rows[policy] = {
@@ -348,7 +363,10 @@ def dag_replay_lab(
     from lab.dag_replay import DagReplaySettings
 
     settings = DagReplaySettings(
-        hours=hours, failures_per_hour=failures_per_hour, seed=seed, target_recovery_time_s=target_recovery_time_s,
+        hours=hours,
+        failures_per_hour=failures_per_hour,
+        seed=seed,
+        target_recovery_time_s=target_recovery_time_s,
     )
     out: dict[str, Any] = {}
     if jobs <= 1 or len(traces) <= 1:

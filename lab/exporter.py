@@ -182,7 +182,8 @@ class SimulationExporter(Collector):
         yield load
         end_offsets = GaugeMetricFamily(END_OFFSET, "Log-end offset of each partition.", labels=["topic", "partition"])
         group_offsets = GaugeMetricFamily(
-            COMMITTED_OFFSET, "Offset the consumer group committed on each partition.",
+            COMMITTED_OFFSET,
+            "Offset the consumer group committed on each partition.",
             labels=["consumergroup", "topic", "partition"],
         )
         for partition, (end, done) in enumerate(zip(ends.tolist(), committed.tolist())):
@@ -194,9 +195,14 @@ class SimulationExporter(Collector):
             return
         source = "Source:_" + self.topic
         task = source + "____process"
-        records = GaugeMetricFamily(RECORDS_OUT, "Records the source subtask emitted in this attempt.", labels=OPERATOR_LABELS)
+        records = GaugeMetricFamily(
+            RECORDS_OUT, "Records the source subtask emitted in this attempt.", labels=OPERATOR_LABELS
+        )
         pending = GaugeMetricFamily(PENDING, "Records waiting in the subtask's partitions.", labels=OPERATOR_LABELS)
-        times = {name: GaugeMetricFamily(name, f"{name} in this attempt, ms.", labels=TASK_LABELS) for name in (BUSY, IDLE, BACKPRESSURED)}
+        times = {
+            name: GaugeMetricFamily(name, f"{name} in this attempt, ms.", labels=TASK_LABELS)
+            for name in (BUSY, IDLE, BACKPRESSURED)
+        }
         uptime_wall_ms = uptime_s / speed * 1000.0
         for index in range(parallelism):
             worker = worker_id(index)
@@ -254,8 +260,13 @@ def serve(trace: Trace, settings: Any, *, address: str, speed: float, follow_sca
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     exporter.start()
     log = get_logger("perdix.exporter")
-    log.info("exporter.started", url=f"http://{host}:{server.port}/metrics", speed=speed, trace=trace.name,
-             follow=settings.scale_target.name if follow else None)
+    log.info(
+        "exporter.started",
+        url=f"http://{host}:{server.port}/metrics",
+        speed=speed,
+        trace=trace.name,
+        follow=settings.scale_target.name if follow else None,
+    )
     try:
         stop.wait()
     finally:

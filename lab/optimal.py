@@ -495,12 +495,35 @@ class _Rows:
         horizon = self.horizon
         record = self.lag_record if self.lag_record is not None else np.zeros((0, 0))
         _step_rows(
-            start_s, end_s, horizon.end_after, horizon.total_end, horizon.capacity, horizon.behind_threshold,
-            horizon.checkpoint_interval_s, self.target_s, self.allowance_s,
-            self.position, self.committed, self.position_sum, self.parallelism, self.pending, self.down,
-            self.down_until, self.uptime_start, self.episode_open, self.episode_start, self.episode_earliest_end,
-            self.episode_kind, self.episode_falling, self.episode_missed, self.misses, self.over, self.cost,
-            self.lag, record, self.lag_record is not None,
+            start_s,
+            end_s,
+            horizon.end_after,
+            horizon.total_end,
+            horizon.capacity,
+            horizon.behind_threshold,
+            horizon.checkpoint_interval_s,
+            self.target_s,
+            self.allowance_s,
+            self.position,
+            self.committed,
+            self.position_sum,
+            self.parallelism,
+            self.pending,
+            self.down,
+            self.down_until,
+            self.uptime_start,
+            self.episode_open,
+            self.episode_start,
+            self.episode_earliest_end,
+            self.episode_kind,
+            self.episode_falling,
+            self.episode_missed,
+            self.misses,
+            self.over,
+            self.cost,
+            self.lag,
+            record,
+            self.lag_record is not None,
         )
 
     def advance(self, start_s: int, end_s: int, actions: dict[int, np.ndarray] | None = None) -> None:
@@ -511,7 +534,8 @@ class _Rows:
         on its own for all the seconds at once (:func:`_step_rows`).
         """
         events = sorted(
-            {t for t in (actions or {}) if start_s <= t < end_s} | {t for t in self.horizon.failures if start_s <= t < end_s}
+            {t for t in (actions or {}) if start_s <= t < end_s}
+            | {t for t in self.horizon.failures if start_s <= t < end_s}
         )
         done = start_s
         for t in events:
@@ -563,10 +587,10 @@ def _bucket_keys(rows: _Rows, now_s: int, input_rate: float, settings: OptimalSe
     uncommitted_bucket = np.floor(rows.uncommitted / rate / settings.uncommitted_bucket_s)
     age = now_s - rows.episode_start
     missed = rows.episode_missed | (age > settings.target_recovery_time_s)
-    age_bucket = np.where(
-        ~rows.episode_open, 0, np.where(missed, 1, 2 + np.floor(age / settings.episode_age_bucket_s))
+    age_bucket = np.where(~rows.episode_open, 0, np.where(missed, 1, 2 + np.floor(age / settings.episode_age_bucket_s)))
+    falling_bucket = np.where(
+        rows.episode_open & ~missed, np.floor(rows.episode_falling / settings.falling_bucket_s), 0
     )
-    falling_bucket = np.where(rows.episode_open & ~missed, np.floor(rows.episode_falling / settings.falling_bucket_s), 0)
     return np.column_stack(
         [
             rows.target_parallelism,
@@ -627,9 +651,7 @@ def _best_per_key(rows: _Rows, keys: np.ndarray, *, least_lag_too: bool = False)
         )
         # And the one that fell behind least in its open episode: a bucket spans several seconds of the
         # allowance, and only the row furthest from it may still end without a miss.
-        orders.append(
-            np.lexsort((rows.cost, rows.over, rows.lag, rows.episode_falling, rows.misses, group))
-        )
+        orders.append(np.lexsort((rows.cost, rows.over, rows.lag, rows.episode_falling, rows.misses, group)))
     kept = []
     for order in orders:
         first = np.ones(len(order), dtype=bool)
@@ -691,13 +713,35 @@ def _undominated_in_groups(values: np.ndarray, bounds: np.ndarray) -> np.ndarray
 
 @numba.njit(cache=True, nogil=True)
 def _step_rows(
-    start_s: int, end_s: int, end_after: np.ndarray, total_end: np.ndarray, capacity: np.ndarray,
-    behind_threshold: np.ndarray, checkpoint_interval_s: int, target_s: float, allowance_s: int,
-    position: np.ndarray, committed: np.ndarray, position_sum: np.ndarray, parallelism: np.ndarray,
-    pending: np.ndarray, down: np.ndarray, down_until: np.ndarray, uptime_start: np.ndarray,
-    episode_open: np.ndarray, episode_start: np.ndarray, episode_earliest_end: np.ndarray,
-    episode_kind: np.ndarray, episode_falling: np.ndarray, episode_missed: np.ndarray, misses: np.ndarray,
-    over: np.ndarray, cost: np.ndarray, lag: np.ndarray, lag_record: np.ndarray, recording: bool,
+    start_s: int,
+    end_s: int,
+    end_after: np.ndarray,
+    total_end: np.ndarray,
+    capacity: np.ndarray,
+    behind_threshold: np.ndarray,
+    checkpoint_interval_s: int,
+    target_s: float,
+    allowance_s: int,
+    position: np.ndarray,
+    committed: np.ndarray,
+    position_sum: np.ndarray,
+    parallelism: np.ndarray,
+    pending: np.ndarray,
+    down: np.ndarray,
+    down_until: np.ndarray,
+    uptime_start: np.ndarray,
+    episode_open: np.ndarray,
+    episode_start: np.ndarray,
+    episode_earliest_end: np.ndarray,
+    episode_kind: np.ndarray,
+    episode_falling: np.ndarray,
+    episode_missed: np.ndarray,
+    misses: np.ndarray,
+    over: np.ndarray,
+    cost: np.ndarray,
+    lag: np.ndarray,
+    lag_record: np.ndarray,
+    recording: bool,
 ) -> None:  # pragma: no cover - compiled; covered through every solve, checked against the job by optimal_run
     """Every row through seconds ``[start_s, end_s)`` as ``SimulatedFlinkJob.step`` steps one job, in place:
     a stopped row due back restarts at its pending scale-out; a running one reads (:func:`simulator.drain.drain_job`)
@@ -803,9 +847,7 @@ def _range_minimum(values: np.ndarray, row: np.ndarray, low: np.ndarray, high: n
     return out
 
 
-def _hopeless(
-    rows: _Rows, choices: np.ndarray, boundary: int, interval: int, bound: Objective | None
-) -> np.ndarray:
+def _hopeless(rows: _Rows, choices: np.ndarray, boundary: int, interval: int, bound: Objective | None) -> np.ndarray:
     """``[state, choice]``: choosing it now makes a miss certain, and one more miss cannot beat ``bound``.
 
     The same lower bound on the lag as :func:`_certain_misses`, tightened by the choice: after the
@@ -868,8 +910,10 @@ def _within_bound(rows: _Rows, now_s: int, bound: Objective | None) -> np.ndarra
     misses = rows.misses + _certain_misses(rows, now_s)
     fewer = misses < bound.misses
     same = misses == bound.misses
-    return fewer | (same & (rows.over < bound.seconds_over_target)) | (
-        same & (rows.over == bound.seconds_over_target) & (rows.cost <= bound.worker_seconds)
+    return (
+        fewer
+        | (same & (rows.over < bound.seconds_over_target))
+        | (same & (rows.over == bound.seconds_over_target) & (rows.cost <= bound.worker_seconds))
     )
 
 
@@ -1151,9 +1195,7 @@ class ScheduleReplay:
 
     def judge(self, target_recovery_time_s: float) -> SloJudgement:
         """The SLO judgement of the replayed series."""
-        return judge(
-            self.window.lag, self.window.workload, self.stops, target_recovery_time_s=target_recovery_time_s
-        )
+        return judge(self.window.lag, self.window.workload, self.stops, target_recovery_time_s=target_recovery_time_s)
 
     def objective(self, target_recovery_time_s: float) -> Objective:
         """Misses, seconds over target and worker-seconds, as the optimal schedule scores them."""
@@ -1216,8 +1258,12 @@ def optimal_run(
         max_parallelism=min(settings.max_parallelism, settings.simulator.partitions),
         target_recovery_time_s=settings.target_recovery_time_s,
     )
-    found = optimal_schedule(trace, settings.simulator, settings=options, hours=hours, failures_per_hour=failures_per_hour)
-    replayed = replay_schedule(trace, settings.simulator, found.schedule, hours=hours, failures_per_hour=failures_per_hour)
+    found = optimal_schedule(
+        trace, settings.simulator, settings=options, hours=hours, failures_per_hour=failures_per_hour
+    )
+    replayed = replay_schedule(
+        trace, settings.simulator, found.schedule, hours=hours, failures_per_hour=failures_per_hour
+    )
     scored = replayed.objective(options.target_recovery_time_s)
     if scored != found.predicted:
         raise AssertionError(f"{trace.name}: the optimal schedule replayed as {scored}, predicted {found.predicted}")
@@ -1234,7 +1280,6 @@ def optimal_run(
     return summary, series_of(replayed.job)
 
 
-
 def _drop_kernels_compiled_against_another_drain_rule() -> None:
     """numba keys a cached kernel on the file that defines it; :func:`_step_rows` inlines
     :func:`simulator.drain.drain_job`, so after a change to that file its cache would still hold the old rule.
@@ -1247,7 +1292,10 @@ def _drop_kernels_compiled_against_another_drain_rule() -> None:
     if stamp.exists():
         return
     try:
-        for stale in [*directory.glob(f"{Path(__file__).stem}.*.nb[ic]"), *directory.glob(f"{Path(__file__).stem}.drain-*.stamp")]:
+        for stale in [
+            *directory.glob(f"{Path(__file__).stem}.*.nb[ic]"),
+            *directory.glob(f"{Path(__file__).stem}.drain-*.stamp"),
+        ]:
             stale.unlink(missing_ok=True)
         directory.mkdir(parents=True, exist_ok=True)
         stamp.touch()
@@ -1271,5 +1319,3 @@ __all__ = [
     "replay_duration_s",
     "replay_schedule",
 ]
-
-

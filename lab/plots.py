@@ -31,8 +31,12 @@ def plot_replay(result: ReplayResult, path: Path) -> None:
     ax_rate.plot(hours, series["true_capacity"] / 1000, lw=1.0, color="tab:green", label="capacity (true)")
     if series["loop_time_s"].size:
         ax_rate.step(
-            series["loop_time_s"] / 3600.0, series["forecast_peak"] / 1000, where="post",
-            lw=0.8, color="tab:orange", label="forecast peak (15 min)",
+            series["loop_time_s"] / 3600.0,
+            series["forecast_peak"] / 1000,
+            where="post",
+            lw=0.8,
+            color="tab:orange",
+            label="forecast peak (15 min)",
         )
     ax_rate.set_ylabel("k records/s")
     ax_rate.legend(loc="upper left", fontsize=8)
@@ -83,13 +87,28 @@ def plot_fronts(
         (line,) = ax.plot(hours, misses, "o-", lw=0.8, ms=4, label=policy)
         for p in points:
             if p["knob"] is not None:
-                ax.annotate(f"{p['knob']:g}", (p["worker_hours"], p["slo_misses"]), fontsize=6, color=line.get_color(),
-                            xytext=(3, 3), textcoords="offset points")
+                ax.annotate(
+                    f"{p['knob']:g}",
+                    (p["worker_hours"], p["slo_misses"]),
+                    fontsize=6,
+                    color=line.get_color(),
+                    xytext=(3, 3),
+                    textcoords="offset points",
+                )
     if daedalus is not None:
-        ax.plot([daedalus["worker_hours"]], [daedalus["slo_misses"]], "*", ms=14, color="black", label="daedalus (default)")
+        ax.plot(
+            [daedalus["worker_hours"]], [daedalus["slo_misses"]], "*", ms=14, color="black", label="daedalus (default)"
+        )
     if optimal is not None:
-        ax.plot([optimal["worker_hours"]], [optimal["slo_misses"]], "D", ms=9, color="gold", markeredgecolor="black",
-                label="optimal")
+        ax.plot(
+            [optimal["worker_hours"]],
+            [optimal["slo_misses"]],
+            "D",
+            ms=9,
+            color="gold",
+            markeredgecolor="black",
+            label="optimal",
+        )
     ax.set_xlabel("worker-hours")
     ax.set_ylabel("SLO misses")
     ax.set_title(f"{trace}: cost against SLO misses per setting")

@@ -154,7 +154,11 @@ class Replay:
     def result(self) -> ReplayResult:
         """Summary and series of what has run so far."""
         summary = summarize(
-            self.job, self.settings, self.rounds, self.scaler, trace_name=self.trace.name,
+            self.job,
+            self.settings,
+            self.rounds,
+            self.scaler,
+            trace_name=self.trace.name,
             judged_target_s=self.judged_target_s,
         )
         # Injected so far; one that lands while the job is already down is absorbed by that stop.
@@ -184,8 +188,10 @@ def _series(job: SimulatedFlinkJob, rounds: list[RoundResult]) -> dict[str, np.n
     capacity = np.array([job.true_capacity(int(n)) if n > 0 else 0.0 for n in window.parallelism])
     loop_times = np.array([r.now for r in rounds])
     forecast_peak = np.array(
-        [float(np.max(r.analysis.forecast)) if r.analysis is not None and r.analysis.forecast is not None else np.nan
-         for r in rounds]
+        [
+            float(np.max(r.analysis.forecast)) if r.analysis is not None and r.analysis.forecast is not None else np.nan
+            for r in rounds
+        ]
     )
     return {
         "time_s": window.times,
@@ -223,7 +229,9 @@ def summarize(
         for rec in r.analysis.recoveries
         if rec.predicted_s and rec.measured_s > 0
     ]
-    wapes = [r.analysis.forecast_wape for r in rounds if r.analysis is not None and r.analysis.forecast_wape is not None]
+    wapes = [
+        r.analysis.forecast_wape for r in rounds if r.analysis is not None and r.analysis.forecast_wape is not None
+    ]
     latencies = [r.latency_ms for r in rounds]
     executed = [req for req in scaler.requests if not req[2]]
     summary = job_summary(

@@ -71,7 +71,10 @@ def build_summary(results: Sequence[RunResult], policies: Sequence[str]) -> dict
         for policy in policies:
             if policy in DAG_ONLY_POLICIES:
                 where = " (its testbed replay is under dag_replay)"
-                entry["runs"][policy] = {"status": "n/a", "reason": f"operator-DAG testbed only: {DAG_ONLY_POLICIES[policy]}{where}"}
+                entry["runs"][policy] = {
+                    "status": "n/a",
+                    "reason": f"operator-DAG testbed only: {DAG_ONLY_POLICIES[policy]}{where}",
+                }
     summary: dict[str, Any] = {"traces": by_trace, "policies": _per_policy(by_trace, policies)}
     fronts, verdicts = _fronts(by_trace)
     if fronts:
@@ -129,7 +132,9 @@ def _fronts(by_trace: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[s
         for policy, swept in points.items():
             default = entry["runs"].get(policy)
             if default is not None:
-                swept.append({"knob": None, "worker_hours": default["worker_hours"], "slo_misses": default["slo_misses"]})
+                swept.append(
+                    {"knob": None, "worker_hours": default["worker_hours"], "slo_misses": default["slo_misses"]}
+                )
             swept.sort(key=lambda p: (p["worker_hours"], p["slo_misses"]))
         fronts[name] = dict(points)
         daedalus = entry["runs"].get("daedalus")
@@ -151,13 +156,28 @@ def goal_checks(summary: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
         return []
     checks: list[tuple[str, bool | None, str]] = []
     median, worst = per["x_optimal_median"], per["x_optimal_worst"]
-    checks.append((f"worker-hours <= {GOAL_MEDIAN_X_OPTIMAL:.2f} x optimal at the median trace",
-                   None if median is None else median <= GOAL_MEDIAN_X_OPTIMAL, f"{median}"))
-    checks.append((f"worker-hours <= {GOAL_WORST_X_OPTIMAL:.2f} x optimal on the worst trace",
-                   None if worst is None else worst <= GOAL_WORST_X_OPTIMAL, f"{worst}"))
+    checks.append(
+        (
+            f"worker-hours <= {GOAL_MEDIAN_X_OPTIMAL:.2f} x optimal at the median trace",
+            None if median is None else median <= GOAL_MEDIAN_X_OPTIMAL,
+            f"{median}",
+        )
+    )
+    checks.append(
+        (
+            f"worker-hours <= {GOAL_WORST_X_OPTIMAL:.2f} x optimal on the worst trace",
+            None if worst is None else worst <= GOAL_WORST_X_OPTIMAL,
+            f"{worst}",
+        )
+    )
     avoidable = per["traces_with_misses_optimal_avoids"]
-    checks.append(("zero SLO misses on every trace where the optimal schedule has none", avoidable == 0,
-                   f"{avoidable} of {per['traces']} traces"))
+    checks.append(
+        (
+            "zero SLO misses on every trace where the optimal schedule has none",
+            avoidable == 0,
+            f"{avoidable} of {per['traces']} traces",
+        )
+    )
     verdicts = summary.get("verdicts")
     if verdicts:
         total = sum(len(v) for v in verdicts.values())
@@ -203,8 +223,12 @@ def _trace_table(name: str, entry: dict[str, Any]) -> list[str]:
 
 
 def _policy_table(title: str, per: dict[str, Any]) -> list[str]:
-    lines = [f"## {title}", "", "| policy | × optimal, median | × optimal, worst | SLO misses | traces with misses the optimal avoids |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        f"## {title}",
+        "",
+        "| policy | × optimal, median | × optimal, worst | SLO misses | traces with misses the optimal avoids |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for policy, row in per.items():
         lines.append(
             f"| {policy} | {_cell(row['x_optimal_median'], 3)} | {_cell(row['x_optimal_worst'], 3)} | "
@@ -213,8 +237,9 @@ def _policy_table(title: str, per: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def render_report(summary: dict[str, Any], *, hours: float | None, failures_per_hour: float, seed: int,
-                  target_recovery_time_s: float) -> str:
+def render_report(
+    summary: dict[str, Any], *, hours: float | None, failures_per_hour: float, seed: int, target_recovery_time_s: float
+) -> str:
     """``report.md``: each policy over the traces, each half and family, each trace, the fronts and the goals."""
     by_trace = summary["traces"]
     lines = [
@@ -238,16 +263,28 @@ def render_report(summary: dict[str, Any], *, hours: float | None, failures_per_
     checks = goal_checks(summary)
     if checks:
         lines += ["## Daedalus goals", ""]
-        lines += [f"- {goal}: {'n/a' if met is None else ('met' if met else '**missed**')} ({figure})" for goal, met, figure in checks]
+        lines += [
+            f"- {goal}: {'n/a' if met is None else ('met' if met else '**missed**')} ({figure})"
+            for goal, met, figure in checks
+        ]
         lines.append("")
     verdicts = summary.get("verdicts")
     if verdicts:
         peers = [p for p in PEERS if any(p in v for v in verdicts.values())]
-        lines += ["## Daedalus against each peer's front", "",
-                  "Below the front: fewer worker-hours than every setting of that peer with no more misses.", "",
-                  "| trace | " + " | ".join(peers) + " |", "|---|" + "---|" * len(peers)]
+        lines += [
+            "## Daedalus against each peer's front",
+            "",
+            "Below the front: fewer worker-hours than every setting of that peer with no more misses.",
+            "",
+            "| trace | " + " | ".join(peers) + " |",
+            "|---|" + "---|" * len(peers),
+        ]
         for name, verdict in verdicts.items():
-            lines.append(f"| {name} | " + " | ".join(("below" if verdict[p] else "**not below**") if p in verdict else "–" for p in peers) + " |")
+            lines.append(
+                f"| {name} | "
+                + " | ".join(("below" if verdict[p] else "**not below**") if p in verdict else "–" for p in peers)
+                + " |"
+            )
         lines.append("")
     if families:
         for family in families:
@@ -337,7 +374,9 @@ def write_outputs(
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = build_summary(results, policies)
     summary["settings"] = {
-        "hours": hours, "failures_per_hour": failures_per_hour, "seed": seed,
+        "hours": hours,
+        "failures_per_hour": failures_per_hour,
+        "seed": seed,
         "target_recovery_time_s": target_recovery_time_s,
     }
     if dag_testbed:
@@ -346,9 +385,15 @@ def write_outputs(
         summary["dag_replay"] = dag_replay
     paths: dict[str, Path] = {"summary": out_dir / "summary.json", "report": out_dir / "report.md"}
     paths["summary"].write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
-    paths["report"].write_text(render_report(
-        summary, hours=hours, failures_per_hour=failures_per_hour, seed=seed, target_recovery_time_s=target_recovery_time_s,
-    ))
+    paths["report"].write_text(
+        render_report(
+            summary,
+            hours=hours,
+            failures_per_hour=failures_per_hour,
+            seed=seed,
+            target_recovery_time_s=target_recovery_time_s,
+        )
+    )
     if plots:
         for trace in summary["traces"]:
             trace_results = [r for r in results if r.trace_name == trace and "@" not in r.run.label]
@@ -358,8 +403,13 @@ def write_outputs(
             if trace in summary.get("fronts", {}):
                 paths[f"fronts:{trace}"] = out_dir / f"{trace}.fronts.png"
                 optimal = summary["traces"][trace]["runs"].get(OPTIMAL)
-                plot_fronts(trace, summary["fronts"][trace], optimal, summary["traces"][trace]["runs"].get("daedalus"),
-                            paths[f"fronts:{trace}"])
+                plot_fronts(
+                    trace,
+                    summary["fronts"][trace],
+                    optimal,
+                    summary["traces"][trace]["runs"].get("daedalus"),
+                    paths[f"fronts:{trace}"],
+                )
     return paths
 
 

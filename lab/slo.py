@@ -157,8 +157,7 @@ class SloJudgement:
         """The episode lasted longer than the target, or the job fell further behind in it for longer than
         the allowance (complete, or cut short once either is already true)."""
         return (
-            episode.length_s > self.target_recovery_time_s
-            or episode.falling_behind_s > self.falling_behind_allowance_s
+            episode.length_s > self.target_recovery_time_s or episode.falling_behind_s > self.falling_behind_allowance_s
         )
 
     @property

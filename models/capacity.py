@@ -193,8 +193,14 @@ class CapacityModel:
             return 0
         with np.errstate(invalid="ignore"):
             # CPU load is 0..1 (a little above with measurement noise); more is a unit mistake.
-            valid = (np.isfinite(cpu_array) & np.isfinite(tp_array) & (cpu_array >= 0) & (tp_array >= 0)
-                     & (cpu_array <= MAX_CPU_LOAD) & (tp_array <= MAX_RECORDS_PER_S))
+            valid = (
+                np.isfinite(cpu_array)
+                & np.isfinite(tp_array)
+                & (cpu_array >= 0)
+                & (tp_array >= 0)
+                & (cpu_array <= MAX_CPU_LOAD)
+                & (tp_array <= MAX_RECORDS_PER_S)
+            )
         self.skipped += int(cpu_array.size - np.count_nonzero(valid))
         regression = self.regressions.get(worker_id)
         if regression is None:
@@ -593,7 +599,9 @@ class CapacityModel:
             partitions=state.get("partitions"),
         )
         model.regressions = {str(w): WelfordRegression.from_dict(r) for w, r in state.get("regressions", {}).items()}
-        model.last_seen = {str(w): float(t) for w, t in (state.get("last_seen") or {}).items() if w in model.regressions}
+        model.last_seen = {
+            str(w): float(t) for w, t in (state.get("last_seen") or {}).items() if w in model.regressions
+        }
         model.ratios = {str(w): (float(r[0]), float(r[1])) for w, r in (state.get("ratios") or {}).items()}
         model.observed = {int(n): float(c) for n, c in state.get("observed", {}).items()}
         model._shares = {int(n): _Shares.from_dict(s) for n, s in state.get("shares", {}).items()}

@@ -144,7 +144,9 @@ class _Waiting:
     At 1,000 workers the analyzer predicts a recovery for every candidate scale-out each round; the
     product of workers and seconds made that round take seconds."""
 
-    def __init__(self, shares: np.ndarray, rates: np.ndarray, backlog: float, bottleneck: int, bottleneck_backlog: float) -> None:
+    def __init__(
+        self, shares: np.ndarray, rates: np.ndarray, backlog: float, bottleneck: int, bottleneck_backlog: float
+    ) -> None:
         others = np.ones(shares.size, dtype=bool)
         others[bottleneck] = False
         order = np.argsort(rates[others], kind="stable")
@@ -178,7 +180,13 @@ def _arrived(arrivals: np.ndarray, forecast: np.ndarray, t: float) -> float:
 
 
 def _tail(
-    start: float, shares: np.ndarray, rates: np.ndarray, pending: np.ndarray, downtime: float, rate: float, slack: float = 0.0
+    start: float,
+    shares: np.ndarray,
+    rates: np.ndarray,
+    pending: np.ndarray,
+    downtime: float,
+    rate: float,
+    slack: float = 0.0,
 ) -> float:
     """The crossing after ``start``, with a constant workload ``rate``: each worker's waiting records then
     fall linearly until it is done, so the job's are piecewise linear between the workers' finishing times."""
@@ -408,9 +416,15 @@ class RecoveryPredictor:
         context = self._context.get((kind, int(parallelism)))
         if capacity is not None:
             series = _clean_forecast(forecast, recent_workload_rate)
-            rate = recent_workload_rate if recent_workload_rate is not None else (series[0] if series is not None else None)
-            context = None if series is None or rate is None else (
-                float(capacity), series, float(rate), float(current_lag or 0.0), profile
+            rate = (
+                recent_workload_rate
+                if recent_workload_rate is not None
+                else (series[0] if series is not None else None)
+            )
+            context = (
+                None
+                if series is None or rate is None
+                else (float(capacity), series, float(rate), float(current_lag or 0.0), profile)
             )
         if context is None:
             self.unexplained += 1
@@ -420,7 +434,11 @@ class RecoveryPredictor:
 
         def predicted(downtime: float) -> float:
             return recovery_time(
-                capacity=cap, forecast=series, replay_records=replay, downtime_s=downtime, profile=profile,
+                capacity=cap,
+                forecast=series,
+                replay_records=replay,
+                downtime_s=downtime,
+                profile=profile,
                 held_records=lag,
             )
 

@@ -127,7 +127,11 @@ class RegistryReader:
             data = self.location.read_bytes(path)
         except OSError as exc:
             raise CorruptArtifact(f"{path}: unreadable ({exc})") from None
-        if not isinstance(expected, dict) or expected.get("sha256") != digest(data) or expected.get("size") != len(data):
+        if (
+            not isinstance(expected, dict)
+            or expected.get("sha256") != digest(data)
+            or expected.get("size") != len(data)
+        ):
             raise CorruptArtifact(f"{path}: checksum does not match the commit marker")
         try:
             document = json.loads(data)

@@ -191,7 +191,9 @@ class WelfordRegression:
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> WelfordRegression:
         """Rebuild a regression written by :meth:`to_dict`."""
-        model = cls(min_samples=int(state.get("min_samples", 2)), min_x_variance=float(state.get("min_x_variance", 0.0)))
+        model = cls(
+            min_samples=int(state.get("min_samples", 2)), min_x_variance=float(state.get("min_x_variance", 0.0))
+        )
         model.n = int(state["n"])
         model.mean_x = float(state["mean_x"])
         model.mean_y = float(state["mean_y"])

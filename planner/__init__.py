@@ -50,7 +50,15 @@ PER_VERTEX_TARGETS: tuple[str, ...] = ("flink-rest", "flinkdeployment")
 """Scale targets that set the parallelism of each job vertex, which the per-operator policies need."""
 
 PRODUCTION_POLICIES: tuple[str, ...] = (
-    "daedalus", "static", "flink-autoscaler", "ds2", "hpa", "keda-lag", "daedalus-per-operator", "justin", "qescalor",
+    "daedalus",
+    "static",
+    "flink-autoscaler",
+    "ds2",
+    "hpa",
+    "keda-lag",
+    "daedalus-per-operator",
+    "justin",
+    "qescalor",
 )
 """Policies ``perdix run`` can run against a real job (those of ``DAG_ONLY_POLICIES`` on a per-vertex target)."""
 
@@ -65,7 +73,9 @@ def get_operator_policy(name: str) -> OperatorPolicy:
     try:
         return OPERATOR_POLICY_FACTORIES[name]()
     except KeyError:
-        raise KeyError(f"no per-operator policy {name!r}; known: {', '.join(sorted(OPERATOR_POLICY_FACTORIES))}") from None
+        raise KeyError(
+            f"no per-operator policy {name!r}; known: {', '.join(sorted(OPERATOR_POLICY_FACTORIES))}"
+        ) from None
 
 
 def get_policy(name: str) -> Policy:

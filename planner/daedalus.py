@@ -148,8 +148,10 @@ def holds(plan_input: PlanInput, config: PlannerConfig) -> Holds:
         return Holds(config.grace_period_s, config.recent_rescale_window_s, False)
     grace = min(config.grace_period_s, max(downtime, 0.0) + SETTLE_LOOPS * config.loop_interval_s)
     one_in = break_even_s(plan_input, current - 1) if current > config.min_parallelism else None
-    recent = config.recent_rescale_window_s if one_in is None else min(
-        config.recent_rescale_window_s, max(one_in, MIN_HOLD_LOOPS * config.loop_interval_s)
+    recent = (
+        config.recent_rescale_window_s
+        if one_in is None
+        else min(config.recent_rescale_window_s, max(one_in, MIN_HOLD_LOOPS * config.loop_interval_s))
     )
     return Holds(grace, recent, True)
 
@@ -237,7 +239,10 @@ def _known(plan_input: PlanInput) -> _Known | Decision:
 
 def _recent_rescale_hold(plan_input: PlanInput, config: PlannerConfig, known: _Known) -> Decision | None:
     """Algorithm 1's first check: a job rescaled recently keeps its scale-out while it still carries the load."""
-    if plan_input.last_rescale_at is None or plan_input.now - plan_input.last_rescale_at >= config.recent_rescale_window_s:
+    if (
+        plan_input.last_rescale_at is None
+        or plan_input.now - plan_input.last_rescale_at >= config.recent_rescale_window_s
+    ):
         return None
     next_loop_peak = _forecast_max(known.upper, config.loop_interval_s)
     if known.capacity_now > known.workload and known.capacity_now > next_loop_peak:
@@ -310,7 +315,9 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
             if rise > peak:
                 peak, what = rise, f"the rise {hold_s:.0f} s ahead ({rising})"
         if capacity > peak:
-            reasons.append(f"{n}: carries {what} {_fmt(peak)} (capacity {_fmt(capacity)}) and recovers in {recovery:.0f} s")
+            reasons.append(
+                f"{n}: carries {what} {_fmt(peak)} (capacity {_fmt(capacity)}) and recovers in {recovery:.0f} s"
+            )
             return n
         reasons.append(f"{n}: capacity {_fmt(capacity)} < {what} {_fmt(peak)}")
     return None
@@ -383,8 +390,12 @@ def stabilize(plan_input: PlanInput, config: PlannerConfig, desired: int, reason
     """Scale out at once; scale in only to the highest scale-out wanted over the stabilization window
     (:func:`stabilization_s`)."""
     return guards.stabilize(
-        plan_input, desired, reasons, window_s=stabilization_s(plan_input, config, desired),
-        loop_interval_s=config.loop_interval_s, upper=config.max_parallelism,
+        plan_input,
+        desired,
+        reasons,
+        window_s=stabilization_s(plan_input, config, desired),
+        loop_interval_s=config.loop_interval_s,
+        upper=config.max_parallelism,
     )
 
 

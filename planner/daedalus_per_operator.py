@@ -192,7 +192,9 @@ class DaedalusPerOperator:
         dplan = ds2_plan(plan_input.vertices, workload, planner)
         rates = Rates.of(plan_input.vertices, dplan, workload)
         if all(k is None for k in rates.per_subtask.values()):
-            return keep_all(plan_input, ReasonCode.UNKNOWN_DATA, "no vertex has a true rate this interval", *dplan.reasons)
+            return keep_all(
+                plan_input, ReasonCode.UNKNOWN_DATA, "no vertex has a true rate this interval", *dplan.reasons
+            )
         current = plan_input.current
         capacity_now = rates.capacity_now(current)
         hold = self._recent_rescale_hold(plan_input, planner, workload, forecast, capacity_now)
@@ -216,7 +218,11 @@ class DaedalusPerOperator:
     # ------------------------------------------------------------------ stages
 
     def _recent_rescale_hold(
-        self, plan_input: OperatorPlanInput, planner: PlannerConfig, workload: float, forecast: np.ndarray,
+        self,
+        plan_input: OperatorPlanInput,
+        planner: PlannerConfig,
+        workload: float,
+        forecast: np.ndarray,
         capacity_now: float,
     ) -> OperatorDecision | None:
         """Algorithm 1's first check: a plan applied recently stays while it carries the load."""
@@ -226,7 +232,8 @@ class DaedalusPerOperator:
         next_loop_peak = _forecast_max(forecast, planner.loop_interval_s)
         if capacity_now > workload and capacity_now > next_loop_peak:
             return keep_all(
-                plan_input, ReasonCode.KEEP,
+                plan_input,
+                ReasonCode.KEEP,
                 f"rescaled recently and the plan still carries the average {_fmt(workload)} and the next loop's "
                 f"peak {_fmt(next_loop_peak)} (capacity {_fmt(capacity_now)})",
                 acted=True,
@@ -255,9 +262,12 @@ class DaedalusPerOperator:
         # The current plan's recovery is the one after a failure at it, as whole-job Daedalus predicts it.
         failure_down = plan_input.failure_downtime_s
         out = [
-            Candidate(current, capacity_now,
-                      recovery(current, capacity_now, failure_down if failure_down is not None else downtime(current)),
-                      True)
+            Candidate(
+                current,
+                capacity_now,
+                recovery(current, capacity_now, failure_down if failure_down is not None else downtime(current)),
+                True,
+            )
         ]
         for rung in ladder(plan_input.vertices, rates, config.planner, uniform=self.uniform):
             if rung == current:
@@ -267,8 +277,13 @@ class DaedalusPerOperator:
         return sorted(out, key=lambda c: (c.cost, not c.current, c.capacity))
 
     def _search(
-        self, plan_input: OperatorPlanInput, planner: PlannerConfig, candidates: Sequence[Candidate],
-        workload: float, forecast: np.ndarray, reasons: list[str],
+        self,
+        plan_input: OperatorPlanInput,
+        planner: PlannerConfig,
+        candidates: Sequence[Candidate],
+        workload: float,
+        forecast: np.ndarray,
+        reasons: list[str],
     ) -> Candidate | None:
         """Algorithm 1's checks on each candidate in order of cost; the first that passes them all."""
         current_cost = subtasks(plan_input.current)
@@ -315,7 +330,10 @@ class DaedalusPerOperator:
 
     @staticmethod
     def _stabilize(
-        plan_input: OperatorPlanInput, planner: PlannerConfig, candidates: Sequence[Candidate], chosen: Candidate,
+        plan_input: OperatorPlanInput,
+        planner: PlannerConfig,
+        candidates: Sequence[Candidate],
+        chosen: Candidate,
         reasons: list[str],
     ) -> Candidate:
         """Scale out at once; scale in (fewer subtasks) only as far as wanted over the whole window."""
@@ -323,7 +341,9 @@ class DaedalusPerOperator:
             return chosen
         current = next(c for c in candidates if c.current)
         view = replace(plan_input.whole_job_view(planner), current_parallelism=current.cost)
-        allowed = stabilize(view, replace(planner, max_parallelism=max(current.cost, chosen.cost)), chosen.cost, reasons)
+        allowed = stabilize(
+            view, replace(planner, max_parallelism=max(current.cost, chosen.cost)), chosen.cost, reasons
+        )
         if allowed == chosen.cost:
             return chosen
         if allowed >= current.cost:

@@ -227,7 +227,9 @@ class Ds2PaperPolicy:
             ratio = target_rate / observed
             if ratio > threshold:
                 adjusted = math.ceil(ratio * optimal)
-                reasons.append(f"source reads {observed:,.0f}/s, {ratio:.3f} x short of its target: adjusted to {adjusted}")
+                reasons.append(
+                    f"source reads {observed:,.0f}/s, {ratio:.3f} x short of its target: adjusted to {adjusted}"
+                )
                 optimal = adjusted
         decision = min(max(optimal, inputs.min_parallelism), inputs.max_parallelism)
         if decision != optimal:

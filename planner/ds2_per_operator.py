@@ -139,7 +139,8 @@ def warm_up_hold(plan_input: OperatorPlanInput, config: OperatorConfig) -> Opera
         since.append(plan_input.now - plan_input.last_rescale_at)
     if since and min(since) < config.warm_up_s:
         return keep_all(
-            plan_input, ReasonCode.GRACE,
+            plan_input,
+            ReasonCode.GRACE,
             f"warm-up: {min(since):.0f} s since the last (re)start < {config.warm_up_s:.0f} s",
         )
     return None
@@ -185,13 +186,16 @@ class Ds2PerOperator:
         assert plan_input.workload_avg is not None
         plan = ds2_plan(plan_input.vertices, plan_input.workload_avg, config.planner, target_ratio=self.target_ratio)
         if len(plan.unknown) == len(plan_input.vertices):
-            return keep_all(plan_input, ReasonCode.UNKNOWN_DATA, "no vertex has a true rate this interval", *plan.reasons)
+            return keep_all(
+                plan_input, ReasonCode.UNKNOWN_DATA, "no vertex has a true rate this interval", *plan.reasons
+            )
         current = plan_input.current
         target, notes = apply_manager(current, plan.parallelism, min_scale_down_step=self.min_scale_down_step)
         reasons = [
             f"ds2: workload {plan_input.workload_avg:,.0f}/s"
             + (f" x {self.target_ratio:g}" if self.target_ratio != 1.0 else ""),
-            *plan.reasons, *notes,
+            *plan.reasons,
+            *notes,
             f"plan: {describe_plan(target, plan_input.vertices)}",
         ]
         code = operator_code(current, target, plan.parallelism)

@@ -575,7 +575,9 @@ def scale_parallelism(
     )
 
 
-def collect_sample(inputs: FlinkAutoscalerInputs, window: MetricWindow, settings: FlinkAutoscalerSettings) -> MetricSample:
+def collect_sample(
+    inputs: FlinkAutoscalerInputs, window: MetricWindow, settings: FlinkAutoscalerSettings
+) -> MetricSample:
     """This round's sample (``ScalingMetricCollector.convertToScalingMetrics`` for a source vertex)."""
     lag = inputs.source_backlog if inputs.source_backlog is not None else 0.0
     busy = [b for b in inputs.busy_fractions if not math.isnan(b)]
@@ -613,15 +615,15 @@ class FlinkAutoscalerPolicy:
         """The state of a freshly started autoscaler."""
         return FlinkAutoscalerState()
 
-    def decide(
-        self, inputs: FlinkAutoscalerInputs, state: FlinkAutoscalerState
-    ) -> PeerDecision[FlinkAutoscalerState]:
+    def decide(self, inputs: FlinkAutoscalerInputs, state: FlinkAutoscalerState) -> PeerDecision[FlinkAutoscalerState]:
         """One reconcile: collect, return early unless the window is full, evaluate, execute."""
         settings = self.settings
         current = inputs.current_parallelism
         reasons: list[str] = []
 
-        def hold(code: FlinkAutoscalerCode, new_state: FlinkAutoscalerState, desired: int | None = None) -> PeerDecision[FlinkAutoscalerState]:
+        def hold(
+            code: FlinkAutoscalerCode, new_state: FlinkAutoscalerState, desired: int | None = None
+        ) -> PeerDecision[FlinkAutoscalerState]:
             return PeerDecision(current, current if desired is None else desired, code.value, tuple(reasons), new_state)
 
         if not inputs.job_running:
@@ -706,9 +708,8 @@ class FlinkAutoscalerPolicy:
             return hold(FlinkAutoscalerCode.AT_TARGET, replace(state, delayed_scale_down=None))
 
         outside = tpr < evaluation.scale_up_threshold or tpr > evaluation.scale_down_threshold
-        band = (
-            f"band [{_fmt(evaluation.scale_up_threshold)}, {_fmt(evaluation.scale_down_threshold)}]"
-            + (" (processing backlog: no scale-down)" if evaluation.processing_backlog else "")
+        band = f"band [{_fmt(evaluation.scale_up_threshold)}, {_fmt(evaluation.scale_down_threshold)}]" + (
+            " (processing backlog: no scale-down)" if evaluation.processing_backlog else ""
         )
         chosen, chosen_outside = new, outside
         if new > current:

@@ -44,8 +44,10 @@ def operator_bounds(plan_input: PlanInput, config: PlannerConfig) -> Decision | 
     return Decision(
         bounded,
         bounded,
-        (f"current scale-out {current} outside [{config.min_parallelism}, {config.max_parallelism}]: "
-         f"moving to {bounded}",),
+        (
+            f"current scale-out {current} outside [{config.min_parallelism}, {config.max_parallelism}]: "
+            f"moving to {bounded}",
+        ),
         ReasonCode.BOUNDS,
     )
 

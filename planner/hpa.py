@@ -401,7 +401,11 @@ def normalize_legacy(
     new_state = HpaState((*recent, TimedValue(now, desired)), state.scale_up_events, state.scale_down_events)
     limit = int(max(SCALE_UP_LIMIT_FACTOR * current, SCALE_UP_LIMIT_MINIMUM))
     if max_replicas > limit:
-        maximum, limited_code, limited_reason = limit, HpaCode.SCALE_UP_LIMIT, f"scale-up limit max(2 x {current}, 4) = {limit}"
+        maximum, limited_code, limited_reason = (
+            limit,
+            HpaCode.SCALE_UP_LIMIT,
+            f"scale-up limit max(2 x {current}, 4) = {limit}",
+        )
     else:
         maximum, limited_code, limited_reason = max_replicas, HpaCode.TOO_MANY_REPLICAS, f"max replicas {max_replicas}"
     stabilized_note = (
@@ -452,7 +456,10 @@ def normalize_with_behavior(
         if desired >= current:
             code, reason = HpaCode.SCALE_UP_STABILIZED, f"stabilized at {recommendation}: lowest recent recommendation"
         else:
-            code, reason = HpaCode.SCALE_DOWN_STABILIZED, f"stabilized at {recommendation}: highest recent recommendation"
+            code, reason = (
+                HpaCode.SCALE_DOWN_STABILIZED,
+                f"stabilized at {recommendation}: highest recent recommendation",
+            )
 
     if recommendation > current:
         limit = max(scale_up_limit(current, state, behavior.scale_up, now), current)
@@ -473,7 +480,9 @@ def normalize_with_behavior(
     return Normalized(recommendation, code, reason, new_state)
 
 
-def record_scale_event(state: HpaState, behavior: HpaBehavior | None, *, now: float, previous: int, new: int) -> HpaState:
+def record_scale_event(
+    state: HpaState, behavior: HpaBehavior | None, *, now: float, previous: int, new: int
+) -> HpaState:
     """``storeScaleEvent``: remember a rescale for the rate limits (only with ``behavior``)."""
     if behavior is None or new == previous:
         return state
@@ -509,7 +518,11 @@ def reconcile(
     state = with_initial_recommendation(state, now=now, current=current)
     reasons = [metric_note]
     if current > max_replicas or current < min_replicas:
-        bound, code = (max_replicas, HpaCode.TOO_MANY_REPLICAS) if current > max_replicas else (min_replicas, HpaCode.TOO_FEW_REPLICAS)
+        bound, code = (
+            (max_replicas, HpaCode.TOO_MANY_REPLICAS)
+            if current > max_replicas
+            else (min_replicas, HpaCode.TOO_FEW_REPLICAS)
+        )
         reasons.append(f"current {current} outside [{min_replicas}, {max_replicas}]: {current} -> {bound}")
         state = record_scale_event(state, behavior, now=now, previous=current, new=bound)
         return PeerDecision(bound, bound, code.value, tuple(reasons), state)
@@ -528,7 +541,13 @@ def reconcile(
         )
     else:
         normalized = normalize_with_behavior(
-            state, behavior, now=now, current=current, desired=desired, min_replicas=min_replicas, max_replicas=max_replicas
+            state,
+            behavior,
+            now=now,
+            current=current,
+            desired=desired,
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
         )
     target = normalized.replicas
     if normalized.code is not HpaCode.NO_CHANGE:

@@ -102,12 +102,18 @@ def justin_plan(
             if _improved(op):
                 if can_raise:
                     parallelism[op.name], levels[op.name], scaled_up[op.name] = op.parallelism, level + 1, True
-                    reasons.append(f"{op.name}: last scale-up helped: memory level {level + 1} instead of {proposed} tasks")
+                    reasons.append(
+                        f"{op.name}: last scale-up helped: memory level {level + 1} instead of {proposed} tasks"
+                    )
                 else:
-                    reasons.append(f"{op.name}: last scale-up helped but level {level} is the highest: {proposed} tasks")
+                    reasons.append(
+                        f"{op.name}: last scale-up helped but level {level} is the highest: {proposed} tasks"
+                    )
             else:
                 levels[op.name] = max(0, level - 1)
-                reasons.append(f"{op.name}: last scale-up did not help: back to level {levels[op.name]}, {proposed} tasks")
+                reasons.append(
+                    f"{op.name}: last scale-up did not help: back to level {levels[op.name]}, {proposed} tasks"
+                )
             continue
         hit, latency = op.cache_hit_rate, op.access_latency_ms
         memory_bound = (hit is not None and hit < hit_threshold) or (
@@ -116,8 +122,10 @@ def justin_plan(
         if memory_bound and can_raise:
             parallelism[op.name], levels[op.name], scaled_up[op.name] = op.parallelism, level + 1, True
             shown = "?" if hit is None else f"{hit:.0%}"
-            reasons.append(f"{op.name}: cache hit rate {shown} < {hit_threshold:.0%}: memory level {level + 1} "
-                           f"instead of {proposed} tasks")
+            reasons.append(
+                f"{op.name}: cache hit rate {shown} < {hit_threshold:.0%}: memory level {level + 1} "
+                f"instead of {proposed} tasks"
+            )
         else:
             reasons.append(f"{op.name}: DS2's {proposed} tasks at memory level {level}")
     return JustinPlan(parallelism, levels, scaled_up, tuple(reasons))

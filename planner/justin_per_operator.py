@@ -85,7 +85,8 @@ class JustinPerOperator:
         remembered = _state(plan_input.policy_state)
         deployed_level = level_of(
             plan_input.memory.managed_memory_per_slot_mb if plan_input.memory is not None else None,
-            min_mb=config.memory_min_mb, max_level=config.memory_max_level,
+            min_mb=config.memory_min_mb,
+            max_level=config.memory_max_level,
         )
         states = []
         for vertex in plan_input.vertices:
@@ -93,20 +94,25 @@ class JustinPerOperator:
             stateful = m is not None and m.stateful
             kept = remembered.get(vertex.id, {})
             level = kept.get("level", deployed_level if stateful else None)
-            states.append(OperatorMemoryState(
-                name=vertex.id,
-                stateful=stateful,
-                parallelism=vertex.parallelism,
-                memory_level=None if not stateful else (0 if level is None else int(level)),
-                scaled_up_last=bool(kept.get("scaled_up", False)),
-                cache_hit_rate=m.cache_hit_rate if m is not None else None,
-                access_latency_ms=m.state_latency_ms if m is not None else None,
-                previous_cache_hit_rate=kept.get("theta"),
-                previous_access_latency_ms=kept.get("tau"),
-            ))
+            states.append(
+                OperatorMemoryState(
+                    name=vertex.id,
+                    stateful=stateful,
+                    parallelism=vertex.parallelism,
+                    memory_level=None if not stateful else (0 if level is None else int(level)),
+                    scaled_up_last=bool(kept.get("scaled_up", False)),
+                    cache_hit_rate=m.cache_hit_rate if m is not None else None,
+                    access_latency_ms=m.state_latency_ms if m is not None else None,
+                    previous_cache_hit_rate=kept.get("theta"),
+                    previous_access_latency_ms=kept.get("tau"),
+                )
+            )
         plan = justin_plan(
-            proposal.parallelism, states, hit_threshold=config.cache_hit_threshold,
-            latency_threshold_ms=config.latency_threshold_ms, max_level=config.memory_max_level,
+            proposal.parallelism,
+            states,
+            hit_threshold=config.cache_hit_threshold,
+            latency_threshold_ms=config.latency_threshold_ms,
+            max_level=config.memory_max_level,
         )
         names = {v.id: v.name for v in plan_input.vertices}
         reasons = [f"justin: workload {plan_input.workload_avg:,.0f}/s", *proposal.reasons]
@@ -119,7 +125,9 @@ class JustinPerOperator:
             kept_levels = {s.name: s.memory_level for s in states}
             plan = replace(
                 plan,
-                parallelism={v: proposal.parallelism[v] if plan.scaled_up[v] else p for v, p in plan.parallelism.items()},
+                parallelism={
+                    v: proposal.parallelism[v] if plan.scaled_up[v] else p for v, p in plan.parallelism.items()
+                },
                 memory_level={v: kept_levels[v] if plan.scaled_up[v] else lv for v, lv in plan.memory_level.items()},
                 scaled_up={v: False for v in plan.scaled_up},
             )
@@ -127,13 +135,19 @@ class JustinPerOperator:
         for vertex in plan_input.vertices:
             traded = plan.scaled_up[vertex.id]
             # Without a way to apply memory, a scale-out traded for memory would leave the vertex short.
-            wanted[vertex.id] = plan.parallelism[vertex.id] if applies or not traded else proposal.parallelism[vertex.id]
+            wanted[vertex.id] = (
+                plan.parallelism[vertex.id] if applies or not traded else proposal.parallelism[vertex.id]
+            )
             if traded and not applies:
-                reasons.append(f"{vertex.name}: memory cannot change in place: DS2's {wanted[vertex.id]} subtasks, "
-                               f"memory level {plan.memory_level[vertex.id]} recommended")
+                reasons.append(
+                    f"{vertex.name}: memory cannot change in place: DS2's {wanted[vertex.id]} subtasks, "
+                    f"memory level {plan.memory_level[vertex.id]} recommended"
+                )
         target, notes = apply_manager(current, wanted, min_scale_down_step=self.min_scale_down_step)
         reasons += notes
-        stateful_levels = [lv for s, lv in ((s, plan.memory_level[s.name]) for s in states) if s.stateful and lv is not None]
+        stateful_levels = [
+            lv for s, lv in ((s, plan.memory_level[s.name]) for s in states) if s.stateful and lv is not None
+        ]
         slot_mb = max((memory_mb(lv, min_memory_mb=config.memory_min_mb) for lv in stateful_levels), default=0.0)
         now_mb = plan_input.memory.managed_memory_per_slot_mb if plan_input.memory is not None else None
         recommendation = MemoryRecommendation(
@@ -146,21 +160,24 @@ class JustinPerOperator:
                 f"memory: {slot_mb:.0f} MB managed memory per slot "
                 + ("(applied with the plan)" if applies else "(recommended: the target cannot change memory in place)")
             )
-        next_state = {"vertices": {
-            s.name: {
-                "level": plan.memory_level[s.name] if applies else s.memory_level,
-                "scaled_up": bool(plan.scaled_up[s.name]) and applies,
-                "theta": s.cache_hit_rate,
-                "tau": s.access_latency_ms,
+        next_state = {
+            "vertices": {
+                s.name: {
+                    "level": plan.memory_level[s.name] if applies else s.memory_level,
+                    "scaled_up": bool(plan.scaled_up[s.name]) and applies,
+                    "theta": s.cache_hit_rate,
+                    "tau": s.access_latency_ms,
+                }
+                for s in states
             }
-            for s in states
-        }}
+        }
         reasons.append(f"plan: {describe_plan(target, plan_input.vertices)}")
         code = operator_code(current, target, wanted)
         if code is ReasonCode.KEEP and recommendation.changes and applies:
             code = ReasonCode.SCALE_OUT if slot_mb > (now_mb or 0.0) else ReasonCode.SCALE_IN
-        return OperatorDecision(target, wanted, tuple(reasons), code, acted=True, policy_state=next_state,
-                                memory=recommendation)
+        return OperatorDecision(
+            target, wanted, tuple(reasons), code, acted=True, policy_state=next_state, memory=recommendation
+        )
 
 
 def _named(reason: str, names: Mapping[str, str]) -> str:

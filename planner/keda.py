@@ -97,7 +97,9 @@ class KafkaTrigger:
         if self.allow_idle_consumers and self.limit_to_partitions_with_lag:
             raise ValueError("allowIdleConsumers and limitToPartitionsWithLag cannot be set simultaneously")
         if self.limit_to_partitions_with_lag and self.ensure_even_distribution_of_partitions:
-            raise ValueError("limitToPartitionsWithLag and ensureEvenDistributionOfPartitions cannot be set simultaneously")
+            raise ValueError(
+                "limitToPartitionsWithLag and ensureEvenDistributionOfPartitions cannot be set simultaneously"
+            )
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,11 @@ def total_lag(
     uncapped = total
     count = len(partitions)
     threshold = trigger.lag_threshold
-    if not trigger.allow_idle_consumers or trigger.limit_to_partitions_with_lag or trigger.ensure_even_distribution_of_partitions:
+    if (
+        not trigger.allow_idle_consumers
+        or trigger.limit_to_partitions_with_lag
+        or trigger.ensure_even_distribution_of_partitions
+    ):
         upper_bound = count
         if trigger.ensure_even_distribution_of_partitions:
             total = next_balanced_factor(total, count, threshold) * threshold
@@ -276,7 +282,9 @@ class KedaPolicy:
     sync_interval_s: float = HPA_SYNC_PERIOD_S
     """The HPA's sync: each one asks KEDA's metrics adapter, which reads the offsets afresh."""
 
-    def __init__(self, lag_threshold: int = 10, *, trigger_options: Mapping[str, Any] | None = None, **options: Any) -> None:
+    def __init__(
+        self, lag_threshold: int = 10, *, trigger_options: Mapping[str, Any] | None = None, **options: Any
+    ) -> None:
         trigger = KafkaTrigger(lag_threshold=int(lag_threshold), **dict(trigger_options or {}))
         self.settings = KedaSettings(trigger=trigger, **options)
 
@@ -298,9 +306,8 @@ class KedaPolicy:
         if fresh:
             lag, previous = total_lag(inputs.partitions, trigger, dict(state.previous_offsets))
             metric = lag.total_lag
-            note = (
-                f"committed lag {lag.uncapped_lag:,} over {lag.partitions} partitions"
-                + (f", capped to {lag.total_lag:,}" if lag.total_lag != lag.uncapped_lag else "")
+            note = f"committed lag {lag.uncapped_lag:,} over {lag.partitions} partitions" + (
+                f", capped to {lag.total_lag:,}" if lag.total_lag != lag.uncapped_lag else ""
             )
             state = replace(
                 state,

@@ -75,7 +75,9 @@ class OraclePolicy:
             return held
         future = plan_input.forecast
         if future is None or len(future) == 0:
-            return guards.unknown(plan_input, "oracle: no true future workload given (the oracle needs the oracle analyzer)")
+            return guards.unknown(
+                plan_input, "oracle: no true future workload given (the oracle needs the oracle analyzer)"
+            )
         steps = max(1, min(len(future), int(math.ceil(oracle_lookahead_s(config)))))
         desired, reasons = smallest_sufficient(
             plan_input.capacities,

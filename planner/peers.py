@@ -142,15 +142,20 @@ class KedaLag(_PeerAdapter[KedaState]):
         offsets = plan_input.partition_offsets
         if offsets is None:
             return Decision(
-                plan_input.current_parallelism, plan_input.current_parallelism,
-                ("keda-lag: partition offsets unknown this round",), ReasonCode.UNKNOWN_DATA, acted=False,
+                plan_input.current_parallelism,
+                plan_input.current_parallelism,
+                ("keda-lag: partition offsets unknown this round",),
+                ReasonCode.UNKNOWN_DATA,
+                acted=False,
                 policy_state=plan_input.policy_state,
             )
         inputs = KedaInputs(
             now=plan_input.now,
             current_replicas=plan_input.current_parallelism,
-            partitions=tuple(PartitionOffsets(int(latest), None if committed is None else int(committed))
-                             for latest, committed in offsets),
+            partitions=tuple(
+                PartitionOffsets(int(latest), None if committed is None else int(committed))
+                for latest, committed in offsets
+            ),
             min_replicas=config.min_parallelism,
             max_replicas=config.max_parallelism,
         )

@@ -270,8 +270,12 @@ class OperatorDecision:
     def summary(self, current: Mapping[str, int], *, shared: bool = True) -> Decision:
         """The decision as the whole-job loop counts it: the task slots of the target plan."""
         return Decision(
-            slots(self.parallelism, shared=shared), slots(self.desired, shared=shared), self.reasons, self.code,
-            acted=self.acted, policy_state=self.policy_state,
+            slots(self.parallelism, shared=shared),
+            slots(self.desired, shared=shared),
+            self.reasons,
+            self.code,
+            acted=self.acted,
+            policy_state=self.policy_state,
         )
 
 
@@ -390,12 +394,23 @@ def operator_code(current: Mapping[str, int], target: Mapping[str, int], desired
     return ReasonCode.STABILIZED if held else ReasonCode.KEEP
 
 
-def keep_all(plan_input: OperatorPlanInput, code: ReasonCode, *reasons: str, acted: bool = False,
-             policy_state: Mapping[str, Any] | None = None) -> OperatorDecision:
+def keep_all(
+    plan_input: OperatorPlanInput,
+    code: ReasonCode,
+    *reasons: str,
+    acted: bool = False,
+    policy_state: Mapping[str, Any] | None = None,
+) -> OperatorDecision:
     """A decision that keeps every vertex where it is."""
     current = plan_input.current
-    return OperatorDecision(current, current, tuple(reasons), code, acted=acted,
-                            policy_state=plan_input.policy_state if policy_state is None else policy_state)
+    return OperatorDecision(
+        current,
+        current,
+        tuple(reasons),
+        code,
+        acted=acted,
+        policy_state=plan_input.policy_state if policy_state is None else policy_state,
+    )
 
 
 def from_whole_job(plan_input: OperatorPlanInput, decision: Decision) -> OperatorDecision:

@@ -65,7 +65,9 @@ class ProfileSample:
     def update(self, performance: float) -> ProfileSample:
         """Fold one more observation into the mean."""
         count = self.count + 1
-        return ProfileSample(self.cpu, self.memory_mb, self.performance + (performance - self.performance) / count, count)
+        return ProfileSample(
+            self.cpu, self.memory_mb, self.performance + (performance - self.performance) / count, count
+        )
 
     def to_dict(self) -> dict[str, float]:
         """JSON form."""
@@ -144,16 +146,23 @@ class QescalorPerOperator:
             loads = [max(p * ratio[vertex.id], 0.0) for p in peaks]
             try:
                 path = qcesa(
-                    loads, [running], {"running": rate}, {"running": current[vertex.id]},
-                    startup_cost=config.startup_cost, shutdown_cost=config.shutdown_cost, max_instances=upper,
+                    loads,
+                    [running],
+                    {"running": rate},
+                    {"running": current[vertex.id]},
+                    startup_cost=config.startup_cost,
+                    shutdown_cost=config.shutdown_cost,
+                    max_instances=upper,
                 )
                 count = path[0]["running"]
             except ValueError:
                 count = upper  # even the most subtasks cannot cover an epoch: run all of them
                 reasons.append(f"{vertex.name}: the forecast needs more than {upper} subtasks")
             wanted[vertex.id] = min(max(count, lower), upper)
-            reasons.append(f"{vertex.name}: QCESA {wanted[vertex.id]} subtasks at {rate:,.0f}/s each "
-                           f"(epoch peak {loads[0]:,.0f}/s)")
+            reasons.append(
+                f"{vertex.name}: QCESA {wanted[vertex.id]} subtasks at {rate:,.0f}/s each "
+                f"(epoch peak {loads[0]:,.0f}/s)"
+            )
             per_source_record = rate / ratio[vertex.id] if ratio[vertex.id] > 0 else math.inf
             if bottleneck is None or per_source_record < bottleneck[1]:
                 bottleneck = (vertex.id, per_source_record)
@@ -191,8 +200,14 @@ class QescalorPerOperator:
         return samples
 
     def _advice(
-        self, samples: list[ProfileSample], peaks: list[float], cpu: float, slot_mb: float, config: OperatorConfig,
-        *, current_bottleneck: tuple[str, float] | None,
+        self,
+        samples: list[ProfileSample],
+        peaks: list[float],
+        cpu: float,
+        slot_mb: float,
+        config: OperatorConfig,
+        *,
+        current_bottleneck: tuple[str, float] | None,
     ) -> ProfileRecommendation:
         """The cheapest candidate profile for the forecast by the fitted model, or the next one to sample."""
         levels = [memory_mb(level, min_memory_mb=config.memory_min_mb) for level in range(config.memory_max_level)]
@@ -202,7 +217,11 @@ class QescalorPerOperator:
             next_mb = higher[0] if higher else slot_mb
             performance = current_bottleneck[1] if current_bottleneck is not None else None
             return ProfileRecommendation(
-                cpu, next_mb, performance, None, exploring=True,
+                cpu,
+                next_mb,
+                performance,
+                None,
+                exploring=True,
                 reason=f"{len(distinct)} profile(s) sampled, too few to model: sample {next_mb:.0f} MB per slot next",
             )
         model = PerformanceModel(n_estimators=100, seed=self.seed).fit(
@@ -216,18 +235,31 @@ class QescalorPerOperator:
                 continue
             instances = max(1, math.ceil(max(peaks) / performance))
             try:
-                path = qcesa(peaks, [provision], {provision.name: performance}, {}, startup_cost=config.startup_cost,
-                             shutdown_cost=config.shutdown_cost, max_instances=max(instances, 1) * 2)
+                path = qcesa(
+                    peaks,
+                    [provision],
+                    {provision.name: performance},
+                    {},
+                    startup_cost=config.startup_cost,
+                    shutdown_cost=config.shutdown_cost,
+                    max_instances=max(instances, 1) * 2,
+                )
             except ValueError:
                 continue
             cost = sum(epoch[provision.name] * provision.price for epoch in path)
             if best is None or cost < best[0] - 1e-9:
                 best = (cost, provision, performance)
         if best is None:
-            return ProfileRecommendation(cpu, slot_mb, None, None, exploring=False, reason="no profile covers the forecast")
+            return ProfileRecommendation(
+                cpu, slot_mb, None, None, exploring=False, reason="no profile covers the forecast"
+            )
         cost, provision, performance = best
         return ProfileRecommendation(
-            provision.cpu, provision.memory_mb, performance, cost, exploring=False,
+            provision.cpu,
+            provision.memory_mb,
+            performance,
+            cost,
+            exploring=False,
             reason=f"{provision.memory_mb:.0f} MB per slot: {performance:,.0f}/s per bottleneck subtask, cost {cost:.1f} "
             f"over the horizon (model of {len(samples)} profiles)",
         )

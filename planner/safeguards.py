@@ -102,13 +102,15 @@ def memory_veto(
             continue
         if value is None:
             return Finding(
-                SafeguardCode.MEMORY_UNKNOWN, Verdict.VETOED,
+                SafeguardCode.MEMORY_UNKNOWN,
+                Verdict.VETOED,
                 f"scale-in to {target} held: no {label} reading this round (the memory guard is on)",
                 {**figures, f"{key}_threshold": threshold},
             )
         if value > threshold:
             return Finding(
-                SafeguardCode.MEMORY_PRESSURE, Verdict.VETOED,
+                SafeguardCode.MEMORY_PRESSURE,
+                Verdict.VETOED,
                 f"scale-in to {target} held: {label} {value:.0%} on TaskManager {taskmanager} > {threshold:.0%}",
                 {**figures, key: round(value, 4), f"{key}_threshold": threshold, "taskmanager": taskmanager},
             )
@@ -124,7 +126,12 @@ def gc_dominates(pressure: MemoryPressure, gc_threshold: float | None) -> bool:
 
 
 def blocked_veto(
-    current: int, target: int, period: str | None, *, recovery_s: float | None, target_recovery_s: float,
+    current: int,
+    target: int,
+    period: str | None,
+    *,
+    recovery_s: float | None,
+    target_recovery_s: float,
     recovery_scale_out: bool,
 ) -> Finding | None:
     """Veto a rescale within a blocked period, except a scale-out of a job that could not recover in time.
@@ -140,12 +147,19 @@ def blocked_veto(
     late = recovery_s is not None and recovery_s > target_recovery_s
     if target > current and recovery_scale_out and late:
         return None
-    why = "" if target < current or not recovery_scale_out else (
-        ": the job recovers in time at its current scale-out" if recovery_s is not None
-        else ": its recovery at the current scale-out is unknown"
+    why = (
+        ""
+        if target < current or not recovery_scale_out
+        else (
+            ": the job recovers in time at its current scale-out"
+            if recovery_s is not None
+            else ": its recovery at the current scale-out is unknown"
+        )
     )
     return Finding(
-        SafeguardCode.BLOCKED_PERIOD, Verdict.VETOED, f"rescale to {target} held: blocked period {period!r}{why}",
+        SafeguardCode.BLOCKED_PERIOD,
+        Verdict.VETOED,
+        f"rescale to {target} held: blocked period {period!r}{why}",
         figures,
     )
 
@@ -194,7 +208,12 @@ def scale_out_effective(
 
 
 def ineffective_veto(
-    current: int, target: int, records: tuple[IneffectiveScaleOut, ...], *, workload: float | None, tolerance: float,
+    current: int,
+    target: int,
+    records: tuple[IneffectiveScaleOut, ...],
+    *,
+    workload: float | None,
+    tolerance: float,
     vertex: str | None = None,
 ) -> Finding | None:
     """Veto a scale-out past the start of a remembered ineffective one while the workload that led to it persists
@@ -211,37 +230,48 @@ def ineffective_veto(
         predicted = record.predicted_capacity - record.capacity_before
         cause = f"; {record.cause}" if record.cause else ""
         return Finding(
-            SafeguardCode.INEFFECTIVE_SCALE_OUT, Verdict.VETOED,
+            SafeguardCode.INEFFECTIVE_SCALE_OUT,
+            Verdict.VETOED,
             f"scale-out to {target} held: the scale-out {record.from_parallelism} -> {record.to_parallelism} gained "
             f"{gain:,.0f} records/s of {predicted:,.0f} predicted{cause}",
-            {"from": current, "to": target, "ineffective_from": record.from_parallelism,
-             "ineffective_to": record.to_parallelism, "gained": round(gain, 1), "predicted_gain": round(predicted, 1),
-             "workload": None if workload is None else round(workload, 1), "workload_then": round(record.workload, 1),
-             "cause": record.cause},
+            {
+                "from": current,
+                "to": target,
+                "ineffective_from": record.from_parallelism,
+                "ineffective_to": record.to_parallelism,
+                "gained": round(gain, 1),
+                "predicted_gain": round(predicted, 1),
+                "workload": None if workload is None else round(workload, 1),
+                "workload_then": round(record.workload, 1),
+                "cause": record.cause,
+            },
         )
     return None
 
 
-def vertex_cause(name: str, busy_mean: float | None, busy_max: float | None, rate_before: float | None,
-                 rate_after: float | None) -> str:
+def vertex_cause(
+    name: str, busy_mean: float | None, busy_max: float | None, rate_before: float | None, rate_after: float | None
+) -> str:
     """What a vertex's shortfall points at: one subtask busy while the others idle (a skewed key), or each subtask
     slower than before (a bottleneck the subtasks share: an external system, the network, the state backend)."""
     if busy_max is not None and busy_mean is not None and busy_max >= 0.8 and busy_mean <= 0.6 * busy_max:
         return f"vertex {name}: a subtask busy {busy_max:.0%} while they average {busy_mean:.0%} (a skewed key)"
     if rate_before is not None and rate_after is not None and rate_after < rate_before:
-        return (f"vertex {name}: each subtask processes {rate_after:,.0f}/s at full load, down from "
-                f"{rate_before:,.0f}/s (a bottleneck its subtasks share)")
+        return (
+            f"vertex {name}: each subtask processes {rate_after:,.0f}/s at full load, down from "
+            f"{rate_before:,.0f}/s (a bottleneck its subtasks share)"
+        )
     return f"vertex {name}"
 
 
-def skew_cause(
-    worker_busy: Mapping[str, float], *, parallelism: int, source_partitions: int | None
-) -> str | None:
+def skew_cause(worker_busy: Mapping[str, float], *, parallelism: int, source_partitions: int | None) -> str | None:
     """What a measured scale-out shortfall points at: more workers than source partitions, or one busy worker
     while the rest idle (a skewed key or partition). None when neither shows."""
     if source_partitions is not None and parallelism > source_partitions:
-        return (f"the source has {source_partitions} partitions: {parallelism - source_partitions} of "
-                f"{parallelism} workers read nothing")
+        return (
+            f"the source has {source_partitions} partitions: {parallelism - source_partitions} of "
+            f"{parallelism} workers read nothing"
+        )
     if len(worker_busy) < 2:
         return None
     busiest = max(worker_busy, key=lambda w: worker_busy[w])
@@ -278,26 +308,36 @@ def quota_slots(
     if cpu is not None and per_slot is not None and per_slot.cpu:
         caps.append((int(math.floor(cpu / per_slot.cpu + 1e-9)), f"CPU quota {cpu:g} at {per_slot.cpu:g} per slot"))
     if memory_mb is not None and per_slot is not None and per_slot.memory_mb:
-        caps.append((
-            int(math.floor(memory_mb / per_slot.memory_mb + 1e-9)),
-            f"memory quota {memory_mb:,.0f} MB at {per_slot.memory_mb:,.0f} MB per slot",
-        ))
+        caps.append(
+            (
+                int(math.floor(memory_mb / per_slot.memory_mb + 1e-9)),
+                f"memory quota {memory_mb:,.0f} MB at {per_slot.memory_mb:,.0f} MB per slot",
+            )
+        )
     if not caps:
         return None, None
     cap, why = min(caps)
     return max(cap, 1), why
 
 
-def quota_limit(decision: Decision, current: int, cap: int | None, why: str | None, wanted_more: bool) -> Finding | None:
+def quota_limit(
+    decision: Decision, current: int, cap: int | None, why: str | None, wanted_more: bool
+) -> Finding | None:
     """A LIMITED finding when the decision sits at the quota's cap and the policy wanted more (or found no
     scale-out within it that meets every constraint)."""
     if cap is None or decision.target_parallelism < cap or not wanted_more:
         return None
     return Finding(
-        SafeguardCode.QUOTA, Verdict.LIMITED,
+        SafeguardCode.QUOTA,
+        Verdict.LIMITED,
         f"planned within the quota: {decision.target_parallelism} slots at most ({why})",
-        {"from": current, "to": decision.target_parallelism, "desired": decision.desired_parallelism,
-         "quota_slots": cap, "binding": why},
+        {
+            "from": current,
+            "to": decision.target_parallelism,
+            "desired": decision.desired_parallelism,
+            "quota_slots": cap,
+            "binding": why,
+        },
     )
 
 
@@ -308,7 +348,8 @@ def stabilization_limit(decision: Decision, current: int) -> Finding | None:
     target = decision.target_parallelism
     verdict = Verdict.VETOED if target == current else Verdict.LIMITED
     return Finding(
-        SafeguardCode.STABILIZED, verdict,
+        SafeguardCode.STABILIZED,
+        verdict,
         f"scale-in to {decision.desired_parallelism} stabilized at {target}",
         {"from": current, "to": target, "desired": decision.desired_parallelism},
     )

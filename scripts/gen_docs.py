@@ -231,7 +231,12 @@ def render_configuration() -> str:
         )
     out += _lab_section()
     if long_defaults:
-        out += ["", "## Default queries", "", "The defaults too long for the table (PromQL; placeholders as the section says)."]
+        out += [
+            "",
+            "## Default queries",
+            "",
+            "The defaults too long for the table (PromQL; placeholders as the section says).",
+        ]
         for row in long_defaults:
             out += ["", f"### {row.key}", "", "```promql", row.default.strip("`"), "```"]
     return "\n".join(out) + "\n"
@@ -295,8 +300,10 @@ def metric_rows() -> list[MetricRow]:
             if len(args) < 2 or not all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in args[:2]):
                 continue
             kind = METRIC_TYPES[node.func.id]
-            labels_node = node.args[2] if len(node.args) > 2 else next(
-                (kw.value for kw in node.keywords if kw.arg == "labelnames"), None
+            labels_node = (
+                node.args[2]
+                if len(node.args) > 2
+                else next((kw.value for kw in node.keywords if kw.arg == "labelnames"), None)
             )
             labels = tuple(
                 str(item.value) for item in getattr(labels_node, "elts", []) if isinstance(item, ast.Constant)
@@ -349,7 +356,9 @@ def _values(function: ast.AST, value: ast.expr) -> list[str]:
                 expr = part.value
                 if isinstance(expr, ast.Attribute) and expr.attr == "value":
                     expr = expr.value  # an enum member's value: name the member
-                name = expr.attr if isinstance(expr, ast.Attribute) else expr.id if isinstance(expr, ast.Name) else "value"
+                name = (
+                    expr.attr if isinstance(expr, ast.Attribute) else expr.id if isinstance(expr, ast.Name) else "value"
+                )
                 parts.append(f"<{name}>")
         return ["".join(parts)]
     return _outcomes(value)
@@ -489,7 +498,9 @@ def render_metrics() -> str:
     ]
     for name in sorted(events):
         entry = events[name]
-        out.append(f"| `{name}` | {', '.join(sorted(entry.levels))} | {', '.join(f'`{p}`' for p in sorted(entry.places))} |")
+        out.append(
+            f"| `{name}` | {', '.join(sorted(entry.levels))} | {', '.join(f'`{p}`' for p in sorted(entry.places))} |"
+        )
     out += [
         "",
         f"## Log events ({len(logs)})",

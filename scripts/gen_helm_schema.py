@@ -41,8 +41,19 @@ NOT_IN_CHART = {"simulator"}
 
 # JSON-schema keywords kept from pydantic's output; the rest (title, default, format) say nothing helm checks.
 _KEPT = {
-    "type", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "minLength", "maxLength", "pattern", "items", "minItems", "maxItems", "description",
+    "type",
+    "enum",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "items",
+    "minItems",
+    "maxItems",
+    "description",
 }
 
 
@@ -93,7 +104,12 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], path: tuple[str, ...]) 
             for name, sub in node["properties"].items()
             if not (not path and name in NOT_IN_CHART)
         }
-        out = {"type": "object", "additionalProperties": False, "properties": properties, "required": sorted(properties)}
+        out = {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": properties,
+            "required": sorted(properties),
+        }
         if "description" in node:
             out["description"] = node["description"]
         return out
@@ -168,8 +184,20 @@ def _type(node: dict[str, Any]) -> str:
 
 
 def _range(node: dict[str, Any]) -> str:
-    low = ("≥", node["minimum"]) if "minimum" in node else (">", node["exclusiveMinimum"]) if "exclusiveMinimum" in node else None
-    high = ("≤", node["maximum"]) if "maximum" in node else ("<", node["exclusiveMaximum"]) if "exclusiveMaximum" in node else None
+    low = (
+        ("≥", node["minimum"])
+        if "minimum" in node
+        else (">", node["exclusiveMinimum"])
+        if "exclusiveMinimum" in node
+        else None
+    )
+    high = (
+        ("≤", node["maximum"])
+        if "maximum" in node
+        else ("<", node["exclusiveMaximum"])
+        if "exclusiveMaximum" in node
+        else None
+    )
     return ", ".join(f"{sign} {value:g}" for sign, value in (bound for bound in (low, high) if bound))
 
 
@@ -191,13 +219,17 @@ def _rows(node: dict[str, Any], value: Any, path: str) -> list[str]:
     if node.get("type") == "object" and nested and not any("$ref" in sub for sub in nested.values()):
         rows = []
         for key, sub in node["properties"].items():
-            rows += _rows(sub, (value or {}).get(key) if isinstance(value, dict) else None, f"{path}.{key}" if path else key)
+            rows += _rows(
+                sub, (value or {}).get(key) if isinstance(value, dict) else None, f"{path}.{key}" if path else key
+            )
         return rows
     description = node.get("description")
     if not description:
         raise SchemaError(f"{path}: no description (helm/schema/chart-values.yaml or agent/settings.py)")
     bounds = _range(node)
-    return [f"| `{path}` | {_type(node)} | {_default(value)} | {_cell(description + (f' ({bounds})' if bounds else ''))} |"]
+    return [
+        f"| `{path}` | {_type(node)} | {_default(value)} | {_cell(description + (f' ({bounds})' if bounds else ''))} |"
+    ]
 
 
 def render_table() -> str:

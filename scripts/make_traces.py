@@ -204,147 +204,285 @@ class CorpusSource:
 CORPUS = [
     # ---- diurnal
     CorpusSource(
-        "vic_electricity", "diurnal", "fpp2/elecdemand", column("Demand"), start=4608, minutes_per_obs=1,
+        "vic_electricity",
+        "diurnal",
+        "fpp2/elecdemand",
+        column("Demand"),
+        start=4608,
+        minutes_per_obs=1,
         description="Victoria (AU) electricity demand, half-hourly, 2014-04-07 00:00 for 7.5 days; one "
         "half-hour per minute",
     ),
     CorpusSource(
-        "nyc_departures", "diurnal", "nycflights13/flights",
-        events("time_hour", "15min", plus_minutes="minute"), start=5951, minutes_per_obs=1,
+        "nyc_departures",
+        "diurnal",
+        "nycflights13/flights",
+        events("time_hour", "15min", plus_minutes="minute"),
+        start=5951,
+        minutes_per_obs=1,
         description="scheduled departures from the New York airports per 15 minutes, from 2013-03-04 10:00 UTC "
         "(Monday 05:00 local) for 3.75 days; one quarter-hour per minute",
     ),
     CorpusSource(
-        "motorway_traffic", "diurnal", "robustbase/NOxEmissions",
-        by_row_number("LNOxEm", np.exp), start=6193, minutes_per_obs=1,
+        "motorway_traffic",
+        "diurnal",
+        "robustbase/NOxEmissions",
+        by_row_number("LNOxEm", np.exp),
+        start=6193,
+        minutes_per_obs=1,
         description="hourly NOx emission of the cars on a Swiss motorway (exp of LNOxEm, a measure of traffic),"
         " original rows 6194-6554 (days 623-638); one hour per minute",
     ),
     CorpusSource(
-        "mpls_police_stops", "diurnal", "carData/MplsStops", events("date", "1h"), start=2016, minutes_per_obs=1,
+        "mpls_police_stops",
+        "diurnal",
+        "carData/MplsStops",
+        events("date", "1h"),
+        start=2016,
+        minutes_per_obs=1,
         description="Minneapolis police stops per hour, from 2017-03-26 06:00 UTC for 15 days; one hour per minute",
     ),
     # ---- weekly
     CorpusSource(
-        "blog_pageviews", "weekly", "fpp2/hyndsight", column("value"), start=0, minutes_per_obs=5,
+        "blog_pageviews",
+        "weekly",
+        "fpp2/hyndsight",
+        column("value"),
+        start=0,
+        minutes_per_obs=5,
         description="daily pageviews of the Hyndsight blog, 73 days from 2014-04-30; one day per 5 minutes",
     ),
     CorpusSource(
-        "chicago_ridership", "weekly", "modeldata/Chicago", column("ridership"), start=5400, minutes_per_obs=5,
+        "chicago_ridership",
+        "weekly",
+        "modeldata/Chicago",
+        column("ridership"),
+        start=5400,
+        minutes_per_obs=5,
         description="daily entries at the Clark/Lake L station, Chicago, 2015-11-05 to 2016-01-16 (holidays "
         "included); one day per 5 minutes",
     ),
     CorpusSource(
-        "us_births", "weekly", "mosaicData/Births", column("births"), start=3652, minutes_per_obs=5,
+        "us_births",
+        "weekly",
+        "mosaicData/Births",
+        column("births"),
+        start=3652,
+        minutes_per_obs=5,
         description="daily US births (NVSS), 1979-01-01 to 1979-03-14; one day per 5 minutes",
     ),
     CorpusSource(
-        "nyc_flights_daily", "weekly", "nycflights13/flights",
-        events("time_hour", "1D"), start=120, minutes_per_obs=5,
+        "nyc_flights_daily",
+        "weekly",
+        "nycflights13/flights",
+        events("time_hour", "1D"),
+        start=120,
+        minutes_per_obs=5,
         description="flights departing the New York airports per UTC day, 2013-05-01 to 2013-07-12; one day per"
         " 5 minutes",
     ),
     # ---- flat near capacity
     CorpusSource(
-        "lga_air_pressure", "flat", "nycflights13/weather",
-        hourly("pressure", time="time_hour", origin="LGA"), start=2165, minutes_per_obs=2,
+        "lga_air_pressure",
+        "flat",
+        "nycflights13/weather",
+        hourly("pressure", time="time_hour", origin="LGA"),
+        start=2165,
+        minutes_per_obs=2,
         description="hourly sea-level air pressure at LaGuardia, from 2013-04-01 11:00 UTC for 7.5 days; one "
         "hour per 2 minutes",
     ),
     CorpusSource(
-        "us_gasoline_supply", "flat", "fpp3/us_gasoline", column("Barrels"), start=800, minutes_per_obs=1,
+        "us_gasoline_supply",
+        "flat",
+        "fpp3/us_gasoline",
+        column("Barrels"),
+        start=800,
+        minutes_per_obs=1,
         description="US finished motor gasoline product supplied, weekly (EIA), 2006 W23 to 2013 W18; one week "
         "per minute",
     ),
     CorpusSource(
-        "lake_huron_level", "flat", "datasets/LakeHuron", column("value"), start=0, minutes_per_obs=4,
+        "lake_huron_level",
+        "flat",
+        "datasets/LakeHuron",
+        column("value"),
+        start=0,
+        minutes_per_obs=4,
         description="annual level of Lake Huron, 1875-1965; one year per 4 minutes",
     ),
     CorpusSource(
-        "beaver_temperature", "flat", "datasets/beaver1", column("temp"), start=0, minutes_per_obs=4,
+        "beaver_temperature",
+        "flat",
+        "datasets/beaver1",
+        column("temp"),
+        start=0,
+        minutes_per_obs=4,
         description="body temperature of a beaver every 10 minutes (Reynolds 1994), the first 91 readings; one "
         "reading per 4 minutes",
     ),
     # ---- bursty
     CorpusSource(
-        "sw_england_rain", "bursty", "texmex/rain", column("dat"), start=0, minutes_per_obs=1,
+        "sw_england_rain",
+        "bursty",
+        "texmex/rain",
+        column("dat"),
+        start=0,
+        minutes_per_obs=1,
         description="daily rainfall at a site in south-west England (Coles 2001), the first 361 days of the "
         "record (1914); one day per minute",
     ),
     CorpusSource(
-        "trump_tweets", "bursty", "dslabs/trump_tweets", events("created_at", "1h"), start=60000, minutes_per_obs=1,
-        description="tweets per hour from @realDonaldTrump, from 2016-03-08 18:00 UTC for 15 days; one hour per"
-        " minute",
+        "trump_tweets",
+        "bursty",
+        "dslabs/trump_tweets",
+        events("created_at", "1h"),
+        start=60000,
+        minutes_per_obs=1,
+        description="tweets per hour from @realDonaldTrump, from 2016-03-08 18:00 UTC for 15 days; one hour per minute",
     ),
     CorpusSource(
-        "lynx_trappings", "bursty", "datasets/lynx", column("value"), start=0, minutes_per_obs=4,
+        "lynx_trappings",
+        "bursty",
+        "datasets/lynx",
+        column("value"),
+        start=0,
+        minutes_per_obs=4,
         description="annual Canadian lynx trappings, 1821-1911; one year per 4 minutes",
     ),
     CorpusSource(
-        "puerto_rico_deaths", "bursty", "dslabs/pr_death_counts", column("deaths"), start=800, minutes_per_obs=1,
+        "puerto_rico_deaths",
+        "bursty",
+        "dslabs/pr_death_counts",
+        column("deaths"),
+        start=800,
+        minutes_per_obs=1,
         description="daily deaths in Puerto Rico, 2017-03-11 to 2018-03-06 (hurricane Maria on 2017-09-20); one"
         " day per minute",
     ),
     # ---- steps
     CorpusSource(
-        "nile_flow", "steps", "datasets/Nile", column("value"), start=0, minutes_per_obs=4,
+        "nile_flow",
+        "steps",
+        "datasets/Nile",
+        column("value"),
+        start=0,
+        minutes_per_obs=4,
         description="annual flow of the Nile at Aswan, 1871-1961 (level shift near 1898); one year per 4 minutes",
     ),
     CorpusSource(
-        "beaver_activity", "steps", "datasets/beaver2", column("temp"), start=0, minutes_per_obs=4,
+        "beaver_activity",
+        "steps",
+        "datasets/beaver2",
+        column("temp"),
+        start=0,
+        minutes_per_obs=4,
         description="body temperature of a beaver every 10 minutes, stepping up when it becomes active, the "
         "first 91 readings; one reading per 4 minutes",
     ),
     CorpusSource(
-        "brent_oil_price", "steps", "stevedata/commodity_prices", column("oil_brent"), start=0, minutes_per_obs=1,
+        "brent_oil_price",
+        "steps",
+        "stevedata/commodity_prices",
+        column("oil_brent"),
+        start=0,
+        minutes_per_obs=1,
         description="monthly Brent crude price (World Bank), 1960-1990 (the 1973 and 1979 shocks); one month "
         "per minute",
     ),
     CorpusSource(
-        "aluminium_premium", "steps", "stevedata/aluminum_premiums",
-        column("price", group="Western Europe"), start=0, minutes_per_obs=1,
+        "aluminium_premium",
+        "steps",
+        "stevedata/aluminum_premiums",
+        column("price", group="Western Europe"),
+        start=0,
+        minutes_per_obs=1,
         description="LME aluminium premium in Western Europe (USD/t), 2018-01-02 to 2019-05-30, one quote per "
         "trading day; one quote per minute",
     ),
     CorpusSource(
-        "sterling_index", "steps", "stevedata/ukg_eeri", column("value"), start=6500, minutes_per_obs=1,
+        "sterling_index",
+        "steps",
+        "stevedata/ukg_eeri",
+        column("value"),
+        start=6500,
+        minutes_per_obs=1,
         description="sterling effective exchange rate index, 2015-09-21 to 2017-02-21 (the EU referendum on "
         "2016-06-23), one value per trading day; one value per minute",
     ),
     # ---- trend
     CorpusSource(
-        "google_stock", "trend", "fpp2/goog", column("value"), start=0, minutes_per_obs=1,
+        "google_stock",
+        "trend",
+        "fpp2/goog",
+        column("value"),
+        start=0,
+        minutes_per_obs=1,
         description="GOOG daily close, the first 361 trading days from 2013-02-25; one trading day per minute",
     ),
     CorpusSource(
-        "dax_index", "trend", "datasets/EuStockMarkets", column("DAX"), start=1499, minutes_per_obs=1,
+        "dax_index",
+        "trend",
+        "datasets/EuStockMarkets",
+        column("DAX"),
+        start=1499,
+        minutes_per_obs=1,
         description="DAX daily close, the last 361 business days of the data set (to 1998); one business day "
         "per minute",
     ),
     CorpusSource(
-        "air_passengers", "trend", "datasets/AirPassengers", column("value"), start=23, minutes_per_obs=3,
+        "air_passengers",
+        "trend",
+        "datasets/AirPassengers",
+        column("value"),
+        start=23,
+        minutes_per_obs=3,
         description="monthly international airline passengers, 1950-12 to 1960-12; one month per 3 minutes",
     ),
     CorpusSource(
-        "us_saving_rate", "trend", "ggplot2/economics", column("psavert"), start=100, minutes_per_obs=1,
+        "us_saving_rate",
+        "trend",
+        "ggplot2/economics",
+        column("psavert"),
+        start=100,
+        minutes_per_obs=1,
         description="US personal saving rate, monthly, 1975-11 to 2005-11 (a long decline); one month per minute",
     ),
     # ---- noisy
     CorpusSource(
-        "tree_rings", "noisy", "datasets/treering", column("value"), start=7619, minutes_per_obs=1,
+        "tree_rings",
+        "noisy",
+        "datasets/treering",
+        column("value"),
+        start=7619,
+        minutes_per_obs=1,
         description="bristlecone pine ring widths, 1619-1979; one year per minute",
     ),
     CorpusSource(
-        "jfk_wind_speed", "noisy", "nycflights13/weather",
-        hourly("wind_speed", time="time_hour", origin="JFK"), start=4000, minutes_per_obs=1,
+        "jfk_wind_speed",
+        "noisy",
+        "nycflights13/weather",
+        hourly("wind_speed", time="time_hour", origin="JFK"),
+        start=4000,
+        minutes_per_obs=1,
         description="hourly wind speed at JFK, from 2013-06-16 22:00 UTC for 15 days; one hour per minute",
     ),
     CorpusSource(
-        "global_temperature", "noisy", "stevedata/LOTI", column("value"), start=0, minutes_per_obs=1,
+        "global_temperature",
+        "noisy",
+        "stevedata/LOTI",
+        column("value"),
+        start=0,
+        minutes_per_obs=1,
         description="NASA GISS land-ocean temperature anomaly, monthly, 1880-01 to 1910-01; one month per minute",
     ),
     CorpusSource(
-        "melbourne_temperature", "noisy", "quantreg/MelTemp", column("value"), start=0, minutes_per_obs=1,
+        "melbourne_temperature",
+        "noisy",
+        "quantreg/MelTemp",
+        column("value"),
+        start=0,
+        minutes_per_obs=1,
         description="daily maximum temperature in Melbourne, the first 361 days of 1981; one day per minute",
     ),
 ]
@@ -358,11 +496,15 @@ def corpus_rates(source: CorpusSource) -> np.ndarray:
         raise SystemExit(f"make_traces: {source.name}: minutes_per_obs must divide {CORPUS_MINUTES}")
     piece = values[source.start : source.start + count]
     if piece.size < count:
-        raise SystemExit(f"make_traces: {source.name}: {source.dataset} has {values.size} observations, "
-                         f"too few for {count} from {source.start}")
+        raise SystemExit(
+            f"make_traces: {source.name}: {source.dataset} has {values.size} observations, "
+            f"too few for {count} from {source.start}"
+        )
     if not np.all(np.isfinite(piece)):
-        raise SystemExit(f"make_traces: {source.name}: gap at observation "
-                         f"{source.start + int(np.flatnonzero(~np.isfinite(piece))[0])}")
+        raise SystemExit(
+            f"make_traces: {source.name}: gap at observation "
+            f"{source.start + int(np.flatnonzero(~np.isfinite(piece))[0])}"
+        )
     minutes = np.arange(CORPUS_MINUTES + 1, dtype=float)
     shape = np.interp(minutes, np.arange(count, dtype=float) * source.minutes_per_obs, piece)
     low, high = shape.min(), shape.max()
@@ -432,8 +574,7 @@ def corpus_readme(rows: list[tuple[CorpusSource, str, np.ndarray]]) -> str:
     lines = [README_HEAD.format(count=len(rows), families=len(FAMILIES))]
     for family, shape in FAMILIES.items():
         members = [half for source, half, _ in rows if source.family == family]
-        floor = (f"set so the mean is {FLAT_MEAN_FRACTION:.2f}" if family == "flat"
-                 else f"{FLOOR_FRACTION[family]:.2f}")
+        floor = f"set so the mean is {FLAT_MEAN_FRACTION:.2f}" if family == "flat" else f"{FLOOR_FRACTION[family]:.2f}"
         lines.append(f"| {family} | {shape} | {floor} | {members.count('dev')} | {members.count('held-out')} |\n")
     lines.append("\n| name | family | half | source | licence | floor | mean | piece and pace |\n")
     lines.append("|---|---|---|---|---|---:|---:|---|\n")
@@ -467,8 +608,9 @@ def build_corpus(out_dir: Path) -> list[Path]:
         writer = csv.writer(handle)
         writer.writerow(INDEX_COLUMNS)
         for source, half, _ in rows:
-            writer.writerow([source.name, source.family, half, source.dataset, package, source.licence,
-                             source.description])
+            writer.writerow(
+                [source.name, source.family, half, source.dataset, package, source.licence, source.description]
+            )
     (out_dir / "README.md").write_text(corpus_readme(rows))
     return paths
 

@@ -23,10 +23,20 @@ if TYPE_CHECKING:
         worker_id,
     )
 
-_ENGINE_NAMES = frozenset({
-    "Accounting", "JobEnvironment", "JobState", "Restart", "SimulatedFlinkJob", "StopKind", "Window",
-    "failure_schedule", "round_robin", "worker_id",
-})
+_ENGINE_NAMES = frozenset(
+    {
+        "Accounting",
+        "JobEnvironment",
+        "JobState",
+        "Restart",
+        "SimulatedFlinkJob",
+        "StopKind",
+        "Window",
+        "failure_schedule",
+        "round_robin",
+        "worker_id",
+    }
+)
 
 
 def __getattr__(name: str) -> object:

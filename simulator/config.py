@@ -15,8 +15,9 @@ class SimulatorSettings(BaseModel):
     # No setting is infinite or NaN: the simulator counts records in int64 and draws from finite distributions.
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
-    partitions: int = Field(36, le=100_000, description="Source partitions."
-        " From 1 to 100,000: the simulator keeps an offset per partition.")
+    partitions: int = Field(
+        36, le=100_000, description="Source partitions. From 1 to 100,000: the simulator keeps an offset per partition."
+    )
     partition_weights: tuple[float, ...] | None = Field(
         None, description="Explicit relative partition weights (overrides partition_skew); length = partitions."
     )
@@ -30,8 +31,11 @@ class SimulatorSettings(BaseModel):
         0.1, ge=0, description="Zipf exponent of partition weights (0: uniform; 1: classic Zipf)."
     )
     worker_capacity_rps: float = Field(
-        14000.0, gt=0, le=1e12, description="Records/s one worker of speed 1.0 processes at 100 % CPU."
-        " At most 1e12: records are counted exactly in int64 and float64."
+        14000.0,
+        gt=0,
+        le=1e12,
+        description="Records/s one worker of speed 1.0 processes at 100 % CPU."
+        " At most 1e12: records are counted exactly in int64 and float64.",
     )
     worker_speed_spread: float = Field(
         0.08, ge=0, lt=1, description="Standard deviation of the per-worker speed factor (heterogeneous workers)."
@@ -42,28 +46,37 @@ class SimulatorSettings(BaseModel):
     cpu_idle: float = Field(0.05, ge=0, lt=1, description="CPU load of an idle worker (JVM overhead), 0..1.")
     cpu_noise: float = Field(0.02, ge=0, description="Standard deviation of per-second CPU noise, 0..1.")
     metric_window_s: int = Field(
-        30, ge=1, le=3600, description="Moving-average window of reported CPU and per-worker rates, seconds."
-        " At most an hour."
+        30,
+        ge=1,
+        le=3600,
+        description="Moving-average window of reported CPU and per-worker rates, seconds. At most an hour.",
     )
-    checkpoint_interval_s: int = Field(10, ge=1, le=86_400, description="Checkpoint interval, seconds."
-        " At most a day.")
-    rescale_downtime_base_s: float = Field(10.0, ge=0, le=86_400, description="Downtime of a rescale at parallelism 0, seconds."
-        " At most a day.")
+    checkpoint_interval_s: int = Field(10, ge=1, le=86_400, description="Checkpoint interval, seconds. At most a day.")
+    rescale_downtime_base_s: float = Field(
+        10.0, ge=0, le=86_400, description="Downtime of a rescale at parallelism 0, seconds. At most a day."
+    )
     rescale_downtime_per_worker_s: float = Field(
-        1.5, ge=0, le=86_400, description="Extra rescale downtime per worker of the larger scale-out, seconds."
-        " At most a day."
+        1.5,
+        ge=0,
+        le=86_400,
+        description="Extra rescale downtime per worker of the larger scale-out, seconds. At most a day.",
     )
-    failure_downtime_base_s: float = Field(8.0, ge=0, le=86_400, description="Downtime of a failure at parallelism 0, seconds."
-        " At most a day.")
+    failure_downtime_base_s: float = Field(
+        8.0, ge=0, le=86_400, description="Downtime of a failure at parallelism 0, seconds. At most a day."
+    )
     failure_downtime_per_worker_s: float = Field(
-        0.5, ge=0, le=86_400, description="Extra failure downtime per worker, seconds."
-        " At most a day."
+        0.5, ge=0, le=86_400, description="Extra failure downtime per worker, seconds. At most a day."
     )
     downtime_jitter: float = Field(
         0.15, ge=0, description="Log-normal sigma of downtime around its mean (0: deterministic)."
     )
-    initial_parallelism: int = Field(8, ge=1, le=32_768, description="Scale-out the simulated job starts with."
-        " At most Flink's limit on a job's max parallelism (32,768).")
+    initial_parallelism: int = Field(
+        8,
+        ge=1,
+        le=32_768,
+        description="Scale-out the simulated job starts with."
+        " At most Flink's limit on a job's max parallelism (32,768).",
+    )
     seed: int = Field(
         7,
         ge=0,
@@ -98,8 +111,7 @@ class SimulatorSettings(BaseModel):
         if self.partition_weights is not None:
             if len(self.partition_weights) != self.partitions:
                 raise ValueError(
-                    f"partition_weights has {len(self.partition_weights)} entries, "
-                    f"partitions is {self.partitions}"
+                    f"partition_weights has {len(self.partition_weights)} entries, partitions is {self.partitions}"
                 )
             if min(self.partition_weights) < 0 or sum(self.partition_weights) <= 0:
                 raise ValueError("partition_weights must be non-negative with a positive sum")

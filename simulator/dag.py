@@ -341,9 +341,7 @@ class DagTestbed:
             if p < 1:
                 raise ValueError(f"operator {op.name}: parallelism must be >= 1, got {p}")
             if op.keyed and p > self.job.max_parallelism:
-                raise ValueError(
-                    f"operator {op.name}: parallelism {p} > max_parallelism {self.job.max_parallelism}"
-                )
+                raise ValueError(f"operator {op.name}: parallelism {p} > max_parallelism {self.job.max_parallelism}")
         if memory_mb <= 0:
             raise ValueError(f"memory per slot must be positive, got {memory_mb} MB")
         return values
@@ -366,9 +364,7 @@ class DagTestbed:
         settings = self.settings
         taskmanagers = math.ceil(sum(parallelism) / settings.slots_per_taskmanager)
         remote_fraction = 1.0 - 1.0 / taskmanagers
-        return settings.remote_cost_us * remote_fraction + settings.channel_cost_us * math.log2(
-            parallelism[index + 1]
-        )
+        return settings.remote_cost_us * remote_fraction + settings.channel_cost_us * math.log2(parallelism[index + 1])
 
     def deploy(self, parallelism: Sequence[int], memory_mb: float, *, seed: int | None = None) -> DagRun:
         """Start the query with ``parallelism`` tasks per operator and ``memory_mb`` per slot."""

@@ -55,11 +55,28 @@ def drain_job(
 
 @numba.njit(cache=True, nogil=True)
 def run_job(
-    start_s: int, arrivals: np.ndarray, capacity: np.ndarray, noise: np.ndarray, running: bool, parallelism: int,
-    uptime_start: int, checkpoint_interval_s: int, cpu_idle: float, cpu_noise: float,
-    end: np.ndarray, position: np.ndarray, committed: np.ndarray,
-    workload: np.ndarray, lag: np.ndarray, committed_lag: np.ndarray, active: np.ndarray, uptime: np.ndarray,
-    throughput: np.ndarray, cpu: np.ndarray, busy: np.ndarray, backlog: np.ndarray,
+    start_s: int,
+    arrivals: np.ndarray,
+    capacity: np.ndarray,
+    noise: np.ndarray,
+    running: bool,
+    parallelism: int,
+    uptime_start: int,
+    checkpoint_interval_s: int,
+    cpu_idle: float,
+    cpu_noise: float,
+    end: np.ndarray,
+    position: np.ndarray,
+    committed: np.ndarray,
+    workload: np.ndarray,
+    lag: np.ndarray,
+    committed_lag: np.ndarray,
+    active: np.ndarray,
+    uptime: np.ndarray,
+    throughput: np.ndarray,
+    cpu: np.ndarray,
+    busy: np.ndarray,
+    backlog: np.ndarray,
 ) -> tuple[int, int, int]:  # pragma: no cover - compiled; covered through every replay
     """The seconds ``start_s …`` (one per row of ``arrivals``) of a job that neither stops nor restarts
     in them, as :meth:`simulator.SimulatedFlinkJob.step` defines a second, in place: the offsets

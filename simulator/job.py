@@ -455,9 +455,7 @@ class SimulatedFlinkJob:
         self._assignment = round_robin(self.config.partitions, self.parallelism)
         self.state = JobState.RUNNING
         self._uptime_start = self.now_s
-        self.restarts.append(
-            Restart(kind, start, self.now_s - start, from_parallelism, self.parallelism, replayed)
-        )
+        self.restarts.append(Restart(kind, start, self.now_s - start, from_parallelism, self.parallelism, replayed))
         self._pending_restart = None
 
     # ------------------------------------------------------------------ stepping
@@ -488,10 +486,20 @@ class SimulatedFlinkJob:
         seconds = stop - start
         series = self._series.reserve(seconds)
         produced, processed, checkpointed = run_job(
-            start, environment.arrivals(start, stop), environment.capacities(start, stop),
-            self._rng.standard_normal((seconds, config.partitions)), running, self.parallelism,
-            self._uptime_start, config.checkpoint_interval_s, config.cpu_idle, config.cpu_noise,
-            self._end, self._position, self._committed, *series,
+            start,
+            environment.arrivals(start, stop),
+            environment.capacities(start, stop),
+            self._rng.standard_normal((seconds, config.partitions)),
+            running,
+            self.parallelism,
+            self._uptime_start,
+            config.checkpoint_interval_s,
+            config.cpu_idle,
+            config.cpu_noise,
+            self._end,
+            self._position,
+            self._committed,
+            *series,
         )
         self._produced += int(produced)
         self._processed += int(processed)
@@ -526,7 +534,9 @@ class SimulatedFlinkJob:
             return np.zeros(0), np.zeros(0)
         series, n = self._series, self.parallelism
         start = min(self._uptime_start, series.length)
-        return series.throughput[start : series.length, :n].sum(axis=0), series.busy[start : series.length, :n].sum(axis=0)
+        return series.throughput[start : series.length, :n].sum(axis=0), series.busy[start : series.length, :n].sum(
+            axis=0
+        )
 
     def worker_backlogs(self) -> np.ndarray:
         """Records waiting in each current worker's partitions (its readers' pendingRecords); empty while down."""

@@ -91,9 +91,7 @@ def load_trace(path: Path | str) -> Trace:
             if rate < 0:
                 raise TraceError(f"{path}:{line_no}: negative rate {rate:g}")
             if times and time_s <= times[-1]:
-                raise TraceError(
-                    f"{path}:{line_no}: times must increase (time_s {time_s:g} after {times[-1]:g})"
-                )
+                raise TraceError(f"{path}:{line_no}: times must increase (time_s {time_s:g} after {times[-1]:g})")
             times.append(time_s)
             rates.append(rate)
             line_numbers.append(line_no)

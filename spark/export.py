@@ -99,7 +99,9 @@ def export_from_prometheus(
         query = queries[key].replace("{worker_label}", worker_label)
         for chunk_start, chunk_end in chunks:
             try:
-                result = client.custom_query_range(query, start_time=chunk_start, end_time=chunk_end, step=f"{step_s:g}s")
+                result = client.custom_query_range(
+                    query, start_time=chunk_start, end_time=chunk_end, step=f"{step_s:g}s"
+                )
             except Exception as exc:  # noqa: BLE001 - the client raises many kinds; the CLI needs one line
                 reason = " ".join(str(exc).split())
                 reason = reason if len(reason) <= 160 else reason[:157] + "..."

@@ -241,9 +241,7 @@ def write_history(
     return written
 
 
-def read_history(
-    root: str, *, jobs: Sequence[str] | None = None, columns: Iterable[str] | None = None
-) -> pd.DataFrame:
+def read_history(root: str, *, jobs: Sequence[str] | None = None, columns: Iterable[str] | None = None) -> pd.DataFrame:
     """Read the history under ``root`` (optionally only ``jobs``) into one frame sorted by job and time."""
     try:
         location = open_location(root)
@@ -267,4 +265,3 @@ def read_history(
         frame["time"] = pd.to_datetime(frame["time"], utc=True)
     order = [c for c in ("job", "time") if c in frame]
     return frame.sort_values(order, kind="stable").reset_index(drop=True) if order else frame
-

@@ -29,7 +29,6 @@ class ModelRegistry(RegistryReader):
         super().__init__(uri)
         self.keep = keep
 
-
     def publish(self, job: str, version: str, *, metadata: dict[str, Any], model: dict[str, Any]) -> str:
         """Write one version atomically (files, then the commit marker) and prune old versions.
 

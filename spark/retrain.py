@@ -49,7 +49,11 @@ class RetrainSummary:
 
     def wapes(self) -> list[float]:
         """Back-test WAPE of every job that has a finite one."""
-        return [float(r["backtest_wape"]) for r in self.rows if r["backtest_wape"] is not None and math.isfinite(r["backtest_wape"])]
+        return [
+            float(r["backtest_wape"])
+            for r in self.rows
+            if r["backtest_wape"] is not None and math.isfinite(r["backtest_wape"])
+        ]
 
 
 def result_schema() -> str:
@@ -73,9 +77,7 @@ def spark_history_schema() -> Any:
     return T.StructType([T.StructField(f.name, mapping[f.name], f.nullable) for f in HISTORY_SCHEMA])
 
 
-def build_session(
-    master: str | None = None, *, app_name: str = APP_NAME, conf: Mapping[str, str] | None = None
-) -> Any:
+def build_session(master: str | None = None, *, app_name: str = APP_NAME, conf: Mapping[str, str] | None = None) -> Any:
     """A SparkSession; ``master`` None keeps what spark-submit set, falling back to ``local[*]``."""
     from pyspark.sql import SparkSession
 
@@ -173,7 +175,9 @@ def run_serial(
     frame = read_history(history, jobs=jobs, columns=FIT_COLUMNS)
     rows = []
     for job, group in frame.groupby("job", sort=True):
-        row = train_job(group, job=str(job), config=config, registry=registry, version=version, created_at=now.isoformat())
+        row = train_job(
+            group, job=str(job), config=config, registry=registry, version=version, created_at=now.isoformat()
+        )
         rows.append(_row_for_pandas(row))
     return RetrainSummary(version=version, rows=rows)
 
@@ -205,7 +209,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", default=None, help="Version to publish (default: derived from the current time).")
     p.add_argument("--serial", action="store_true", help="Run in this process without Spark.")
     for f in fields(RetrainConfig):
-        p.add_argument(f"--{f.name.replace('_', '-')}", type=type(getattr(defaults, f.name)), default=getattr(defaults, f.name))
+        p.add_argument(
+            f"--{f.name.replace('_', '-')}", type=type(getattr(defaults, f.name)), default=getattr(defaults, f.name)
+        )
     return p
 
 
@@ -216,15 +222,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = RetrainConfig(**{f.name: getattr(args, f.name) for f in fields(RetrainConfig)})
         if args.serial:
             summary = run_serial(
-                history=args.history, registry_uri=args.registry, config=config, keep=args.keep,
-                version=args.version, jobs=args.jobs,
+                history=args.history,
+                registry_uri=args.registry,
+                config=config,
+                keep=args.keep,
+                version=args.version,
+                jobs=args.jobs,
             )
         else:
             spark = build_session(args.master)
             try:
                 summary = run_spark(
-                    spark, history=args.history, registry_uri=args.registry, config=config, keep=args.keep,
-                    version=args.version, jobs=args.jobs,
+                    spark,
+                    history=args.history,
+                    registry_uri=args.registry,
+                    config=config,
+                    keep=args.keep,
+                    version=args.version,
+                    jobs=args.jobs,
                 )
             finally:
                 spark.stop()

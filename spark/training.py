@@ -182,7 +182,9 @@ def backtest(series: Series, config: RetrainConfig) -> Backtest:
         abs_actual += float(np.abs(actual).sum())
         per_origin.append(wape(actual, forecast))
     pooled = abs_error / abs_actual if abs_actual > 0 else float("inf")
-    return Backtest(wape=pooled, origins=len(points), abs_error=abs_error, abs_actual=abs_actual, per_origin_wape=per_origin)
+    return Backtest(
+        wape=pooled, origins=len(points), abs_error=abs_error, abs_actual=abs_actual, per_origin_wape=per_origin
+    )
 
 
 @functools.cache
@@ -253,7 +255,12 @@ def train_job(
             "model": model.name,
             "residual": config.residual,
             "config": asdict(config),
-            "data": {"start": row["data_start"], "end": row["data_end"], "points": row["points"], "step_s": config.step_s},
+            "data": {
+                "start": row["data_start"],
+                "end": row["data_end"],
+                "points": row["points"],
+                "step_s": config.step_s,
+            },
             "backtest": {
                 "wape": result.wape if np.isfinite(result.wape) else None,
                 "origins": result.origins,

@@ -34,13 +34,18 @@ NARRATION = {
     "a turn of work": re.compile(r"\bturn[ _-]?1(?![0-9])|\bturn \d+'s\b", re.IGNORECASE),
     "an issue number": re.compile(r"\bissues? #?\d+\b", re.IGNORECASE),
     # "a running fit is not kept" says what the code does; "(tried, not kept)" narrates a trial.
-    "what was tried and dropped": re.compile(r"(?<!\bare )(?<!\bis )(?<!\bwas )(?<!\bwere )(?<!\bif )\bnot kept\b|\btried,? (?:and )?dropped\b", re.IGNORECASE),
+    "what was tried and dropped": re.compile(
+        r"(?<!\bare )(?<!\bis )(?<!\bwas )(?<!\bwere )(?<!\bif )\bnot kept\b|\btried,? (?:and )?dropped\b",
+        re.IGNORECASE,
+    ),
     "a round of work": re.compile(
         r"\b(?:this|that|previous|next|earlier|later|last)\s+round of work\b|\bround(?:s)? of work\b|"
         r"\b(?:this|the previous|an earlier) round's (?:fixes|changes|work)\b",
         re.IGNORECASE,
     ),
-    "a date of work": re.compile(r"\b(?:re-)?measured on 20\d\d-\d\d-\d\d\b|\bruns? on 20\d\d-\d\d-\d\d\b", re.IGNORECASE),
+    "a date of work": re.compile(
+        r"\b(?:re-)?measured on 20\d\d-\d\d-\d\d\b|\bruns? on 20\d\d-\d\d-\d\d\b", re.IGNORECASE
+    ),
 }
 """What narration looks like; each name says what a hit narrates."""
 

@@ -116,7 +116,9 @@ class FlinkRestClient:
     def _once(self, method: str, path: str, body: Any) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(
-            self.rest_url + path, data=data, method=method,
+            self.rest_url + path,
+            data=data,
+            method=method,
             headers={"Content-Type": "application/json", "Accept": "application/json"},
         )
         try:
@@ -129,15 +131,14 @@ class FlinkRestClient:
             kind = "not_found" if exc.code == 404 else "server_error" if exc.code >= 500 else "rejected"
             raise ScalerError(
                 f"{method} {self.rest_url}{path}: HTTP {exc.code}{': ' + detail if detail else ''}",
-                kind=kind, retryable=exc.code >= 500 or exc.code == 429,
+                kind=kind,
+                retryable=exc.code >= 500 or exc.code == 429,
             ) from None
         except (urllib.error.URLError, OSError) as exc:
             self.requests.append(RestRequest(method, path, None))
             reason = getattr(exc, "reason", exc)
             kind = "timeout" if isinstance(reason, TimeoutError) or "timed out" in str(reason) else "unreachable"
-            raise ScalerError(
-                f"{method} {self.rest_url}{path}: {kind}: {reason}", kind=kind, retryable=True
-            ) from None
+            raise ScalerError(f"{method} {self.rest_url}{path}: {kind}: {reason}", kind=kind, retryable=True) from None
         if not raw.strip():
             return None
         try:
@@ -250,9 +251,7 @@ class FlinkJobStatus:
         """True when the job runs and every vertex runs all subtasks at its target (others: all running)."""
         if self.state != "RUNNING":
             return False
-        return all(
-            v.fully_running and (v.id not in targets or v.parallelism == targets[v.id]) for v in self.vertices
-        )
+        return all(v.fully_running and (v.id not in targets or v.parallelism == targets[v.id]) for v in self.vertices)
 
     @classmethod
     def from_rest(cls, body: Mapping[str, Any]) -> FlinkJobStatus:
@@ -286,7 +285,10 @@ class FlinkJobStatus:
 def _slots_at(job: FlinkJobStatus, wanted: Mapping[str, int]) -> int:
     """Slots ``job`` needs with the vertices in ``wanted`` at their targets (the rest as they are)."""
     return FlinkJobStatus(
-        job.job_id, job.name, job.state, job.scheduler,
+        job.job_id,
+        job.name,
+        job.state,
+        job.scheduler,
         tuple(
             Vertex(v.id, v.name, wanted.get(v.id, v.parallelism), v.max_parallelism, 0, v.slot_sharing_group)
             for v in job.vertices
@@ -402,9 +404,7 @@ class FlinkRestScaler:
         """Set every vertex to ``target`` in place and confirm by read-back; dry-run only reads."""
         return self.rescale_vertices({"*": target}, reasons=reasons, dry_run=dry_run)
 
-    def rescale_vertices(
-        self, targets: Mapping[str, int], *, reasons: tuple[str, ...], dry_run: bool
-    ) -> RescaleResult:
+    def rescale_vertices(self, targets: Mapping[str, int], *, reasons: tuple[str, ...], dry_run: bool) -> RescaleResult:
         """Set the named vertices (by id or name; ``"*"`` for all) to their parallelism in place.
 
         ``requested`` and ``confirmed`` of the result are the job's scale-out (largest vertex
@@ -449,7 +449,9 @@ class FlinkRestScaler:
         if self._stopping.is_set() and (after is None or not after.running_at(wanted)):
             # Kubernetes kills the pod soon after SIGTERM; the confirmation would take up to confirm_timeout_s.
             self.log.warning(
-                "rescale.left_pending", job=before.job_id, requested=requested,
+                "rescale.left_pending",
+                job=before.job_id,
+                requested=requested,
                 error="stopping before the rescale was confirmed: Flink finishes it, the next start confirms it",
             )
             return RescaleResult(requested=requested, confirmed=None, dry_run=False, pending=True)
@@ -482,7 +484,10 @@ class FlinkRestScaler:
             if vertex.finished_subtasks and key not in self._reported:
                 self._reported.add(key)
                 self.log.warning(
-                    "rescale.subtasks_finished", job=job.job_id, vertex=vertex.name, parallelism=vertex.parallelism,
+                    "rescale.subtasks_finished",
+                    job=job.job_id,
+                    vertex=vertex.name,
+                    parallelism=vertex.parallelism,
                     finished=vertex.finished_subtasks,
                     error=f"{vertex.finished_subtasks} of {vertex.parallelism} subtasks of {vertex.name!r} finished "
                     "after the rescale: a source with fewer splits than readers gains nothing from more of them",
@@ -537,7 +542,8 @@ class FlinkRestScaler:
             if target is not None and target > vertex.limit:
                 raise ScalerError(
                     f"vertex {vertex.name!r} of job {job.name} has max parallelism {vertex.max_parallelism}, "
-                    f"below the target {target}", kind="invalid_request",
+                    f"below the target {target}",
+                    kind="invalid_request",
                 )
         needed = _slots_at(job, wanted)
         if needed > job.slots_needed:

@@ -221,7 +221,9 @@ class TargetRef:
     @property
     def object_kind(self) -> str:
         """Kind of the object (for Event.regarding)."""
-        return {"deployment": "Deployment", "statefulset": "StatefulSet", "flinkdeployment": "FlinkDeployment"}[self.kind]
+        return {"deployment": "Deployment", "statefulset": "StatefulSet", "flinkdeployment": "FlinkDeployment"}[
+            self.kind
+        ]
 
     @property
     def resource(self) -> str:
@@ -312,16 +314,18 @@ class KubernetesEventSink:
         )
         assert body is not None  # from_dict returns None only for None input
         try:
-            self.events.create_namespaced_event(
-                self.target.namespace, body, _request_timeout=self.request_timeout_s
-            )
+            self.events.create_namespaced_event(self.target.namespace, body, _request_timeout=self.request_timeout_s)
         except Exception as exc:
             failure = classify(exc)
             why = failure.kind if failure else type(exc).__name__
             if self._failing != why:  # one line per state change, not per event
                 detail = failure.message if failure else str(exc)
                 if failure is not None and failure.kind == "forbidden":
-                    detail += " (the Role needs verb 'create' on events.k8s.io/events in namespace " + self.target.namespace + ")"
+                    detail += (
+                        " (the Role needs verb 'create' on events.k8s.io/events in namespace "
+                        + self.target.namespace
+                        + ")"
+                    )
                 self.log.warning("event.failed", reason=reason, kind=why, error=detail)
                 self._failing = why
             return
@@ -338,9 +342,21 @@ _ACTIONS = {"Rescaled": "Rescale", "RescaleRecommended": "Recommend", "RescaleFa
 
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 _MEMORY_UNITS = {
-    "": 1, "b": 1, "bytes": 1,
-    "k": 2**10, "kb": 2**10, "ki": 2**10, "m": 2**20, "mb": 2**20, "mi": 2**20,
-    "g": 2**30, "gb": 2**30, "gi": 2**30, "t": 2**40, "tb": 2**40, "ti": 2**40,
+    "": 1,
+    "b": 1,
+    "bytes": 1,
+    "k": 2**10,
+    "kb": 2**10,
+    "ki": 2**10,
+    "m": 2**20,
+    "mb": 2**20,
+    "mi": 2**20,
+    "g": 2**30,
+    "gb": 2**30,
+    "gi": 2**30,
+    "t": 2**40,
+    "tb": 2**40,
+    "ti": 2**40,
 }
 
 
@@ -402,8 +418,14 @@ class KubernetesScaler:
             try:
                 return int(obj["spec"]["job"]["parallelism"])
             except (KeyError, TypeError, ValueError):
-                raise ScalerError(f"{t.describe()} has no integer spec.job.parallelism", kind="invalid_target") from None
-        read = self.apps.read_namespaced_deployment_scale if t.kind == "deployment" else self.apps.read_namespaced_stateful_set_scale
+                raise ScalerError(
+                    f"{t.describe()} has no integer spec.job.parallelism", kind="invalid_target"
+                ) from None
+        read = (
+            self.apps.read_namespaced_deployment_scale
+            if t.kind == "deployment"
+            else self.apps.read_namespaced_stateful_set_scale
+        )
         scale = read(t.name, t.namespace, _request_timeout=self._timeout())
         self._remember_uid(scale.metadata.uid if scale.metadata else None)
         replicas = scale.spec.replicas if scale.spec else None
@@ -415,13 +437,28 @@ class KubernetesScaler:
         t = self.target
         if t.kind == "flinkdeployment":
             self.custom.patch_namespaced_custom_object(
-                "flink.apache.org", "v1beta1", t.namespace, "flinkdeployments", t.name,
+                "flink.apache.org",
+                "v1beta1",
+                t.namespace,
+                "flinkdeployments",
+                t.name,
                 {"spec": {"job": {"parallelism": value}}},
-                _request_timeout=self._timeout(), _content_type=MERGE_PATCH,
+                _request_timeout=self._timeout(),
+                _content_type=MERGE_PATCH,
             )
             return
-        patch = self.apps.patch_namespaced_deployment_scale if t.kind == "deployment" else self.apps.patch_namespaced_stateful_set_scale
-        patch(t.name, t.namespace, {"spec": {"replicas": value}}, _request_timeout=self._timeout(), _content_type=MERGE_PATCH)
+        patch = (
+            self.apps.patch_namespaced_deployment_scale
+            if t.kind == "deployment"
+            else self.apps.patch_namespaced_stateful_set_scale
+        )
+        patch(
+            t.name,
+            t.namespace,
+            {"spec": {"replicas": value}},
+            _request_timeout=self._timeout(),
+            _content_type=MERGE_PATCH,
+        )
 
     def _remember_uid(self, uid: str | None) -> None:
         if uid and isinstance(self.events, KubernetesEventSink):
@@ -488,8 +525,9 @@ class KubernetesScaler:
         try:
             slots = int((spec.get("flinkConfiguration") or {}).get("taskmanager.numberOfTaskSlots", 1))
         except (TypeError, ValueError):
-            raise ScalerError(f"{t.describe()}: taskmanager.numberOfTaskSlots is not a whole number",
-                              kind="invalid_target") from None
+            raise ScalerError(
+                f"{t.describe()}: taskmanager.numberOfTaskSlots is not a whole number", kind="invalid_target"
+            ) from None
         if slots < 1:
             raise ScalerError(f"{t.describe()}: taskmanager.numberOfTaskSlots below 1", kind="invalid_target")
         cpu = resource.get("cpu")

@@ -79,9 +79,12 @@ class ConfigMapKnowledgeStore:
 
     def _read(self) -> k8s.V1ConfigMap | None:
         """The ConfigMap now, or None if it does not exist."""
+
         def get() -> k8s.V1ConfigMap | None:
             try:
-                return self.core.read_namespaced_config_map(self.name, self.namespace, _request_timeout=self.request_timeout_s)
+                return self.core.read_namespaced_config_map(
+                    self.name, self.namespace, _request_timeout=self.request_timeout_s
+                )
             except ApiException as exc:
                 if exc.status == 404:
                     return None
@@ -214,11 +217,15 @@ class ConfigMapKnowledgeStore:
         body = k8s.V1ConfigMap(
             api_version="v1",
             kind="ConfigMap",
-            metadata=k8s.V1ObjectMeta(name=self.name, namespace=self.namespace, labels={"app.kubernetes.io/component": "knowledge"}),
+            metadata=k8s.V1ObjectMeta(
+                name=self.name, namespace=self.namespace, labels={"app.kubernetes.io/component": "knowledge"}
+            ),
             data={KEY: text},
         )
         try:
-            self._configmap = self.core.create_namespaced_config_map(self.namespace, body, _request_timeout=self.request_timeout_s)
+            self._configmap = self.core.create_namespaced_config_map(
+                self.namespace, body, _request_timeout=self.request_timeout_s
+            )
         except ApiException as exc:
             if exc.status == 409:  # created by someone else meanwhile: read it and update instead
                 self._stale = True

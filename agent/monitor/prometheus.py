@@ -82,10 +82,15 @@ def _run(fn: Callable[[], Any], settings: PrometheusSettings) -> Any:
     try:
         return fn()
     except requests.exceptions.Timeout:
-        raise PrometheusDown("timeout", f"Prometheus at {settings.url} timed out after {settings.timeout_s:g} s") from None
+        raise PrometheusDown(
+            "timeout", f"Prometheus at {settings.url} timed out after {settings.timeout_s:g} s"
+        ) from None
     except requests.exceptions.JSONDecodeError as exc:  # a RequestException too: the server answered
-        raise QueryFailed("bad_answer", f"{settings.url} answered something that is not a Prometheus API response "
-                          f"(not JSON: {exc.msg} at character {exc.pos})") from None
+        raise QueryFailed(
+            "bad_answer",
+            f"{settings.url} answered something that is not a Prometheus API response "
+            f"(not JSON: {exc.msg} at character {exc.pos})",
+        ) from None
     except requests.exceptions.RequestException as exc:
         raise PrometheusDown(*_unreachable(exc, settings)) from None
     except PrometheusApiClientException as exc:
@@ -97,8 +102,10 @@ def _run(fn: Callable[[], Any], settings: PrometheusSettings) -> Any:
             raise QueryFailed("rejected", f"Prometheus rejected the query: {detail}") from None
         raise QueryFailed("server_error", f"Prometheus answered {status or 'an error'}: {detail}") from None
     except (KeyError, TypeError, IndexError):  # JSON, but without the data.result every API answer carries
-        raise QueryFailed("bad_answer", f"{settings.url} answered something that is not a Prometheus API response "
-                          "(JSON without data.result)") from None
+        raise QueryFailed(
+            "bad_answer",
+            f"{settings.url} answered something that is not a Prometheus API response (JSON without data.result)",
+        ) from None
     except ValueError as exc:  # a body that is not the JSON Prometheus sends
         raise QueryFailed("bad_answer", f"unreadable answer from Prometheus: {exc}") from None
 
@@ -127,8 +134,11 @@ def _unreachable(exc: requests.exceptions.RequestException, settings: Prometheus
 def _is_point(point: Any) -> bool:
     """True for the API's ``[unix time, "number"]`` sample (the value a string Python reads as a float)."""
     if not (
-        isinstance(point, list) and len(point) == 2 and isinstance(point[0], (int, float))
-        and not isinstance(point[0], bool) and isinstance(point[1], str)
+        isinstance(point, list)
+        and len(point) == 2
+        and isinstance(point[0], (int, float))
+        and not isinstance(point[0], bool)
+        and isinstance(point[1], str)
     ):
         return False
     try:
@@ -151,14 +161,15 @@ def _series_list(answer: Any, *, points: str, settings: PrometheusSettings) -> l
             elif points == "values" and not (
                 isinstance(series.get("values"), list) and all(_is_point(p) for p in series["values"])
             ):
-                problem = "a series whose values are not [time, \"value\"] pairs"
+                problem = 'a series whose values are not [time, "value"] pairs'
             elif points == "value" and not _is_point(series.get("value")):
-                problem = "a series whose value is not a [time, \"value\"] pair"
+                problem = 'a series whose value is not a [time, "value"] pair'
             if problem:
                 break
     if problem:
-        raise QueryFailed("bad_answer", f"{settings.url} answered something that is not a Prometheus API response "
-                          f"({problem})")
+        raise QueryFailed(
+            "bad_answer", f"{settings.url} answered something that is not a Prometheus API response ({problem})"
+        )
     return answer
 
 
@@ -411,7 +422,9 @@ class PrometheusMonitor:
         age = now - newest
         return age if age > self.settings.stale_after_s else None
 
-    def _scalar(self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]) -> np.ndarray:
+    def _scalar(
+        self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]
+    ) -> np.ndarray:
         empty = np.full(grid.size, np.nan)
         if not answer:
             self._gap(gaps, name, "empty", "the query returned no series")
@@ -430,7 +443,9 @@ class PrometheusMonitor:
             return series
         age = self._stale(series, grid, now)
         if age is not None:
-            self._gap(gaps, name, "stale", f"newest sample is {age:.0f} s old (stale_after_s={self.settings.stale_after_s:g})")
+            self._gap(
+                gaps, name, "stale", f"newest sample is {age:.0f} s old (stale_after_s={self.settings.stale_after_s:g})"
+            )
             return np.full(grid.size, np.nan)
         if missing:
             self._gap(gaps, name, "partial", f"{missing} of {grid.size} samples missing")
@@ -450,7 +465,9 @@ class PrometheusMonitor:
         live = {w: s for w, s in out.items() if np.isfinite(s[-tail:]).any()}
         fresh = {w: s for w, s in live.items() if self._stale(s, grid, now) is None}
         if not fresh:
-            self._gap(gaps, name, *(("stale", "no worker has a recent sample") if out else ("empty", "no worker series")))
+            self._gap(
+                gaps, name, *(("stale", "no worker has a recent sample") if out else ("empty", "no worker series"))
+            )
             return {}
         self._note(name, None)
         return fresh
@@ -477,7 +494,12 @@ class PrometheusMonitor:
     ) -> dict[int, np.ndarray]:
         """One series per source partition (its ``partition`` label, a number); {} and a gap otherwise."""
         out = self._series_by(
-            name, answer, grid, gaps, PARTITION_LABEL, lambda value: int(value) if value.isascii() and value.isdigit() else None
+            name,
+            answer,
+            grid,
+            gaps,
+            PARTITION_LABEL,
+            lambda value: int(value) if value.isascii() and value.isdigit() else None,
         )
         if out is None:
             return {}
@@ -489,7 +511,12 @@ class PrometheusMonitor:
         return out
 
     def _series_by(
-        self, name: str, answer: list[dict[str, Any]], grid: Grid, gaps: dict[str, str], label: str,
+        self,
+        name: str,
+        answer: list[dict[str, Any]],
+        grid: Grid,
+        gaps: dict[str, str],
+        label: str,
         key: Callable[[str], K | None],
     ) -> dict[K, np.ndarray] | None:
         """The answer's series on the grid, one per value of ``label`` (``key`` of it; None: not a valid value);
@@ -503,8 +530,10 @@ class PrometheusMonitor:
             value = metric.get(label, "")
             parsed = key(value)
             if parsed is None or parsed in out:
-                problem = f"two series for {label}={value!r}" if parsed is not None else (
-                    f"a series is missing a valid {label!r} label"
+                problem = (
+                    f"two series for {label}={value!r}"
+                    if parsed is not None
+                    else (f"a series is missing a valid {label!r} label")
                 )
                 self._gap(gaps, name, "wrong_shape", f"{problem} (labels {dict(metric)})")
                 return None

@@ -72,7 +72,9 @@ class VertexScaler(Protocol):
         """Set each named vertex (by id) to its parallelism in one write; the others keep theirs."""
         ...
 
-    def apply_memory(self, managed_memory_per_slot_mb: float, *, reasons: tuple[str, ...], dry_run: bool) -> MemoryResult:
+    def apply_memory(
+        self, managed_memory_per_slot_mb: float, *, reasons: tuple[str, ...], dry_run: bool
+    ) -> MemoryResult:
         """Give every slot ``managed_memory_per_slot_mb`` of managed memory (ScalerError where it cannot)."""
         ...
 
@@ -89,7 +91,9 @@ class FlinkRestVertexScaler:
         """One ``PUT /jobs/{id}/resource-requirements`` for every vertex, confirmed by read-back."""
         return self.scaler.rescale_vertices(targets, reasons=reasons, dry_run=dry_run)
 
-    def apply_memory(self, managed_memory_per_slot_mb: float, *, reasons: tuple[str, ...], dry_run: bool) -> MemoryResult:
+    def apply_memory(
+        self, managed_memory_per_slot_mb: float, *, reasons: tuple[str, ...], dry_run: bool
+    ) -> MemoryResult:
         """Refuse: a TaskManager's memory changes only with a restart the REST API cannot ask for."""
         raise ScalerError("flink-rest cannot change TaskManager memory in place", kind="unsupported")
 
@@ -122,26 +126,46 @@ class FlinkDeploymentVertexScaler:
         try:
             return self.backoff.call(fn)
         except FatalApiError as exc:
-            raise ScalerError(f"{verb} {self.target.describe()}: {exc.failure.message}", kind=exc.failure.kind) from None
+            raise ScalerError(
+                f"{verb} {self.target.describe()}: {exc.failure.message}", kind=exc.failure.kind
+            ) from None
         except RetriesExhausted as exc:
-            raise ScalerError(f"{verb} {self.target.describe()}: {exc}", kind=exc.failure.kind, retryable=True) from None
+            raise ScalerError(
+                f"{verb} {self.target.describe()}: {exc}", kind=exc.failure.kind, retryable=True
+            ) from None
 
     def _read(self) -> dict[str, Any]:
         t = self.target
-        obj = self._call(lambda: self.custom.get_namespaced_custom_object(
-            "flink.apache.org", "v1beta1", t.namespace, "flinkdeployments", t.name,
-            _request_timeout=self.settings.request_timeout_s,
-        ), "get")
+        obj = self._call(
+            lambda: self.custom.get_namespaced_custom_object(
+                "flink.apache.org",
+                "v1beta1",
+                t.namespace,
+                "flinkdeployments",
+                t.name,
+                _request_timeout=self.settings.request_timeout_s,
+            ),
+            "get",
+        )
         if not isinstance(obj, dict):
             raise ScalerError(f"{t.describe()}: unexpected answer {type(obj).__name__}", kind="invalid_target")
         return obj
 
     def _patch(self, body: dict[str, Any]) -> None:
         t = self.target
-        self._call(lambda: self.custom.patch_namespaced_custom_object(
-            "flink.apache.org", "v1beta1", t.namespace, "flinkdeployments", t.name, body,
-            _request_timeout=self.settings.request_timeout_s, _content_type=MERGE_PATCH,
-        ), "patch")
+        self._call(
+            lambda: self.custom.patch_namespaced_custom_object(
+                "flink.apache.org",
+                "v1beta1",
+                t.namespace,
+                "flinkdeployments",
+                t.name,
+                body,
+                _request_timeout=self.settings.request_timeout_s,
+                _content_type=MERGE_PATCH,
+            ),
+            "patch",
+        )
 
     # ------------------------------------------------------------------ parallelism
 
@@ -167,8 +191,10 @@ class FlinkDeploymentVertexScaler:
         why = reasons[-1] if reasons else "no reason given"
         if dry_run:
             if self.events is not None and self.settings.recommendation_events:
-                self.events.emit(reason="RescaleRecommended",
-                                 message=f"dry-run: would set {OVERRIDES_KEY} to {_format(merged)}: {why}")
+                self.events.emit(
+                    reason="RescaleRecommended",
+                    message=f"dry-run: would set {OVERRIDES_KEY} to {_format(merged)}: {why}",
+                )
             return RescaleResult(requested=requested, confirmed=current_job, dry_run=True)
         spec: dict[str, Any] = {"flinkConfiguration": {OVERRIDES_KEY: _format(merged)}}
         if requested > current_job:
@@ -179,17 +205,25 @@ class FlinkDeploymentVertexScaler:
         ok = all(confirmed.get(k) == v for k, v in merged.items())
         if self.events is not None:
             if ok:
-                self.events.emit(reason="Rescaled", message=f"set {OVERRIDES_KEY} of {self.target.describe()} "
-                                 f"to {_format(merged)}: {why}")
+                self.events.emit(
+                    reason="Rescaled",
+                    message=f"set {OVERRIDES_KEY} of {self.target.describe()} to {_format(merged)}: {why}",
+                )
             else:
-                self.events.emit(reason="RescaleFailed", type_="Warning",
-                                 message=f"requested {_format(merged)}, read back {_format(confirmed)}")
-        return RescaleResult(requested=requested, confirmed=max(confirmed.values()) if ok and confirmed else None,
-                             dry_run=False)
+                self.events.emit(
+                    reason="RescaleFailed",
+                    type_="Warning",
+                    message=f"requested {_format(merged)}, read back {_format(confirmed)}",
+                )
+        return RescaleResult(
+            requested=requested, confirmed=max(confirmed.values()) if ok and confirmed else None, dry_run=False
+        )
 
     # ------------------------------------------------------------------ memory
 
-    def apply_memory(self, managed_memory_per_slot_mb: float, *, reasons: tuple[str, ...], dry_run: bool) -> MemoryResult:
+    def apply_memory(
+        self, managed_memory_per_slot_mb: float, *, reasons: tuple[str, ...], dry_run: bool
+    ) -> MemoryResult:
         """Set the managed memory per TaskManager and grow or shrink its process memory by the difference."""
         obj = self._read()
         spec = obj.get("spec") or {}
@@ -197,7 +231,9 @@ class FlinkDeploymentVertexScaler:
         slots = int(str(config.get(SLOTS_KEY) or 1))
         resource = (spec.get("taskManager") or {}).get("resource") or {}
         if "memory" not in resource:
-            raise ScalerError(f"{self.target.describe()} has no spec.taskManager.resource.memory", kind="invalid_target")
+            raise ScalerError(
+                f"{self.target.describe()} has no spec.taskManager.resource.memory", kind="invalid_target"
+            )
         process_mb = parse_memory_mb(resource["memory"])
         old_managed = parse_memory_mb(config[MANAGED_KEY]) if MANAGED_KEY in config else None
         new_managed = managed_memory_per_slot_mb * slots
@@ -208,16 +244,22 @@ class FlinkDeploymentVertexScaler:
         else:
             new_process = process_mb - old_managed + new_managed
         why = reasons[-1] if reasons else "no reason given"
-        message = (f"managed memory {new_managed:.0f} MB per TaskManager ({managed_memory_per_slot_mb:.0f} MB per slot), "
-                   f"process memory {new_process:.0f} MB: {why}")
+        message = (
+            f"managed memory {new_managed:.0f} MB per TaskManager ({managed_memory_per_slot_mb:.0f} MB per slot), "
+            f"process memory {new_process:.0f} MB: {why}"
+        )
         if dry_run:
             if self.events is not None and self.settings.recommendation_events:
                 self.events.emit(reason="MemoryRecommended", message=f"dry-run: would set {message}")
             return MemoryResult(managed_memory_per_slot_mb, (old_managed or 0.0) / slots, dry_run=True)
-        self._patch({"spec": {
-            "flinkConfiguration": {MANAGED_KEY: f"{new_managed:.0f}m"},
-            "taskManager": {"resource": {"memory": f"{new_process:.0f}m"}},
-        }})
+        self._patch(
+            {
+                "spec": {
+                    "flinkConfiguration": {MANAGED_KEY: f"{new_managed:.0f}m"},
+                    "taskManager": {"resource": {"memory": f"{new_process:.0f}m"}},
+                }
+            }
+        )
         after = (self._read().get("spec") or {}).get("flinkConfiguration") or {}
         confirmed = parse_memory_mb(after[MANAGED_KEY]) / slots if MANAGED_KEY in after else None
         if self.events is not None:

@@ -80,24 +80,35 @@ class OperatorTelemetry:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         r = registry
-        self.parallelism = Gauge("perdix_vertex_parallelism", "Parallelism of each job vertex now.", ["vertex"], registry=r)
+        self.parallelism = Gauge(
+            "perdix_vertex_parallelism", "Parallelism of each job vertex now.", ["vertex"], registry=r
+        )
         self.planned = Gauge(
-            "perdix_vertex_parallelism_recommended", "Parallelism the planner chose for each vertex this round.",
-            ["vertex"], registry=r,
+            "perdix_vertex_parallelism_recommended",
+            "Parallelism the planner chose for each vertex this round.",
+            ["vertex"],
+            registry=r,
         )
         self.true_rate = Gauge(
-            "perdix_vertex_true_rate", "DS2's true processing rate per subtask of each vertex, records/s.",
-            ["vertex"], registry=r,
+            "perdix_vertex_true_rate",
+            "DS2's true processing rate per subtask of each vertex, records/s.",
+            ["vertex"],
+            registry=r,
         )
         self.memory = Gauge(
-            "perdix_memory_recommended_mb", "Managed memory per task slot Justin recommends (or applied), MB.", registry=r,
+            "perdix_memory_recommended_mb",
+            "Managed memory per task slot Justin recommends (or applied), MB.",
+            registry=r,
         )
         self.profile_memory = Gauge(
-            "perdix_profile_recommended_memory_mb", "Managed memory per slot of the resource profile QEScalor advises, MB.",
+            "perdix_profile_recommended_memory_mb",
+            "Managed memory per slot of the resource profile QEScalor advises, MB.",
             registry=r,
         )
         self.profile_cpu = Gauge(
-            "perdix_profile_recommended_cpu", "CPU per slot of the resource profile QEScalor advises.", registry=r,
+            "perdix_profile_recommended_cpu",
+            "CPU per slot of the resource profile QEScalor advises.",
+            registry=r,
         )
         for gauge in (self.memory, self.profile_memory, self.profile_cpu):
             gauge.set(math.nan)
@@ -154,7 +165,14 @@ class OperatorAgent(Agent):
     # ---------------------------------------------------------------- the round's plan and execute steps
 
     def _plan_and_execute(
-        self, result: RoundResult, observation: Observation, analysis: Analysis, current: int, *, since: float, now: float
+        self,
+        result: RoundResult,
+        observation: Observation,
+        analysis: Analysis,
+        current: int,
+        *,
+        since: float,
+        now: float,
     ) -> None:
         seen = self._step(result, "monitor", lambda: self.operator_monitor.observe(since=since, now=now))
         if seen is None:
@@ -200,22 +218,33 @@ class OperatorAgent(Agent):
         self.last_operator_round = OperatorRound(seen, plan_input, decision, applied)
 
     def _review_vertices(
-        self, result: RoundResult, decision: OperatorDecision, plan_input: OperatorPlanInput,
-        observation: Observation, analysis: Analysis, now: float,
+        self,
+        result: RoundResult,
+        decision: OperatorDecision,
+        plan_input: OperatorPlanInput,
+        observation: Observation,
+        analysis: Analysis,
+        now: float,
     ) -> OperatorDecision:
         """The safeguards' review of the per-vertex plan (agent.safeguards), its findings reported."""
         before = plan_input.current
         names = {v.id: v.name or v.id for v in plan_input.vertices}
         current = analysis.parallelism
         kept, findings = self.safeguards.review_vertices(
-            before, decision.parallelism, names, now=now, pressure=memory_pressure(observation),
+            before,
+            decision.parallelism,
+            names,
+            now=now,
+            pressure=memory_pressure(observation),
             recovery_s=analysis.recovery_times.get(current) if current is not None else None,
-            target_recovery_s=self.config.target_recovery_time_s, workload=analysis.workload_avg,
+            target_recovery_s=self.config.target_recovery_time_s,
+            workload=analysis.workload_avg,
         )
         if findings:
             code = ReasonCode.VETOED if all(kept[v] == before.get(v, p) for v, p in kept.items()) else decision.code
-            decision = replace(decision, parallelism=kept, code=code,
-                               reasons=(*decision.reasons, *(f.message for f in findings)))
+            decision = replace(
+                decision, parallelism=kept, code=code, reasons=(*decision.reasons, *(f.message for f in findings))
+            )
         if self.settings.safeguards.reports.stabilization:
             shared = self.operator_config.slot_sharing
             held = stabilization_limit(decision.summary(before, shared=shared), slots(before, shared=shared))
@@ -242,13 +271,19 @@ class OperatorAgent(Agent):
             measured = metrics.true_processing_rate if metrics is not None else None
             name = vertex.name or vertex.id
             cause = vertex_cause(
-                name, metrics.busy_mean if metrics is not None else None, metrics.busy_max if metrics is not None else None,
+                name,
+                metrics.busy_mean if metrics is not None else None,
+                metrics.busy_max if metrics is not None else None,
                 pending.capacity_before / pending.from_parallelism,
                 None if measured is None else measured / max(vertex.parallelism, 1),
             )
             record = ineffective.judge(
-                now=now, parallelism=vertex.parallelism, capacities={} if measured is None else {vertex.parallelism: measured},
-                settled=settled, cause=cause, vertex=vertex.id,
+                now=now,
+                parallelism=vertex.parallelism,
+                capacities={} if measured is None else {vertex.parallelism: measured},
+                settled=settled,
+                cause=cause,
+                vertex=vertex.id,
             )
             if record is not None:
                 self._report_ineffective(record)
@@ -297,8 +332,13 @@ class OperatorAgent(Agent):
         )
 
     def _execute_vertices(
-        self, result: RoundResult, decision: OperatorDecision, plan_input: OperatorPlanInput,
-        seen: OperatorObservation, analysis: Analysis, now: float,
+        self,
+        result: RoundResult,
+        decision: OperatorDecision,
+        plan_input: OperatorPlanInput,
+        seen: OperatorObservation,
+        analysis: Analysis,
+        now: float,
     ) -> dict[str, int] | None:
         """Write every changed vertex in one request; record the rescale like the whole-job agent does."""
         before = plan_input.current
@@ -337,7 +377,10 @@ class OperatorAgent(Agent):
                 target = decision.parallelism.get(vertex.id, vertex.parallelism)
                 if rate is not None and vertex.id in changes:
                     self.safeguards.ineffective.watch(
-                        now=now, from_parallelism=before[vertex.id], to_parallelism=target, vertex=vertex.id,
+                        now=now,
+                        from_parallelism=before[vertex.id],
+                        to_parallelism=target,
+                        vertex=vertex.id,
                         workload=analysis.workload_avg,
                         capacities={before[vertex.id]: rate * before[vertex.id], target: rate * target},
                     )
@@ -345,8 +388,9 @@ class OperatorAgent(Agent):
         sources = [v.id for v in plan_input.vertices if v.is_source]
         source_before = max((before[v] for v in sources), default=analysis.parallelism or 0)
         source_after = max((decision.parallelism[v] for v in sources), default=source_before)
-        self.analyzer.on_rescale(now=now, from_parallelism=source_before, to_parallelism=source_after,
-                                 downtime_s=outcome.downtime_s)
+        self.analyzer.on_rescale(
+            now=now, from_parallelism=source_before, to_parallelism=source_after, downtime_s=outcome.downtime_s
+        )
         return changes
 
     def _memory(self, result: RoundResult, decision: OperatorDecision, now: float) -> None:
@@ -356,30 +400,45 @@ class OperatorAgent(Agent):
             return
         mb = memory.managed_memory_per_slot_mb
         if self.vertex_scaler.memory_applies and not self.settings.dry_run:
+
             def apply() -> None:
                 done = self.vertex_scaler.apply_memory(mb, reasons=decision.reasons, dry_run=False)
                 self.log.info("memory.applied", managed_memory_per_slot_mb=mb, confirmed_mb=done.confirmed_mb)
+
             self._step(result, "execute", apply)
             return
         levels = {k: v for k, v in memory.levels.items() if v is not None}
-        self.log.info("memory.recommended", managed_memory_per_slot_mb=mb, levels=levels,
-                      why="the scale target cannot change TaskManager memory in place"
-                      if not self.vertex_scaler.memory_applies else "dry-run")
+        self.log.info(
+            "memory.recommended",
+            managed_memory_per_slot_mb=mb,
+            levels=levels,
+            why="the scale target cannot change TaskManager memory in place"
+            if not self.vertex_scaler.memory_applies
+            else "dry-run",
+        )
         if self._recommended is None or self._recommended[0] != mb:
             self._recommended = (mb, self._recommended[1] if self._recommended else math.nan)
-            self.events.emit(reason="MemoryRecommended",
-                             message=f"Justin recommends {mb:.0f} MB managed memory per task slot (levels {levels})")
+            self.events.emit(
+                reason="MemoryRecommended",
+                message=f"Justin recommends {mb:.0f} MB managed memory per task slot (levels {levels})",
+            )
 
     def _profile(self, decision: OperatorDecision) -> None:
         """QEScalor's resource profile is advice: logged every round, an Event when it changes."""
         profile = decision.profile
         if profile is None:
             return
-        self.log.info("profile.recommended", cpu_per_slot=profile.cpu_per_slot,
-                      managed_memory_per_slot_mb=profile.managed_memory_per_slot_mb,
-                      exploring=profile.exploring, reason=profile.reason)
+        self.log.info(
+            "profile.recommended",
+            cpu_per_slot=profile.cpu_per_slot,
+            managed_memory_per_slot_mb=profile.managed_memory_per_slot_mb,
+            exploring=profile.exploring,
+            reason=profile.reason,
+        )
         previous = self._recommended[1] if self._recommended else None
         if previous != profile.managed_memory_per_slot_mb:
-            self._recommended = (self._recommended[0] if self._recommended else math.nan,
-                                 profile.managed_memory_per_slot_mb)
+            self._recommended = (
+                self._recommended[0] if self._recommended else math.nan,
+                profile.managed_memory_per_slot_mb,
+            )
             self.events.emit(reason="ProfileRecommended", message=f"QEScalor: {profile.reason}")

@@ -53,7 +53,9 @@ class VertexMonitor:
         self._states.note(name, problem, detail)
 
     def _range(self, query: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
-        return _run(lambda: self.client.custom_query_range(query, start, end, f"{self.settings.step_s:g}"), self.settings)
+        return _run(
+            lambda: self.client.custom_query_range(query, start, end, f"{self.settings.step_s:g}"), self.settings
+        )
 
     def read(self, *, since: float, now: float) -> tuple[np.ndarray, dict[str, VertexSeries], dict[str, str]]:
         """The grid, the series by vertex id, and the gaps; MonitorError if Prometheus does not answer."""

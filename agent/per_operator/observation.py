@@ -45,7 +45,8 @@ class VertexSeries:
     def running_subtasks(self, query: str = "records_in") -> frozenset[str]:
         """Subtasks with a sample of ``query`` in the window's last points (the ones that run now)."""
         return frozenset(
-            subtask for subtask, values in self.series.get(query, {}).items()
+            subtask
+            for subtask, values in self.series.get(query, {}).items()
             if values.size and np.isfinite(values[-LIVE_TAIL_POINTS:]).any()
         )
 
@@ -123,10 +124,16 @@ class OperatorObservation:
         vertices = []
         for v in self.graph.vertices:
             seen = self.vertices.get(v.id)
-            vertices.append(VertexInput(
-                id=v.id, name=v.name, parallelism=v.parallelism, upstream=v.upstream,
-                max_parallelism=v.max_parallelism, metrics=seen.metrics() if seen is not None else None,
-            ))
+            vertices.append(
+                VertexInput(
+                    id=v.id,
+                    name=v.name,
+                    parallelism=v.parallelism,
+                    upstream=v.upstream,
+                    max_parallelism=v.max_parallelism,
+                    metrics=seen.metrics() if seen is not None else None,
+                )
+            )
         return topological(vertices)
 
 

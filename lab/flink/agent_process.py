@@ -52,7 +52,9 @@ class PerdixProcess:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.stop()
 
     @property
@@ -71,9 +73,13 @@ class PerdixProcess:
         env.setdefault("OMP_NUM_THREADS", "1")
         with self.log_path.open("ab") as out:
             self.process = subprocess.Popen(
-                self.args, stdout=out, stderr=subprocess.STDOUT, env=env,
+                self.args,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
                 # Before exec no thread of ours runs in the child: the fork-and-threads hazard does not apply.
-                start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
         self.starts += 1
         return self
@@ -125,8 +131,9 @@ class PerdixProcess:
                 out.append(entry)
         return out
 
-    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], *, timeout_s: float, what: str,
-                 after: int = 0) -> dict[str, Any]:
+    def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], *, timeout_s: float, what: str, after: int = 0
+    ) -> dict[str, Any]:
         """The first log event from index ``after`` on that matches ``predicate``.
 
         Fails with the log's tail if the process exits or time runs out.

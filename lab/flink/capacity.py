@@ -86,13 +86,19 @@ def saturated_estimate(harness: RealFlink, base: TraceJobOptions, parallelism: i
     job, end = _run(harness, options, WARMUP_S + WINDOW_S)
     try:
         shares = job.schedule().reader_shares(parallelism)
-        promql = (f'sum by (subtask_index) (rate({OPERATOR}_numRecordsOut{{job_id="{job.job_id}",'
-                  f'operator_name=~"Source:.*"}}[{WINDOW_S}s]))')
-        reads = {int(s["metric"]["subtask_index"]): float(s["value"][1]) for s in harness.prometheus.query_at(promql, end)}
+        promql = (
+            f'sum by (subtask_index) (rate({OPERATOR}_numRecordsOut{{job_id="{job.job_id}",'
+            f'operator_name=~"Source:.*"}}[{WINDOW_S}s]))'
+        )
+        reads = {
+            int(s["metric"]["subtask_index"]): float(s["value"][1]) for s in harness.prometheus.query_at(promql, end)
+        }
     finally:
         harness.cancel(job)
     if len(reads) != parallelism:
-        raise RuntimeError(f"saturated run at {parallelism}: read rates of {sorted(reads)} subtasks, expected {parallelism}")
+        raise RuntimeError(
+            f"saturated run at {parallelism}: read rates of {sorted(reads)} subtasks, expected {parallelism}"
+        )
     return min(reads[index] / shares[index] for index in range(parallelism) if shares[index] > 0)
 
 
@@ -112,8 +118,14 @@ def is_bounded(harness: RealFlink, base: TraceJobOptions, parallelism: int, rate
 
 
 def max_sustainable_rate(
-    harness: RealFlink, base: TraceJobOptions, parallelism: int, *, per_slot: float, probes: int = 3,
-    bracket: float = 0.08, log: Callable[[str], None] = print,
+    harness: RealFlink,
+    base: TraceJobOptions,
+    parallelism: int,
+    *,
+    per_slot: float,
+    probes: int = 3,
+    bracket: float = 0.08,
+    log: Callable[[str], None] = print,
 ) -> Capacity:
     """The capacity at ``parallelism``: the saturated estimate, then ``probes`` runs that bracket and bisect it.
 
@@ -136,8 +148,10 @@ def max_sustainable_rate(
             rate = (sustained + failed) / 2
         probe = is_bounded(harness, base, parallelism, rate)
         done.append(probe)
-        log(f"  {parallelism} slots at {rate:,.0f}/s: backlog {'bounded' if probe.bounded else 'grows'} "
-            f"({probe.growth_per_s:+,.0f}/s, {probe.backlog:,.0f} at the end)")
+        log(
+            f"  {parallelism} slots at {rate:,.0f}/s: backlog {'bounded' if probe.bounded else 'grows'} "
+            f"({probe.growth_per_s:+,.0f}/s, {probe.backlog:,.0f} at the end)"
+        )
         if probe.bounded:
             sustained = max(sustained, rate)
         else:

@@ -160,7 +160,7 @@ def flink_version(home: Path) -> str:
     jars = sorted((home / "lib").glob("flink-dist-*.jar"))
     if len(jars) != 1:
         raise FlinkNotInstalled(f"expected one lib/flink-dist-*.jar in {home}, found {len(jars)}")
-    return jars[0].name[len("flink-dist-"):-len(".jar")]
+    return jars[0].name[len("flink-dist-") : -len(".jar")]
 
 
 def flink_major(home: Path) -> int:
@@ -192,7 +192,9 @@ def flink_home(venv: Path | None = None) -> Path:
     python = flink_python(venv)
     found = subprocess.run(
         [str(python), "-c", "import os, pyflink; print(os.path.dirname(pyflink.__file__))"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     home = Path(found.stdout.strip())
     if found.returncode != 0 or not (home / "bin" / "jobmanager.sh").exists():
@@ -271,7 +273,9 @@ class FlinkCluster:
         self.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.stop()
 
     # ------------------------------------------------------------------ configuration
@@ -388,11 +392,20 @@ class FlinkCluster:
         env = {**self.env(), "FLINK_IDENT_STRING": role}
         with log.open("ab") as out:
             process = subprocess.Popen(
-                ["bash", str(self.home / "bin" / script), "start-foreground",
-                 "-D", f"metrics.reporter.prom.port={port}"],
-                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.workdir,
+                [
+                    "bash",
+                    str(self.home / "bin" / script),
+                    "start-foreground",
+                    "-D",
+                    f"metrics.reporter.prom.port={port}",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.workdir,
                 # Before exec, no thread of ours runs in the child: the fork-and-threads hazard does not apply.
-                start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
         proc = FlinkProcess(role, process, port, log)
         self.processes.append(proc)
@@ -463,8 +476,11 @@ class FlinkCluster:
         One whose Prometheus reporter stays silent is killed and another started in its place, once;
         FlinkLabError if that one is silent too.
         """
+
         def ids() -> set[str]:
-            return {str(tm.get("id")) for tm in (rest_get(f"{self.rest_url}/taskmanagers") or {}).get("taskmanagers", [])}
+            return {
+                str(tm.get("id")) for tm in (rest_get(f"{self.rest_url}/taskmanagers") or {}).get("taskmanagers", [])
+            }
 
         silent: list[FlinkProcess] = []
         while len(silent) < 2:
@@ -484,7 +500,8 @@ class FlinkCluster:
             silent.append(proc)
             self.kill(proc.role)
         raise FlinkLabError(
-            "the Prometheus reporters of " + " and ".join(f"{p.role} (port {p.metrics_port})" for p in silent)
+            "the Prometheus reporters of "
+            + " and ".join(f"{p.role} (port {p.metrics_port})" for p in silent)
             + f" did not answer; log tail: {self.log_tail(silent[-1], 5)!r}"
         )
 
@@ -557,7 +574,9 @@ class FlinkCluster:
                 return None
             vertices = details.get("vertices") or []
             if vertices and all(
-                v.get("status") == "RUNNING" and (v.get("tasks") or {}).get("RUNNING") == v.get("parallelism") and wanted(v)
+                v.get("status") == "RUNNING"
+                and (v.get("tasks") or {}).get("RUNNING") == v.get("parallelism")
+                and wanted(v)
                 for v in vertices
             ):
                 return details

@@ -103,13 +103,15 @@ def rescales_from_log(events: list[dict[str, Any]]) -> list[Rescale]:
         elif name == "rescale" and not event.get("dry_run"):
             confirmed_at = log_time(event)
             confirmed = event.get("confirmed")
-            out.append(Rescale(
-                from_parallelism=int(event["from"]),
-                to_parallelism=int(confirmed if confirmed is not None else event["to"]),
-                requested_at=requested if requested is not None else confirmed_at,
-                confirmed_at=confirmed_at,
-                downtime_s=event.get("downtime_s"),
-            ))
+            out.append(
+                Rescale(
+                    from_parallelism=int(event["from"]),
+                    to_parallelism=int(confirmed if confirmed is not None else event["to"]),
+                    requested_at=requested if requested is not None else confirmed_at,
+                    confirmed_at=confirmed_at,
+                    downtime_s=event.get("downtime_s"),
+                )
+            )
             requested = None
     return out
 
@@ -117,8 +119,7 @@ def rescales_from_log(events: list[dict[str, Any]]) -> list[Rescale]:
 def stops_from_log(rescales: list[Rescale], epoch: float) -> tuple[Stop, ...]:
     """The SLO judgement's stops: each rescale from its request to its confirmation, in seconds after ``epoch``."""
     return tuple(
-        Stop("rescale", math.floor(r.requested_at - epoch), math.ceil(r.confirmed_at - epoch))
-        for r in rescales
+        Stop("rescale", math.floor(r.requested_at - epoch), math.ceil(r.confirmed_at - epoch)) for r in rescales
     )
 
 
@@ -151,22 +152,32 @@ class RealFlink:
 
     @classmethod
     def start(
-        cls, workdir: Path, *, taskmanagers: int, checkpoint_interval_s: int = 10,
-        extra_config: dict[str, Any] | None = None, scrape_interval: str = "1s",
+        cls,
+        workdir: Path,
+        *,
+        taskmanagers: int,
+        checkpoint_interval_s: int = 10,
+        extra_config: dict[str, Any] | None = None,
+        scrape_interval: str = "1s",
     ) -> RealFlink:
         """Start a cluster of ``taskmanagers`` one-slot TaskManagers and a Prometheus scraping it every
         ``scrape_interval``; build the jar.
 
         A start that fails stops whatever it started before raising.
         """
-        cluster = FlinkCluster(workdir / "flink", taskmanagers=taskmanagers, checkpoint_interval_s=checkpoint_interval_s,
-                               extra_config=dict(extra_config or {}))
+        cluster = FlinkCluster(
+            workdir / "flink",
+            taskmanagers=taskmanagers,
+            checkpoint_interval_s=checkpoint_interval_s,
+            extra_config=dict(extra_config or {}),
+        )
         prometheus: PrometheusServer | None = None
         try:
             (workdir / "flink").mkdir(parents=True, exist_ok=True)
             cluster.start()
-            prometheus = PrometheusServer(workdir / "prometheus", cluster.metrics_targets,
-                                          scrape_interval=scrape_interval).start()
+            prometheus = PrometheusServer(
+                workdir / "prometheus", cluster.metrics_targets, scrape_interval=scrape_interval
+            ).start()
             harness = cls(cluster, prometheus, trace_job.build_jar(), owned=True)
             harness.wait_scraped()
             return harness
@@ -179,7 +190,9 @@ class RealFlink:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.stop()
 
     def stop(self) -> None:
@@ -242,12 +255,17 @@ class RealFlink:
 
     # ------------------------------------------------------------------ the agent
 
-    def settings(self, job: TraceJob, workdir: Path, *, policy: str = "daedalus", rest_url: str | None = None,
-                 **overrides: Any) -> dict[str, Any]:
+    def settings(
+        self, job: TraceJob, workdir: Path, *, policy: str = "daedalus", rest_url: str | None = None, **overrides: Any
+    ) -> dict[str, Any]:
         """:func:`agent_settings` for ``job`` on this cluster (``rest_url``: e.g. a recording proxy in front of it)."""
         return agent_settings(
-            prometheus_url=self.prometheus.url, rest_url=rest_url or self.cluster.rest_url,
-            job_name=job.options.job_name, knowledge_path=workdir / "knowledge.json", policy=policy, **overrides,
+            prometheus_url=self.prometheus.url,
+            rest_url=rest_url or self.cluster.rest_url,
+            job_name=job.options.job_name,
+            knowledge_path=workdir / "knowledge.json",
+            policy=policy,
+            **overrides,
         )
 
     def perdix(self, workdir: Path, settings: dict[str, Any], *, dry_run: bool = False) -> PerdixProcess:
@@ -287,7 +305,7 @@ class RealFlink:
         for rescale in rescales or []:
             at = math.floor(rescale.requested_at - epoch)
             if at < seconds:
-                parallelism[max(at, 0):] = rescale.to_parallelism
+                parallelism[max(at, 0) :] = rescale.to_parallelism
         return JobRecord(np.arange(seconds, dtype=float), workload, lag, parallelism, running)
 
     def wait_until(self, job: TraceJob, wall_s: float, *, agent: PerdixProcess | None = None) -> None:

@@ -66,14 +66,18 @@ def prometheus_binary() -> str:
     """Path of the prometheus binary; PrometheusNotInstalled when the system deps are missing."""
     path = shutil.which(PROMETHEUS_BINARY) or ("/usr/bin/prometheus" if os.path.exists("/usr/bin/prometheus") else None)
     if path is None:
-        raise PrometheusNotInstalled("prometheus is not installed: run `make system-deps` (scripts/install-system-deps.sh)")
+        raise PrometheusNotInstalled(
+            "prometheus is not installed: run `make system-deps` (scripts/install-system-deps.sh)"
+        )
     return path
 
 
 class PrometheusServer:
     """One Prometheus process scraping ``targets`` every ``scrape_interval``; restartable on the same port and data."""
 
-    def __init__(self, workdir: Path, targets: list[str], *, scrape_interval: str = "1s", port: int | None = None) -> None:
+    def __init__(
+        self, workdir: Path, targets: list[str], *, scrape_interval: str = "1s", port: int | None = None
+    ) -> None:
         self.workdir = workdir
         self.targets = targets
         self.scrape_interval = scrape_interval
@@ -87,7 +91,9 @@ class PrometheusServer:
         self.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.stop()
 
     @property
@@ -125,7 +131,8 @@ class PrometheusServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 # Before exec no thread of ours runs in the child: the fork-and-threads hazard does not apply.
-                start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
 
         def ready() -> bool:
@@ -237,7 +244,9 @@ class PromQL(Protocol):
         """An instant query's series as (labels, value)."""
         ...
 
-    def range(self, query: str, start: float, end: float, step_s: float = 1.0) -> list[tuple[dict[str, str], list[Sample]]]:
+    def range(
+        self, query: str, start: float, end: float, step_s: float = 1.0
+    ) -> list[tuple[dict[str, str], list[Sample]]]:
         """A range query's series as (labels, [(time, value), ...])."""
         ...
 
@@ -279,7 +288,9 @@ class PrometheusClient:
         data = self._get("/api/v1/query", params)
         return [(dict(r["metric"]), float(r["value"][1])) for r in (data or {}).get("result", [])]
 
-    def range(self, query: str, start: float, end: float, step_s: float = 1.0) -> list[tuple[dict[str, str], list[Sample]]]:
+    def range(
+        self, query: str, start: float, end: float, step_s: float = 1.0
+    ) -> list[tuple[dict[str, str], list[Sample]]]:
         """A range query's series as (labels, [(time, value), ...])."""
         data = self._get(
             "/api/v1/query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": step_s}
@@ -294,5 +305,7 @@ def wait_for_samples(client: PromQL, query: str, *, timeout_s: float, what: str)
     deadline = time.monotonic() + timeout_s
     while not client.instant(query):
         if time.monotonic() >= deadline:
-            raise PrometheusError(f"Prometheus {client.url} has no {what} after {timeout_s:g} s: does it scrape the cluster?")
+            raise PrometheusError(
+                f"Prometheus {client.url} has no {what} after {timeout_s:g} s: does it scrape the cluster?"
+            )
         time.sleep(0.3)  # polling interval, bounded by the deadline

@@ -135,14 +135,27 @@ class ProductionSchedule:
 
     @classmethod
     def from_trace(
-        cls, trace: Path, *, partitions: int, skew: float, seed: int, epoch_ms: int,
-        compress: float = 1.0, scale: float = 1.0, end_s: float = math.inf,
+        cls,
+        trace: Path,
+        *,
+        partitions: int,
+        skew: float,
+        seed: int,
+        epoch_ms: int,
+        compress: float = 1.0,
+        scale: float = 1.0,
+        end_s: float = math.inf,
     ) -> ProductionSchedule:
         """The trace's rates times ``scale``, ``compress`` trace seconds per wall second, from ``epoch_ms`` on."""
         times, rates = read_trace(trace)
         return cls(
-            epoch_ms, partition_weights(partitions, skew, seed), None,
-            times, tuple(scale * r for r in rates), compress, end_s,
+            epoch_ms,
+            partition_weights(partitions, skew, seed),
+            None,
+            times,
+            tuple(scale * r for r in rates),
+            compress,
+            end_s,
         )
 
     @property
@@ -182,7 +195,9 @@ class ProductionSchedule:
         if tau >= self.times[-1]:
             return self.rates[-1]
         i = bisect.bisect_right(self.times, tau) - 1
-        return self.rates[i] + (self.rates[i + 1] - self.rates[i]) * (tau - self.times[i]) / (self.times[i + 1] - self.times[i])
+        return self.rates[i] + (self.rates[i + 1] - self.rates[i]) * (tau - self.times[i]) / (
+            self.times[i + 1] - self.times[i]
+        )
 
     def owned(self, parallelism: int) -> list[list[int]]:
         """The partitions of each reader at ``parallelism``: partition p is read by subtask p % parallelism (at the

@@ -106,7 +106,9 @@ class FlinkTestbedSettings:
         return self.max_rate if self.max_rate is not None else 2.0 * self.capacity_per_slot * parallelism
 
 
-def estimator_settings(*, rampup_s: int = 3, measure_s: int = 10, probes: int = 4, min_rate_fraction: float = 0.8) -> EstimatorSettings:
+def estimator_settings(
+    *, rampup_s: int = 3, measure_s: int = 10, probes: int = 4, min_rate_fraction: float = 0.8
+) -> EstimatorSettings:
     """The Capacity Estimator's phases for this testbed (a fresh job per probe; see the module docstring).
 
     The warmup lasts a ramp-up and an observation; no cooldown; the search runs from
@@ -114,8 +116,14 @@ def estimator_settings(*, rampup_s: int = 3, measure_s: int = 10, probes: int = 
     more than it carries), at most ``probes`` probes, and stops within 1 %.
     """
     return EstimatorSettings(
-        warmup_s=rampup_s + measure_s, cooldown_s=0, cooldown_max_s=0, rampup_s=rampup_s, observe_s=measure_s,
-        max_iterations=probes, upper_margin=1.0, lower_fraction=min_rate_fraction,
+        warmup_s=rampup_s + measure_s,
+        cooldown_s=0,
+        cooldown_max_s=0,
+        rampup_s=rampup_s,
+        observe_s=measure_s,
+        max_iterations=probes,
+        upper_margin=1.0,
+        lower_fraction=min_rate_fraction,
     )
 
 
@@ -174,7 +182,9 @@ def memory_per_slot_mb(rest_url: str) -> float:
         )
         slots = int(manager.get("slotsNumber") or 0)
         if not memory or slots < 1 or "totalProcessMemory" not in memory:
-            raise FlinkTestbedError(f"Flink {rest_url}: TaskManager {manager.get('id')} reports no memory configuration")
+            raise FlinkTestbedError(
+                f"Flink {rest_url}: TaskManager {manager.get('id')} reports no memory configuration"
+            )
         sizes.add(round(float(memory["totalProcessMemory"]) / slots / 2**20))
     if len(sizes) != 1:
         raise FlinkTestbedError(
@@ -255,12 +265,19 @@ class FlinkTestbed:
         """Cancel the running job and submit the trace job at ``rate``; returns once production started."""
         self.cancel()
         options = TraceJobOptions(
-            job_name=self.settings.job_name, rate_per_s=rate, capacity_per_subtask=self.settings.capacity_per_slot,
-            partitions=self.settings.partitions, skew=self.settings.skew, seed=self.settings.seed,
-            checkpoint_interval_s=self.settings.checkpoint_interval_s, parallelism=parallelism,
+            job_name=self.settings.job_name,
+            rate_per_s=rate,
+            capacity_per_subtask=self.settings.capacity_per_slot,
+            partitions=self.settings.partitions,
+            skew=self.settings.skew,
+            seed=self.settings.seed,
+            checkpoint_interval_s=self.settings.checkpoint_interval_s,
+            parallelism=parallelism,
             epoch_ms=int((time.time() + self.settings.start_lead_s) * 1000),
         )
-        self.job = trace_job.submit(self.rest_url, options, jar=self.jar, running_timeout_s=self.settings.running_timeout_s)
+        self.job = trace_job.submit(
+            self.rest_url, options, jar=self.jar, running_timeout_s=self.settings.running_timeout_s
+        )
         self.submissions += 1
         epoch = (self.job.options.epoch_ms or 0) / 1000
         self.wait_until(epoch)
@@ -354,7 +371,9 @@ class FlinkTestbedRun:
         now = time.time()
         window = int(min(seconds, math.floor(now - self.started_at)))
         if window < 3:
-            raise FlinkTestbedError(f"a measurement needs 3 s of the job at its rate, it has run {now - self.started_at:.1f} s")
+            raise FlinkTestbedError(
+                f"a measurement needs 3 s of the job at its rate, it has run {now - self.started_at:.1f} s"
+            )
         client, queries = self.testbed.prometheus, self.queries(window)
         wait_for_samples(client, queries.backlog, timeout_s=10.0, what=f"pendingRecords of job {self.job.job_id}")
         read = client.instant(queries.read_rate, now)
@@ -380,8 +399,12 @@ class FlinkTestbedRun:
             OPERATOR, self.parallelism, achieved, busy, achieved / (self.parallelism * busy) if busy > 0 else 0.0
         )
         measurement = FlinkMeasurement(
-            seconds=window, achieved_rate=achieved, backpressure=pressured if math.isfinite(pressured) else 0.0,
-            lag_growth=growth, operators=(operator,), backlog_samples=len(points),
+            seconds=window,
+            achieved_rate=achieved,
+            backpressure=pressured if math.isfinite(pressured) else 0.0,
+            lag_growth=growth,
+            operators=(operator,),
+            backlog_samples=len(points),
         )
         self.testbed.emit(PhaseEvent("measured", self.parallelism, self.rate, achieved, growth))
         return measurement
@@ -412,7 +435,9 @@ def open_flink_testbed(
     (``slots`` one-slot TaskManagers; stopped by pid on exit), or the existing cluster and Prometheus named.
     """
     if (rest_url is None) != (prometheus_url is None):
-        raise FlinkTestbedError("an existing testbed cluster needs both its REST URL and the Prometheus that scrapes it")
+        raise FlinkTestbedError(
+            "an existing testbed cluster needs both its REST URL and the Prometheus that scrapes it"
+        )
     if rest_url is not None and prometheus_url is not None:
         client = PrometheusClient(prometheus_url)
         client.check()
@@ -435,8 +460,13 @@ def open_flink_testbed(
     ):
         prometheus.wait_scraping()
         testbed = FlinkTestbed(
-            cluster.rest_url, prometheus.client, settings, jar=jar, on_phase=on_phase,
-            check_alive=cluster.check_alive, process_ids=tuple(p.process.pid for p in cluster.processes),
+            cluster.rest_url,
+            prometheus.client,
+            settings,
+            jar=jar,
+            on_phase=on_phase,
+            check_alive=cluster.check_alive,
+            process_ids=tuple(p.process.pid for p in cluster.processes),
         )
         try:
             testbed.warm_up(slots)

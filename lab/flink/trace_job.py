@@ -137,18 +137,30 @@ class TraceJobOptions:
     def program_args(self) -> list[str]:
         """The job's arguments (``--key value``), with an absolute trace path (the JobManager reads it)."""
         args = [
-            "--job-name", self.job_name,
-            "--partitions", str(self.partitions),
-            "--skew", repr(float(self.skew)),
-            "--seed", str(self.seed),
-            "--capacity", repr(float(self.capacity_per_subtask)),
-            "--shape", self.shape,
+            "--job-name",
+            self.job_name,
+            "--partitions",
+            str(self.partitions),
+            "--skew",
+            repr(float(self.skew)),
+            "--seed",
+            str(self.seed),
+            "--capacity",
+            repr(float(self.capacity_per_subtask)),
+            "--shape",
+            self.shape,
         ]
         if self.rate_per_s is not None:
             args += ["--rate", repr(float(self.rate_per_s))]
         if self.trace is not None:
-            args += ["--trace", str(Path(self.trace).resolve()), "--compress", repr(float(self.compress)),
-                     "--scale", repr(float(self.scale))]
+            args += [
+                "--trace",
+                str(Path(self.trace).resolve()),
+                "--compress",
+                repr(float(self.compress)),
+                "--scale",
+                repr(float(self.scale)),
+            ]
         if self.epoch_ms is not None:
             args += ["--epoch-ms", str(self.epoch_ms)]
         if self.end_s is not None:
@@ -172,13 +184,23 @@ class TraceJobOptions:
         end_s = math.inf if self.end_s is None else self.end_s
         if self.trace is not None:
             return ProductionSchedule.from_trace(
-                Path(self.trace), partitions=self.partitions, skew=self.skew, seed=self.seed,
-                epoch_ms=self.epoch_ms, compress=self.compress, scale=self.scale, end_s=end_s,
+                Path(self.trace),
+                partitions=self.partitions,
+                skew=self.skew,
+                seed=self.seed,
+                epoch_ms=self.epoch_ms,
+                compress=self.compress,
+                scale=self.scale,
+                end_s=end_s,
             )
         assert self.rate_per_s is not None
         return ProductionSchedule.fixed_rate(
-            self.rate_per_s, partitions=self.partitions, skew=self.skew, seed=self.seed,
-            epoch_ms=self.epoch_ms, end_s=end_s,
+            self.rate_per_s,
+            partitions=self.partitions,
+            skew=self.skew,
+            seed=self.seed,
+            epoch_ms=self.epoch_ms,
+            end_s=end_s,
         )
 
 
@@ -230,16 +252,31 @@ def build_jar(*, sources: Path = JOB_SOURCES, cache_dir: Path | None = None, hom
     with tempfile.TemporaryDirectory(prefix="build-", dir=cache) as work:
         classes = Path(work) / "classes"
         compiled = subprocess.run(
-            [javac, "--release", "17", "-nowarn", "-encoding", "UTF-8", "-d", str(classes),
-             "-cp", os.pathsep.join(str(p) for p in classpath), *map(str, java_files)],
-            capture_output=True, text=True, check=False,
+            [
+                javac,
+                "--release",
+                "17",
+                "-nowarn",
+                "-encoding",
+                "UTF-8",
+                "-d",
+                str(classes),
+                "-cp",
+                os.pathsep.join(str(p) for p in classpath),
+                *map(str, java_files),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if compiled.returncode != 0:
             raise BuildFailed(f"javac failed: {_first_error(compiled.stderr + compiled.stdout, sources)}")
         built = Path(work) / "job.jar"
         packed = subprocess.run(
             [jar, "--create", "--file", str(built), "--main-class", MAIN_CLASS, "-C", str(classes), "."],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if packed.returncode != 0:
             raise BuildFailed(f"jar failed: {_first_error(packed.stderr + packed.stdout, sources)}")
@@ -270,13 +307,16 @@ def _rest_error(exc: urllib.error.HTTPError) -> str:
     except (ValueError, OSError):
         return f"HTTP {exc.code}"
     text = "\n".join(str(e) for e in (body.get("errors") or [])) if isinstance(body, dict) else ""
-    causes = [line.strip()[len("Caused by: "):] for line in text.splitlines() if line.strip().startswith("Caused by: ")]
+    causes = [
+        line.strip()[len("Caused by: ") :] for line in text.splitlines() if line.strip().startswith("Caused by: ")
+    ]
     line = causes[-1] if causes else (text.strip().splitlines() or [f"HTTP {exc.code}"])[0]
     return line[:500]
 
 
-def _request(url: str, *, method: str, body: bytes | None = None, content_type: str | None = None,
-             timeout_s: float = 60.0) -> Any:
+def _request(
+    url: str, *, method: str, body: bytes | None = None, content_type: str | None = None, timeout_s: float = 60.0
+) -> Any:
     headers = {"Accept": "application/json"}
     if content_type:
         headers["Content-Type"] = content_type
@@ -294,22 +334,29 @@ def _request(url: str, *, method: str, body: bytes | None = None, content_type: 
 def upload_jar(rest_url: str, jar: Path) -> str:
     """Upload ``jar`` to the cluster (``POST /jars/upload``); the jar id for /jars/{id}/run."""
     boundary = uuid.uuid4().hex
-    body = b"".join([
-        f"--{boundary}\r\n".encode(),
-        f'Content-Disposition: form-data; name="jarfile"; filename="{jar.name}"\r\n'.encode(),
-        b"Content-Type: application/x-java-archive\r\n\r\n",
-        jar.read_bytes(),
-        f"\r\n--{boundary}--\r\n".encode(),
-    ])
-    answer = _request(f"{rest_url}/jars/upload", method="POST", body=body,
-                      content_type=f"multipart/form-data; boundary={boundary}")
+    body = b"".join(
+        [
+            f"--{boundary}\r\n".encode(),
+            f'Content-Disposition: form-data; name="jarfile"; filename="{jar.name}"\r\n'.encode(),
+            b"Content-Type: application/x-java-archive\r\n\r\n",
+            jar.read_bytes(),
+            f"\r\n--{boundary}--\r\n".encode(),
+        ]
+    )
+    answer = _request(
+        f"{rest_url}/jars/upload", method="POST", body=body, content_type=f"multipart/form-data; boundary={boundary}"
+    )
     if not isinstance(answer, dict) or answer.get("status") != "success":
         raise SubmitFailed(f"POST {rest_url}/jars/upload: unexpected answer {answer!r}")
     return Path(str(answer["filename"])).name
 
 
 def submit(
-    rest_url: str, options: TraceJobOptions, *, jar: Path | None = None, running_timeout_s: float = 90.0,
+    rest_url: str,
+    options: TraceJobOptions,
+    *,
+    jar: Path | None = None,
+    running_timeout_s: float = 90.0,
     flink_configuration: dict[str, str] | None = None,
 ) -> TraceJob:
     """Submit the job (the epoch defaults to now) and return once every subtask is RUNNING.
@@ -320,31 +367,61 @@ def submit(
     if options.epoch_ms is None:
         options = replace(options, epoch_ms=int(time.time() * 1000))
     job_id = run_jar(
-        rest_url, jar or build_jar(), MAIN_CLASS, options.program_args(), parallelism=options.parallelism,
-        running_timeout_s=running_timeout_s, flink_configuration=flink_configuration,
+        rest_url,
+        jar or build_jar(),
+        MAIN_CLASS,
+        options.program_args(),
+        parallelism=options.parallelism,
+        running_timeout_s=running_timeout_s,
+        flink_configuration=flink_configuration,
     )
     return TraceJob(rest_url, job_id, options)
 
 
 def submit_generator(
-    rest_url: str, *, job_name: str, rate_per_s: float, capacity_per_subtask: float, parallelism: int,
-    checkpoint_interval_s: float = 10.0, jar: Path | None = None, running_timeout_s: float = 90.0,
+    rest_url: str,
+    *,
+    job_name: str,
+    rate_per_s: float,
+    capacity_per_subtask: float,
+    parallelism: int,
+    checkpoint_interval_s: float = 10.0,
+    jar: Path | None = None,
+    running_timeout_s: float = 90.0,
 ) -> str:
     """Submit ``perdix.jobs.GeneratorJob`` (Flink's rate-limited datagen source, no FLIP-33 backlog, into the
     costly map); return its job id once every subtask is RUNNING."""
     if not (rate_per_s > 0 and capacity_per_subtask > 0 and parallelism >= 1 and checkpoint_interval_s >= 0):
         raise ValueError("generator job: rate and capacity must be > 0, parallelism >= 1, checkpoint interval >= 0")
     args = [
-        "--job-name", job_name, "--rate", f"{rate_per_s:g}", "--capacity", f"{capacity_per_subtask:g}",
-        "--checkpoint-ms", str(round(checkpoint_interval_s * 1000)),
+        "--job-name",
+        job_name,
+        "--rate",
+        f"{rate_per_s:g}",
+        "--capacity",
+        f"{capacity_per_subtask:g}",
+        "--checkpoint-ms",
+        str(round(checkpoint_interval_s * 1000)),
     ]
-    return run_jar(rest_url, jar or build_jar(), GENERATOR_CLASS, args, parallelism=parallelism,
-                   running_timeout_s=running_timeout_s)
+    return run_jar(
+        rest_url,
+        jar or build_jar(),
+        GENERATOR_CLASS,
+        args,
+        parallelism=parallelism,
+        running_timeout_s=running_timeout_s,
+    )
 
 
 def run_jar(
-    rest_url: str, jar: Path, entry_class: str, program_args: list[str], *, parallelism: int,
-    running_timeout_s: float = 90.0, flink_configuration: dict[str, str] | None = None,
+    rest_url: str,
+    jar: Path,
+    entry_class: str,
+    program_args: list[str],
+    *,
+    parallelism: int,
+    running_timeout_s: float = 90.0,
+    flink_configuration: dict[str, str] | None = None,
 ) -> str:
     """Upload ``jar``, run ``entry_class`` with ``program_args`` and return the job id once every subtask runs.
 
@@ -353,13 +430,16 @@ def run_jar(
     jar_id = upload_jar(rest_url, jar)
     try:
         answer = _request(
-            f"{rest_url}/jars/{jar_id}/run", method="POST",
-            body=json.dumps({
-                "entryClass": entry_class,
-                "programArgsList": program_args,
-                "parallelism": parallelism,
-                **({"flinkConfiguration": dict(flink_configuration)} if flink_configuration else {}),
-            }).encode(),
+            f"{rest_url}/jars/{jar_id}/run",
+            method="POST",
+            body=json.dumps(
+                {
+                    "entryClass": entry_class,
+                    "programArgsList": program_args,
+                    "parallelism": parallelism,
+                    **({"flinkConfiguration": dict(flink_configuration)} if flink_configuration else {}),
+                }
+            ).encode(),
             content_type="application/json",
         )
     finally:
@@ -386,8 +466,10 @@ def wait_running(rest_url: str, job_id: str, *, timeout_s: float = 90.0) -> dict
             root = str(exceptions.get("rootException") or "").strip().splitlines()
             raise SubmitFailed(f"job {job_id} is {details['state']}: {root[0] if root else 'no exception recorded'}")
         vertices = details.get("vertices") or []
-        if details.get("state") == "RUNNING" and vertices and all(
-            (v.get("tasks") or {}).get("RUNNING") == v.get("parallelism") for v in vertices
+        if (
+            details.get("state") == "RUNNING"
+            and vertices
+            and all((v.get("tasks") or {}).get("RUNNING") == v.get("parallelism") for v in vertices)
         ):
             return details
         return None
@@ -457,6 +539,10 @@ def read_counts(rest_url: str, job_id: str) -> JobCounts:
         return int(sums[name]) if name in sums else None
 
     return JobCounts(
-        produced=count("producedRecords"), pending=count("pendingRecords"), verified=count("verifiedRecords"),
-        ahead=count("aheadRecords"), duplicates=count("duplicateRecords"), lost=count("lostRecords"),
+        produced=count("producedRecords"),
+        pending=count("pendingRecords"),
+        verified=count("verifiedRecords"),
+        ahead=count("aheadRecords"),
+        duplicates=count("duplicateRecords"),
+        lost=count("lostRecords"),
     )

@@ -146,7 +146,6 @@ class ArimaForecaster:
         return model
 
 
-
 def _refit(y: np.ndarray, *, order: Any, with_intercept: bool, start_params: Any, maxiter: int) -> Any:
     """A pmdarima ARIMA of a known order fitted on ``y`` starting from ``start_params``."""
     import pmdarima as pm

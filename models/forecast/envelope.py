@@ -157,7 +157,7 @@ class RiseEnvelope:
             computed = self._compute(bins)
             self._ratios = computed.pop(-1)
             self._binned = computed
-        now = positions(np.concatenate((y[-(window - 1):], [level])), window)[-1]
+        now = positions(np.concatenate((y[-(window - 1) :], [level])), window)[-1]
         binned = self._binned[position_bin(float(now))]
         # A lead that part of the range has too little history for takes the unconditional ratio; the rise
         # still grows with the lead.

@@ -83,7 +83,10 @@ def fit_level_shift(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> LevelShift |
     _, k, coefs = shift
     intercept, slope, step = (float(v) for v in coefs)
     return LevelShift(
-        slope=slope / span, last=intercept + step, shift=step, start=(n_all - k) * bucket,
+        slope=slope / span,
+        last=intercept + step,
+        shift=step,
+        start=(n_all - k) * bucket,
         explained=sse_shift / sse_line,
     )
 
@@ -218,7 +221,9 @@ class LinearForecaster:
 
     name = "linear"
 
-    def __init__(self, window: int = 600, min_samples: int = 10, *, level_shifts: bool = False, smear_s: int = 0) -> None:
+    def __init__(
+        self, window: int = 600, min_samples: int = 10, *, level_shifts: bool = False, smear_s: int = 0
+    ) -> None:
         """``window``: samples the line is fitted on; ``min_samples``: finite samples needed for a line;
         ``level_shifts``: a step in the window is carried as the level after it (:func:`fit_level_shift`),
         not as a ramp (samples are seconds: the shift is looked for in 10-s means); ``smear_s``: the window
@@ -258,9 +263,11 @@ class LinearForecaster:
         if self.level_shifts and (step := fit_level_shift(self._y)) is not None:
             return step.slope, step.last, math.inf
         # The ramp is looked for at the window's end only, where an earlier step would not hide it.
-        if self.level_shifts and self.smear_s > 0 and (
-            ramp := fit_young_ramp(self._y[-YOUNG_RAMP_CONTEXT * self.smear_s :], self.smear_s)
-        ) is not None:
+        if (
+            self.level_shifts
+            and self.smear_s > 0
+            and (ramp := fit_young_ramp(self._y[-YOUNG_RAMP_CONTEXT * self.smear_s :], self.smear_s)) is not None
+        ):
             return ramp.slope, ramp.last, float(max(self.smear_s - ramp.age, 0))
         x = np.arange(self._y.size, dtype=float)
         finite = np.isfinite(self._y)

@@ -42,12 +42,21 @@ class ReloadedForecaster:
 
     @classmethod
     def from_artifact(
-        cls, state: dict[str, Any], *, job: str, version: str, backtest_wape: float, agent_step_s: float,
+        cls,
+        state: dict[str, Any],
+        *,
+        job: str,
+        version: str,
+        backtest_wape: float,
+        agent_step_s: float,
         next_s: float | None = None,
     ) -> ReloadedForecaster:
         """A fresh adapter over a registry artifact's model state; ``next_s``: epoch second of the next sample."""
         forecaster = cls(
-            SeasonalForecaster.from_dict(state), job=job, version=version, backtest_wape=backtest_wape,
+            SeasonalForecaster.from_dict(state),
+            job=job,
+            version=version,
+            backtest_wape=backtest_wape,
             agent_step_s=agent_step_s,
         )
         if next_s is not None:

@@ -47,7 +47,10 @@ class ScoringSpec:
     """Fewer scored origins than this is no score."""
 
     def __post_init__(self) -> None:
-        if min(self.horizon_s, self.step_s, self.origin_every_s, self.span_s, self.min_origins) < 1 or self.warmup_s < 0:
+        if (
+            min(self.horizon_s, self.step_s, self.origin_every_s, self.span_s, self.min_origins) < 1
+            or self.warmup_s < 0
+        ):
             raise ValueError("horizon_s, step_s, origin_every_s, span_s and min_origins must be positive")
         if self.horizon_s % self.step_s or self.warmup_s % self.step_s:
             raise ValueError("horizon_s and warmup_s must be multiples of step_s")
@@ -187,7 +190,9 @@ class RecentWorkload:
         if len(chosen) < self.spec.min_origins:
             return None
         chosen.reverse()
-        return self._score([issued.origin_s for issued, _ in chosen], [i.steps for i, _ in chosen], [a for _, a in chosen])
+        return self._score(
+            [issued.origin_s for issued, _ in chosen], [i.steps for i, _ in chosen], [a for _, a in chosen]
+        )
 
     def score_replay(self, make: Callable[[float], Forecaster], origins: tuple[float, ...]) -> WindowScore | None:
         """A candidate's WAPE at ``origins`` (ascending), replayed on the window.
@@ -214,11 +219,15 @@ class RecentWorkload:
             position = int(round(origin - self._start_s))
             model.update(self._values[seen:position])
             seen = position
-            forecasts.append(step_means(np.asarray(model.predict(spec.horizon_s), dtype=float), spec.step_s, spec.steps))
+            forecasts.append(
+                step_means(np.asarray(model.predict(spec.horizon_s), dtype=float), spec.step_s, spec.steps)
+            )
             actuals.append(actual)
         return self._score(list(origins), forecasts, actuals)
 
-    def _score(self, origins: list[float], forecasts: list[np.ndarray], actuals: list[np.ndarray]) -> WindowScore | None:
+    def _score(
+        self, origins: list[float], forecasts: list[np.ndarray], actuals: list[np.ndarray]
+    ) -> WindowScore | None:
         forecast = np.concatenate(forecasts)
         actual = np.concatenate(actuals)
         # The actuals alone choose the steps scored, so two models are scored on the same ones; a

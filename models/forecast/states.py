@@ -57,11 +57,14 @@ class ArimaState(_State):
     max_d: Annotated[Int, Field(ge=0, le=2)]
     update_maxiter: Annotated[Int, Field(ge=0, le=10_000)]
     y: Series
-    order: tuple[
-        Annotated[Int, Field(ge=0, le=MAX_ORDER)],
-        Annotated[Int, Field(ge=0, le=2)],
-        Annotated[Int, Field(ge=0, le=MAX_ORDER)],
-    ] | None = None
+    order: (
+        tuple[
+            Annotated[Int, Field(ge=0, le=MAX_ORDER)],
+            Annotated[Int, Field(ge=0, le=2)],
+            Annotated[Int, Field(ge=0, le=MAX_ORDER)],
+        ]
+        | None
+    ) = None
     with_intercept: Bool | None = None
     params: Annotated[list[FiniteFloat], Field(max_length=MAX_PARAMETERS)] | None = None
 
@@ -86,7 +89,9 @@ class StatsForecastFit(_State):
 
     arma: tuple[Annotated[Int, Field(ge=0, le=MAX_ORDER * 100)], ...] = Field(min_length=7, max_length=7)
     """statsforecast's ``arma``: p, q, P, Q, season length, d, D."""
-    coef: Annotated[list[tuple[Annotated[Str, Field(pattern=COEFFICIENT_NAME)], FiniteFloat]], Field(max_length=MAX_PARAMETERS)]
+    coef: Annotated[
+        list[tuple[Annotated[Str, Field(pattern=COEFFICIENT_NAME)], FiniteFloat]], Field(max_length=MAX_PARAMETERS)
+    ]
     """Coefficients by name, in the library's order."""
     sigma2: Annotated[FiniteFloat, Field(ge=0)]
     x: Series

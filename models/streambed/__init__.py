@@ -51,10 +51,16 @@ if TYPE_CHECKING:
         rates_from_measurement,
     )
 
-_OPTIMIZER_NAMES = frozenset({
-    "Configuration", "InfeasibleBudget", "OperatorRate", "bound_rate", "optimize_configuration",
-    "rates_from_measurement",
-})
+_OPTIMIZER_NAMES = frozenset(
+    {
+        "Configuration",
+        "InfeasibleBudget",
+        "OperatorRate",
+        "bound_rate",
+        "optimize_configuration",
+        "rates_from_measurement",
+    }
+)
 
 
 def __getattr__(name: str) -> object:

@@ -128,9 +128,7 @@ def estimate_capacity(run: TestbedRun, settings: EstimatorSettings | None = None
         elapsed += settings.rampup_s + settings.observe_s
         measurement = run.measure(settings.observe_s)
         ok = is_sustainable(measurement, target, settings)
-        probes.append(
-            Probe(target, measurement.achieved_rate, measurement.lag_growth, measurement.backpressure, ok)
-        )
+        probes.append(Probe(target, measurement.achieved_rate, measurement.lag_growth, measurement.backpressure, ok))
         if ok:
             low, best = target, measurement
         else:

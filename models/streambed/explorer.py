@@ -220,9 +220,7 @@ def select_surrogate(observations: Sequence[BudgetMeasurement], selection: Selec
     """
     if len(observations) < 3:
         raise ValueError(f"need at least 3 observations to select a surrogate, got {len(observations)}")
-    identifiable = (
-        len({o.task_slots for o in observations}) >= 3 or len({o.memory_mb for o in observations}) >= 3
-    )
+    identifiable = len({o.task_slots for o in observations}) >= 3 or len({o.memory_mb for o in observations}) >= 3
     scores = tuple(
         FamilyScore(family, loocv_rmse(family, observations), extrapolation_rmse(family, observations))
         for family in FAMILIES

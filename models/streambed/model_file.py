@@ -84,9 +84,7 @@ class CapacityModelFile:
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise fail(f"schema_version must be a positive integer, got {version!r}")
         if version > SCHEMA_VERSION:
-            raise fail(
-                f"schema_version {version} is newer than this Perdix reads ({SCHEMA_VERSION}); upgrade Perdix"
-            )
+            raise fail(f"schema_version {version} is newer than this Perdix reads ({SCHEMA_VERSION}); upgrade Perdix")
         if data.get("kind") != KIND:
             raise fail(f"kind must be {KIND!r}, got {data.get('kind')!r}")
         try:

@@ -19,7 +19,10 @@ DOC = {"version": SCHEMA_VERSION, "analyzer": {}, "loop": {"rescales": [], "reco
 
 def make_store(api: k8s.ApiClient, name: str = "perdix-knowledge", max_retries: int = 4) -> ConfigMapKnowledgeStore:
     return ConfigMapKnowledgeStore(
-        api, name=name, namespace="default", backoff=Backoff(max_retries=max_retries, sleep=lambda s: None, rng=random.Random(3))
+        api,
+        name=name,
+        namespace="default",
+        backoff=Backoff(max_retries=max_retries, sleep=lambda s: None, rng=random.Random(3)),
     )
 
 
@@ -31,7 +34,9 @@ def test_fresh_start_creates_the_configmap_and_round_trips(kube_api: FakeKubeAPI
     assert make_store(kube_client).load() == DOC
 
 
-def test_the_chart_s_empty_configmap_is_updated_with_its_resource_version(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
+def test_the_chart_s_empty_configmap_is_updated_with_its_resource_version(
+    kube_api: FakeKubeAPI, kube_client: k8s.ApiClient
+) -> None:
     kube_api.add_configmap("perdix-knowledge")
     store = make_store(kube_client)
     assert store.load() is None
@@ -108,7 +113,9 @@ def test_a_second_bad_document_gets_its_own_key(kube_api: FakeKubeAPI, kube_clie
     assert (data["knowledge.bad-0.json"], data["knowledge.bad-1.json"]) == ("older bad one", "bad one")
 
 
-def test_a_document_never_loaded_is_kept_aside_before_the_first_save(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
+def test_a_document_never_loaded_is_kept_aside_before_the_first_save(
+    kube_api: FakeKubeAPI, kube_client: k8s.ApiClient
+) -> None:
     previous = json.dumps(DOC)
     kube_api.add_configmap("perdix-knowledge", {KEY: previous})
     store = make_store(kube_client, max_retries=0)

@@ -72,7 +72,9 @@ class StoreCase:
 
 
 @pytest.fixture(params=["file", "configmap"])
-def store_case(request: pytest.FixtureRequest, tmp_path: Path, kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> Iterator[StoreCase]:
+def store_case(
+    request: pytest.FixtureRequest, tmp_path: Path, kube_api: FakeKubeAPI, kube_client: k8s.ApiClient
+) -> Iterator[StoreCase]:
     if request.param == "file":
         path = tmp_path / "knowledge.json"
 
@@ -84,7 +86,9 @@ def store_case(request: pytest.FixtureRequest, tmp_path: Path, kube_api: FakeKub
     kube_api.add_configmap("perdix-knowledge")
 
     def make() -> ConfigMapKnowledgeStore:
-        return ConfigMapKnowledgeStore(kube_client, name="perdix-knowledge", namespace="default", backoff=Backoff(sleep=lambda s: None))
+        return ConfigMapKnowledgeStore(
+            kube_client, name="perdix-knowledge", namespace="default", backoff=Backoff(sleep=lambda s: None)
+        )
 
     def write_raw(raw: str) -> None:
         kube_api.touch_configmap("perdix-knowledge", KEY, raw)
@@ -97,7 +101,9 @@ def store_case(request: pytest.FixtureRequest, tmp_path: Path, kube_api: FakeKub
 
 
 DOCUMENT: dict[str, Any] = {
-    "version": SCHEMA_VERSION, "analyzer": {}, "loop": {"last_rescale_at": 12.0, "recommendations": [[1.5, 2], [2.5, 3]]},
+    "version": SCHEMA_VERSION,
+    "analyzer": {},
+    "loop": {"last_rescale_at": 12.0, "recommendations": [[1.5, 2], [2.5, 3]]},
 }
 
 

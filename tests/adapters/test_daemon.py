@@ -35,9 +35,14 @@ class BlockingMonitor:
         times = np.arange(np.ceil(since), now)
         flat = np.full(times.size, 100.0)
         return Observation(
-            now=now, times=times, workload=flat, worker_throughput={"tm-0": flat},
-            worker_cpu={"tm-0": np.full(times.size, 0.2)}, consumer_lag=np.zeros(times.size),
-            parallelism=1, uptime_s=1000.0,
+            now=now,
+            times=times,
+            workload=flat,
+            worker_throughput={"tm-0": flat},
+            worker_cpu={"tm-0": np.full(times.size, 0.2)},
+            consumer_lag=np.zeros(times.size),
+            parallelism=1,
+            uptime_s=1000.0,
         )
 
 
@@ -54,10 +59,15 @@ class RecordingScaler:
 
 
 def test_stop_finishes_the_running_round_then_flushes_knowledge_and_closes_the_port(tmp_path: Path) -> None:
-    settings = load_settings(None, {
-        "loop_interval_s": 0.2, "scale_target": {"kind": "deployment"},
-        "telemetry": {"metrics_host": "127.0.0.1", "metrics_port": 0}, "max_parallelism": 1,
-    })
+    settings = load_settings(
+        None,
+        {
+            "loop_interval_s": 0.2,
+            "scale_target": {"kind": "deployment"},
+            "telemetry": {"metrics_host": "127.0.0.1", "metrics_port": 0},
+            "max_parallelism": 1,
+        },
+    )
     monitor = BlockingMonitor()
     knowledge = MemoryKnowledgeStore()
     saves: list[dict[str, Any]] = []
@@ -68,8 +78,13 @@ def test_stop_finishes_the_running_round_then_flushes_knowledge_and_closes_the_p
         original_save(document)
 
     knowledge.save = save  # type: ignore[method-assign]
-    parts = Parts(scaler=RecordingScaler(), monitor=monitor, knowledge=knowledge, events=None,
-                  telemetry=Telemetry(CollectorRegistry()))
+    parts = Parts(
+        scaler=RecordingScaler(),
+        monitor=monitor,
+        knowledge=knowledge,
+        events=None,
+        telemetry=Telemetry(CollectorRegistry()),
+    )
     daemon = Daemon(settings, clock=WallClock(), parts=parts)
     # metrics_port 0 means "off" in the settings; this test binds a free port itself.
     daemon.server = TelemetryServer(parts.telemetry, "127.0.0.1", 0).start()

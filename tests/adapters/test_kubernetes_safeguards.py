@@ -32,14 +32,19 @@ def test_memory_sizes_in_both_syntaxes(value: object, mb: float | None) -> None:
     assert memory_mb(value) == mb
 
 
-def test_a_flinkdeployment_reports_its_taskmanager_resources_per_slot(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
+def test_a_flinkdeployment_reports_its_taskmanager_resources_per_slot(
+    kube_api: FakeKubeAPI, kube_client: k8s.ApiClient
+) -> None:
     scaler = KubernetesScaler(ScaleTargetSettings(kind="flinkdeployment", name="flink-job"), kube_client)
     assert isinstance(scaler, ResourceReporter)
     assert scaler.slot_resources() == SlotResources(cpu=1.0, memory_mb=2048.0)  # one slot by default
-    kube_api.update_flinkdeployment_spec("flink-job", {
-        "taskManager": {"resource": {"cpu": 2, "memory": "4g"}},
-        "flinkConfiguration": {"taskmanager.numberOfTaskSlots": "4"},
-    })
+    kube_api.update_flinkdeployment_spec(
+        "flink-job",
+        {
+            "taskManager": {"resource": {"cpu": 2, "memory": "4g"}},
+            "flinkConfiguration": {"taskmanager.numberOfTaskSlots": "4"},
+        },
+    )
     assert scaler.slot_resources() == SlotResources(cpu=0.5, memory_mb=1024.0)
     kube_api.update_flinkdeployment_spec("flink-job", {"flinkConfiguration": {"taskmanager.numberOfTaskSlots": "four"}})
     with pytest.raises(ScalerError, match="numberOfTaskSlots"):
@@ -51,7 +56,9 @@ def test_a_taskmanager_deployment_reports_none(kube_api: FakeKubeAPI, kube_clien
     assert scaler.slot_resources() is None
 
 
-def test_a_vetoed_decision_is_a_kubernetes_event_on_the_scale_target(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
+def test_a_vetoed_decision_is_a_kubernetes_event_on_the_scale_target(
+    kube_api: FakeKubeAPI, kube_client: k8s.ApiClient
+) -> None:
     from agent.clock import SimulatedClock
     from agent.execute.kubernetes import KubernetesEventSink, TargetRef
     from agent.safeguards import DecisionReporter
@@ -60,8 +67,12 @@ def test_a_vetoed_decision_is_a_kubernetes_event_on_the_scale_target(kube_api: F
     target = ScaleTargetSettings(kind="flinkdeployment", name="flink-job")
     sink = KubernetesEventSink(kube_client, TargetRef.from_settings(target), clock=SimulatedClock(1_700_000_000.0))
     reporter = DecisionReporter(sink, interval_s=1800.0)
-    finding = Finding(SafeguardCode.BLOCKED_PERIOD, Verdict.VETOED, "rescale to 4 held: blocked period '09:00-10:00'",
-                      {"from": 6, "to": 4, "period": "09:00-10:00"})
+    finding = Finding(
+        SafeguardCode.BLOCKED_PERIOD,
+        Verdict.VETOED,
+        "rescale to 4 held: blocked period '09:00-10:00'",
+        {"from": 6, "to": 4, "period": "09:00-10:00"},
+    )
     reporter.report((finding,), now=0.0)
     reporter.report((finding,), now=60.0)  # within the interval: no second Event
     [event] = kube_api.events

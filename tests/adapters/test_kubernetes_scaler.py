@@ -51,7 +51,12 @@ class Sleeps:
 
 
 def make_scaler(
-    api: k8s.ApiClient, kind: str = "deployment", *, sleeps: Sleeps | None = None, clock: SimulatedClock | None = None, **settings: object
+    api: k8s.ApiClient,
+    kind: str = "deployment",
+    *,
+    sleeps: Sleeps | None = None,
+    clock: SimulatedClock | None = None,
+    **settings: object,
 ) -> tuple[KubernetesScaler, KubernetesEventSink]:
     target = ScaleTargetSettings(kind=kind, name=TARGETS[kind][0], **settings)  # type: ignore[arg-type]
     sink = KubernetesEventSink(api, TargetRef.from_settings(target), clock=clock or SimulatedClock(1_700_000_000.0))
@@ -119,7 +124,9 @@ def test_transient_failures_are_retried_with_capped_jittered_backoff(
         assert floor <= slept <= max(ceiling, floor)
 
 
-def test_retries_stop_at_max_retries_and_nothing_counts_as_applied(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
+def test_retries_stop_at_max_retries_and_nothing_counts_as_applied(
+    kube_api: FakeKubeAPI, kube_client: k8s.ApiClient
+) -> None:
     sleeps = Sleeps()
     scaler, _ = make_scaler(kube_client, sleeps=sleeps, max_retries=2)
     kube_api.inject("/scale", method="PATCH", status=503, times=None)
@@ -144,7 +151,9 @@ def test_a_timed_out_write_is_retried(kube_api: FakeKubeAPI, kube_client: k8s.Ap
     assert len(kube_api.log(method="PATCH")) == 2
 
 
-def test_a_failed_write_counts_only_if_the_read_back_shows_it(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
+def test_a_failed_write_counts_only_if_the_read_back_shows_it(
+    kube_api: FakeKubeAPI, kube_client: k8s.ApiClient
+) -> None:
     scaler, _ = make_scaler(kube_client, max_retries=0)
     # A gateway timeout after the write landed: the read-back shows the new value, so it counts.
     kube_api.inject("/scale", method="PATCH", status=504, apply=True, times=1)
@@ -234,7 +243,9 @@ def test_a_write_the_target_ignores_is_not_confirmed(kube_api: FakeKubeAPI, kube
     assert event["reason"] == "RescaleFailed" and event["type"] == "Warning" and "read back 3" in event["note"]
 
 
-def test_events_are_unique_valid_and_survive_a_whole_second_timestamp(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
+def test_events_are_unique_valid_and_survive_a_whole_second_timestamp(
+    kube_api: FakeKubeAPI, kube_client: k8s.ApiClient
+) -> None:
     clock = SimulatedClock(1_700_000_000.0)  # microsecond 0: isoformat() would drop the fraction
     sink = KubernetesEventSink(kube_client, TargetRef("deployment", "flink-taskmanager", "default"), clock=clock)
     sink.emit(reason="Rescaled", message="a")
@@ -247,7 +258,9 @@ def test_events_are_unique_valid_and_survive_a_whole_second_timestamp(kube_api: 
 
 
 def test_event_failures_are_logged_once_and_never_raised(kube_api: FakeKubeAPI, kube_client: k8s.ApiClient) -> None:
-    sink = KubernetesEventSink(kube_client, TargetRef("deployment", "flink-taskmanager", "default"), clock=SimulatedClock(5.5))
+    sink = KubernetesEventSink(
+        kube_client, TargetRef("deployment", "flink-taskmanager", "default"), clock=SimulatedClock(5.5)
+    )
     kube_api.inject("/events", status=403, times=2)
     with capture_logs() as logs:
         sink.emit(reason="Rescaled", message="x")

@@ -29,7 +29,9 @@ def healthy(fake: FakePrometheus, settings: PrometheusSettings, **memory: Canned
     queries = settings.queries
     fake.answers = {
         settings.render(queries.workload): Canned([({}, lambda t: 2000.0)]),
-        settings.render(queries.throughput): Canned([({"pod": "a"}, lambda t: 1000.0), ({"pod": "b"}, lambda t: 1000.0)]),
+        settings.render(queries.throughput): Canned(
+            [({"pod": "a"}, lambda t: 1000.0), ({"pod": "b"}, lambda t: 1000.0)]
+        ),
         settings.render(queries.busy): Canned([({"pod": "a"}, lambda t: 0.4), ({"pod": "b"}, lambda t: 0.5)]),
         settings.render(queries.parallelism): Canned([({}, lambda t: 2.0)]),
         settings.render(queries.uptime): Canned([({}, lambda t: 600_000.0)]),
@@ -45,7 +47,8 @@ def settings_for(fake: FakePrometheus, **queries: str) -> PrometheusSettings:
 def test_heap_and_gc_per_taskmanager(fake_prometheus: FakePrometheus) -> None:
     settings = settings_for(fake_prometheus, **JVM_MEMORY_QUERIES)
     healthy(
-        fake_prometheus, settings,
+        fake_prometheus,
+        settings,
         heap_usage=Canned([({"tm_id": "tm_1"}, lambda t: 0.5), ({"tm_id": "tm_2"}, lambda t: 0.97)]),
         gc_time=Canned([({"tm_id": "tm_1"}, lambda t: 0.02), ({"tm_id": "tm_2"}, lambda t: 0.4)]),
     )
@@ -56,11 +59,16 @@ def test_heap_and_gc_per_taskmanager(fake_prometheus: FakePrometheus) -> None:
     assert seen.usable and "heap_usage" not in seen.gaps and "gc_time" not in seen.gaps
 
 
-def test_values_outside_zero_to_one_are_no_reading_and_a_missing_label_is_a_gap(fake_prometheus: FakePrometheus) -> None:
+def test_values_outside_zero_to_one_are_no_reading_and_a_missing_label_is_a_gap(
+    fake_prometheus: FakePrometheus,
+) -> None:
     settings = settings_for(fake_prometheus, **JVM_MEMORY_QUERIES)
     healthy(
-        fake_prometheus, settings,
-        heap_usage=Canned([({"tm_id": "tm_1"}, lambda t: 7.0 if t < 1030 else 0.6), ({"tm_id": "tm_2"}, lambda t: -1.0)]),
+        fake_prometheus,
+        settings,
+        heap_usage=Canned(
+            [({"tm_id": "tm_1"}, lambda t: 7.0 if t < 1030 else 0.6), ({"tm_id": "tm_2"}, lambda t: -1.0)]
+        ),
         gc_time=Canned([({"host": "x"}, lambda t: 0.1)]),
     )
     seen = PrometheusMonitor(settings, skip=frozenset({"cpu"})).observe(since=SINCE, now=NOW)

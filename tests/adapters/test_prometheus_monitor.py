@@ -190,23 +190,31 @@ def test_start_check_gives_one_line_for_an_unreachable_url_and_names_a_rejected_
     url = f"http://127.0.0.1:{closed_port()}"
     with pytest.raises(MonitorError) as raised:
         check_prometheus(PrometheusSettings(url=url, timeout_s=1.0))
-    assert str(raised.value).startswith("prometheus.url: ") and url in str(raised.value) and "\n" not in str(raised.value)
+    assert (
+        str(raised.value).startswith("prometheus.url: ") and url in str(raised.value) and "\n" not in str(raised.value)
+    )
 
     healthy(fake_prometheus)
     check_prometheus(PrometheusSettings(url=fake_prometheus.url))  # all queries accepted
     fake_prometheus.answers[q("consumer_lag")] = Canned(status=400, error="1:5: parse error: unexpected <by>")
     with pytest.raises(ConfigError) as config_error:
         check_prometheus(PrometheusSettings(url=fake_prometheus.url))
-    assert str(config_error.value).startswith("prometheus.queries.consumer_lag: ") and "parse error" in str(config_error.value)
+    assert str(config_error.value).startswith("prometheus.queries.consumer_lag: ") and "parse error" in str(
+        config_error.value
+    )
 
 
-def test_rate_samples_whose_window_reaches_back_before_a_restart_are_not_settled(fake_prometheus: FakePrometheus) -> None:
+def test_rate_samples_whose_window_reaches_back_before_a_restart_are_not_settled(
+    fake_prometheus: FakePrometheus,
+) -> None:
     # The job restarted at 1030 (uptime 0 there): with a 20 s rate window the workload, throughput and
     # busy samples of 1030..1049 cover a restart (replayed records, new series): the models skip them.
     healthy(fake_prometheus)
     for name in ("workload", "throughput", "busy"):
         fake_prometheus.answers[q(name, rate_window_s=20)] = fake_prometheus.answers[q(name)]
-    fake_prometheus.answers[q("uptime")] = Canned([({}, lambda t: 600_000.0 + (t - 1000) * 1000 if t < 1030 else (t - 1030) * 1000.0)])
+    fake_prometheus.answers[q("uptime")] = Canned(
+        [({}, lambda t: 600_000.0 + (t - 1000) * 1000 if t < 1030 else (t - 1030) * 1000.0)]
+    )
     obs = monitor_for(fake_prometheus, rate_window_s=20).observe(since=SINCE, now=NOW)
     young = (GRID >= 1030) & (GRID < 1050)
     assert obs.rates_settled is not None and (obs.rates_settled == ~young).all()
@@ -217,7 +225,9 @@ def test_rate_samples_whose_window_reaches_back_before_a_restart_are_not_settled
     assert "workload" not in obs.gaps and obs.usable, "a restart window is not a monitor problem"
 
 
-def test_the_samples_before_the_scrape_that_shows_a_restart_are_not_settled_either(fake_prometheus: FakePrometheus) -> None:
+def test_the_samples_before_the_scrape_that_shows_a_restart_are_not_settled_either(
+    fake_prometheus: FakePrometheus,
+) -> None:
     # Scrapes every 10 s; the job restarts at 1032 and the scrape at 1040 is the first to say so (uptime 8 s):
     # the grid's 1032..1039 still hold the 1030 scrape's old uptime while their rates already read the stop.
     healthy(fake_prometheus)

@@ -21,10 +21,12 @@ pytestmark = pytest.mark.e2e
 UPTIME = "flink_jobmanager_job_uptime"
 PARTITION_RATES = (100.0, 200.0, 300.0, 400.0)
 """Records/s each of the four partitions of the job's Kafka topic receives."""
-KAFKA = PromQLQueries(**{
-    name: KAFKA_BROKER_QUERIES[name].replace("TOPIC", "orders").replace("GROUP", "orders-job")
-    for name in ("partition_end_offsets", "partition_committed_offsets")
-})
+KAFKA = PromQLQueries(
+    **{
+        name: KAFKA_BROKER_QUERIES[name].replace("TOPIC", "orders").replace("GROUP", "orders-job")
+        for name in ("partition_end_offsets", "partition_committed_offsets")
+    }
+)
 WINDOW_S = 5
 """The queries' rate window in these tests (the smallest allowed: the server runs for seconds)."""
 
@@ -34,13 +36,23 @@ def export_job(exporter: TinyExporter) -> None:
     per source subtask (counters), 25 pending each, busy 50 % and 70 % of the time, up for ten minutes."""
     start = time.time()
     for index, (tm, busy) in enumerate((("tm-0", 0.5), ("tm-1", 0.7))):
-        task = {"job_name": "orders", "task_name": "Source:_input____map", "task_id": "t0", "subtask_index": str(index),
-                "tm_id": tm, "pod": tm}
+        task = {
+            "job_name": "orders",
+            "task_name": "Source:_input____map",
+            "task_id": "t0",
+            "subtask_index": str(index),
+            "tm_id": tm,
+            "pod": tm,
+        }
         source = {**task, "operator_name": "Source:_input", "operator_id": "op0"}
         exporter.set("flink_taskmanager_job_task_operator_numRecordsOut", lambda t: 1000.0 * (t - start), **source)
         exporter.set("flink_taskmanager_job_task_operator_pendingRecords", 25.0, **source)
-        exporter.set("flink_taskmanager_job_task_accumulateBusyTimeMs", lambda t, b=busy: 1000.0 * b * (t - start), **task)
-        exporter.set("flink_taskmanager_job_task_accumulateIdleTimeMs", lambda t, b=busy: 1000.0 * (1 - b) * (t - start), **task)
+        exporter.set(
+            "flink_taskmanager_job_task_accumulateBusyTimeMs", lambda t, b=busy: 1000.0 * b * (t - start), **task
+        )
+        exporter.set(
+            "flink_taskmanager_job_task_accumulateIdleTimeMs", lambda t, b=busy: 1000.0 * (1 - b) * (t - start), **task
+        )
         exporter.set("flink_taskmanager_job_task_accumulateBackPressuredTimeMs", 0.0, **task)
         exporter.set("flink_taskmanager_Status_JVM_CPU_Load", busy + 0.05, tm_id=tm, pod=tm)
     exporter.set("flink_jobmanager_numRegisteredTaskManagers", 2.0)
@@ -48,12 +60,21 @@ def export_job(exporter: TinyExporter) -> None:
     # kafka_exporter's series of the job's topic (four partitions at 100-400 records/s; the group commits 50
     # behind on three of them, none yet on the fourth) and of another topic the queries must leave out.
     for partition, rate in enumerate(PARTITION_RATES):
-        exporter.set("kafka_topic_partition_current_offset", lambda t, r=rate: 1e6 + r * (t - start),
-                     topic="orders", partition=str(partition))
+        exporter.set(
+            "kafka_topic_partition_current_offset",
+            lambda t, r=rate: 1e6 + r * (t - start),
+            topic="orders",
+            partition=str(partition),
+        )
         exporter.set("kafka_topic_partition_current_offset", 5.0, topic="audit", partition=str(partition))
         if partition < 3:
-            exporter.set("kafka_consumergroup_current_offset", lambda t, r=rate: 1e6 + r * (t - start) - 50,
-                         consumergroup="orders-job", topic="orders", partition=str(partition))
+            exporter.set(
+                "kafka_consumergroup_current_offset",
+                lambda t, r=rate: 1e6 + r * (t - start) - 50,
+                consumergroup="orders-job",
+                topic="orders",
+                partition=str(partition),
+            )
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +87,9 @@ def scraped(prometheus: PrometheusServer, tiny_exporter: TinyExporter) -> float:
     return first_at + WINDOW_S
 
 
-def test_default_queries_on_real_prometheus_fill_one_grid_without_gaps(prometheus: PrometheusServer, scraped: float) -> None:
+def test_default_queries_on_real_prometheus_fill_one_grid_without_gaps(
+    prometheus: PrometheusServer, scraped: float
+) -> None:
     # Every default, and CPU not asked for (as with utilization: busy): a worker is a source subtask.
     monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S), skip=frozenset({"cpu"}))
     since = math.ceil(scraped) + 1.0
@@ -83,7 +106,9 @@ def test_default_queries_on_real_prometheus_fill_one_grid_without_gaps(prometheu
     assert obs.parallelism == 2 and obs.uptime_s == 600.0 and obs.usable
 
     # Workers named by TaskManager read CPU, a TaskManager's metric, beside the rest.
-    by_taskmanager = PrometheusMonitor(PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S, worker_label="tm_id"))
+    by_taskmanager = PrometheusMonitor(
+        PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S, worker_label="tm_id")
+    )
     obs = by_taskmanager.observe(since=since, now=now)
     assert dict(obs.gaps) == {}, obs.gaps
     assert set(obs.worker_throughput) == set(obs.worker_cpu) == {"tm-0", "tm-1"}
@@ -119,7 +144,7 @@ def test_kafka_exporters_partition_offsets_give_each_partitions_offsets_and_what
 def test_partition_series_without_the_partition_label_are_a_wrong_shape_gap(
     prometheus: PrometheusServer, scraped: float
 ) -> None:
-    queries = PromQLQueries(partition_end_offsets='max by (topic) (kafka_topic_partition_current_offset)')
+    queries = PromQLQueries(partition_end_offsets="max by (topic) (kafka_topic_partition_current_offset)")
     monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S, queries=queries))
     now = time.time()
     obs = monitor.observe(since=now - 3, now=now)
@@ -127,7 +152,9 @@ def test_partition_series_without_the_partition_label_are_a_wrong_shape_gap(
     assert obs.partition_offsets is None and obs.usable
 
 
-def test_a_worker_label_the_series_do_not_carry_is_a_wrong_shape_gap(prometheus: PrometheusServer, scraped: float) -> None:
+def test_a_worker_label_the_series_do_not_carry_is_a_wrong_shape_gap(
+    prometheus: PrometheusServer, scraped: float
+) -> None:
     monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url, worker_label="host", rate_window_s=WINDOW_S))
     now = time.time()
     obs = monitor.observe(since=now - 3, now=now)
@@ -138,7 +165,9 @@ def test_a_worker_label_the_series_do_not_carry_is_a_wrong_shape_gap(prometheus:
 
 def test_start_check_accepts_the_defaults_and_names_a_query_prometheus_rejects(prometheus: PrometheusServer) -> None:
     check_prometheus(PrometheusSettings(url=prometheus.url))
-    bad = PromQLQueries(consumer_lag="sum(flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max) by")
+    bad = PromQLQueries(
+        consumer_lag="sum(flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max) by"
+    )
     with pytest.raises(ConfigError) as raised:
         check_prometheus(PrometheusSettings(url=prometheus.url, queries=bad))
     assert str(raised.value).startswith("prometheus.queries.consumer_lag: Prometheus rejected the query")

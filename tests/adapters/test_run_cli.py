@@ -95,7 +95,10 @@ def target(kubeconfig: Path | str) -> dict[str, Any]:
 def test_run_start_up_problems_exit_2_with_one_line(
     tmp_path: Path, kube_api: FakeKubeAPI, kubeconfig: Path, fake_prometheus: FakePrometheus, case: str, expected: str
 ) -> None:
-    settings: dict[str, Any] = {"scale_target": target(kubeconfig), "prometheus": {"url": fake_prometheus.url, "timeout_s": 1}}
+    settings: dict[str, Any] = {
+        "scale_target": target(kubeconfig),
+        "prometheus": {"url": fake_prometheus.url, "timeout_s": 1},
+    }
     holder = None
     if case == "simulated kind":
         settings["scale_target"] = {"kind": "simulated"}
@@ -116,7 +119,11 @@ def test_run_start_up_problems_exit_2_with_one_line(
         holder = socket.socket()
         holder.bind(("127.0.0.1", 0))
         holder.listen()
-        settings["telemetry"] = {"metrics_host": "127.0.0.1", "metrics_port": holder.getsockname()[1], "log_level": "error"}
+        settings["telemetry"] = {
+            "metrics_host": "127.0.0.1",
+            "metrics_port": holder.getsockname()[1],
+            "log_level": "error",
+        }
     try:
         code, output = run_with(tmp_path, settings)
     finally:
@@ -134,11 +141,14 @@ def test_run_reports_a_missing_target_once_at_start_and_keeps_going(
     from agent.daemon import build_parts
     from agent.settings import load_settings
 
-    settings = load_settings(None, {
-        "scale_target": {**target(kubeconfig), "name": "renamed-taskmanager"},
-        "prometheus": {"url": fake_prometheus.url},
-        "knowledge": {"path": str(tmp_path / "k.json")},
-    })
+    settings = load_settings(
+        None,
+        {
+            "scale_target": {**target(kubeconfig), "name": "renamed-taskmanager"},
+            "prometheus": {"url": fake_prometheus.url},
+            "knowledge": {"path": str(tmp_path / "k.json")},
+        },
+    )
     parts = build_parts(settings, clock=SimulatedClock(1.0))  # no StartupError: the object may appear later
     (warning,) = [e for e in kube_api.events if e["type"] == "Warning"]
     assert "renamed-taskmanager" in warning["note"] and "does not exist" in warning["note"]

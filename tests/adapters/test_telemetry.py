@@ -42,7 +42,13 @@ def step_replay(**overrides: object) -> Replay:
     # A short forecast window keeps the ARIMA fits (inline in a replay) fast; the metrics do not depend on it.
     settings = load_lab_settings(
         None,
-        {"simulator.initial_parallelism": 6, "max_parallelism": 16, "forecast_window_s": 120, "forecast_horizon_s": 120, **overrides},
+        {
+            "simulator.initial_parallelism": 6,
+            "max_parallelism": 16,
+            "forecast_window_s": 120,
+            "forecast_horizon_s": 120,
+            **overrides,
+        },
     )
     return Replay(trace, settings, hours=0.5)
 
@@ -67,8 +73,13 @@ def test_round_metrics_follow_the_agent_through_a_scale_out() -> None:
         assert sample(registry, "perdix_decisions_total", code=code) == codes.count(code)
     # The step's rescale is counted under its own code (a scale-out, or the fallback's no-candidate when
     # no scale-out recovers within the target).
-    rescaled = next(r for r in run.rounds if r.decision is not None and r.analysis is not None
-                    and r.decision.target_parallelism > (r.analysis.parallelism or 0))
+    rescaled = next(
+        r
+        for r in run.rounds
+        if r.decision is not None
+        and r.analysis is not None
+        and r.decision.target_parallelism > (r.analysis.parallelism or 0)
+    )
     assert rescaled.decision is not None and rescaled.decision.code.value in ("scale-out", "no-candidate")
     assert sample(registry, "perdix_decisions_total", code=rescaled.decision.code.value) >= 1
     last = run.rounds[-1]
@@ -123,7 +134,12 @@ def test_readiness_needs_data_and_drops_after_n_rounds_without_it() -> None:
 def test_unknown_values_are_nan_never_zero() -> None:
     registry = CollectorRegistry()
     Telemetry(registry)
-    for name in ("perdix_parallelism_current", "perdix_capacity", "perdix_forecast_peak", "perdix_recovery_measured_seconds"):
+    for name in (
+        "perdix_parallelism_current",
+        "perdix_capacity",
+        "perdix_forecast_peak",
+        "perdix_recovery_measured_seconds",
+    ):
         assert math.isnan(sample(registry, name))
 
 

@@ -56,7 +56,9 @@ def test_too_few_running_seconds_or_no_uptime_is_no_verdict() -> None:
 
 def test_the_stop_is_the_first_second_of_the_last_stretch_in_which_nothing_was_processed() -> None:
     # Running (lag flat), then stopped at 1020 (replayed 3000 records, then every second's input), restarted at 1035.
-    lag = np.concatenate([np.full(20, 500.0), 500.0 + 3000.0 + 1000.0 * np.arange(1, 16), np.linspace(18_000, 9_000, 25)])
+    lag = np.concatenate(
+        [np.full(20, 500.0), 500.0 + 3000.0 + 1000.0 * np.arange(1, 16), np.linspace(18_000, 9_000, 25)]
+    )
     down = observation(lag, uptime_s=24)
     assert _stopped_at(down, restarted_at=1035.0) == 1020.0
     assert _stopped_at(observation(lag[:30], uptime_s=0), restarted_at=None) == 1020.0, "still down"
@@ -95,7 +97,9 @@ def test_a_recovery_outruns_the_expected_arrivals_not_the_rise_envelope() -> Non
     at its peak the rise envelope soon lies above the capacity of 12 workers. A recovery there still
     takes under a minute of the spare capacity over the arrivals the forecast expects, not forever."""
     times = np.arange(0, 2 * 3600, 60.0)
-    settings = load_lab_settings(None, {"telemetry.log_level": "error", "max_parallelism": 12, "forecast_quantile": 0.95})
+    settings = load_lab_settings(
+        None, {"telemetry.log_level": "error", "max_parallelism": 12, "forecast_quantile": 0.95}
+    )
     run = Replay(Trace("cycle", times, 50_000 - 40_000 * np.cos(2 * np.pi * times / 1440)), settings, hours=1.0)
     run.run()
     analyses = [r.analysis for r in run.rounds[-24:] if r.analysis is not None]
@@ -178,9 +182,14 @@ def test_every_scale_out_is_judged_by_a_failure_there_too(failure_prior_s: float
     """A scale-out Daedalus moves to must also recover from a failure within the target, or the next round
     finds the current scale-out failing its own check and rescales back: each candidate's recovery is
     the slower of the rescale to it and a failure once there."""
-    settings = load_lab_settings(None, {
-        "telemetry.log_level": "error", "downtime_failure_prior_s": failure_prior_s, "downtime_rescale_prior_s": 5.0,
-    })
+    settings = load_lab_settings(
+        None,
+        {
+            "telemetry.log_level": "error",
+            "downtime_failure_prior_s": failure_prior_s,
+            "downtime_rescale_prior_s": 5.0,
+        },
+    )
     analysis = analyze_flat(settings, rate=40_000.0, until_s=900)
     finite = {n: t for n, t in analysis.recovery_times.items() if np.isfinite(t)}
     assert len(finite) >= 3, analysis.recovery_times
@@ -219,8 +228,13 @@ def test_a_fresh_agent_reading_windowed_rates_forecasts_a_spreading_step_as_its_
     analyzer = Analyzer(load_lab_settings(None, {"telemetry.log_level": "error"}))
     for start in range(0, 240, 60):
         times = np.arange(start, start + 60, dtype=float) + 1.0
-        seen = replace(observation(np.zeros(60), uptime_s=600.0 + start), times=times, now=float(times[-1]),
-                       workload=y[start : start + 60], rate_window_s=rate_window_s)
+        seen = replace(
+            observation(np.zeros(60), uptime_s=600.0 + start),
+            times=times,
+            now=float(times[-1]),
+            workload=y[start : start + 60],
+            rate_window_s=rate_window_s,
+        )
         analysis = analyzer.analyze(seen, now=float(times[-1]))
     assert analysis.forecast is not None
     assert bool(analysis.forecast.max() > 2 * 3000.0) is climbs, analysis.forecast.max()
@@ -232,7 +246,9 @@ def test_the_first_round_of_a_job_saturated_from_the_start_reads_its_bottleneck(
     left out at the end), so the first capacity is the true one, not the sum of what
     the saturated workers read."""
     settings = load_lab_settings(None, {"telemetry.log_level": "error"})
-    job = SimulatedFlinkJob(Trace("over", np.array([0.0, 7200.0]), np.array([200_000.0, 200_000.0])), settings.simulator)
+    job = SimulatedFlinkJob(
+        Trace("over", np.array([0.0, 7200.0]), np.array([200_000.0, 200_000.0])), settings.simulator
+    )
     monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
     job.run_until(60)
     observation = monitor.observe(since=0, now=60)
@@ -255,7 +271,9 @@ def test_the_first_round_reads_the_partition_weights_from_the_offsets_over_its_w
     five equal estimates, where 14 carries 8 % more). Without it, one snapshot gives no weights and the
     partition count alone cannot tell them apart."""
     settings = load_lab_settings(None, {"telemetry.log_level": "error"})
-    job = SimulatedFlinkJob(Trace("near", np.array([0.0, 7200.0]), np.array([110_000.0, 110_000.0])), settings.simulator)
+    job = SimulatedFlinkJob(
+        Trace("near", np.array([0.0, 7200.0]), np.array([110_000.0, 110_000.0])), settings.simulator
+    )
     monitor = SimulatedMonitor(job)
     job.run_until(60)
     observation = monitor.observe(since=0, now=60)
@@ -291,7 +309,9 @@ def test_the_observation_step_is_the_monitors_spacing_of_samples() -> None:
     """Input shares weigh each sample by it: a 5-s Prometheus step is five seconds of input per sample."""
     every_five = replace(observation(np.zeros(12), uptime_s=None), times=np.arange(1000.0, 1060.0, 5.0))
     assert every_five.step_s == 5.0
-    with_a_gap = replace(every_five, times=np.concatenate([np.arange(1000.0, 1030.0, 5.0), np.arange(1100.0, 1130.0, 5.0)]))
+    with_a_gap = replace(
+        every_five, times=np.concatenate([np.arange(1000.0, 1030.0, 5.0), np.arange(1100.0, 1130.0, 5.0)])
+    )
     assert with_a_gap.step_s == 5.0, "a gap in the samples is not the step"
     assert replace(every_five, times=np.asarray([1000.0])).step_s == 1.0
 
@@ -302,9 +322,15 @@ def lagless(now: float, *, parallelism: int, uptime_s: float, rate: float = 1500
     share = np.full(times.size, rate / parallelism)
     workers = {f"tm-{i}": share + 1e-13 * i for i in range(parallelism)}  # the sums differ in the last bits
     return Observation(
-        now=now, times=times, workload=np.sum(list(workers.values())[::-1], axis=0),
-        worker_throughput=workers, worker_cpu={}, worker_busy={w: np.full(times.size, 0.25) for w in workers},
-        consumer_lag=np.full(times.size, np.nan), parallelism=parallelism, uptime_s=uptime_s,
+        now=now,
+        times=times,
+        workload=np.sum(list(workers.values())[::-1], axis=0),
+        worker_throughput=workers,
+        worker_cpu={},
+        worker_busy={w: np.full(times.size, 0.25) for w in workers},
+        consumer_lag=np.full(times.size, np.nan),
+        parallelism=parallelism,
+        uptime_s=uptime_s,
         gaps={"consumer_lag": "empty", "worker_backlog": "empty"},
     )
 
@@ -339,8 +365,9 @@ def test_the_rise_envelope_is_conditioned_on_where_the_workload_stands_only_wher
     trace = Trace("cycle", times, 50_000 - 40_000 * np.cos(2 * np.pi * times / 1440))
 
     def upper_at_peak(**overrides: object) -> float:
-        settings = load_lab_settings(None, {"telemetry.log_level": "error", "simulator.initial_parallelism": 12,
-                                            **overrides})
+        settings = load_lab_settings(
+            None, {"telemetry.log_level": "error", "simulator.initial_parallelism": 12, **overrides}
+        )
         job = SimulatedFlinkJob(trace, settings.simulator)
         monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
         peaks = []

@@ -45,7 +45,9 @@ def stored(kube: FakeKubeAPI, configmap: str) -> tuple[int, dict[str, Any]]:
 
 
 def test_a_thousand_pod_names_leave_the_stored_knowledge_bounded_and_the_capacities_unchanged(
-    kube_api: FakeKubeAPI, kube_client: k8s.ApiClient, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    kube_api: FakeKubeAPI,
+    kube_client: k8s.ApiClient,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: F811
 ) -> None:
     pruned, churn = churned_run(
         ConfigMapKnowledgeStore(kube_client, name="perdix-knowledge", namespace="default"), retention_s=600.0

@@ -76,11 +76,14 @@ MISFITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "a regression that is a list": (_set("analyzer.capacity.regressions", [1, 2]), "analyzer.capacity.regressions"),
     "a reason that is a number": (_set("loop.rescales.0.reasons.0", 5), "loop.rescales.0.reasons.0"),
     "a policy state that is not an object": (
-        _set("loop.policy_state", {"policy": "ds2", "state": "gASV"}), "loop.policy_state.state"
+        _set("loop.policy_state", {"policy": "ds2", "state": "gASV"}),
+        "loop.policy_state.state",
     ),
     "an old base64 model state": (
-        _set("analyzer.forecaster.model", {"name": "statsforecast-arima", "window": 90, "max_d": 1, "y": [],
-                                          "model": "not base64 at all!"}),
+        _set(
+            "analyzer.forecaster.model",
+            {"name": "statsforecast-arima", "window": 90, "max_d": 1, "y": [], "model": "not base64 at all!"},
+        ),
         "StatsForecastState",
     ),
 }
@@ -93,7 +96,9 @@ def _nan(document: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize("case", sorted(MISFITS) + ["a NaN"])
 def test_a_field_that_does_not_fit_moves_the_document_aside_and_the_agent_starts_fresh(
-    store_case: StoreCase, good_document: dict[str, Any], case: str  # noqa: F811
+    store_case: StoreCase,
+    good_document: dict[str, Any],
+    case: str,  # noqa: F811
 ) -> None:
     document = copy.deepcopy(good_document)
     if case == "a NaN":
@@ -143,6 +148,7 @@ def test_a_knowledge_file_that_is_not_utf8_is_moved_aside_not_overwritten(tmp_pa
 
 # ---------------------------------------------------------------------------------------------- start-up
 
+
 @pytest.fixture(autouse=True)
 def _reset_logging() -> Iterator[None]:
     yield
@@ -161,12 +167,16 @@ def fake_prometheus() -> Iterator[FakePrometheus]:
 
 def _config(directory: Path, prometheus: FakePrometheus, kubeconfig: Path, knowledge: Path) -> Path:
     config = directory / "perdix.yaml"
-    config.write_text(yaml.safe_dump({
-        "scale_target": {"kind": "deployment", "name": "flink-taskmanager", "kubeconfig": str(kubeconfig)},
-        "prometheus": {"url": prometheus.url, "timeout_s": 1},
-        "knowledge": {"path": str(knowledge)},
-        "telemetry": {"metrics_port": 0, "log_level": "error"},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "scale_target": {"kind": "deployment", "name": "flink-taskmanager", "kubeconfig": str(kubeconfig)},
+                "prometheus": {"url": prometheus.url, "timeout_s": 1},
+                "knowledge": {"path": str(knowledge)},
+                "telemetry": {"metrics_port": 0, "log_level": "error"},
+            }
+        )
+    )
     return config
 
 
@@ -180,7 +190,9 @@ def test_a_knowledge_path_that_cannot_be_written_is_a_start_up_error(
     else:
         (tmp_path / "afile").write_text("x")
         knowledge = tmp_path / "afile" / "knowledge.json"
-    result = CliRunner().invoke(app, ["run", "--config", str(_config(tmp_path, fake_prometheus, kubeconfig, knowledge))])
+    result = CliRunner().invoke(
+        app, ["run", "--config", str(_config(tmp_path, fake_prometheus, kubeconfig, knowledge))]
+    )
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("perdix: error: knowledge.path:"), result.output

@@ -105,7 +105,9 @@ def test_a_fast_loop_writes_its_knowledge_about_once_a_minute_and_at_once_after_
     rescaled = {r.now for r in run.rounds if r.rescaled_to is not None}
     assert rescaled, "the step should have been met by a rescale"
     assert rescaled <= set(store.saved_at), "a round that rescaled writes at once"
-    assert store.failed_at is not None and store.failed_at + 15.0 in store.saved_at, "a failed write is retried next round"
+    assert store.failed_at is not None and store.failed_at + 15.0 in store.saved_at, (
+        "a failed write is retried next round"
+    )
     assert np.diff(sorted([*store.saved_at, store.failed_at])).max() <= 60.0, "a write attempt at least once a minute"
     assert len(store.saved_at) < len(run.rounds) / 3, "not every 15-s round"
     reported = {r.now: r.knowledge for r in run.rounds if r.knowledge is not None}

@@ -96,12 +96,27 @@ def labels(vertex: str, subtask: int) -> dict[str, str]:
 
 def test_vertex_monitor_splits_series_by_vertex_and_subtask(fake_prometheus: FakePrometheus) -> None:
     fake_prometheus.answers = {
-        rendered("records_in"): Canned([(labels(SRC, 0), lambda t: 3000.0), (labels(COST, 0), lambda t: 1500.0),
-                                        (labels(COST, 1), lambda t: 1500.0)]),
-        rendered("records_out"): Canned([(labels(SRC, 0), lambda t: 3000.0), (labels(COST, 0), lambda t: 1500.0),
-                                         (labels(COST, 1), lambda t: 1500.0)]),
-        rendered("busy"): Canned([(labels(SRC, 0), lambda t: 0.1), (labels(COST, 0), lambda t: 0.75),
-                                  (labels(COST, 1), lambda t: None if t < SINCE + 30 else 0.75)]),
+        rendered("records_in"): Canned(
+            [
+                (labels(SRC, 0), lambda t: 3000.0),
+                (labels(COST, 0), lambda t: 1500.0),
+                (labels(COST, 1), lambda t: 1500.0),
+            ]
+        ),
+        rendered("records_out"): Canned(
+            [
+                (labels(SRC, 0), lambda t: 3000.0),
+                (labels(COST, 0), lambda t: 1500.0),
+                (labels(COST, 1), lambda t: 1500.0),
+            ]
+        ),
+        rendered("busy"): Canned(
+            [
+                (labels(SRC, 0), lambda t: 0.1),
+                (labels(COST, 0), lambda t: 0.75),
+                (labels(COST, 1), lambda t: None if t < SINCE + 30 else 0.75),
+            ]
+        ),
         rendered("state_size"): Canned([]),  # a stateless job: no RocksDB series, not a gap
     }
     monitor = VertexMonitor(PrometheusSettings(url=fake_prometheus.url), OperatorQueries())
@@ -143,7 +158,9 @@ def rest_scaler(fake: FakeFlinkRest) -> FlinkRestScaler:
 def test_graph_reader_reads_vertices_edges_and_slot_profile(flink_rest: FakeFlinkRest) -> None:
     graph = FlinkGraphReader(rest_scaler(flink_rest)).read()
     assert [(v.name, v.parallelism, v.upstream) for v in graph.vertices] == [
-        ("Source: log", 1, ()), ("cost", 2, (SRC,)), ("verify -> discard: Writer", 1, (COST,)),
+        ("Source: log", 1, ()),
+        ("cost", 2, (SRC,)),
+        ("verify -> discard: Writer", 1, (COST,)),
     ]
     assert graph.profile == MemoryProfile(128.0, 1.0) and graph.vertices[1].max_parallelism == 128
 
@@ -183,8 +200,9 @@ def kube() -> Iterator[tuple[FakeKubeAPI, k8s.ApiClient]]:
 def test_flinkdeployment_gets_vertex_overrides_and_enough_job_parallelism(kube: tuple[FakeKubeAPI, Any]) -> None:
     fake, api = kube
     settings = ScaleTargetSettings(kind="flinkdeployment", name="flink-job")
-    scaler = FlinkDeploymentVertexScaler(settings, api, backoff=Backoff(max_retries=0, sleep=lambda s: None,
-                                                                         rng=random.Random(1)))
+    scaler = FlinkDeploymentVertexScaler(
+        settings, api, backoff=Backoff(max_retries=0, sleep=lambda s: None, rng=random.Random(1))
+    )
     result = scaler.rescale_vertices({COST: 3}, reasons=("t",), dry_run=False)
     spec = fake.flinkdeployment("flink-job")["spec"]
     assert spec["flinkConfiguration"][OVERRIDES_KEY] == f"{COST}:3"
@@ -215,8 +233,14 @@ def whole_job_observation(now: float, *, workload: float = 6000.0) -> Observatio
     times = np.arange(now - 60, now)
     flat = np.full(60, 1.0)
     return Observation(
-        now=now, times=times, workload=flat * workload, worker_throughput={"tm-0": flat * min(workload, 4000.0)},
-        worker_cpu={}, consumer_lag=flat * 10.0, parallelism=1, uptime_s=3600.0,
+        now=now,
+        times=times,
+        workload=flat * workload,
+        worker_throughput={"tm-0": flat * min(workload, 4000.0)},
+        worker_cpu={},
+        consumer_lag=flat * 10.0,
+        parallelism=1,
+        uptime_s=3600.0,
         worker_busy={"tm-0": flat * 0.2},
     )
 
@@ -240,11 +264,16 @@ class SplitJobMonitor:
     def observe(self, *, since: float, now: float) -> OperatorObservation:
         times = np.arange(since, now)
         flat = np.ones(len(times))
-        graph = JobGraph("j", "split", (
-            GraphVertex(SRC, NAMES[SRC], self.parallelism[SRC]),
-            GraphVertex(COST, NAMES[COST], self.parallelism[COST], 128, (SRC,)),
-            GraphVertex(SINK, NAMES[SINK], self.parallelism[SINK], 128, (COST,)),
-        ), MemoryProfile(128.0))
+        graph = JobGraph(
+            "j",
+            "split",
+            (
+                GraphVertex(SRC, NAMES[SRC], self.parallelism[SRC]),
+                GraphVertex(COST, NAMES[COST], self.parallelism[COST], 128, (SRC,)),
+                GraphVertex(SINK, NAMES[SINK], self.parallelism[SINK], 128, (COST,)),
+            ),
+            MemoryProfile(128.0),
+        )
         carried = 4000.0
         series: dict[str, dict[str, dict[str, np.ndarray]]] = {}
         # A stateful sink is busy on its state: DS2 wants a second subtask, Justin memory first (hit rate low).
@@ -259,8 +288,9 @@ class SplitJobMonitor:
         if self.stateful_hit is not None:
             series[SINK]["cache_hit_rate"] = {"0": flat * self.stateful_hit}
             series[SINK]["state_size"] = {"0": flat * 1e9}
-        return OperatorObservation(now, times, graph, {vid: VertexSeries(vid, s) for vid, s in series.items()},
-                                   self.gaps)
+        return OperatorObservation(
+            now, times, graph, {vid: VertexSeries(vid, s) for vid, s in series.items()}, self.gaps
+        )
 
 
 class RecordingVertexScaler:
@@ -274,10 +304,16 @@ class RecordingVertexScaler:
         self.calls.append((dict(targets), dry_run))
         if not dry_run:
             self.monitor.parallelism.update(targets)
-        return RescaleResult(requested=max(targets.values()), confirmed=max(self.monitor.parallelism.values()),
-                             dry_run=dry_run, downtime_s=None if dry_run else 0.5)
+        return RescaleResult(
+            requested=max(targets.values()),
+            confirmed=max(self.monitor.parallelism.values()),
+            dry_run=dry_run,
+            downtime_s=None if dry_run else 0.5,
+        )
 
-    def apply_memory(self, managed_memory_per_slot_mb: float, *, reasons: tuple[str, ...], dry_run: bool) -> MemoryResult:
+    def apply_memory(
+        self, managed_memory_per_slot_mb: float, *, reasons: tuple[str, ...], dry_run: bool
+    ) -> MemoryResult:
         self.memory.append(managed_memory_per_slot_mb)
         return MemoryResult(managed_memory_per_slot_mb, managed_memory_per_slot_mb, dry_run)
 
@@ -310,20 +346,37 @@ class SlotBound(NoScaler):
         return min(upper, self.slots)
 
 
-def agent_for(tmp_path: Path, policy: str, monitor: SplitJobMonitor, *, dry_run: bool = False,
-              memory_applies: bool = False, kind: str = "flink-rest",
-              job_scaler: NoScaler | None = None) -> tuple[OperatorAgent, RecordingVertexScaler, Events]:
+def agent_for(
+    tmp_path: Path,
+    policy: str,
+    monitor: SplitJobMonitor,
+    *,
+    dry_run: bool = False,
+    memory_applies: bool = False,
+    kind: str = "flink-rest",
+    job_scaler: NoScaler | None = None,
+) -> tuple[OperatorAgent, RecordingVertexScaler, Events]:
     settings = Settings(
-        policy=policy, dry_run=dry_run, loop_interval_s=60.0, grace_period_s=0.0, max_parallelism=8,
+        policy=policy,
+        dry_run=dry_run,
+        loop_interval_s=60.0,
+        grace_period_s=0.0,
+        max_parallelism=8,
         scale_target=ScaleTargetSettings(kind=kind),  # type: ignore[arg-type]
         knowledge={"path": tmp_path / "k.json"},  # type: ignore[arg-type]
     )
     scaler = RecordingVertexScaler(monitor, memory_applies=memory_applies)
     events = Events()
     agent = OperatorAgent(
-        settings=settings, clock=SimulatedClock(NOW), monitor=WholeJobMonitor(), scaler=job_scaler or NoScaler(),
-        knowledge=FileKnowledgeStore(tmp_path / "k.json"), events=events,
-        telemetry=Telemetry(CollectorRegistry()), operator_monitor=monitor, vertex_scaler=scaler,  # type: ignore[arg-type]
+        settings=settings,
+        clock=SimulatedClock(NOW),
+        monitor=WholeJobMonitor(),
+        scaler=job_scaler or NoScaler(),
+        knowledge=FileKnowledgeStore(tmp_path / "k.json"),
+        events=events,
+        telemetry=Telemetry(CollectorRegistry()),
+        operator_monitor=monitor,
+        vertex_scaler=scaler,  # type: ignore[arg-type]
     )
     return agent, scaler, events
 
@@ -363,8 +416,9 @@ def test_every_vertex_is_planned_within_the_slots_the_cluster_has_free(tmp_path:
     agent.clock.advance(60.0)  # type: ignore[attr-defined]
     with capture_logs() as logs:
         agent.round()
-    assert scaler.calls[-1] == ({COST: 3}, False) and [e["event"] for e in logs if e["event"].startswith("planner.")] == [
-        "planner.uncapped"]
+    assert scaler.calls[-1] == ({COST: 3}, False) and [
+        e["event"] for e in logs if e["event"].startswith("planner.")
+    ] == ["planner.uncapped"]
 
 
 def test_dry_run_logs_the_per_vertex_plan_and_writes_nothing(tmp_path: Path) -> None:
@@ -416,7 +470,7 @@ def test_qescalor_recommends_a_profile_and_applies_its_parallelism(tmp_path: Pat
         agent.round()
     assert scaler.calls and scaler.calls[0][0].get(COST) == 3
     assert any(e["event"] == "profile.recommended" for e in logs)
-    assert ("ProfileRecommended" in [reason for reason, _ in events.emitted])
+    assert "ProfileRecommended" in [reason for reason, _ in events.emitted]
 
 
 def _flat_forecast() -> Any:
@@ -451,9 +505,12 @@ class AbsurdVertexMonitor(SplitJobMonitor):
         return seen
 
 
-@pytest.mark.parametrize(("query", "value"), [("busy", 5.0), ("busy", -0.5), ("records_in", -1000.0),
-                                              ("records_out", float("inf"))])
-def test_an_absurd_per_subtask_reading_is_a_gap_and_no_vertex_is_rescaled(tmp_path: Path, query: str, value: float) -> None:
+@pytest.mark.parametrize(
+    ("query", "value"), [("busy", 5.0), ("busy", -0.5), ("records_in", -1000.0), ("records_out", float("inf"))]
+)
+def test_an_absurd_per_subtask_reading_is_a_gap_and_no_vertex_is_rescaled(
+    tmp_path: Path, query: str, value: float
+) -> None:
     monitor = AbsurdVertexMonitor(query, value)
     agent, scaler, _ = agent_for(tmp_path, "ds2", monitor)
     result = agent.round()

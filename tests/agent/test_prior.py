@@ -94,9 +94,7 @@ def test_a_bad_prior_file_is_a_config_error_naming_the_key(tmp_path: Path) -> No
 
 def test_capacity_plan_command_writes_a_prior_the_agent_can_load(tmp_path: Path) -> None:
     out = tmp_path / "model.json"
-    result = CliRunner().invoke(
-        app, ["capacity-plan", "--target-rate", "200000", "--max-runs", "6", "--out", str(out)]
-    )
+    result = CliRunner().invoke(app, ["capacity-plan", "--target-rate", "200000", "--max-runs", "6", "--out", str(out)])
     assert result.exit_code == 0, result.output
     prior = load_capacity_prior(out)
     assert sorted(prior) == list(range(1, 17))

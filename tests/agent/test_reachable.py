@@ -22,7 +22,9 @@ class SlotBound(SimulatedScaler):
         return None if self.slots is None else min(upper, self.slots)
 
 
-def replay_on(slots: int | None, kind: type[SlotBound] = SlotBound) -> tuple[Replay, SlotBound, list[dict[str, object]]]:
+def replay_on(
+    slots: int | None, kind: type[SlotBound] = SlotBound
+) -> tuple[Replay, SlotBound, list[dict[str, object]]]:
     """The step trace (45k -> 95k/s; 14 workers wanted after it, 9 carry 97k/s) on ``slots`` slots (or as
     ``kind`` reads them)."""
     run = Replay(step_trace(), make_settings(), hours=1.5)
@@ -63,7 +65,11 @@ class Flaky(SlotBound):
 def test_a_failed_read_plans_within_the_settings_and_every_change_of_reach_is_logged_once() -> None:
     _, scaler, logs = replay_on(None, Flaky)
     events = [e["event"] for e in logs if e["event"].startswith("planner.")]
-    assert events[0] == "planner.reach_unread" and set(events) == {"planner.reach_unread", "planner.capped", "planner.uncapped"}
+    assert events[0] == "planner.reach_unread" and set(events) == {
+        "planner.reach_unread",
+        "planner.capped",
+        "planner.uncapped",
+    }
     assert events.count("planner.reach_unread") == 1, "said once, not every round it fails"
     assert events.count("planner.capped") == 1 and events.count("planner.uncapped") == 1
     executed = [(t, n) for t, n, dry in scaler.requests if not dry]

@@ -71,14 +71,20 @@ def test_the_same_instant_is_blocked_in_one_zone_and_not_in_another() -> None:
     ("values", "message"),
     [
         ({"safeguards.blocked_periods.periods": ["09:00-10:00"]}, "time_zone: set the IANA time zone"),
-        ({"safeguards.blocked_periods.periods": ["9-10"], "safeguards.blocked_periods.time_zone": "UTC"},
-         "neither a daily range"),
-        ({"safeguards.blocked_periods.periods": ["25:00-26:00"], "safeguards.blocked_periods.time_zone": "UTC"},
-         "is not a time range"),
+        (
+            {"safeguards.blocked_periods.periods": ["9-10"], "safeguards.blocked_periods.time_zone": "UTC"},
+            "neither a daily range",
+        ),
+        (
+            {"safeguards.blocked_periods.periods": ["25:00-26:00"], "safeguards.blocked_periods.time_zone": "UTC"},
+            "is not a time range",
+        ),
         ({"safeguards.blocked_periods.time_zone": "Mars/Olympus"}, "unknown time zone 'Mars/Olympus'"),
         ({"safeguards.memory.heap_usage_threshold": 1.5}, "safeguards.memory.heap_usage_threshold"),
-        ({"safeguards.memory.gc_pressure_threshold": 0.3, "scale_target.kind": "flink-rest"},
-         "prometheus.queries.gc_time: safeguards.memory.gc_pressure_threshold reads it"),
+        (
+            {"safeguards.memory.gc_pressure_threshold": 0.3, "scale_target.kind": "flink-rest"},
+            "prometheus.queries.gc_time: safeguards.memory.gc_pressure_threshold reads it",
+        ),
         ({"safeguards.quota.slots": 0}, "safeguards.quota.slots"),
     ],
 )
@@ -106,8 +112,12 @@ def test_reports_are_one_per_reason_code_per_interval() -> None:
     assert reporter.report((finding(SafeguardCode.MEMORY_PRESSURE),), now=1800.0)
     assert reporter.report((finding(SafeguardCode.QUOTA, Verdict.LIMITED),), now=1800.0)
     reasons = [(reason, type_) for reason, _, type_ in events.events]
-    assert reasons == [("ScalingVetoed", "Warning"), ("ScalingVetoed", "Warning"), ("ScalingVetoed", "Warning"),
-                       ("ScalingLimited", "Normal")]
+    assert reasons == [
+        ("ScalingVetoed", "Warning"),
+        ("ScalingVetoed", "Warning"),
+        ("ScalingVetoed", "Warning"),
+        ("ScalingLimited", "Normal"),
+    ]
     message = events.events[0][1]
     assert message.startswith("[memory-pressure] memory-pressure held") and "from=6, to=4" in message
     assert "unused" not in message
@@ -118,8 +128,7 @@ def test_reports_are_one_per_reason_code_per_interval() -> None:
 
 def test_an_ineffective_scale_out_is_judged_once_settled_remembered_and_aged_out() -> None:
     memory = IneffectiveScaleOuts(EffectivenessSettings(enabled=True, forget_after_s=3600.0))
-    memory.watch(now=0.0, from_parallelism=4, to_parallelism=6, workload=10_000.0,
-                 capacities={4: 8_000.0, 6: 12_000.0})
+    memory.watch(now=0.0, from_parallelism=4, to_parallelism=6, workload=10_000.0, capacities={4: 8_000.0, 6: 12_000.0})
     # Not settled yet, then settled: 8,100 of a predicted 12,000.
     assert memory.judge(now=60.0, parallelism=6, capacities={6: 8_100.0}, settled=False, cause=None) is None
     record = memory.judge(now=240.0, parallelism=6, capacities={6: 8_100.0}, settled=True, cause="skew")
@@ -152,8 +161,14 @@ def test_an_effective_or_superseded_scale_out_is_not_remembered() -> None:
 
 def test_memory_pressure_is_the_worst_taskmanagers_mean() -> None:
     obs = Observation(
-        now=10.0, times=np.arange(3.0), workload=np.ones(3), worker_throughput={}, worker_cpu={},
-        consumer_lag=np.zeros(3), parallelism=2, uptime_s=100.0,
+        now=10.0,
+        times=np.arange(3.0),
+        workload=np.ones(3),
+        worker_throughput={},
+        worker_cpu={},
+        consumer_lag=np.zeros(3),
+        parallelism=2,
+        uptime_s=100.0,
         taskmanager_heap_usage={"tm-a": np.array([0.5, 0.6, np.nan]), "tm-b": np.array([0.9, 0.95, 0.85])},
         taskmanager_gc_pressure={"tm-a": np.array([0.3, 0.3, 0.3]), "tm-b": np.array([np.nan] * 3)},
     )
@@ -228,8 +243,9 @@ def test_within_a_blocked_period_only_a_needed_recovery_rescales() -> None:
     # The simulated clock starts at 1970-01-01 00:00 UTC; the workload steps up at 40 min.
     trace = steps([(0.0, 45_000.0), (2400.0, 95_000.0)], 2 * 3600)
     blocked = {"safeguards.blocked_periods.periods": ["00:00-01:00"], "safeguards.blocked_periods.time_zone": "UTC"}
-    strict = Replay(trace, lab_settings(**blocked, **{"safeguards.blocked_periods.recovery_scale_out": False}),
-                    hours=1.5)
+    strict = Replay(
+        trace, lab_settings(**blocked, **{"safeguards.blocked_periods.recovery_scale_out": False}), hours=1.5
+    )
     strict.run()
     assert all(t > 3600 for t, _ in executed(strict)), executed(strict)
     assert any(f.code is SafeguardCode.BLOCKED_PERIOD for r in strict.rounds for f in r.findings)
@@ -245,8 +261,11 @@ def test_within_a_blocked_period_only_a_needed_recovery_rescales() -> None:
 def test_every_policy_plans_within_the_slot_quota() -> None:
     trace = steps([(0.0, 45_000.0), (1200.0, 95_000.0)], 2 * 3600)
     for policy in ("daedalus", "ds2", "flink-autoscaler"):
-        run = Replay(trace, lab_settings(policy=policy, **{"simulator.initial_parallelism": 3,
-                                                          "safeguards.quota.slots": 5}), hours=1.0)
+        run = Replay(
+            trace,
+            lab_settings(policy=policy, **{"simulator.initial_parallelism": 3, "safeguards.quota.slots": 5}),
+            hours=1.0,
+        )
         run.run()
         assert executed(run) and max(n for _, n in executed(run)) <= 5, (policy, executed(run))
         # 95,000 records/s need more than five workers: each policy's decision at the cap is reported limited.
@@ -263,8 +282,14 @@ def test_ineffective_scale_outs_survive_a_restart_in_the_knowledge() -> None:
     memory.records = (
         *memory.records,
         IneffectiveScaleOut(
-            at=run.clock.now(), from_parallelism=6, to_parallelism=8, workload=45_000.0, capacity_before=50_000.0,
-            predicted_capacity=66_000.0, measured_capacity=50_500.0, cause=None,
+            at=run.clock.now(),
+            from_parallelism=6,
+            to_parallelism=8,
+            workload=45_000.0,
+            capacity_before=50_000.0,
+            predicted_capacity=66_000.0,
+            measured_capacity=50_500.0,
+            cause=None,
         ),
     )
     run.agent.knowledge.save(run.agent.document())
@@ -288,8 +313,9 @@ def test_the_loop_judges_its_scale_out_reports_it_and_holds_the_next_one() -> No
     analysis = run.rounds[-1].analysis
     assert analysis is not None
     # A scale-out 4 -> 6 predicted to carry 12,000 records/s more, measured at 100 more, 10 minutes on.
-    agent.safeguards.ineffective.watch(now=now - 600, from_parallelism=4, to_parallelism=6, workload=45_000.0,
-                                       capacities={4: 40_000.0, 6: 52_000.0})
+    agent.safeguards.ineffective.watch(
+        now=now - 600, from_parallelism=4, to_parallelism=6, workload=45_000.0, capacities={4: 40_000.0, 6: 52_000.0}
+    )
     agent.last_rescale_at = now - 600
     settled = replace(analysis, parallelism=6, capacities={**analysis.capacities, 6: 40_100.0}, recovering=False)
     agent._judge_scale_out(settled, {"0": 0.98, "1": 0.3, "2": 0.2}, now)
@@ -299,8 +325,13 @@ def test_the_loop_judges_its_scale_out_reports_it_and_holds_the_next_one() -> No
     assert [reason for reason, _, _ in events.events] == ["IneffectiveScaling"]
     # The policy's next scale-out past 4 is vetoed while the workload stays near 45,000 records/s.
     review = agent.safeguards.review(
-        decided(6, 8, 8, ["scale out"]), current=6, now=now,
-        pressure=memory_pressure(None), workload=46_000.0, recovery_s=10.0, target_recovery_s=300.0,
+        decided(6, 8, 8, ["scale out"]),
+        current=6,
+        now=now,
+        pressure=memory_pressure(None),
+        workload=46_000.0,
+        recovery_s=10.0,
+        target_recovery_s=300.0,
     )
     assert review.decision.target_parallelism == 6
     assert [f.code for f in review.findings] == [SafeguardCode.INEFFECTIVE_SCALE_OUT]
@@ -317,14 +348,16 @@ def test_a_per_vertex_plan_keeps_the_vertices_a_safeguard_holds() -> None:
     planned = {"src": 2, "map": 2, "sink": 3}
     names = {"src": "Source: log", "map": "cost", "sink": "sink"}
     full = MemoryPressure(heap_usage=0.95, heap_taskmanager="tm-1")
-    kept, findings = guards.review_vertices(before, planned, names, now=0.0, pressure=full, recovery_s=10.0,
-                                            target_recovery_s=300.0)
+    kept, findings = guards.review_vertices(
+        before, planned, names, now=0.0, pressure=full, recovery_s=10.0, target_recovery_s=300.0
+    )
     # The scale-in of 'cost' waits; the scale-out of 'sink' goes ahead.
     assert kept == {"src": 2, "map": 4, "sink": 3}
     assert [f.figures["vertex"] for f in findings] == ["cost"] and findings[0].message.startswith("cost: ")
     calm = MemoryPressure(heap_usage=0.5, heap_taskmanager="tm-1")
-    assert guards.review_vertices(before, planned, names, now=0.0, pressure=calm, recovery_s=10.0,
-                                  target_recovery_s=300.0) == (planned, ())
+    assert guards.review_vertices(
+        before, planned, names, now=0.0, pressure=calm, recovery_s=10.0, target_recovery_s=300.0
+    ) == (planned, ())
 
 
 def test_every_finding_is_counted_by_code_and_verdict() -> None:
@@ -336,8 +369,12 @@ def test_every_finding_is_counted_by_code_and_verdict() -> None:
     registry = CollectorRegistry()
     telemetry = Telemetry(registry)
     for _ in range(3):
-        telemetry.record_round(RoundResult(now=0.0, findings=(finding(SafeguardCode.MEMORY_PRESSURE),
-                                                              finding(SafeguardCode.QUOTA, Verdict.LIMITED))))
+        telemetry.record_round(
+            RoundResult(
+                now=0.0,
+                findings=(finding(SafeguardCode.MEMORY_PRESSURE), finding(SafeguardCode.QUOTA, Verdict.LIMITED)),
+            )
+        )
     value = registry.get_sample_value
     assert value("perdix_safeguard_findings_total", {"code": "memory-pressure", "verdict": "vetoed"}) == 3
     assert value("perdix_safeguard_findings_total", {"code": "quota", "verdict": "limited"}) == 3
@@ -351,8 +388,9 @@ def test_the_per_operator_round_is_held_by_a_blocked_period_and_capped_by_the_qu
     # DS2 wants the costly vertex at 3 (it runs at 2); every minute is blocked, recovery scale-outs off.
     monitor = SplitJobMonitor()
     agent, scaler, events = agent_for(tmp_path / "blocked", "ds2", monitor)
-    blocked = SafeguardSettings(blocked_periods={"periods": ["* * * * *"], "time_zone": "UTC",
-                                                 "recovery_scale_out": False})
+    blocked = SafeguardSettings(
+        blocked_periods={"periods": ["* * * * *"], "time_zone": "UTC", "recovery_scale_out": False}
+    )
     agent.safeguards = Safeguards(blocked, events)
     result = agent.round()
     assert scaler.calls == [] and monitor.parallelism[COST] == 2
@@ -411,8 +449,17 @@ def test_a_malformed_ineffective_record_is_refused_by_the_knowledge_schema(field
     from agent.knowledge.document import SCHEMA_VERSION
     from agent.knowledge.schema import validate_document
 
-    good = {"at": 10.0, "from_parallelism": 4, "to_parallelism": 6, "workload": 1000.0, "capacity_before": 900.0,
-            "predicted_capacity": 1400.0, "measured_capacity": 910.0, "cause": None, "vertex": None}
+    good = {
+        "at": 10.0,
+        "from_parallelism": 4,
+        "to_parallelism": 6,
+        "workload": 1000.0,
+        "capacity_before": 900.0,
+        "predicted_capacity": 1400.0,
+        "measured_capacity": 910.0,
+        "cause": None,
+        "vertex": None,
+    }
     assert validate_document({"version": SCHEMA_VERSION, "loop": {"ineffective_scale_outs": [good]}})
     with pytest.raises(ValueError, match="ineffective_scale_outs|NaN"):
         validate_document({"version": SCHEMA_VERSION, "loop": {"ineffective_scale_outs": [{**good, field: value}]}})

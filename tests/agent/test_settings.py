@@ -65,27 +65,46 @@ def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
         # malformed PromQL
         ("prometheus:\n  queries:\n    workload: 'sum(rate(x[1m])'\n", "prometheus.queries.workload: malformed PromQL"),
         # a policy that runs only in the lab, or not at all, or only on a per-vertex target
-        ("policy: justin\n", "policy: 'justin' sets the parallelism of each job vertex: scale_target.kind must be one "
-         "of flink-rest, flinkdeployment, not 'simulated'"),
-        ("policy: qescalor\nscale_target:\n  kind: deployment\n", "policy: 'qescalor' sets the parallelism of each job "
-         "vertex"),
+        (
+            "policy: justin\n",
+            "policy: 'justin' sets the parallelism of each job vertex: scale_target.kind must be one "
+            "of flink-rest, flinkdeployment, not 'simulated'",
+        ),
+        (
+            "policy: qescalor\nscale_target:\n  kind: deployment\n",
+            "policy: 'qescalor' sets the parallelism of each job vertex",
+        ),
         ("policy: oracle\n", "policy: 'oracle' runs only in the lab (it reads the simulator's true future"),
-        ("policy: daedelus\n", "policy: unknown policy 'daedelus'; one of daedalus, static, flink-autoscaler, ds2, hpa, keda-lag"),
+        (
+            "policy: daedelus\n",
+            "policy: unknown policy 'daedelus'; one of daedalus, static, flink-autoscaler, ds2, hpa, keda-lag",
+        ),
         # the flink-autoscaler's options are validated like the rest
         ("flink_autoscaler:\n  target_utilization: 1.5\n", "flink_autoscaler.target_utilization:"),
         ("flink_autoscaler:\n  metrics_window: 900\n", "flink_autoscaler.metrics_window: unknown key"),
         # CPU is a TaskManager's: with workers named by subtask (the default) nothing could pair it with a worker
-        ("utilization: cpu\nscale_target:\n  kind: flink-rest\n",
-         "prometheus.worker_label: utilization: cpu reads CPU per TaskManager"),
-        ("policy: hpa\nscale_target:\n  kind: deployment\n", "prometheus.worker_label: policy: 'hpa' reads CPU per TaskManager"),
+        (
+            "utilization: cpu\nscale_target:\n  kind: flink-rest\n",
+            "prometheus.worker_label: utilization: cpu reads CPU per TaskManager",
+        ),
+        (
+            "policy: hpa\nscale_target:\n  kind: deployment\n",
+            "prometheus.worker_label: policy: 'hpa' reads CPU per TaskManager",
+        ),
         # KEDA's scaler reads each Kafka partition's lag: on a real job it needs kafka_exporter's offsets
-        ("policy: keda-lag\nscale_target:\n  kind: flink-rest\n",
-         "prometheus.queries.partition_end_offsets: policy 'keda-lag' reads the lag of each source partition"),
-        ("policy: keda-lag\nscale_target:\n  kind: flink-rest\nprometheus:\n  queries:\n"
-         "    partition_end_offsets: 'max by (partition) (kafka_topic_partition_current_offset)'\n",
-         "prometheus.queries.partition_committed_offsets: policy 'keda-lag'"),
-        ("prometheus:\n  queries:\n    partition_end_offsets: 'max by (partition) (x'\n",
-         "prometheus.queries.partition_end_offsets: malformed PromQL"),
+        (
+            "policy: keda-lag\nscale_target:\n  kind: flink-rest\n",
+            "prometheus.queries.partition_end_offsets: policy 'keda-lag' reads the lag of each source partition",
+        ),
+        (
+            "policy: keda-lag\nscale_target:\n  kind: flink-rest\nprometheus:\n  queries:\n"
+            "    partition_end_offsets: 'max by (partition) (kafka_topic_partition_current_offset)'\n",
+            "prometheus.queries.partition_committed_offsets: policy 'keda-lag'",
+        ),
+        (
+            "prometheus:\n  queries:\n    partition_end_offsets: 'max by (partition) (x'\n",
+            "prometheus.queries.partition_end_offsets: malformed PromQL",
+        ),
         # the simulated job is the lab's: the daemon's settings have no such section
         ("simulator:\n  partitions: 24\n", "simulator: unknown key"),
     ],
@@ -122,7 +141,9 @@ def test_bad_lab_config_is_one_line_naming_the_key(tmp_path: Path, yaml_text: st
 
 def test_cpu_readers_run_with_workers_named_by_taskmanager(tmp_path: Path) -> None:
     for text in ("utilization: cpu\n", "policy: hpa\n"):
-        settings = load_settings(write(tmp_path, text + "scale_target:\n  kind: flink-rest\nprometheus:\n  worker_label: tm_id\n"))
+        settings = load_settings(
+            write(tmp_path, text + "scale_target:\n  kind: flink-rest\nprometheus:\n  worker_label: tm_id\n")
+        )
         assert settings.prometheus.worker_label == "tm_id" and "cpu" not in settings.skipped_queries
         # The embedded simulator reads no Prometheus: any worker label will do there.
         assert load_settings(write(tmp_path, text)).scale_target.kind == "simulated"
@@ -177,11 +198,16 @@ def test_every_field_has_a_description() -> None:
 def test_flink_autoscaler_options_reach_the_policy(tmp_path: Path) -> None:
     from agent.loop import policy_for
 
-    config = write(tmp_path, "policy: flink-autoscaler\nflink_autoscaler:\n  stabilization_s: 20\n  metrics_window_s: 60\n"
-                             "  scale_down_interval_s: 0\n  target_utilization: 0.8\n")
+    config = write(
+        tmp_path,
+        "policy: flink-autoscaler\nflink_autoscaler:\n  stabilization_s: 20\n  metrics_window_s: 60\n"
+        "  scale_down_interval_s: 0\n  target_utilization: 0.8\n",
+    )
     options = policy_for(load_settings(config)).core.settings  # type: ignore[attr-defined]
     assert (options.stabilization_s, options.metrics_window_s, options.scale_down_interval_s) == (20, 60, 0)
-    assert options.target_utilization == 0.8 and options.catch_up_duration_s == 1800  # the rest: the operator's defaults
+    assert (
+        options.target_utilization == 0.8 and options.catch_up_duration_s == 1800
+    )  # the rest: the operator's defaults
     assert policy_for(load_settings(write(tmp_path, "policy: hpa\n"))).name == "hpa"
 
 

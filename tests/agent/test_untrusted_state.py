@@ -97,27 +97,35 @@ def _knowledge_run(tmp_path: Path, **overrides: Any) -> tuple[Replay, Path]:
     return run, path
 
 
-def _restart_on(run: Replay, path: Path, document: dict[str, Any], marker: Path) -> tuple[Agent, list[dict[str, Any]], Telemetry]:
+def _restart_on(
+    run: Replay, path: Path, document: dict[str, Any], marker: Path
+) -> tuple[Agent, list[dict[str, Any]], Telemetry]:
     """Write ``document`` as the knowledge and start a new agent on it (a restart), with its own telemetry."""
     path.write_text(json.dumps(document))
     telemetry = Telemetry(CollectorRegistry())
     with capture_logs() as logs:
         agent = Agent(
-            settings=run.settings, clock=run.clock, monitor=run.monitor, scaler=run.scaler,
-            knowledge=FileKnowledgeStore(path), analyzer=Analyzer(run.settings, executor=run.background),
+            settings=run.settings,
+            clock=run.clock,
+            monitor=run.monitor,
+            scaler=run.scaler,
+            knowledge=FileKnowledgeStore(path),
+            analyzer=Analyzer(run.settings, executor=run.background),
             telemetry=telemetry,
         )
     assert not marker.exists(), "the payload ran"
     return agent, logs, telemetry
 
 
-def _refused_and_running(run: Replay, agent: Agent, logs: list[dict[str, Any]], telemetry: Telemetry, path: Path,
-                         raw: str, marker: Path) -> None:
+def _refused_and_running(
+    run: Replay, agent: Agent, logs: list[dict[str, Any]], telemetry: Telemetry, path: Path, raw: str, marker: Path
+) -> None:
     events = [e["event"] for e in logs]
     assert "knowledge.restore_failed" in events and "knowledge.restored" not in events, events
-    assert telemetry.registry.get_sample_value(
-        "perdix_states_refused_total", {"source": "knowledge", "kind": "restore"}
-    ) == 1.0
+    assert (
+        telemetry.registry.get_sample_value("perdix_states_refused_total", {"source": "knowledge", "kind": "restore"})
+        == 1.0
+    )
     (aside,) = path.parent.glob("knowledge.json.bad-*")
     assert aside.read_text() == raw, "the refused document was not kept byte for byte"
     run.agent = agent
@@ -149,8 +157,13 @@ def test_knowledge_with_a_registry_model_whose_residual_holds_a_pickle_is_moved_
     run, path = _knowledge_run(tmp_path)
     document = json.loads(path.read_text())
     document["analyzer"]["forecaster"]["model"] = {
-        "name": "registry", "job": "orders", "version": V1, "backtest_wape": 0.01, "agent_step_s": 10.0,
-        "buffer": [], "model": _seasonal_with_statsforecast_residual(marker),
+        "name": "registry",
+        "job": "orders",
+        "version": V1,
+        "backtest_wape": 0.01,
+        "agent_step_s": 10.0,
+        "buffer": [],
+        "model": _seasonal_with_statsforecast_residual(marker),
     }
     agent, logs, telemetry = _restart_on(run, path, document, marker)
     _refused_and_running(run, agent, logs, telemetry, path, json.dumps(document), marker)
@@ -163,7 +176,9 @@ def test_a_registry_artifact_with_a_pickle_and_valid_checksums_is_refused_and_th
     root = tmp_path / "registry"
     registry = ModelRegistry(str(root))
     # publish() writes the commit marker over exactly these bytes: the checksums match, as a forger's would.
-    registry.publish("orders", V1, metadata={"backtest": {"wape": 0.0001}}, model=_seasonal_with_statsforecast_residual(marker))
+    registry.publish(
+        "orders", V1, metadata={"backtest": {"wape": 0.0001}}, model=_seasonal_with_statsforecast_residual(marker)
+    )
     with pytest.raises(CorruptArtifact, match="model state refused"):
         RegistryReader(str(root)).load("orders", V1)
     assert not marker.exists()
@@ -172,17 +187,23 @@ def test_a_registry_artifact_with_a_pickle_and_valid_checksums_is_refused_and_th
     run = Replay(flat(), settings, hours=1)
     telemetry = Telemetry(CollectorRegistry())
     run.agent = Agent(
-        settings=settings, clock=run.clock, monitor=run.monitor, scaler=run.scaler, knowledge=run.knowledge,
-        analyzer=Analyzer(settings, executor=run.background), telemetry=telemetry,
+        settings=settings,
+        clock=run.clock,
+        monitor=run.monitor,
+        scaler=run.scaler,
+        knowledge=run.knowledge,
+        analyzer=Analyzer(settings, executor=run.background),
+        telemetry=telemetry,
     )
     with capture_logs() as logs:
         run.run(until_s=900)
     assert not marker.exists(), "the payload ran"
     corrupt = [e for e in logs if e["event"] == "model_reload.corrupt"]
     assert len(corrupt) == 1 and corrupt[0]["log_level"] == "warning" and "model state refused" in corrupt[0]["reason"]
-    assert telemetry.registry.get_sample_value(
-        "perdix_states_refused_total", {"source": "registry", "kind": "corrupt"}
-    ) == 1.0
+    assert (
+        telemetry.registry.get_sample_value("perdix_states_refused_total", {"source": "registry", "kind": "corrupt"})
+        == 1.0
+    )
     assert all(r.outcome.status is RoundStatus.COMPLETED for r in run.rounds)
     model = run.agent.analyzer.forecaster.model
     assert model is not None and not isinstance(model, ReloadedForecaster), "the online model did not stay"

@@ -67,8 +67,7 @@ def tree(path: Path) -> dict[str, bytes | None]:
     if path.is_file():
         return {".": path.read_bytes()}
     return {
-        str(item.relative_to(path)): (item.read_bytes() if item.is_file() else None)
-        for item in sorted(path.rglob("*"))
+        str(item.relative_to(path)): (item.read_bytes() if item.is_file() else None) for item in sorted(path.rglob("*"))
     }
 
 

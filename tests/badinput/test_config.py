@@ -16,8 +16,16 @@ CONFIGS: list[tuple[str, bytes | None, str]] = [
     ("binary", bytes(range(256)) * 4, "not UTF-8"),
     ("a list, not a mapping", b"- dry_run\n- true\n", "must hold a mapping of settings, not list"),
     ("a scalar", b"just words\n", "must hold a mapping of settings, not str"),
-    ("a key given twice", b"dry_run: true\nloop_interval_s: 30\ndry_run: false\n", ":3: not valid YAML: key 'dry_run' given twice (first on line 1)"),
-    ("a nested key given twice", b"prometheus:\n  url: http://a\n  url: http://b\n", ":3: not valid YAML: key 'url' given twice"),
+    (
+        "a key given twice",
+        b"dry_run: true\nloop_interval_s: 30\ndry_run: false\n",
+        ":3: not valid YAML: key 'dry_run' given twice (first on line 1)",
+    ),
+    (
+        "a nested key given twice",
+        b"prometheus:\n  url: http://a\n  url: http://b\n",
+        ":3: not valid YAML: key 'url' given twice",
+    ),
     ("not YAML", b"dry_run: [true\n", "not valid YAML"),
     ("tab indentation", b"prometheus:\n\turl: x\n", ":2: not valid YAML"),
     ("nested too deeply", b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "YAML"),
@@ -25,13 +33,25 @@ CONFIGS: list[tuple[str, bytes | None, str]] = [
     ("unknown key", b"loop_interval: 60\n", "loop_interval: unknown key"),
     ("unknown nested key", b"prometheus:\n  uri: http://x\n", "prometheus.uri: unknown key"),
     ("a section that is a string", b"prometheus: notamapping\n", "prometheus:"),
-    ("loop_interval_s 1e12", b"loop_interval_s: 1e12\n", "loop_interval_s: Input should be less than or equal to 86400"),
+    (
+        "loop_interval_s 1e12",
+        b"loop_interval_s: 1e12\n",
+        "loop_interval_s: Input should be less than or equal to 86400",
+    ),
     ("loop_interval_s .inf", b"loop_interval_s: .inf\n", "loop_interval_s: Input should be a finite number"),
     ("loop_interval_s .nan", b"loop_interval_s: .nan\n", "loop_interval_s: Input should be a finite number"),
     ("loop_interval_s 0", b"loop_interval_s: 0\n", "loop_interval_s: Input should be greater than 0"),
     ("target_recovery_time_s negative", b"target_recovery_time_s: -5\n", "target_recovery_time_s"),
-    ("max_parallelism past Flink's limit", b"max_parallelism: 100000\n", "max_parallelism: Input should be less than or equal to 32768"),
-    ("min_parallelism above max", b"min_parallelism: 8\nmax_parallelism: 4\n", "min_parallelism (8) > max_parallelism (4)"),
+    (
+        "max_parallelism past Flink's limit",
+        b"max_parallelism: 100000\n",
+        "max_parallelism: Input should be less than or equal to 32768",
+    ),
+    (
+        "min_parallelism above max",
+        b"min_parallelism: 8\nmax_parallelism: 4\n",
+        "min_parallelism (8) > max_parallelism (4)",
+    ),
     ("a timeout of .inf", b"prometheus:\n  timeout_s: .inf\n", "prometheus.timeout_s: Input should be a finite number"),
     ("a count that is not a whole number", b"max_parallelism: 4.5\n", "max_parallelism"),
     ("a boolean that is a word", b"forecast_selection: perhaps\n", "forecast_selection"),
@@ -89,7 +109,14 @@ def test_a_bad_environment_variable_is_named_in_its_own_error(
 
 def test_a_bad_simulator_variable_is_named_for_simulate(tmp_path: Path) -> None:
     result = run_perdix(
-        "simulate", "--trace", good_trace(tmp_path / "t.csv"), "--hours", "0.2", "--out", "out", cwd=tmp_path,
+        "simulate",
+        "--trace",
+        good_trace(tmp_path / "t.csv"),
+        "--hours",
+        "0.2",
+        "--out",
+        "out",
+        cwd=tmp_path,
         env={"PERDIX_SIMULATOR__PARTITIONS": "0"},
     )
     assert_one_line(result, "environment variable PERDIX_SIMULATOR__PARTITIONS", "partitions (0)")

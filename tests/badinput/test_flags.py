@@ -52,7 +52,7 @@ def _others(command: str, flag: str) -> list[str]:
     while index < len(args):
         takes_value = index + 1 < len(args) and not args[index + 1].startswith("--")
         if args[index] != flag:
-            out += args[index:index + 1 + takes_value]
+            out += args[index : index + 1 + takes_value]
         index += 1 + takes_value
     return out
 
@@ -79,7 +79,11 @@ CASES = [
 
 @pytest.mark.parametrize(("command", "flag", "value"), CASES)
 def test_a_numeric_flag_out_of_its_range_is_one_line_naming_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, flag: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    flag: str,
     value: str,
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -106,8 +110,9 @@ def test_every_command_with_a_numeric_flag_is_swept() -> None:
 def test_serve_metrics_refuses_a_speed_it_cannot_keep(tmp_path: Path, speed: str) -> None:
     """--speed nan killed the exporter's thread while the process went on serving frozen metrics."""
     trace = good_trace(tmp_path / "t.csv")
-    result = run_perdix("simulate", "--trace", trace, "--serve-metrics", "127.0.0.1:0", "--speed", speed,
-                        cwd=tmp_path, timeout=60)
+    result = run_perdix(
+        "simulate", "--trace", trace, "--serve-metrics", "127.0.0.1:0", "--speed", speed, cwd=tmp_path, timeout=60
+    )
     assert_one_line(result, "--speed", speed.replace("1e9", "1000000000.0").replace("inf", "inf"))
 
 
@@ -121,21 +126,44 @@ def test_serve_metrics_refuses_a_speed_it_cannot_keep(tmp_path: Path, speed: str
         (["export-history", "--from-simulation", "t.csv", "--job", "j", "--out", "h", "--hours", "-0.5"], "'--hours'"),
         (["capacity-plan", "--target-rate", "0", "--out", "m.json"], "--target-rate: must be above 0"),
         (["simulate", "--trace", "t.csv", "--failures-per-hour", "nan", "--out", "out"], "'--failures-per-hour'"),
-        (["simulate", "--trace", "t.csv", "--target-recovery-time-s", "inf", "--out", "out"],
-         "command line: target_recovery_time_s"),
+        (
+            ["simulate", "--trace", "t.csv", "--target-recovery-time-s", "inf", "--out", "out"],
+            "command line: target_recovery_time_s",
+        ),
         (["simulate", "--trace", "t.csv", "--seed", "-3", "--out", "out"], "command line: simulator.seed"),
         (["simulate", "--trace", "t.csv", "--bogus", "--out", "out"], "No such option: --bogus"),
         (["simulate", "--hours", "0.2"], "Missing option '--trace'"),
         (["evaluate", "--policies", "nosuch", "--trace", "t.csv", "--out", "out"], "unknown policy 'nosuch'"),
         (["evaluate", "--corpus", "bogus", "--out", "out"], "--corpus: 'bogus'"),
-        (["export-history", "--prometheus", "http://127.0.0.1:1", "--since", "yesterday-ish", "--job", "j",
-          "--out", "h"], "--since: not a time"),
+        (
+            [
+                "export-history",
+                "--prometheus",
+                "http://127.0.0.1:1",
+                "--since",
+                "yesterday-ish",
+                "--job",
+                "j",
+                "--out",
+                "h",
+            ],
+            "--since: not a time",
+        ),
         (["export-history", "--from-simulation", "t.csv", "--job", "a/b", "--out", "h"], "job name 'a/b'"),
         (["export-history", "--job", "j", "--out", "h"], "give exactly one of --prometheus URL or --from-simulation"),
-        (["capacity-plan", "--target-rate", "100", "--out", "m.json", "--probes", "3"], "--probes: only for --testbed flink"),
-        (["capacity-plan", "--target-rate", "100", "--out", "m.json", "--testbed", "moon"], "--testbed: unknown testbed"),
+        (
+            ["capacity-plan", "--target-rate", "100", "--out", "m.json", "--probes", "3"],
+            "--probes: only for --testbed flink",
+        ),
+        (
+            ["capacity-plan", "--target-rate", "100", "--out", "m.json", "--testbed", "moon"],
+            "--testbed: unknown testbed",
+        ),
         (["retrain", "--history", "nowhere", "--registry", "r", "--serial"], "nowhere"),
-        (["simulate", "--trace", "t.csv", "--serve-metrics", "localhost", "--out", "out"], "--serve-metrics: expected HOST:PORT"),
+        (
+            ["simulate", "--trace", "t.csv", "--serve-metrics", "localhost", "--out", "out"],
+            "--serve-metrics: expected HOST:PORT",
+        ),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else None,
 )

@@ -41,7 +41,9 @@ PRIOR_CASES = [
 
 @pytest.mark.parametrize("command", ["simulate", "evaluate"])
 @pytest.mark.parametrize(("case", "fragment"), PRIOR_CASES, ids=[case for case, _ in PRIOR_CASES])
-def test_a_bad_capacity_model_file_is_one_line_naming_it(tmp_path: Path, command: str, case: str, fragment: str) -> None:
+def test_a_bad_capacity_model_file_is_one_line_naming_it(
+    tmp_path: Path, command: str, case: str, fragment: str
+) -> None:
     prior = _prior(tmp_path, case)
     (tmp_path / "perdix.yaml").write_text(f"capacity_prior_path: {prior}\n")
     good_trace(tmp_path / "t.csv")
@@ -63,7 +65,11 @@ def test_a_bad_capacity_model_file_is_one_line_naming_it(tmp_path: Path, command
 )
 @pytest.mark.parametrize(
     ("content", "fragment"),
-    [(b"simulator:\n  seed: 1\n# \xff\n", "not UTF-8"), (b"- a\n", "mapping"), (b"simulator:\n  partitions: .nan\n", "simulator.partitions")],
+    [
+        (b"simulator:\n  seed: 1\n# \xff\n", "not UTF-8"),
+        (b"- a\n", "mapping"),
+        (b"simulator:\n  partitions: .nan\n", "simulator.partitions"),
+    ],
     ids=["not UTF-8", "a list", "NaN"],
 )
 def test_a_bad_config_file_is_one_line_for_the_lab_and_batch_commands(

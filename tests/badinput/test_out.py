@@ -16,7 +16,17 @@ def _command(name: str, out: str) -> list[str]:
         "simulate": ["simulate", "--trace", "t.csv", "--hours", "0.2", "--out", out],
         "evaluate": ["evaluate", "--trace", "t.csv", "--hours", "0.2", "--out", out, "--policies", "static"],
         "capacity-plan": ["capacity-plan", "--target-rate", "5000", "--max-runs", "5", "--out", out],
-        "export-history": ["export-history", "--from-simulation", "t.csv", "--job", "j", "--hours", "0.2", "--out", out],
+        "export-history": [
+            "export-history",
+            "--from-simulation",
+            "t.csv",
+            "--job",
+            "j",
+            "--hours",
+            "0.2",
+            "--out",
+            out,
+        ],
     }[name]
 
 
@@ -76,16 +86,12 @@ OUTS: list[tuple[str, Setup, tuple[str, ...]]] = [
 ]
 
 CASES = [
-    pytest.param(command, setup, id=f"{command}: {case}")
-    for case, setup, commands in OUTS
-    for command in commands
+    pytest.param(command, setup, id=f"{command}: {case}") for case, setup, commands in OUTS for command in commands
 ]
 
 
 @pytest.mark.parametrize(("command", "setup"), CASES)
-def test_a_bad_out_is_refused_before_any_work_and_nothing_is_lost(
-    open_dir: Path, command: str, setup: Setup
-) -> None:
+def test_a_bad_out_is_refused_before_any_work_and_nothing_is_lost(open_dir: Path, command: str, setup: Setup) -> None:
     good_trace(open_dir / "t.csv")
     out, fragment = setup(open_dir)
     before = tree(open_dir)

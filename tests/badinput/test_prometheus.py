@@ -76,8 +76,12 @@ ANSWERS: list[tuple[str, bytes, bytes | None, str]] = [
     ("a probe that is not a scalar", _series([]), None, "the query '1' gave '[]'"),
     ("a query answered with a string", _series("oops"), _json(SCALAR_ONE), "prometheus.queries."),
     ("a series without labels", _series([{"value": [0, "1"]}]), _json(SCALAR_ONE), "a series without its labels"),
-    ("a sample that is no number", _series([{"metric": {}, "value": [0, "many"]}]), _json(SCALAR_ONE),
-     "a series whose value is not a [time, \"value\"] pair"),
+    (
+        "a sample that is no number",
+        _series([{"metric": {}, "value": [0, "many"]}]),
+        _json(SCALAR_ONE),
+        'a series whose value is not a [time, "value"] pair',
+    ),
 ]
 
 
@@ -93,13 +97,20 @@ def kube() -> Iterator[FakeKubeAPI]:
 
 def _run(tmp_path: Path, kube: FakeKubeAPI, url: str) -> Any:
     config = tmp_path / "perdix.yaml"
-    config.write_text(yaml.safe_dump({
-        "scale_target": {"kind": "deployment", "name": "flink-taskmanager",
-                         "kubeconfig": str(kube.write_kubeconfig(tmp_path / "kubeconfig"))},
-        "prometheus": {"url": url, "timeout_s": 2},
-        "knowledge": {"path": str(tmp_path / "knowledge.json")},
-        "telemetry": {"metrics_port": 0, "log_level": "error"},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "scale_target": {
+                    "kind": "deployment",
+                    "name": "flink-taskmanager",
+                    "kubeconfig": str(kube.write_kubeconfig(tmp_path / "kubeconfig")),
+                },
+                "prometheus": {"url": url, "timeout_s": 2},
+                "knowledge": {"path": str(tmp_path / "knowledge.json")},
+                "telemetry": {"metrics_port": 0, "log_level": "error"},
+            }
+        )
+    )
     return run_perdix("run", "--config", config, "--dry-run", cwd=tmp_path, timeout=60)
 
 
@@ -133,8 +144,14 @@ def test_a_closed_port_is_connection_refused(tmp_path: Path, kube: FakeKubeAPI) 
     [
         ("a string", _series("oops")),
         ("an object", _json({"status": "success", "data": {"result": {"a": 1}}})),
-        ("values that are not pairs", _json({"status": "success", "data": {"result": [{"metric": {}, "values": [1, 2]}]}})),
-        ("a value that is no number", _json({"status": "success", "data": {"result": [{"metric": {}, "values": [[1, "x"]]}]}})),
+        (
+            "values that are not pairs",
+            _json({"status": "success", "data": {"result": [{"metric": {}, "values": [1, 2]}]}}),
+        ),
+        (
+            "a value that is no number",
+            _json({"status": "success", "data": {"result": [{"metric": {}, "values": [[1, "x"]]}]}}),
+        ),
         ("no data", _json({"status": "success"})),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
@@ -162,4 +179,6 @@ def test_a_round_with_a_wrong_shape_answer_records_a_gap_naming_the_query(case: 
         server.stop()
     assert "workload" in observation.gaps, observation.gaps
     assert "not a Prometheus API response" in observation.gaps["workload"]
-    assert all("not a Prometheus API response" not in gap for name, gap in observation.gaps.items() if name != "workload")
+    assert all(
+        "not a Prometheus API response" not in gap for name, gap in observation.gaps.items() if name != "workload"
+    )

@@ -62,8 +62,6 @@ CASES = [
 ]
 
 
-
-
 def _yaml_number(value: Any) -> str:
     if value != value:
         return ".nan"

@@ -71,8 +71,16 @@ TRACES: list[tuple[str, Writer, str]] = [
 ]
 """Every class of bad trace."""
 
-COMMON = ("binary", "line over the csv field limit", "latin-1 byte", "empty file", "larger than 64 MiB", "NaN rate",
-          "a directory", "missing")
+COMMON = (
+    "binary",
+    "line over the csv field limit",
+    "latin-1 byte",
+    "empty file",
+    "larger than 64 MiB",
+    "NaN rate",
+    "a directory",
+    "missing",
+)
 """The classes every trace-reading command is tried with (simulate is tried with all)."""
 
 
@@ -80,8 +88,17 @@ def _command(name: str, trace: Path) -> list[str]:
     return {
         "simulate": ["simulate", "--trace", str(trace), "--hours", "0.2", "--out", "out"],
         "evaluate": ["evaluate", "--trace", str(trace), "--hours", "0.2", "--out", "out", "--policies", "static"],
-        "export-history": ["export-history", "--from-simulation", str(trace), "--job", "j", "--out", "history",
-                           "--hours", "0.2"],
+        "export-history": [
+            "export-history",
+            "--from-simulation",
+            str(trace),
+            "--job",
+            "j",
+            "--out",
+            "history",
+            "--hours",
+            "0.2",
+        ],
         "simulate --serve-metrics": ["simulate", "--trace", str(trace), "--serve-metrics", "127.0.0.1:0"],
     }[name]
 

@@ -16,9 +16,21 @@ from tests.conftest import TRACES
 runner = CliRunner()
 
 SUMMARY_KEYS = {
-    "trace", "policy", "duration_s", "worker_hours", "rescales", "slo_misses", "lag_over_target_s",
-    "max_lag_records", "records_produced", "records_processed", "records_lost", "recovery_error_median",
-    "forecast_wape_median", "loop_latency_p95_ms", "dry_run",
+    "trace",
+    "policy",
+    "duration_s",
+    "worker_hours",
+    "rescales",
+    "slo_misses",
+    "lag_over_target_s",
+    "max_lag_records",
+    "records_produced",
+    "records_processed",
+    "records_lost",
+    "recovery_error_median",
+    "forecast_wape_median",
+    "loop_latency_p95_ms",
+    "dry_run",
 }
 
 

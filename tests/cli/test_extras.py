@@ -43,7 +43,10 @@ def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _loaded_after(code: str) -> dict[str, list[str]]:
-    probe = code + f"\nimport json, sys\nprint(json.dumps(sorted(m for m in {LAB_AND_SPARK_ONLY + ('pyarrow',)!r} if m in sys.modules)))"
+    probe = (
+        code
+        + f"\nimport json, sys\nprint(json.dumps(sorted(m for m in {LAB_AND_SPARK_ONLY + ('pyarrow',)!r} if m in sys.modules)))"
+    )
     result = _python(probe)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
@@ -62,8 +65,13 @@ def test_perdix_run_help_loads_no_extra_and_no_registry_filesystem() -> None:
     result = _python(BLOCKER, ",".join(LAB_AND_SPARK_ONLY + ("pyarrow",)), "run", "--help")
     assert result.returncode == 0, result.stderr
     assert "--dry-run" in result.stdout
-    assert _loaded_after("import sys\nsys.argv = ['perdix', 'run', '--help']\nfrom cli import app\n"
-                        "try:\n    app()\nexcept SystemExit:\n    pass") == []
+    assert (
+        _loaded_after(
+            "import sys\nsys.argv = ['perdix', 'run', '--help']\nfrom cli import app\n"
+            "try:\n    app()\nexcept SystemExit:\n    pass"
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -73,13 +81,30 @@ def test_perdix_run_help_loads_no_extra_and_no_registry_filesystem() -> None:
         ("matplotlib", ["evaluate", "--trace", str(TRACES / "bank_calls.csv"), "--hours", "0.1"], "lab"),
         ("pulp", ["capacity-plan", "--target-rate", "1000", "--out", "/nonexistent/model.json"], "lab"),
         ("pyspark", ["retrain", "--history", "/nonexistent/history", "--registry", "/nonexistent/registry"], "batch"),
-        ("pyarrow", ["export-history", "--out", "/nonexistent/history", "--job", "j", "--prometheus", "http://127.0.0.1:1"], "batch"),
+        (
+            "pyarrow",
+            ["export-history", "--out", "/nonexistent/history", "--job", "j", "--prometheus", "http://127.0.0.1:1"],
+            "batch",
+        ),
         # export-history --from-simulation replays through the simulator: the batch side and the lab.
-        ("numba", ["export-history", "--out", "/nonexistent/h", "--job", "j", "--from-simulation",
-                   str(TRACES / "bank_calls.csv")], "lab"),
+        (
+            "numba",
+            [
+                "export-history",
+                "--out",
+                "/nonexistent/h",
+                "--job",
+                "j",
+                "--from-simulation",
+                str(TRACES / "bank_calls.csv"),
+            ],
+            "lab",
+        ),
     ],
 )
-def test_a_command_without_its_extra_exits_2_with_one_line(blocked: str, args: list[str], extra: str, tmp_path: Path) -> None:
+def test_a_command_without_its_extra_exits_2_with_one_line(
+    blocked: str, args: list[str], extra: str, tmp_path: Path
+) -> None:
     result = _python(BLOCKER, blocked, *args)
     assert result.returncode == 2, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
@@ -99,12 +124,23 @@ def test_the_extras_named_by_the_cli_are_the_extras_of_pyproject() -> None:
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    names = {extra: {r.split(">")[0].split("<")[0].split("=")[0].strip() for r in extras[extra]} for extra in EXTRA_MODULES}
+    names = {
+        extra: {r.split(">")[0].split("<")[0].split("=")[0].strip() for r in extras[extra]} for extra in EXTRA_MODULES
+    }
     assert names == {"lab": {"numba", "matplotlib", "pulp"}, "batch": {"pyspark", "pyarrow"}}
     base = {r.split(">")[0].split("<")[0].split("=")[0].strip() for r in project["dependencies"]}
     assert not base & {"numba", "matplotlib", "pulp", "pyspark"}, base
     assert set(extras["all"]) == {"perdix[lab,batch]"}
     # The design card's packages stay dependencies of the project (base or an extra).
     every = base | set().union(*names.values())
-    assert {"pmdarima", "numpy", "prometheus-api-client", "kubernetes", "pyspark", "pulp", "scikit-learn",
-            "apscheduler", "structlog"} <= every
+    assert {
+        "pmdarima",
+        "numpy",
+        "prometheus-api-client",
+        "kubernetes",
+        "pyspark",
+        "pulp",
+        "scikit-learn",
+        "apscheduler",
+        "structlog",
+    } <= every

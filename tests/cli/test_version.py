@@ -11,12 +11,15 @@ from tests.conftest import ROOT
 
 
 def test_a_checkout_reports_its_git_head() -> None:
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     info = build_info()
     assert info.version == "0.1.0"
     assert info.revision in (head, f"{head}-dirty")
-    result = subprocess.run([sys.executable, "-m", "cli", "version"], capture_output=True, text=True, cwd=ROOT, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "version"], capture_output=True, text=True, cwd=ROOT, check=True
+    )
     assert result.stdout.strip() == f"perdix 0.1.0 (revision {info.revision})"
 
 

@@ -73,7 +73,11 @@ class Process:
         self.log = log
         handle = log.open("wb")
         self.popen = subprocess.Popen(
-            args, stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **(env or {})},
+            args,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
             start_new_session=True,
         )
         handle.close()
@@ -112,28 +116,51 @@ def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
     kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
     exporter_port = free_port()
     exporter_config = tmp_path / "exporter.yaml"
-    exporter_config.write_text(yaml.safe_dump({
-        "simulator": SIMULATOR,
-        "scale_target": {"kind": "deployment", "name": TASKMANAGERS, "kubeconfig": str(kubeconfig)},
-        "telemetry": {"log_format": "json", "log_level": "info"},
-    }))
+    exporter_config.write_text(
+        yaml.safe_dump(
+            {
+                "simulator": SIMULATOR,
+                "scale_target": {"kind": "deployment", "name": TASKMANAGERS, "kubeconfig": str(kubeconfig)},
+                "telemetry": {"log_format": "json", "log_level": "info"},
+            }
+        )
+    )
     processes: list[Process] = []
     prometheus = PrometheusServer(tmp_path / "prometheus", [f"127.0.0.1:{exporter_port}"])
     (tmp_path / "prometheus").mkdir()
     started = time.monotonic()
     try:
         exporter = Process(
-            [*PERDIX, "simulate", "--trace", str(write_trace(tmp_path / "step.csv")), "--config", str(exporter_config),
-             "--serve-metrics", f"127.0.0.1:{exporter_port}", "--speed", "1", "--follow-scale-target",
-             "--log-format", "json", "--log-level", "info"],
+            [
+                *PERDIX,
+                "simulate",
+                "--trace",
+                str(write_trace(tmp_path / "step.csv")),
+                "--config",
+                str(exporter_config),
+                "--serve-metrics",
+                f"127.0.0.1:{exporter_port}",
+                "--speed",
+                "1",
+                "--follow-scale-target",
+                "--log-format",
+                "json",
+                "--log-level",
+                "info",
+            ],
             tmp_path / "exporter.log",
         )
         processes.append(exporter)
         poll(lambda: http_get(f"http://127.0.0.1:{exporter_port}/healthz")[0] == 200, timeout_s=30, what="the exporter")
         prometheus.start()
         yield {
-            "fake": fake, "kubeconfig": kubeconfig, "prometheus": prometheus, "tmp": tmp_path,
-            "processes": processes, "exporter": exporter, "started": started,
+            "fake": fake,
+            "kubeconfig": kubeconfig,
+            "prometheus": prometheus,
+            "tmp": tmp_path,
+            "processes": processes,
+            "exporter": exporter,
+            "started": started,
         }
     finally:
         for process in processes:
@@ -160,17 +187,28 @@ def agent_config(world: dict[str, Any], *, dry_run: bool, port: int, extra: dict
         "forecast_window_s": 60,
         "forecast_horizon_s": 60,
         "prometheus": {
-            "url": world["prometheus"].url, "timeout_s": 2, "stale_after_s": 10,
+            "url": world["prometheus"].url,
+            "timeout_s": 2,
+            "stale_after_s": 10,
             # The default queries on a quick job: rates over 10 s (the simulated restarts take 2-3 s).
-            "rate_window_s": 10, "worker_label": "pod",
+            "rate_window_s": 10,
+            "worker_label": "pod",
         },
         "scale_target": {
-            "kind": "deployment", "name": TASKMANAGERS, "namespace": "default",
-            "kubeconfig": str(world["kubeconfig"]), "request_timeout_s": 2,
+            "kind": "deployment",
+            "name": TASKMANAGERS,
+            "namespace": "default",
+            "kubeconfig": str(world["kubeconfig"]),
+            "request_timeout_s": 2,
         },
         "knowledge": {"store": "configmap", "configmap": "perdix-knowledge"},
-        "telemetry": {"metrics_host": "127.0.0.1", "metrics_port": port, "not_ready_after_failed_loops": 2,
-                      "log_format": "json", "log_level": "info"},
+        "telemetry": {
+            "metrics_host": "127.0.0.1",
+            "metrics_port": port,
+            "not_ready_after_failed_loops": 2,
+            "log_format": "json",
+            "log_level": "info",
+        },
     }
     for key, value in (extra or {}).items():
         settings[key] = {**settings[key], **value} if isinstance(value, dict) else value
@@ -191,8 +229,10 @@ def metric(port: int, name: str) -> float | None:
 
 def start_agent(world: dict[str, Any], *, dry_run: bool, extra: dict[str, Any] | None = None) -> tuple[Process, int]:
     port = free_port()
-    process = Process([*PERDIX, "run", "--config", str(agent_config(world, dry_run=dry_run, port=port, extra=extra))],
-                      world["tmp"] / f"agent-{'dry' if dry_run else 'real'}.log")
+    process = Process(
+        [*PERDIX, "run", "--config", str(agent_config(world, dry_run=dry_run, port=port, extra=extra))],
+        world["tmp"] / f"agent-{'dry' if dry_run else 'real'}.log",
+    )
     world["processes"].append(process)
 
     def serving() -> bool:
@@ -220,8 +260,11 @@ def test_perdix_run_scales_the_deployment_on_a_step_and_survives_a_prometheus_ou
     assert event["regarding"]["kind"] == "Deployment" and event["regarding"]["name"] == TASKMANAGERS
     assert event["type"] == "Normal" and f"from {INITIAL} to" in event["note"]
     # The Event goes out during the round, the metrics at its end: poll.
-    poll(lambda: (metric(dry_port, "perdix_parallelism_recommended") or 0) > INITIAL, timeout_s=10,
-         what="perdix_parallelism_recommended above the current scale-out")
+    poll(
+        lambda: (metric(dry_port, "perdix_parallelism_recommended") or 0) > INITIAL,
+        timeout_s=10,
+        what="perdix_parallelism_recommended above the current scale-out",
+    )
     assert metric(dry_port, "perdix_parallelism_current") == INITIAL
     assert (metric(dry_port, "perdix_rescale_recommendations_total") or 0) >= 1
     assert metric(dry_port, "perdix_rescales_total") == 0
@@ -236,15 +279,20 @@ def test_perdix_run_scales_the_deployment_on_a_step_and_survives_a_prometheus_ou
 
     # ---- 2. real agent: restores the knowledge and rescales
     real, port = start_agent(world, dry_run=False)
-    assert poll(lambda: any(l.get("event") == "knowledge.restored" for l in real.lines()), timeout_s=15,
-                what="knowledge restored from the ConfigMap")
+    assert poll(
+        lambda: any(l.get("event") == "knowledge.restored" for l in real.lines()),
+        timeout_s=15,
+        what="knowledge restored from the ConfigMap",
+    )
 
     def scale_patches() -> list[Any]:
         return [r for r in fake.scale_target_writes() if r.status == 200]
 
     poll(scale_patches, timeout_s=60, interval_s=0.5, what=f"a PATCH of the scale subresource\n{real.tail()}")
     patch = scale_patches()[0]
-    assert patch.method == "PATCH" and patch.path == f"/apis/apps/v1/namespaces/default/deployments/{TASKMANAGERS}/scale"
+    assert (
+        patch.method == "PATCH" and patch.path == f"/apis/apps/v1/namespaces/default/deployments/{TASKMANAGERS}/scale"
+    )
     new_replicas = patch.body["spec"]["replicas"]
     assert new_replicas > INITIAL
     assert fake.replicas("deployments", TASKMANAGERS) == new_replicas
@@ -284,7 +332,9 @@ def test_keda_lag_scales_the_deployment_on_the_partitions_lag_kafka_exporter_rep
         for name in ("partition_end_offsets", "partition_committed_offsets")
     }
     agent, port = start_agent(
-        world, dry_run=False, extra={"policy": "keda-lag", "keda_lag_threshold": 20_000, "prometheus": {"queries": queries}},
+        world,
+        dry_run=False,
+        extra={"policy": "keda-lag", "keda_lag_threshold": 20_000, "prometheus": {"queries": queries}},
     )
 
     def scale_patches() -> list[Any]:
@@ -294,8 +344,11 @@ def test_keda_lag_scales_the_deployment_on_the_partitions_lag_kafka_exporter_rep
     replicas = scale_patches()[0].body["spec"]["replicas"]
     assert replicas > INITIAL
     # Sized by the lag of the twelve partitions (SIMULATOR), in the policy's own words.
-    (rescale, *_) = poll(lambda: [line for line in agent.lines() if line.get("event") == "rescale"], timeout_s=10,
-                         what="the rescale logged")
+    (rescale, *_) = poll(
+        lambda: [line for line in agent.lines() if line.get("event") == "rescale"],
+        timeout_s=10,
+        what="the rescale logged",
+    )
     assert rescale["to"] == replicas and any(
         "committed lag" in reason and "over 12 partitions" in reason for reason in rescale["reasons"]
     ), rescale

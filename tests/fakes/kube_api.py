@@ -104,7 +104,9 @@ class FakeKubeAPI:
 
         server = self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
-        self._thread = threading.Thread(target=lambda: server.serve_forever(poll_interval=0.05), name="fake-kube-api", daemon=True)
+        self._thread = threading.Thread(
+            target=lambda: server.serve_forever(poll_interval=0.05), name="fake-kube-api", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -187,7 +189,11 @@ class FakeKubeAPI:
                 },
                 "spec": {
                     "flinkVersion": "v1_18",
-                    "job": {"jarURI": "local:///opt/flink/job.jar", "parallelism": int(parallelism), "upgradeMode": "savepoint"},
+                    "job": {
+                        "jarURI": "local:///opt/flink/job.jar",
+                        "parallelism": int(parallelism),
+                        "upgradeMode": "savepoint",
+                    },
                     "taskManager": {"resource": {"cpu": 1, "memory": "2048m"}},
                 },
                 "status": {"jobStatus": {"state": "RUNNING"}},
@@ -217,7 +223,12 @@ class FakeKubeAPI:
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()), "resourceVersion": self._next_version()},
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": str(uuid.uuid4()),
+                "resourceVersion": self._next_version(),
+            },
             "data": dict(data),
         }
 
@@ -295,7 +306,9 @@ class FakeKubeAPI:
 
     # ------------------------------------------------------------------ dispatch
 
-    def handle(self, method: str, path: str, content_type: str | None, body: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def handle(
+        self, method: str, path: str, content_type: str | None, body: Any
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
         """Answer one request: (status, JSON body, extra headers)."""
         with self._lock:
             if m := _SCALE.match(path):
@@ -315,7 +328,9 @@ class FakeKubeAPI:
     def _frozen(self, path: str) -> bool:
         return any(part in path for part in self._state.frozen)
 
-    def _scale(self, method: str, ns: str, kind: str, name: str, content_type: str | None, body: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def _scale(
+        self, method: str, ns: str, kind: str, name: str, content_type: str | None, body: Any
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
         obj = self._state.workloads.get((ns, kind, name))
         if obj is None:
             return _status(404, "NotFound", f'{kind}.apps "{name}" not found')
@@ -335,7 +350,11 @@ class FakeKubeAPI:
                 return _status(400, "BadRequest", "body must be a Scale object")
             rv = (body.get("metadata") or {}).get("resourceVersion")
             if rv and rv != obj["resourceVersion"]:
-                return _status(409, "Conflict", f'Operation cannot be fulfilled on {kind}.apps "{name}": the object has been modified')
+                return _status(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {kind}.apps "{name}": the object has been modified',
+                )
             obj["replicas"] = int(body["spec"]["replicas"])
             obj["resourceVersion"] = self._next_version()
         elif method != "GET":
@@ -358,22 +377,37 @@ class FakeKubeAPI:
             return _status(404, "NotFound", f'{kind}.apps "{name}" not found')
         if method != "GET":
             return _status(405, "MethodNotAllowed", "only GET is served for workloads; scale through /scale")
-        return 200, {
-            "kind": WORKLOADS[kind],
-            "apiVersion": "apps/v1",
-            "metadata": {"name": name, "namespace": ns, "uid": obj["uid"], "resourceVersion": obj["resourceVersion"]},
-            "spec": {"replicas": obj["replicas"]},
-            "status": {"replicas": obj["replicas"]},
-        }, {}
+        return (
+            200,
+            {
+                "kind": WORKLOADS[kind],
+                "apiVersion": "apps/v1",
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "uid": obj["uid"],
+                    "resourceVersion": obj["resourceVersion"],
+                },
+                "spec": {"replicas": obj["replicas"]},
+                "status": {"replicas": obj["replicas"]},
+            },
+            {},
+        )
 
-    def _flink(self, method: str, ns: str, name: str, content_type: str | None, body: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def _flink(
+        self, method: str, ns: str, name: str, content_type: str | None, body: Any
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
         obj = self._state.flinkdeployments.get((ns, name))
         if obj is None:
             return _status(404, "NotFound", f'flinkdeployments.flink.apache.org "{name}" not found')
         if method == "PATCH":
             if content_type not in ("application/merge-patch+json", "application/json-patch+json"):
                 # Custom resources do not support strategic merge patch.
-                return _status(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type})")
+                return _status(
+                    415,
+                    "UnsupportedMediaType",
+                    f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type})",
+                )
             try:
                 patched = _apply_patch(obj, content_type, body)
                 int(patched["spec"]["job"]["parallelism"])
@@ -389,7 +423,15 @@ class FakeKubeAPI:
 
     def _events(self, method: str, ns: str, body: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
         if method == "GET":
-            return 200, {"kind": "EventList", "apiVersion": "events.k8s.io/v1", "items": [e for e in self._state.events if e["metadata"]["namespace"] == ns]}, {}
+            return (
+                200,
+                {
+                    "kind": "EventList",
+                    "apiVersion": "events.k8s.io/v1",
+                    "items": [e for e in self._state.events if e["metadata"]["namespace"] == ns],
+                },
+                {},
+            )
         if method != "POST":
             return _status(405, "MethodNotAllowed", f"{method} not served for events")
         problems = _event_problems(body)
@@ -432,7 +474,8 @@ class FakeKubeAPI:
             return _status(422, "Invalid", "metadata.resourceVersion: must be specified for an update")
         if rv != cm["metadata"]["resourceVersion"]:
             return _status(
-                409, "Conflict",
+                409,
+                "Conflict",
                 f'Operation cannot be fulfilled on configmaps "{name}": the object has been modified; '
                 "please apply your changes to the latest version and try again",
             )
@@ -446,7 +489,19 @@ class FakeKubeAPI:
 
 
 def _status(code: int, reason: str, message: str) -> tuple[int, dict[str, Any], dict[str, str]]:
-    return code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}, {}
+    return (
+        code,
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        },
+        {},
+    )
 
 
 def _merge(target: Any, patch: Any) -> Any:
@@ -536,7 +591,15 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.status is not None:
             if fault.apply:
                 self.api.handle(self.command, split.path, content_type, body)
-            reasons = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
+            reasons = {
+                403: "Forbidden",
+                404: "NotFound",
+                409: "Conflict",
+                429: "TooManyRequests",
+                500: "InternalError",
+                503: "ServiceUnavailable",
+                504: "Timeout",
+            }
             status, payload, _ = _status(fault.status, reasons.get(fault.status, "Unknown"), f"injected {fault.status}")
             if fault.retry_after is not None:
                 headers["Retry-After"] = str(fault.retry_after)

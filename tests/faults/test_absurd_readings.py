@@ -59,7 +59,9 @@ def _agent(tmp_path: Path, prometheus: FakePrometheus, kube_api: FakeKubeAPI, ku
     return make_agent(settings_for(tmp_path, prometheus, kubeconfig, **overrides), SimulatedClock(START))
 
 
-def _run_mode(tmp_path: Path, prometheus: FakePrometheus, kube_api: FakeKubeAPI, kubeconfig: Path, mode: str) -> tuple[Any, list[Any], list[dict[str, Any]]]:
+def _run_mode(
+    tmp_path: Path, prometheus: FakePrometheus, kube_api: FakeKubeAPI, kubeconfig: Path, mode: str
+) -> tuple[Any, list[Any], list[dict[str, Any]]]:
     query, answer, policy, _ = MODES[mode]
     agent = _agent(tmp_path, prometheus, kube_api, kubeconfig, policy)
     healthy(prometheus)
@@ -123,7 +125,11 @@ others; for those the gap the zero-writes test asserts is what fails without the
 
 @pytest.mark.parametrize("mode", CONTROL)
 def test_without_the_validation_the_same_readings_would_rescale(
-    tmp_path: Path, fake_prometheus: FakePrometheus, kube_api: FakeKubeAPI, kubeconfig: Path, mode: str,
+    tmp_path: Path,
+    fake_prometheus: FakePrometheus,
+    kube_api: FakeKubeAPI,
+    kubeconfig: Path,
+    mode: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The control: the modes above are ones the policies act on, so the test above can fail."""
@@ -167,19 +173,31 @@ def test_on_flink_rest_an_absurd_parallelism_yields_to_the_rest_api_and_puts_not
 
     flink = FakeFlinkRest().start()
     try:
-        settings = load_settings(None, {
-            "policy": "daedalus", "max_parallelism": 4, "min_parallelism": 1,
-            "loop_interval_s": 10, "dry_run": False,
-            "prometheus": {"url": fake_prometheus.url, "timeout_s": 0.5, "worker_label": "pod"},
-            "scale_target": {"kind": "flink-rest", "rest_url": flink.url, "request_timeout_s": 2},
-            "knowledge": {"store": "file", "path": str(tmp_path / "knowledge.json")},
-        })
+        settings = load_settings(
+            None,
+            {
+                "policy": "daedalus",
+                "max_parallelism": 4,
+                "min_parallelism": 1,
+                "loop_interval_s": 10,
+                "dry_run": False,
+                "prometheus": {"url": fake_prometheus.url, "timeout_s": 0.5, "worker_label": "pod"},
+                "scale_target": {"kind": "flink-rest", "rest_url": flink.url, "request_timeout_s": 2},
+                "knowledge": {"store": "file", "path": str(tmp_path / "knowledge.json")},
+            },
+        )
         healthy(fake_prometheus)
         fake_prometheus.answers[q("parallelism")] = Canned([({}, lambda t: parallelism)])
         clock = SimulatedClock(START)
         parts = build_parts(settings, clock=clock)
-        agent_ = Agent(settings=settings, clock=clock, monitor=parts.monitor, scaler=parts.scaler,
-                       knowledge=parts.knowledge, telemetry=parts.telemetry)
+        agent_ = Agent(
+            settings=settings,
+            clock=clock,
+            monitor=parts.monitor,
+            scaler=parts.scaler,
+            knowledge=parts.knowledge,
+            telemetry=parts.telemetry,
+        )
         results = rounds(agent_, clock, 4)
         assert flink.writes() == [], "PUT on a parallelism no job can have"
         assert all(r.observation is not None and r.observation.parallelism == 2 for r in results)

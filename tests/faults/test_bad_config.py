@@ -17,8 +17,10 @@ CASES = {
     # (file content, fragment naming the key and the reason)
     "negative target": ("target_recovery_time_s: -5\n", "target_recovery_time_s: Input should be greater than 0"),
     "min above max": ("min_parallelism: 12\nmax_parallelism: 8\n", "min_parallelism (12) > max_parallelism (8)"),
-    "malformed PromQL": ("prometheus:\n  queries:\n    workload: 'sum(rate(x[1m])'\n",
-                         "prometheus.queries.workload: malformed PromQL"),
+    "malformed PromQL": (
+        "prometheus:\n  queries:\n    workload: 'sum(rate(x[1m])'\n",
+        "prometheus.queries.workload: malformed PromQL",
+    ),
     "unknown key": ("target_recovery_time: 300\n", "target_recovery_time: unknown key"),
     "unknown nested key": ("scale_target:\n  nmae: flink\n", "scale_target.nmae: unknown key"),
 }
@@ -33,13 +35,25 @@ def test_both_commands_exit_2_with_one_line_naming_the_key(tmp_path: Path) -> No
         config.write_text(content)
         commands = {
             "run": ["run", "--config", str(config)],
-            "simulate": ["simulate", "--trace", str(TRACE), "--config", str(config), "--hours", "0.1",
-                         "--out", str(tmp_path / "out")],
+            "simulate": [
+                "simulate",
+                "--trace",
+                str(TRACE),
+                "--config",
+                str(config),
+                "--hours",
+                "0.1",
+                "--out",
+                str(tmp_path / "out"),
+            ],
         }
         for command, args in commands.items():
             process = subprocess.Popen(
-                [sys.executable, "-m", "cli", *args], cwd=ROOT, text=True,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                [sys.executable, "-m", "cli", *args],
+                cwd=ROOT,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
             )
             started.append((name, command, config, fragment, process))
     problems = []

@@ -53,6 +53,7 @@ def start(world: dict[str, Any], name: str, **overrides: Any) -> tuple[Process, 
     poll(serving, timeout_s=60, what="perdix run /healthz")
     return process, port
 
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 
@@ -100,8 +101,11 @@ def test_forbidden_then_fixed_then_killed_mid_run(world: dict[str, Any]) -> None
     remaining = applied_at + GRACE_S - time.monotonic()
     if remaining > 0:
         rounds_before = metric(port2, 'perdix_rounds_total{outcome="data"}') or 0
-        poll(lambda: (metric(port2, 'perdix_rounds_total{outcome="data"}') or 0) >= rounds_before + remaining // 2,
-             timeout_s=remaining + 10, what="the restarted agent's rounds through the grace period")
+        poll(
+            lambda: (metric(port2, 'perdix_rounds_total{outcome="data"}') or 0) >= rounds_before + remaining // 2,
+            timeout_s=remaining + 10,
+            what="the restarted agent's rounds through the grace period",
+        )
     assert patches(200) == [applied], "a second rescale inside the grace period after the restart"
     assert fake.replicas("deployments", TASKMANAGERS) == replicas
     assert restarted.terminate() == 0, restarted.tail()

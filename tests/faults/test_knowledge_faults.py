@@ -68,8 +68,13 @@ def test_a_good_document_is_restored_not_moved(store_case: StoreCase) -> None:  
     agent, run = agent_on(store_case.store)
     run.run(until_s=300)
     with capture_logs() as logs:
-        restarted = Agent(settings=agent.settings, clock=SimulatedClock(300.0), monitor=run.monitor,
-                          scaler=run.scaler, knowledge=store_case.reopen())
+        restarted = Agent(
+            settings=agent.settings,
+            clock=SimulatedClock(300.0),
+            monitor=run.monitor,
+            scaler=run.scaler,
+            knowledge=store_case.reopen(),
+        )
     assert [e["event"] for e in logs] == ["knowledge.restored"]
     assert restarted.last_round_at == 300
 

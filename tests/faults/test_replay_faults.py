@@ -27,8 +27,11 @@ INITIAL = 6
 
 def make_settings(**overrides: Any) -> LabSettings:
     """The loop tests' job: 6 workers of 14,000 records/s, up to 16, recovery target 300 s."""
-    base: dict[str, Any] = {"simulator.initial_parallelism": INITIAL, "max_parallelism": 16,
-                            "target_recovery_time_s": 300}
+    base: dict[str, Any] = {
+        "simulator.initial_parallelism": INITIAL,
+        "max_parallelism": 16,
+        "target_recovery_time_s": 300,
+    }
     base.update(overrides)
     return load_lab_settings(None, base)
 
@@ -96,7 +99,7 @@ def test_killed_between_the_patch_and_the_knowledge_save_no_second_rescale_and_o
     shutil.copy(path, tmp_path / "before-step.json")
     interval = int(settings.loop_interval_s)
     run.run(until_s=STEP_AT_S + 2 * interval)
-    (rescale_at, target), = [(t, n) for t, n in executed(run) if t >= STEP_AT_S]
+    ((rescale_at, target),) = [(t, n) for t, n in executed(run) if t >= STEP_AT_S]
     # The PATCH landed but the process died before the round's save: the store still holds the old document.
     shutil.copy(tmp_path / "before-step.json", path)
 

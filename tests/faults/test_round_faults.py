@@ -44,8 +44,13 @@ def settings_for(tmp_path: Path, prometheus: FakePrometheus, kubeconfig: Path, *
         "min_parallelism": 1,
         "max_parallelism": 8,
         "prometheus": {"url": prometheus.url, "timeout_s": 0.5, "stale_after_s": 30, "worker_label": "pod"},
-        "scale_target": {"kind": "deployment", "name": "flink-taskmanager", "kubeconfig": str(kubeconfig),
-                         "request_timeout_s": 2, "max_retries": 3},
+        "scale_target": {
+            "kind": "deployment",
+            "name": "flink-taskmanager",
+            "kubeconfig": str(kubeconfig),
+            "request_timeout_s": 2,
+            "max_retries": 3,
+        },
         "knowledge": {"store": "file", "path": str(tmp_path / "knowledge.json")},
         "telemetry": {"not_ready_after_failed_loops": NOT_READY_AFTER},
     }
@@ -58,8 +63,15 @@ def make_agent(settings: Settings, clock: SimulatedClock) -> Agent:
     parts = build_parts(settings, clock=clock)
     scaler: Any = parts.scaler
     scaler.backoff = Backoff(max_retries=settings.scale_target.max_retries, sleep=Sleeps(), rng=random.Random(3))
-    return Agent(settings=settings, clock=clock, monitor=parts.monitor, scaler=parts.scaler,
-                 knowledge=parts.knowledge, events=parts.events, telemetry=parts.telemetry)
+    return Agent(
+        settings=settings,
+        clock=clock,
+        monitor=parts.monitor,
+        scaler=parts.scaler,
+        knowledge=parts.knowledge,
+        events=parts.events,
+        telemetry=parts.telemetry,
+    )
 
 
 def rounds(agent: Agent, clock: SimulatedClock, n: int) -> list[RoundResult]:
@@ -152,19 +164,34 @@ def test_a_partial_series_is_used_for_what_it_holds_never_as_zeros(
 
 @pytest.mark.parametrize(
     ("status", "delay_s", "kind"),
-    [(409, 0.0, "conflict"), (429, 0.0, "throttled"), (500, 0.0, "server_error"), (503, 0.0, "server_error"),
-     (None, 3.0, "timeout")],
+    [
+        (409, 0.0, "conflict"),
+        (429, 0.0, "throttled"),
+        (500, 0.0, "server_error"),
+        (503, 0.0, "server_error"),
+        (None, 3.0, "timeout"),
+    ],
 )
 def test_a_rescale_the_api_keeps_refusing_is_never_recorded(
-    tmp_path: Path, fake_prometheus: FakePrometheus, kube_api: FakeKubeAPI, kubeconfig: Path,
-    status: int | None, delay_s: float, kind: str,
+    tmp_path: Path,
+    fake_prometheus: FakePrometheus,
+    kube_api: FakeKubeAPI,
+    kubeconfig: Path,
+    status: int | None,
+    delay_s: float,
+    kind: str,
 ) -> None:
     clock = SimulatedClock(START)
     settings = settings_for(tmp_path, fake_prometheus, kubeconfig, policy="static", static_parallelism=6)
     if kind == "timeout":  # keep the wall time of the retries short
-        settings = settings_for(tmp_path, fake_prometheus, kubeconfig, policy="static", static_parallelism=6,
-                                scale_target={**settings.scale_target.model_dump(), "request_timeout_s": 0.3,
-                                              "max_retries": 1})
+        settings = settings_for(
+            tmp_path,
+            fake_prometheus,
+            kubeconfig,
+            policy="static",
+            static_parallelism=6,
+            scale_target={**settings.scale_target.model_dump(), "request_timeout_s": 0.3, "max_retries": 1},
+        )
     agent = make_agent(settings, clock)
     healthy(fake_prometheus)
     kube_api.inject("/scale", method="PATCH", status=status, delay_s=delay_s, times=None)
@@ -188,7 +215,9 @@ def test_a_transient_conflict_is_retried_and_only_the_read_back_is_recorded(
     tmp_path: Path, fake_prometheus: FakePrometheus, kube_api: FakeKubeAPI, kubeconfig: Path
 ) -> None:
     clock = SimulatedClock(START)
-    agent = make_agent(settings_for(tmp_path, fake_prometheus, kubeconfig, policy="static", static_parallelism=6), clock)
+    agent = make_agent(
+        settings_for(tmp_path, fake_prometheus, kubeconfig, policy="static", static_parallelism=6), clock
+    )
     healthy(fake_prometheus)
     kube_api.inject("/scale", method="PATCH", status=409, times=2)
     (result,) = rounds(agent, clock, 1)
@@ -204,7 +233,9 @@ def test_a_persistent_403_is_one_log_line_and_one_event_then_recovers_when_the_r
     tmp_path: Path, fake_prometheus: FakePrometheus, kube_api: FakeKubeAPI, kubeconfig: Path
 ) -> None:
     clock = SimulatedClock(START)
-    agent = make_agent(settings_for(tmp_path, fake_prometheus, kubeconfig, policy="static", static_parallelism=6), clock)
+    agent = make_agent(
+        settings_for(tmp_path, fake_prometheus, kubeconfig, policy="static", static_parallelism=6), clock
+    )
     healthy(fake_prometheus)
     forbidden = kube_api.inject("/scale", method="PATCH", status=403, times=None)
 

@@ -51,17 +51,21 @@ def flink() -> Iterator[FakeFlinkRest]:
 
 def _config(tmp_path: Path, prometheus: FakePrometheus, flink: FakeFlinkRest) -> Path:
     config = tmp_path / "perdix.yaml"
-    config.write_text(yaml.safe_dump({
-        "policy": "static",
-        "static_parallelism": 3,
-        "max_parallelism": 4,
-        "loop_interval_s": 5,
-        "dry_run": False,
-        "scale_target": {"kind": "flink-rest", "rest_url": flink.url, "request_timeout_s": 2},
-        "prometheus": {"url": prometheus.url, "timeout_s": 1, "worker_label": "pod"},
-        "knowledge": {"store": "file", "path": str(tmp_path / "knowledge.json")},
-        "telemetry": {"metrics_port": 0, "log_format": "json", "log_level": "info"},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "policy": "static",
+                "static_parallelism": 3,
+                "max_parallelism": 4,
+                "loop_interval_s": 5,
+                "dry_run": False,
+                "scale_target": {"kind": "flink-rest", "rest_url": flink.url, "request_timeout_s": 2},
+                "prometheus": {"url": prometheus.url, "timeout_s": 1, "worker_label": "pod"},
+                "knowledge": {"store": "file", "path": str(tmp_path / "knowledge.json")},
+                "telemetry": {"metrics_port": 0, "log_format": "json", "log_level": "info"},
+            }
+        )
+    )
     return config
 
 
@@ -102,8 +106,13 @@ def test_sigterm_during_a_confirmation_exits_in_time_and_the_next_start_confirms
 ) -> None:
     config = _config(tmp_path, prometheus, flink)
     knowledge = tmp_path / "knowledge.json"
-    first = subprocess.Popen([PERDIX, "run", "--config", str(config)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    first = subprocess.Popen(
+        [PERDIX, "run", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     _wait_for(lambda: _puts(flink) == 1 or first.poll() is not None, 60, "the rescale request")
     assert first.poll() is None, "perdix run ended before the rescale"
     time.sleep(2.0)  # well into the confirmation wait (it would last 120 s)
@@ -122,8 +131,13 @@ def test_sigterm_during_a_confirmation_exits_in_time_and_the_next_start_confirms
     with flink.lock:
         job.vertices = {vid: 3 for vid in job.vertices}
         job.created_ms += 60_000
-    second = subprocess.Popen([PERDIX, "run", "--config", str(config)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    second = subprocess.Popen(
+        [PERDIX, "run", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
 
     def settled() -> bool:
         try:
@@ -131,6 +145,7 @@ def test_sigterm_during_a_confirmation_exits_in_time_and_the_next_start_confirms
         except (OSError, ValueError, KeyError):
             return False
         return bool(records) and records[0].get("pending") is False
+
     _wait_for(lambda: settled() or second.poll() is not None, 60, "the pending rescale to be confirmed")
     took, events = _stop(second)
     assert took < GRACE_S

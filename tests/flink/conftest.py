@@ -45,7 +45,9 @@ def selected_series() -> set[str] | None:
     wanted = {part.strip() for part in raw.split(",") if part.strip()}
     unknown = wanted - set(FLINK_RELEASES)
     if unknown:
-        raise pytest.UsageError(f"PERDIX_FLINK_VERSIONS: unknown series {sorted(unknown)} (known: {', '.join(FLINK_RELEASES)})")
+        raise pytest.UsageError(
+            f"PERDIX_FLINK_VERSIONS: unknown series {sorted(unknown)} (known: {', '.join(FLINK_RELEASES)})"
+        )
     return wanted
 
 

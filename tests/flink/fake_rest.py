@@ -73,9 +73,13 @@ class FakeFlinkRest:
             "now": job.created_ms + 10_000,
             "vertices": [
                 {
-                    "id": vid, "name": job.names.get(vid, vid), "parallelism": p,
+                    "id": vid,
+                    "name": job.names.get(vid, vid),
+                    "parallelism": p,
                     "maxParallelism": job.max_parallelism.get(vid, 128),
-                    "status": "RUNNING", "slotSharingGroupId": job.slot_groups.get(vid, "ssg"), "tasks": job.task_counts(vid),
+                    "status": "RUNNING",
+                    "slotSharingGroupId": job.slot_groups.get(vid, "ssg"),
+                    "tasks": job.task_counts(vid),
                 }
                 for vid, p in job.vertices.items()
             ],
@@ -97,9 +101,11 @@ class FakeFlinkRest:
             total = sum(j.slots_total for j in self.jobs.values()) // max(len(self.jobs), 1)
             return 200, {"slots-total": total, "slots-available": max(total - used, 0), "taskmanagers": total}
         if path == "/taskmanagers":
-            return 200, {"taskmanagers": [
-                {"id": "tm-0", "slotsNumber": 1, "totalResource": {"cpuCores": 1.0, "managedMemory": 128}},
-            ]}
+            return 200, {
+                "taskmanagers": [
+                    {"id": "tm-0", "slotsNumber": 1, "totalResource": {"cpuCores": 1.0, "managedMemory": 128}},
+                ]
+            }
         if path == "/jobs/overview":
             return 200, {"jobs": [{"jid": j.job_id, "name": j.name, "state": j.state} for j in self.jobs.values()]}
         match = re.fullmatch(r"/jobs/([0-9a-f]+)(/.*)?", path)
@@ -113,8 +119,9 @@ class FakeFlinkRest:
             for vid, p in job.vertices.items():
                 node: dict[str, Any] = {"id": vid, "parallelism": p, "description": job.names.get(vid, vid)}
                 if job.inputs.get(vid):
-                    node["inputs"] = [{"id": up, "num": i, "ship_strategy": "REBALANCE"}
-                                      for i, up in enumerate(job.inputs[vid])]
+                    node["inputs"] = [
+                        {"id": up, "num": i, "ship_strategy": "REBALANCE"} for i, up in enumerate(job.inputs[vid])
+                    ]
                 nodes.append(node)
             return 200, {"plan": {"jid": job.job_id, "name": job.name, "type": "STREAMING", "nodes": nodes}}
         if rest == "/jobmanager/config":
@@ -122,11 +129,17 @@ class FakeFlinkRest:
             return 200, [{"key": "jobmanager.scheduler", "value": value}]
         if rest == "/resource-requirements" and method == "GET":
             return 200, {
-                vid: {"parallelism": {"lowerBound": 1, "upperBound": job.bounds.get(vid, p)}} for vid, p in job.vertices.items()
+                vid: {"parallelism": {"lowerBound": 1, "upperBound": job.bounds.get(vid, p)}}
+                for vid, p in job.vertices.items()
             }
         if rest == "/resource-requirements" and method == "PUT":
             if job.scheduler != "Adaptive":
-                return 500, {"errors": ["Internal server error.", "<Exception on server side: The adaptive scheduler is required>"]}
+                return 500, {
+                    "errors": [
+                        "Internal server error.",
+                        "<Exception on server side: The adaptive scheduler is required>",
+                    ]
+                }
             self.put_bodies.append(body)
             job.bounds = {vid: int(body[vid]["parallelism"]["upperBound"]) for vid in job.vertices}
             if job.apply_puts:
@@ -136,8 +149,10 @@ class FakeFlinkRest:
         sub = re.fullmatch(r"/vertices/([0-9a-f]+)/subtasktimes", rest)
         if sub and sub.group(1) in job.vertices:
             running = job.created_ms + 1500  # every subtask running 1.5 s after the new graph
-            subtasks = [{"subtask": i, "timestamps": {"CREATED": job.created_ms, "RUNNING": running}}
-                        for i in range(job.vertices[sub.group(1)])]
+            subtasks = [
+                {"subtask": i, "timestamps": {"CREATED": job.created_ms, "RUNNING": running}}
+                for i in range(job.vertices[sub.group(1)])
+            ]
             return 200, {"id": sub.group(1), "subtasks": subtasks}
         return 404, {"errors": ["Not found: " + path]}
 
@@ -169,7 +184,9 @@ class FakeFlinkRest:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         server = self._server
-        threading.Thread(target=lambda: server.serve_forever(poll_interval=0.05), daemon=True, name="fake-flink").start()
+        threading.Thread(
+            target=lambda: server.serve_forever(poll_interval=0.05), daemon=True, name="fake-flink"
+        ).start()
         return self
 
     @property

@@ -37,9 +37,7 @@ def main() -> None:
         )
         """
     )
-    env.execute_sql(
-        "CREATE TABLE snk (k INT, n BIGINT, total DOUBLE, longest INT) WITH ('connector' = 'blackhole')"
-    )
+    env.execute_sql("CREATE TABLE snk (k INT, n BIGINT, total DOUBLE, longest INT) WITH ('connector' = 'blackhole')")
     env.execute_sql(
         """
         INSERT INTO snk

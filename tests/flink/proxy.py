@@ -44,7 +44,9 @@ class RecordingProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 request = urllib.request.Request(
-                    proxy.upstream + self.path, data=body, method=self.command,
+                    proxy.upstream + self.path,
+                    data=body,
+                    method=self.command,
                     headers={k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")},
                 )
                 try:
@@ -67,7 +69,9 @@ class RecordingProxy:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         server = self._server
-        threading.Thread(target=lambda: server.serve_forever(poll_interval=0.05), daemon=True, name="flink-proxy").start()
+        threading.Thread(
+            target=lambda: server.serve_forever(poll_interval=0.05), daemon=True, name="flink-proxy"
+        ).start()
         return self
 
     @property

@@ -67,14 +67,14 @@ CHECKPOINT_S = 10.0
 
 # The time-scale knobs of a three-minute run (every other setting is Perdix's default). Perdix's defaults are
 # for a job that lives for days: one round a minute, 60-s rates, 15 minutes of forecast history. Here:
-LOOP_S = 5.0          # a round every 5 s: a step is seen within a loop or two, a few loops fit in each phase
-RATE_WINDOW_S = 10    # rates over 10 s: a step shows in full 10 s later, and a restart spoils only 10 s of rates
-GRACE_S = 10.0        # an in-place rescale is back in 1-2 s; 10 s lets the first clean rate window arrive
+LOOP_S = 5.0  # a round every 5 s: a step is seen within a loop or two, a few loops fit in each phase
+RATE_WINDOW_S = 10  # rates over 10 s: a step shows in full 10 s later, and a restart spoils only 10 s of rates
+GRACE_S = 10.0  # an in-place rescale is back in 1-2 s; 10 s lets the first clean rate window arrive
 RECENT_RESCALE_S = 20.0  # Algorithm 1's hold after a rescale: 20 s instead of 600 s, or no scale-in fits the run
-STABILIZATION_S = 20.0   # a lower scale-out must be wanted for 20 s (four rounds) before a scale-in
-FORECAST_S = 60       # forecast 60 s ahead on 60 s of history (the smallest allowed): the phases last ~60 s
-TARGET_S = 40.0       # recover within 40 s: above the 30-s rescale downtime Perdix assumes before it measured one
-MAX_PARALLELISM = 3   # the cluster's slots: the default 16 would let a decision ask for slots that do not exist
+STABILIZATION_S = 20.0  # a lower scale-out must be wanted for 20 s (four rounds) before a scale-in
+FORECAST_S = 60  # forecast 60 s ahead on 60 s of history (the smallest allowed): the phases last ~60 s
+TARGET_S = 40.0  # recover within 40 s: above the 30-s rescale downtime Perdix assumes before it measured one
+MAX_PARALLELISM = 3  # the cluster's slots: the default 16 would let a decision ask for slots that do not exist
 
 
 @dataclass
@@ -101,13 +101,24 @@ class Scenario:
         """The rounds up to and including the one that rescaled first, one line each, for failure messages: what
         the agent saw and decided on the way (the log's tail holds only the end of the run). The rescaling round
         logs its ``loop`` line after its ``rescale`` line, so the list ends with the loop line after the rescale."""
-        keys = ("parallelism", "workload_avg", "lag", "capacity", "forecast_peak", "forecast_source",
-                "predicted_recovery_s", "code", "reason")
+        keys = (
+            "parallelism",
+            "workload_avg",
+            "lag",
+            "capacity",
+            "forecast_peak",
+            "forecast_source",
+            "predicted_recovery_s",
+            "code",
+            "reason",
+        )
         lines = []
         rescaled = False
         for event in self.events:
             if event.get("event") == "loop":
-                lines.append(f"{self.since_epoch(log_time(event)):6.1f} s " + " ".join(f"{k}={event.get(k)}" for k in keys))
+                lines.append(
+                    f"{self.since_epoch(log_time(event)):6.1f} s " + " ".join(f"{k}={event.get(k)}" for k in keys)
+                )
                 if rescaled:
                     break
             elif event.get("event") == "rescale" and not rescaled:
@@ -170,8 +181,15 @@ def scenario(
     proxy = RecordingProxy(flink_cluster.rest_url).start()
     epoch_ms = int(time.time() * 1000) + 3000
     options = TraceJobOptions(
-        job_name="perdix-daedalus-e2e", trace=write_steps(workdir / "steps.csv"), partitions=12, skew=0.5, seed=1,
-        capacity_per_subtask=CAPACITY, checkpoint_interval_s=CHECKPOINT_S, parallelism=1, epoch_ms=epoch_ms,
+        job_name="perdix-daedalus-e2e",
+        trace=write_steps(workdir / "steps.csv"),
+        partitions=12,
+        skew=0.5,
+        seed=1,
+        capacity_per_subtask=CAPACITY,
+        checkpoint_interval_s=CHECKPOINT_S,
+        parallelism=1,
+        epoch_ms=epoch_ms,
         end_s=END_S,
     )
     job = harness.submit(options)
@@ -183,23 +201,38 @@ def scenario(
 
         # The step up: the first rescale. Kill the agent the moment the round that applied it has ended (its
         # knowledge is flushed at the end of the round), mid-recovery, and restart it.
-        first = agent.wait_for(lambda e: e.get("event") == "rescale", timeout_s=UP_S + 60, what="a scale-out after the step up")
-        agent.wait_for(lambda e: e.get("event") == "loop" and e.get("target") == first["to"] and e.get("parallelism") == first["from"],
-                       timeout_s=30, what="the end of the round that rescaled")
+        first = agent.wait_for(
+            lambda e: e.get("event") == "rescale", timeout_s=UP_S + 60, what="a scale-out after the step up"
+        )
+        agent.wait_for(
+            lambda e: (
+                e.get("event") == "loop" and e.get("target") == first["to"] and e.get("parallelism") == first["from"]
+            ),
+            timeout_s=30,
+            what="the end of the round that rescaled",
+        )
         killed_at = time.time()
         assert agent.kill() is not None
         before = len(agent.events())
         agent.start()
-        agent.wait_for(lambda e: e.get("event") in ("knowledge.restored", "knowledge.fresh_start", "knowledge.restore_failed"),
-                       timeout_s=30, what="the restarted agent loading its knowledge", after=before)
+        agent.wait_for(
+            lambda e: e.get("event") in ("knowledge.restored", "knowledge.fresh_start", "knowledge.restore_failed"),
+            timeout_s=30,
+            what="the restarted agent loading its knowledge",
+            after=before,
+        )
 
         # The step down: wait for a scale-in, then for the watch to measure the recovery of every rescale so far
         # (or the end of production; the tests below say what did not happen).
         harness.wait_until(job, epoch + DOWN_S, agent=agent)
         deadline = epoch + END_S - 1
         try:
-            agent.wait_for(lambda e: e.get("event") == "rescale" and (e.get("confirmed") or 99) < e["from"],
-                           timeout_s=deadline - time.time(), what="a scale-in after the step down", after=before)
+            agent.wait_for(
+                lambda e: e.get("event") == "rescale" and (e.get("confirmed") or 99) < e["from"],
+                timeout_s=deadline - time.time(),
+                what="a scale-in after the step down",
+                after=before,
+            )
             while time.time() < deadline and not all_measured(agent.events()):
                 harness.wait_until(job, min(deadline, time.time() + 1), agent=agent)
         except FlinkLabError as exc:
@@ -211,9 +244,13 @@ def scenario(
         rescales = rescales_from_log(events)
         record = harness.record(job, seconds=int(END_S), rescales=rescales)
         verdict = judge(record.lag, record.workload, stops_from_log(rescales, epoch), target_recovery_time_s=TARGET_S)
-        print(f"\nrescales (s after epoch): {[(r.from_parallelism, r.to_parallelism, round(r.requested_at - epoch, 1)) for r in rescales]}"
-              f"\nfirst rescale event: {first}\nepisodes: {verdict.episodes}\ncounts: {counts} expected {expected}")
-        yield Scenario(job, epoch, agent, proxy.writes(), events, rescales, killed_at, counts, expected, record, verdict)
+        print(
+            f"\nrescales (s after epoch): {[(r.from_parallelism, r.to_parallelism, round(r.requested_at - epoch, 1)) for r in rescales]}"
+            f"\nfirst rescale event: {first}\nepisodes: {verdict.episodes}\ncounts: {counts} expected {expected}"
+        )
+        yield Scenario(
+            job, epoch, agent, proxy.writes(), events, rescales, killed_at, counts, expected, record, verdict
+        )
     finally:
         if agent is not None:
             agent.stop()
@@ -226,7 +263,9 @@ def test_the_step_up_is_met_by_an_in_place_scale_out_within_a_few_loops(scenario
     ups = [r for r in scenario.rescales if r.to_parallelism > r.from_parallelism]
     assert ups, f"no scale-out after the step up at {UP_S:g} s{scenario.tail()}"
     first = scenario.rescales[0]
-    assert first.to_parallelism > first.from_parallelism == 1, f"the first rescale was {first}{scenario.rounds_to_first_rescale()}"
+    assert first.to_parallelism > first.from_parallelism == 1, (
+        f"the first rescale was {first}{scenario.rounds_to_first_rescale()}"
+    )
     after = scenario.since_epoch(first.requested_at) - UP_S
     # The step shows in full one rate window after it happens; a few loops beyond that is the budget.
     assert 0 < after <= RATE_WINDOW_S + 3 * LOOP_S, (
@@ -234,14 +273,20 @@ def test_the_step_up_is_met_by_an_in_place_scale_out_within_a_few_loops(scenario
         f"{scenario.rounds_to_first_rescale()}"
     )
     puts = [w for w in scenario.proxy_writes if w[0] == "PUT"]
-    assert puts and all(path == f"/jobs/{scenario.job.job_id}/resource-requirements" and status == 200
-                        for _, path, status in puts), puts
+    assert puts and all(
+        path == f"/jobs/{scenario.job.job_id}/resource-requirements" and status == 200 for _, path, status in puts
+    ), puts
     # In place: the parallelism Prometheus reads follows without the job being resubmitted (same job id).
     seconds = int(scenario.since_epoch(first.confirmed_at)) + 3
-    assert scenario.record.running[seconds] == first.to_parallelism, (scenario.record.running[seconds - 5: seconds + 5], first)
+    assert scenario.record.running[seconds] == first.to_parallelism, (
+        scenario.record.running[seconds - 5 : seconds + 5],
+        first,
+    )
 
 
-def test_the_restarted_agent_resumes_from_its_knowledge_without_a_second_rescale_for_the_step(scenario: Scenario) -> None:
+def test_the_restarted_agent_resumes_from_its_knowledge_without_a_second_rescale_for_the_step(
+    scenario: Scenario,
+) -> None:
     restored = [e for e in scenario.events if e.get("event") == "knowledge.restored"]
     assert restored, f"the agent restarted after SIGKILL did not restore its knowledge{scenario.tail()}"
     assert restored[0]["rescales"] >= 1 and restored[0]["last_rescale_at"] is not None, restored[0]
@@ -252,8 +297,11 @@ def test_the_restarted_agent_resumes_from_its_knowledge_without_a_second_rescale
         f"{scenario.tail()}"
     )
     # The watch of the scale-out's recovery survived the kill: the restarted agent's first round still holds for it.
-    restarted_rounds = [e for e in scenario.events if e.get("event") == "loop"
-                        and scenario.since_epoch(log_time(e)) > scenario.since_epoch(scenario.killed_at)]
+    restarted_rounds = [
+        e
+        for e in scenario.events
+        if e.get("event") == "loop" and scenario.since_epoch(log_time(e)) > scenario.since_epoch(scenario.killed_at)
+    ]
     assert restarted_rounds and restarted_rounds[0].get("recovering") is True, (
         f"the restarted agent's first round does not continue the recovery watch: {restarted_rounds[:1]}{scenario.tail()}"
     )
@@ -266,7 +314,9 @@ def test_the_step_down_is_met_by_a_scale_in_after_the_stabilization_window(scena
     first = downs[0]
     after = scenario.since_epoch(first.requested_at) - DOWN_S
     # The lower scale-out is first wanted once the rates show the step (about a rate window after it).
-    assert after >= STABILIZATION_S, f"scaled in {after:.1f} s after the step down, inside the {STABILIZATION_S:g}-s window"
+    assert after >= STABILIZATION_S, (
+        f"scaled in {after:.1f} s after the step down, inside the {STABILIZATION_S:g}-s window"
+    )
     # Nothing but the step-up's scale-out and the step-down's scale-ins: no flapping.
     assert len(scenario.rescales) == 1 + len(downs), f"rescales: {scenario.rescales}{scenario.tail()}"
     assert scenario.record.parallelism[-1] < up
@@ -299,8 +349,14 @@ def test_no_recovery_is_called_overdue_while_the_lag_caught_up_within_the_target
     for event in overdue:
         started = int(scenario.since_epoch(float(event["started_at"])))
         # The episode the stop belongs to (it may have begun as an overload a few seconds before the rescale).
-        episode = next((e for e in scenario.verdict.episodes
-                        if e.start_s <= started + 1 and (e.end_s is None or e.end_s >= started)), None)
+        episode = next(
+            (
+                e
+                for e in scenario.verdict.episodes
+                if e.start_s <= started + 1 and (e.end_s is None or e.end_s >= started)
+            ),
+            None,
+        )
         lasted = "no episode at all" if episode is None else f"episode of {episode.length_s} s"
         assert episode is not None and episode.length_s > TARGET_S, (
             f"recovery.overdue for the stop at {started} s after the epoch, but the lag caught up within "
@@ -309,5 +365,7 @@ def test_no_recovery_is_called_overdue_while_the_lag_caught_up_within_the_target
 
 
 def test_no_round_failed(scenario: Scenario) -> None:
-    failed = [e for e in scenario.events if e.get("event") in ("rescale.failed", "loop.step_failed", "rescale.unconfirmed")]
+    failed = [
+        e for e in scenario.events if e.get("event") in ("rescale.failed", "loop.step_failed", "rescale.unconfirmed")
+    ]
     assert not failed, f"{failed}{scenario.tail()}"

@@ -43,7 +43,9 @@ def job_id(flink_cluster: FlinkCluster) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def prometheus(flink_cluster: FlinkCluster, job_id: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+def prometheus(
+    flink_cluster: FlinkCluster, job_id: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusServer]:
     """The real Prometheus scraping the JobManager and the TaskManagers every second, with job series in it."""
     server = PrometheusServer(tmp_path_factory.mktemp("prometheus-flink"), flink_cluster.metrics_targets)
     try:
@@ -59,7 +61,6 @@ def prometheus(flink_cluster: FlinkCluster, job_id: str, tmp_path_factory: pytes
         yield server
     finally:
         server.stop()
-
 
 
 def agent_settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir: Path) -> dict[str, Any]:
@@ -100,7 +101,9 @@ def vertex_parallelism(cluster: FlinkCluster, job_id: str) -> set[tuple[int, int
     return {(v["parallelism"], v["tasks"]["RUNNING"]) for v in details["vertices"]}
 
 
-def test_default_queries_with_tm_id_read_the_real_job(prometheus: PrometheusServer, flink_cluster: FlinkCluster, job_id: str) -> None:
+def test_default_queries_with_tm_id_read_the_real_job(
+    prometheus: PrometheusServer, flink_cluster: FlinkCluster, job_id: str
+) -> None:
     settings = load_settings(
         None, {"prometheus.url": prometheus.url, "prometheus.worker_label": "tm_id", "scale_target.kind": "flink-rest"}
     )
@@ -157,7 +160,9 @@ def test_dry_run_recommends_and_writes_nothing(
 ) -> None:
     settings = agent_settings(prometheus, proxy, tmp_path)
     with PerdixProcess(tmp_path, settings, dry_run=True) as agent:
-        recommended = agent.wait_for(lambda e: e.get("event") == "rescale.dry_run", timeout_s=60, what="a dry-run rescale")
+        recommended = agent.wait_for(
+            lambda e: e.get("event") == "rescale.dry_run", timeout_s=60, what="a dry-run rescale"
+        )
         code = agent.stop()
     assert code == 0, agent.tail()
     assert (recommended["from"], recommended["to"], recommended["dry_run"]) == (3, 2, True)
@@ -178,8 +183,11 @@ def test_perdix_rescales_the_real_job_in_place_and_learns_its_downtime(
         rescale = agent.wait_for(lambda e: e.get("event") == "rescale", timeout_s=90, what="a rescale")
         # The next rounds read the new parallelism back through Prometheus.
         agent.wait_for(
-            lambda e: e.get("event") == "loop" and e.get("parallelism") == 2 and e.get("timestamp", "") > rescale["timestamp"],
-            timeout_s=60, what="a round that observes parallelism 2",
+            lambda e: (
+                e.get("event") == "loop" and e.get("parallelism") == 2 and e.get("timestamp", "") > rescale["timestamp"]
+            ),
+            timeout_s=60,
+            what="a round that observes parallelism 2",
         )
         code = agent.stop()
     assert code == 0, agent.tail()

@@ -53,20 +53,30 @@ def scenario(flink_cluster: FlinkCluster, tmp_path_factory: pytest.TempPathFacto
     prometheus = PrometheusServer(workdir / "prometheus", flink_cluster.metrics_targets).start()
     harness = RealFlink(flink_cluster, prometheus, trace_job.build_jar(home=flink_cluster.home))
     job_id = trace_job.submit_generator(
-        flink_cluster.rest_url, job_name=JOB_NAME, rate_per_s=RATE, capacity_per_subtask=CAPACITY, parallelism=3,
+        flink_cluster.rest_url,
+        job_name=JOB_NAME,
+        rate_per_s=RATE,
+        capacity_per_subtask=CAPACITY,
+        parallelism=3,
     )
     flink_cluster.jobs.append(job_id)
     try:
         harness.wait_scraped()
         settings = agent_settings(
-            prometheus_url=prometheus.url, rest_url=flink_cluster.rest_url, job_name=JOB_NAME,
+            prometheus_url=prometheus.url,
+            rest_url=flink_cluster.rest_url,
+            job_name=JOB_NAME,
             knowledge_path=workdir / "knowledge.json",
             # An in-place rescale stops the job for about a second (README, "The smallest configuration").
-            downtime_rescale_prior_s=2.0, **time_knobs(),
+            downtime_rescale_prior_s=2.0,
+            **time_knobs(),
         )
         agent = harness.perdix(workdir / "agent", settings)
-        scaled_in = agent.wait_for(lambda e: e.get("event") == "rescale" and e["to"] < e["from"], timeout_s=120,
-                                   what="a scale-in of the over-provisioned job")
+        scaled_in = agent.wait_for(
+            lambda e: e.get("event") == "rescale" and e["to"] < e["from"],
+            timeout_s=120,
+            what="a scale-in of the over-provisioned job",
+        )
         time.sleep(25.0)  # rounds after the rescale: the recovery watch, the rate at the new scale-out
         answer = prometheus.query(SOURCE_RATE)
         settled = float(answer[0]["value"][1]) if answer else float("nan")
@@ -95,7 +105,7 @@ def test_every_round_reads_the_workload_from_what_the_sources_read(scenario: Sce
     # The generator reports no backlog: the lag queries are named gaps, the workload is not one after the start.
     gaps = {e["series"] for e in scenario.events if e.get("event") == "monitor.gap" and e.get("problem") == "empty"}
     assert {"consumer_lag", "worker_backlog"} <= gaps
-    late_gaps = {e["series"] for e in scenario.events[len(scenario.events) // 2:] if e.get("event") == "monitor.gap"}
+    late_gaps = {e["series"] for e in scenario.events[len(scenario.events) // 2 :] if e.get("event") == "monitor.gap"}
     assert "workload" not in late_gaps, scenario.tail
 
 

@@ -28,12 +28,16 @@ def fake() -> Iterator[FakeFlinkRest]:
         server.stop()
 
 
-def scaler(url: str, *, job: str | None = None, clock: SimulatedClock | None = None, sleeps: list[float] | None = None) -> FlinkRestScaler:
+def scaler(
+    url: str, *, job: str | None = None, clock: SimulatedClock | None = None, sleeps: list[float] | None = None
+) -> FlinkRestScaler:
     """A scaler with instant backoff (sleeps recorded) and a simulated clock for the confirm deadline."""
     settings = ScaleTargetSettings(kind="flink-rest", rest_url=url, job=job, request_timeout_s=2.0, max_retries=3)
     recorded = sleeps if sleeps is not None else []
     client = FlinkRestClient(url, timeout_s=2.0, max_retries=3, sleep=recorded.append)
-    return FlinkRestScaler(settings, client=client, clock=clock or SimulatedClock(), confirm_timeout_s=30.0, poll_interval_s=1.0)
+    return FlinkRestScaler(
+        settings, client=client, clock=clock or SimulatedClock(), confirm_timeout_s=30.0, poll_interval_s=1.0
+    )
 
 
 def test_a_rescale_puts_every_vertex_and_measures_downtime_from_the_timestamps(fake: FakeFlinkRest) -> None:
@@ -178,10 +182,12 @@ def test_a_job_wide_rescale_caps_each_vertex_at_its_max_parallelism(fake: FakeFl
     job.vertices["b" * 32], job.max_parallelism["b" * 32] = 1, 1
     result = scaler(fake.url).rescale(3, reasons=("up",), dry_run=False)
     assert (result.requested, result.confirmed) == (3, 3)
-    assert fake.put_bodies == [{
-        "a" * 32: {"parallelism": {"lowerBound": 1, "upperBound": 3}},
-        "b" * 32: {"parallelism": {"lowerBound": 1, "upperBound": 1}},
-    }]
+    assert fake.put_bodies == [
+        {
+            "a" * 32: {"parallelism": {"lowerBound": 1, "upperBound": 3}},
+            "b" * 32: {"parallelism": {"lowerBound": 1, "upperBound": 1}},
+        }
+    ]
     writes = len(fake.writes())
     with pytest.raises(ScalerError, match="vertex 'Sink: snk' .* max parallelism 1, below the target 2") as named:
         scaler(fake.url).rescale_vertices({"Sink: snk": 2}, reasons=(), dry_run=False)

@@ -38,7 +38,6 @@ def scaler_for(url: str, job: str | None = JOB_NAME) -> FlinkRestScaler:
     return FlinkRestScaler(settings, confirm_timeout_s=90.0, poll_interval_s=0.2)
 
 
-
 def vertex_parallelism(cluster: FlinkCluster, job_id: str) -> dict[str, tuple[int, int]]:
     """(parallelism, running subtasks) of every vertex, read straight from the REST API."""
     details = cluster.job(job_id)

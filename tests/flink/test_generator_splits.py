@@ -32,13 +32,25 @@ def test_a_rescale_past_the_generators_splits_is_confirmed_when_the_extra_reader
     confirms the rescale once every subtask has run (and measures its downtime) instead of waiting for
     subtasks that never run again until its confirm timeout, which held Perdix's loop for two minutes."""
     job_id = trace_job.submit_generator(
-        flink_cluster.rest_url, job_name=JOB_NAME, rate_per_s=RATE, capacity_per_subtask=CAPACITY,
-        parallelism=1, checkpoint_interval_s=1.0,
+        flink_cluster.rest_url,
+        job_name=JOB_NAME,
+        rate_per_s=RATE,
+        capacity_per_subtask=CAPACITY,
+        parallelism=1,
+        checkpoint_interval_s=1.0,
     )
     flink_cluster.jobs.append(job_id)
     try:
-        poll(lambda: ((rest_get(f"{flink_cluster.rest_url}/jobs/{job_id}/checkpoints") or {}).get("counts") or {})
-             .get("completed", 0) > 0, timeout_s=30, what="a first checkpoint (the enumerator's one split in it)")
+        poll(
+            lambda: (
+                ((rest_get(f"{flink_cluster.rest_url}/jobs/{job_id}/checkpoints") or {}).get("counts") or {}).get(
+                    "completed", 0
+                )
+                > 0
+            ),
+            timeout_s=30,
+            what="a first checkpoint (the enumerator's one split in it)",
+        )
         settings = ScaleTargetSettings(kind="flink-rest", rest_url=flink_cluster.rest_url, job=job_id)
         # Polled every 2 s: the extra readers finish milliseconds after they run, so the scaler reads them FINISHED.
         scaler = FlinkRestScaler(settings, confirm_timeout_s=60.0, poll_interval_s=2.0)
@@ -46,8 +58,11 @@ def test_a_rescale_past_the_generators_splits_is_confirmed_when_the_extra_reader
         with capture_logs() as logs:
             result = scaler.rescale(3, reasons=("past the splits",), dry_run=False)
         took = time.monotonic() - started
-        poll(lambda: any(v["tasks"]["FINISHED"] for v in (flink_cluster.job(job_id) or {}).get("vertices", [])),
-             timeout_s=10, what="the readers without a split FINISHED (else the case is not exercised)")
+        poll(
+            lambda: any(v["tasks"]["FINISHED"] for v in (flink_cluster.job(job_id) or {}).get("vertices", [])),
+            timeout_s=10,
+            what="the readers without a split FINISHED (else the case is not exercised)",
+        )
         assert (result.confirmed, result.downtime_s is not None) == (3, True), result
         assert took < 30.0, f"confirmed after {took:.1f} s"
         # And the operator is told why the extra readers do nothing.

@@ -41,7 +41,10 @@ MAX_IMAGE_MB = 800
 def podman(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
     """``podman ARGS`` with the project's containers.conf (runc, ulimits the host allows)."""
     return subprocess.run(
-        ["podman", *args], capture_output=True, text=True, timeout=timeout_s,
+        ["podman", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
         env={**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)},
     )
 
@@ -53,11 +56,17 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> str:
     started = time.monotonic()
     with log.open("w") as progress:
         result = subprocess.run(
-            ["bash", str(ROOT / "scripts" / "build-image.sh")], stdout=subprocess.PIPE, stderr=progress, text=True,
-            cwd=ROOT, timeout=1500,
+            ["bash", str(ROOT / "scripts" / "build-image.sh")],
+            stdout=subprocess.PIPE,
+            stderr=progress,
+            text=True,
+            cwd=ROOT,
+            timeout=1500,
         )
     if result.returncode != 0:
-        pytest.fail(f"scripts/build-image.sh exited {result.returncode}:\n" + "\n".join(log.read_text().splitlines()[-25:]))
+        pytest.fail(
+            f"scripts/build-image.sh exited {result.returncode}:\n" + "\n".join(log.read_text().splitlines()[-25:])
+        )
     name = result.stdout.strip().splitlines()[-1]
     print(f"image {name} built in {time.monotonic() - started:.0f} s")
     return name
@@ -74,7 +83,9 @@ def job_id(flink_cluster: FlinkCluster) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def prometheus(flink_cluster: FlinkCluster, job_id: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+def prometheus(
+    flink_cluster: FlinkCluster, job_id: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusServer]:
     """The real Prometheus scraping the cluster each second, with every source subtask's rate in it."""
     server = PrometheusServer(tmp_path_factory.mktemp("prometheus-image"), flink_cluster.metrics_targets)
     try:
@@ -103,9 +114,21 @@ class ContainerAgent(PerdixProcess):
         self.config.chmod(0o644)
         self.name = f"perdix-image-test-{os.getpid()}"
         self.args = [
-            "env", f"CONTAINERS_CONF={CONTAINERS_CONF}", "podman", "run", "--rm", "--name", self.name,
-            *RUN_AS_THE_CHART_DOES, "-v", f"{self.config}:/etc/perdix/perdix.yaml:ro",
-            image, "run", "--config", "/etc/perdix/perdix.yaml", "--dry-run",
+            "env",
+            f"CONTAINERS_CONF={CONTAINERS_CONF}",
+            "podman",
+            "run",
+            "--rm",
+            "--name",
+            self.name,
+            *RUN_AS_THE_CHART_DOES,
+            "-v",
+            f"{self.config}:/etc/perdix/perdix.yaml:ro",
+            image,
+            "run",
+            "--config",
+            "/etc/perdix/perdix.yaml",
+            "--dry-run",
         ]
 
     def stop(self, timeout_s: float = 30.0) -> int | None:
@@ -119,7 +142,11 @@ class ContainerAgent(PerdixProcess):
 def test_the_build_script_without_a_container_tool_fails_with_the_reason(tmp_path: Path) -> None:
     """A machine without podman, buildah or docker: exit 2 with one line saying how to install them."""
     result = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "build-image.sh")], capture_output=True, text=True, cwd=ROOT, timeout=60,
+        ["bash", str(ROOT / "scripts" / "build-image.sh")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
         env={**os.environ, "PERDIX_BUILDER": "no-such-builder"},
     )
     assert result.returncode == 2 and result.stdout == "", (result.stdout, result.stderr)
@@ -141,8 +168,16 @@ def test_the_image_runs_as_uid_10001_and_reports_its_version(image: str) -> None
     uid = podman("run", "--rm", *RUN_AS_THE_CHART_DOES, "--entrypoint", "id", image)
     assert uid.stdout.split()[0] == "uid=10001(perdix)", uid.stdout
     # Nothing but /tmp is writable.
-    write = podman("run", "--rm", *RUN_AS_THE_CHART_DOES, "--entrypoint", "sh", image, "-c",
-                   "touch /tmp/ok && ! touch /opt/perdix-app/x 2>/dev/null && ! touch /x 2>/dev/null && echo read-only")
+    write = podman(
+        "run",
+        "--rm",
+        *RUN_AS_THE_CHART_DOES,
+        "--entrypoint",
+        "sh",
+        image,
+        "-c",
+        "touch /tmp/ok && ! touch /opt/perdix-app/x 2>/dev/null && ! touch /x 2>/dev/null && echo read-only",
+    )
     assert write.stdout.strip() == "read-only", (write.stdout, write.stderr)
 
 
@@ -158,22 +193,37 @@ def test_the_image_holds_the_daemon_and_none_of_the_lab_or_spark(image: str) -> 
 
 
 def test_perdix_run_dry_run_in_the_container_decides_on_the_real_job(
-    image: str, prometheus: PrometheusServer, flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy,
+    image: str,
+    prometheus: PrometheusServer,
+    flink_cluster: FlinkCluster,
+    job_id: str,
+    proxy: RecordingProxy,
     tmp_path: Path,
 ) -> None:
     settings = agent_settings(
-        prometheus_url=prometheus.url, rest_url=proxy.url, job_name=JOB_NAME,
+        prometheus_url=prometheus.url,
+        rest_url=proxy.url,
+        job_name=JOB_NAME,
         # Inside the container only /tmp is writable: the knowledge file goes there.
         knowledge_path=Path("/tmp/knowledge.json"),
-        loop_interval_s=3.0, forecast_window_s=60, forecast_horizon_s=60, grace_period_s=0.0,
-        checkpoint_interval_s=5.0, max_parallelism=3,
+        loop_interval_s=3.0,
+        forecast_window_s=60,
+        forecast_horizon_s=60,
+        grace_period_s=0.0,
+        checkpoint_interval_s=5.0,
+        max_parallelism=3,
     )
     settings["prometheus"]["timeout_s"] = 5.0
     with ContainerAgent(tmp_path, settings, image=image) as agent:
         decided = agent.wait_for(
-            lambda e: e.get("event") == "loop" and e.get("outcome") == "completed" and e.get("capacity") is not None
-            and e.get("code") is not None,
-            timeout_s=180, what="a completed round with a capacity and a decision, inside the container",
+            lambda e: (
+                e.get("event") == "loop"
+                and e.get("outcome") == "completed"
+                and e.get("capacity") is not None
+                and e.get("code") is not None
+            ),
+            timeout_s=180,
+            what="a completed round with a capacity and a decision, inside the container",
         )
         code = agent.stop()
     print("inside the container:", json.dumps(decided))

@@ -45,7 +45,9 @@ def job(flink_cluster: FlinkCluster) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def prometheus(flink_cluster: FlinkCluster, job: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+def prometheus(
+    flink_cluster: FlinkCluster, job: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusServer]:
     server = PrometheusServer(tmp_path_factory.mktemp("prometheus-memory"), flink_cluster.metrics_targets)
     try:
         server.start()
@@ -54,7 +56,9 @@ def prometheus(flink_cluster: FlinkCluster, job: str, tmp_path_factory: pytest.T
         server.stop()
 
 
-def test_heap_and_gc_time_of_every_taskmanager(flink_cluster: FlinkCluster, job: str, prometheus: PrometheusServer) -> None:
+def test_heap_and_gc_time_of_every_taskmanager(
+    flink_cluster: FlinkCluster, job: str, prometheus: PrometheusServer
+) -> None:
     queries = PromQLQueries(**JVM_MEMORY_QUERIES)
     settings = PrometheusSettings(url=prometheus.url, rate_window_s=20, queries=queries)
     only_memory = frozenset(name for name in queries.model_dump() if name not in JVM_MEMORY_QUERIES)
@@ -97,7 +101,9 @@ def test_the_quota_reads_cpu_and_memory_per_slot(flink_cluster: FlinkCluster, jo
     assert 0 < per_slot.cpu and 100 < per_slot.memory_mb < 64 * 1024
 
 
-def agent_settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir: Path, **safeguards: Any) -> dict[str, Any]:
+def agent_settings(
+    prometheus: PrometheusServer, proxy: RecordingProxy, workdir: Path, **safeguards: Any
+) -> dict[str, Any]:
     """``perdix run`` on the flink-rest target with the static policy at 2 (the job runs at 3) and ``safeguards``."""
     return {
         "policy": "static",
@@ -111,7 +117,12 @@ def agent_settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir:
         "forecast_horizon_s": 60,
         "forecast_window_s": 60,
         "checkpoint_interval_s": 5.0,
-        "prometheus": {"url": prometheus.url, "timeout_s": 5.0, "rate_window_s": 20, "queries": dict(JVM_MEMORY_QUERIES)},
+        "prometheus": {
+            "url": prometheus.url,
+            "timeout_s": 5.0,
+            "rate_window_s": 20,
+            "queries": dict(JVM_MEMORY_QUERIES),
+        },
         "scale_target": {"kind": "flink-rest", "rest_url": proxy.url, "job": JOB_NAME, "request_timeout_s": 5.0},
         "knowledge": {"path": str(workdir / "knowledge.json")},
         "telemetry": {"log_format": "json", "log_level": "info", "metrics_port": 0},
@@ -127,13 +138,20 @@ def running_at(flink_cluster: FlinkCluster, job_id: str) -> set[int]:
 
 def held_rounds(agent: PerdixProcess, code: str) -> dict[str, Any]:
     """Wait for the report of ``code`` and two more rounds held by it; the report."""
-    report = agent.wait_for(lambda e: e.get("event") == "decision.vetoed" and e.get("code") == code,
-                            timeout_s=90, what=f"a decision vetoed by {code}")
+    report = agent.wait_for(
+        lambda e: e.get("event") == "decision.vetoed" and e.get("code") == code,
+        timeout_s=90,
+        what=f"a decision vetoed by {code}",
+    )
     rounds = 0
 
     def held(event: dict[str, Any]) -> bool:
         nonlocal rounds
-        if event.get("event") == "loop" and event.get("code") == "vetoed" and event.get("timestamp", "") > report["timestamp"]:
+        if (
+            event.get("event") == "loop"
+            and event.get("code") == "vetoed"
+            and event.get("timestamp", "") > report["timestamp"]
+        ):
             rounds += 1
         return rounds >= 2
 

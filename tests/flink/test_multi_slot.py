@@ -28,23 +28,35 @@ RATE, CAPACITY = 1500.0, 2000.0
 def test_one_taskmanager_with_three_slots_is_scaled_in(tmp_path: Path) -> None:
     # A cluster of its own: one TaskManager with three slots (the shared one has three one-slot TaskManagers).
     with RealFlink.start(
-        tmp_path, taskmanagers=1,
+        tmp_path,
+        taskmanagers=1,
         extra_config={"taskmanager.numberOfTaskSlots": 3, "taskmanager.memory.process.size": "1400m"},
     ) as harness:
         job_id = trace_job.submit_generator(
-            harness.cluster.rest_url, job_name=JOB_NAME, rate_per_s=RATE, capacity_per_subtask=CAPACITY, parallelism=3,
+            harness.cluster.rest_url,
+            job_name=JOB_NAME,
+            rate_per_s=RATE,
+            capacity_per_subtask=CAPACITY,
+            parallelism=3,
         )
         harness.cluster.jobs.append(job_id)
         # max_parallelism stays at its default (16): the agent plans within the cluster's three slots by itself.
         knobs = {key: value for key, value in time_knobs().items() if key != "max_parallelism"}
         settings = agent_settings(
-            prometheus_url=harness.prometheus.url, rest_url=harness.cluster.rest_url, job_name=JOB_NAME,
-            knowledge_path=tmp_path / "knowledge.json", downtime_rescale_prior_s=2.0, **knobs,
+            prometheus_url=harness.prometheus.url,
+            rest_url=harness.cluster.rest_url,
+            job_name=JOB_NAME,
+            knowledge_path=tmp_path / "knowledge.json",
+            downtime_rescale_prior_s=2.0,
+            **knobs,
         )
         assert "worker_label" not in settings["prometheus"] and "max_parallelism" not in settings  # the defaults
         agent = harness.perdix(tmp_path / "agent", settings)
-        scaled_in = agent.wait_for(lambda e: e.get("event") == "rescale" and e["to"] < e["from"], timeout_s=120,
-                                   what="a scale-in of the over-provisioned job on one TaskManager")
+        scaled_in = agent.wait_for(
+            lambda e: e.get("event") == "rescale" and e["to"] < e["from"],
+            timeout_s=120,
+            what="a scale-in of the over-provisioned job on one TaskManager",
+        )
         agent.stop()
         rounds = [e for e in agent.events() if e.get("event") == "loop" and e.get("outcome") == "completed"]
         known = [e for e in rounds if e.get("capacity") is not None]

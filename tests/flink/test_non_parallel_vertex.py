@@ -23,8 +23,14 @@ pytestmark = pytest.mark.e2e
 
 def test_a_job_wide_rescale_keeps_a_non_parallel_vertex_at_one(flink_cluster: FlinkCluster) -> None:
     options = TraceJobOptions(
-        job_name="perdix-non-parallel", rate_per_s=2000.0, capacity_per_subtask=4000.0, seed=3,
-        checkpoint_interval_s=1.0, parallelism=1, verify_parallelism=1, verify_max_parallelism=1,
+        job_name="perdix-non-parallel",
+        rate_per_s=2000.0,
+        capacity_per_subtask=4000.0,
+        seed=3,
+        checkpoint_interval_s=1.0,
+        parallelism=1,
+        verify_parallelism=1,
+        verify_max_parallelism=1,
     )
     job = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar(home=flink_cluster.home))
     flink_cluster.jobs.append(job.job_id)
@@ -33,14 +39,18 @@ def test_a_job_wide_rescale_keeps_a_non_parallel_vertex_at_one(flink_cluster: Fl
         scaler = FlinkRestScaler(settings, confirm_timeout_s=60.0, poll_interval_s=0.5)
         status = scaler.job_state()
         assert {v.name: v.max_parallelism for v in status.vertices} == {
-            "Source: log -> cost": 128, "verify -> discard: Writer": 1,
+            "Source: log -> cost": 128,
+            "verify -> discard: Writer": 1,
         }, status
 
         result = scaler.rescale(2, reasons=("scale out past the non-parallel verifier",), dry_run=False)
 
         assert (result.requested, result.confirmed) == (2, 2), result
         assert result.downtime_s is not None, result
-        assert vertices(flink_cluster, job.job_id) == {"Source: log -> cost": (2, 2), "verify -> discard: Writer": (1, 1)}
+        assert vertices(flink_cluster, job.job_id) == {
+            "Source: log -> cost": (2, 2),
+            "verify -> discard: Writer": (1, 1),
+        }
         # A scale-out past what no vertex can take is still refused, naming the job's limit.
         with pytest.raises(ScalerError, match="max parallelism"):
             scaler.rescale(status.vertices[0].max_parallelism + 1, reasons=("too far",), dry_run=False)

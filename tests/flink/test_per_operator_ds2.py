@@ -40,12 +40,23 @@ END_S = 50.0
 def job(flink_cluster: FlinkCluster) -> Iterator[TraceJob]:
     """The split trace job, every vertex at 1, production from now until END_S."""
     options = TraceJobOptions(
-        job_name=JOB_NAME, shape="split", rate_per_s=RATE, capacity_per_subtask=CAPACITY, seed=3,
-        checkpoint_interval_s=1.0, parallelism=1, end_s=END_S, epoch_ms=int(time.time() * 1000) + 2000,
+        job_name=JOB_NAME,
+        shape="split",
+        rate_per_s=RATE,
+        capacity_per_subtask=CAPACITY,
+        seed=3,
+        checkpoint_interval_s=1.0,
+        parallelism=1,
+        end_s=END_S,
+        epoch_ms=int(time.time() * 1000) + 2000,
     )
     # The keyed verifier on RocksDB with its metrics: the per-vertex state queries answer too.
-    submitted = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar(home=flink_cluster.home),
-                                 flink_configuration=ROCKSDB_WITH_METRICS)
+    submitted = trace_job.submit(
+        flink_cluster.rest_url,
+        options,
+        jar=trace_job.build_jar(home=flink_cluster.home),
+        flink_configuration=ROCKSDB_WITH_METRICS,
+    )
     try:
         yield submitted
     finally:
@@ -53,7 +64,9 @@ def job(flink_cluster: FlinkCluster) -> Iterator[TraceJob]:
 
 
 @pytest.fixture(scope="module")
-def prometheus(flink_cluster: FlinkCluster, job: TraceJob, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+def prometheus(
+    flink_cluster: FlinkCluster, job: TraceJob, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusServer]:
     """The real Prometheus scraping every process of the cluster each second."""
     server = PrometheusServer(tmp_path_factory.mktemp("prometheus-ds2"), flink_cluster.metrics_targets)
     try:
@@ -61,7 +74,6 @@ def prometheus(flink_cluster: FlinkCluster, job: TraceJob, tmp_path_factory: pyt
         yield server
     finally:
         server.stop()
-
 
 
 def settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir: Path) -> dict[str, Any]:
@@ -77,7 +89,10 @@ def settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir: Path)
         "checkpoint_interval_s": 1.0,
         "downtime_rescale_prior_s": 2.0,
         "prometheus": {
-            "url": prometheus.url, "worker_label": "tm_id", "timeout_s": 5.0, "rate_window_s": 10,
+            "url": prometheus.url,
+            "worker_label": "tm_id",
+            "timeout_s": 5.0,
+            "rate_window_s": 10,
             "flink_job": JOB_NAME.replace("-", "_"),
         },
         "operators": {"warm_up_s": 12.0},
@@ -93,11 +108,17 @@ def vertices(cluster: FlinkCluster, job_id: str) -> dict[str, tuple[int, int]]:
 
 
 def test_ds2_scales_the_costly_vertex_alone_in_one_put_and_loses_nothing(
-    flink_cluster: FlinkCluster, job: TraceJob, prometheus: PrometheusServer, proxy: RecordingProxy, tmp_path: Path,
+    flink_cluster: FlinkCluster,
+    job: TraceJob,
+    prometheus: PrometheusServer,
+    proxy: RecordingProxy,
+    tmp_path: Path,
 ) -> None:
     started = time.time()
     assert vertices(flink_cluster, job.job_id) == {
-        "Source: log": (1, 1), "cost": (1, 1), "verify -> discard: Writer": (1, 1),
+        "Source: log": (1, 1),
+        "cost": (1, 1),
+        "verify -> discard: Writer": (1, 1),
     }
     with PerdixProcess(tmp_path, settings(prometheus, proxy, tmp_path), dry_run=False) as agent:
         rescale = agent.wait_for(lambda e: e.get("event") == "rescale", timeout_s=90, what="a per-vertex rescale")
@@ -105,11 +126,15 @@ def test_ds2_scales_the_costly_vertex_alone_in_one_put_and_loses_nothing(
         code = agent.stop()
     assert code == 0, agent.tail()
     print("ds2:", "; ".join(plan["reasons"]))
-    print(f"plan: {plan['current']} -> {plan['planned']}; rescale {rescale['vertices']} "
-          f"downtime {rescale['downtime_s']} s, {time.time() - started:.0f} s after start")
+    print(
+        f"plan: {plan['current']} -> {plan['planned']}; rescale {rescale['vertices']} "
+        f"downtime {rescale['downtime_s']} s, {time.time() - started:.0f} s after start"
+    )
     assert rescale["vertices"] == {"cost": [1, 3]}, rescale
     assert vertices(flink_cluster, job.job_id) == {
-        "Source: log": (1, 1), "cost": (3, 3), "verify -> discard: Writer": (1, 1),
+        "Source: log": (1, 1),
+        "cost": (3, 3),
+        "verify -> discard: Writer": (1, 1),
     }
     puts = [(method, path) for method, path, status in proxy.writes() if status == 200]
     assert puts == [("PUT", f"/jobs/{job.job_id}/resource-requirements")], proxy.writes()

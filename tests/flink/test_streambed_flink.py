@@ -55,13 +55,40 @@ def plan(flink_cluster: FlinkCluster, prometheus: PrometheusServer, tmp_path_fac
     """The capacity-plan command against the session cluster; the model file it wrote."""
     trace_job.build_jar(home=flink_cluster.home)  # fails with the reason when javac or Flink's jars are missing
     out = tmp_path_factory.mktemp("streambed") / "capacity.json"
-    result = CliRunner().invoke(app, [
-        "capacity-plan", "--testbed", "flink", "--rest-url", flink_cluster.rest_url, "--prometheus", prometheus.url,
-        "--min-slots", "1", "--max-slots", "2", "--max-runs", "3", "--capacity-per-slot", f"{CAPACITY:g}",
-        "--measure-s", "6", "--rampup-s", "2", "--probes", "3", "--cluster-warmup-s", "20", "--target-rate", "10000",
-        "--max-scale-out", "4",
-        "--out", str(out),
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "capacity-plan",
+            "--testbed",
+            "flink",
+            "--rest-url",
+            flink_cluster.rest_url,
+            "--prometheus",
+            prometheus.url,
+            "--min-slots",
+            "1",
+            "--max-slots",
+            "2",
+            "--max-runs",
+            "3",
+            "--capacity-per-slot",
+            f"{CAPACITY:g}",
+            "--measure-s",
+            "6",
+            "--rampup-s",
+            "2",
+            "--probes",
+            "3",
+            "--cluster-warmup-s",
+            "20",
+            "--target-rate",
+            "10000",
+            "--max-scale-out",
+            "4",
+            "--out",
+            str(out),
+        ],
+    )
     print(result.output)
     assert result.exit_code == 0, result.output
     return out
@@ -77,8 +104,10 @@ def test_the_plan_writes_a_prior_whose_one_slot_capacity_is_the_configured_one(p
     assert model.extra["testbed"]["kind"] == "flink" and model.memory_mb == model.extra["testbed"]["memory_mb_per_slot"]
     prior = load_capacity_prior(plan)
     assert sorted(prior) == [1, 2, 3, 4]
-    print(f"capacities: {', '.join(f'{n}: {c:,.0f}' for n, c in prior.items())}; "
-          f"runs: {[(o['task_slots'], round(o['capacity'])) for o in model.observations]}")
+    print(
+        f"capacities: {', '.join(f'{n}: {c:,.0f}' for n, c in prior.items())}; "
+        f"runs: {[(o['task_slots'], round(o['capacity'])) for o in model.observations]}"
+    )
     assert abs(prior[1] - CAPACITY) <= TOLERANCE * CAPACITY, prior
     assert abs(prior[2] - 2 * CAPACITY) <= TOLERANCE * 2 * CAPACITY, prior
     assert prior[1] < prior[2] < prior[3] < prior[4]
@@ -89,7 +118,9 @@ def test_the_backlog_tells_a_sustained_rate_from_an_overload(
 ) -> None:
     mst = next(o["capacity"] for o in read_capacity_model(plan).observations if o["task_slots"] == 1)
     settings = estimator_settings(rampup_s=2, measure_s=6)
-    bed = FlinkTestbed(flink_cluster.rest_url, PrometheusClient(prometheus.url), FlinkTestbedSettings(capacity_per_slot=CAPACITY))
+    bed = FlinkTestbed(
+        flink_cluster.rest_url, PrometheusClient(prometheus.url), FlinkTestbedSettings(capacity_per_slot=CAPACITY)
+    )
     try:
         run = bed.deploy((1,), bed.memory_mb)
         verdicts = {}
@@ -98,8 +129,10 @@ def test_the_backlog_tells_a_sustained_rate_from_an_overload(
             run.advance(settings.rampup_s + settings.observe_s)
             measured = run.measure(settings.observe_s)
             verdicts[factor] = is_sustainable(measured, factor * mst, settings)
-            print(f"{factor:.2f} x MST ({factor * mst:,.0f}/s): read {measured.achieved_rate:,.0f}/s, "
-                  f"backlog {measured.lag_growth:+,.1f}/s over {measured.backlog_samples} samples")
+            print(
+                f"{factor:.2f} x MST ({factor * mst:,.0f}/s): read {measured.achieved_rate:,.0f}/s, "
+                f"backlog {measured.lag_growth:+,.1f}/s over {measured.backlog_samples} samples"
+            )
             if factor > 1:
                 assert measured.lag_growth > 0.05 * factor * mst, measured
             else:

@@ -44,7 +44,11 @@ def jar(home: Path) -> Path:
 def java_schedule(jar: Path, args: list[str]) -> tuple[list[float], dict[tuple[int, int], tuple[float, int]]]:
     """Weights and {(at_ms, partition): (total, produced)} as the Java ProductionSchedule prints them."""
     done = subprocess.run(
-        ["java", "-cp", str(jar), "perdix.jobs.ProductionSchedule", *args], capture_output=True, text=True, timeout=60, check=False
+        ["java", "-cp", str(jar), "perdix.jobs.ProductionSchedule", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-800:]
     weights: list[float] = []
@@ -66,26 +70,87 @@ def _from_bits(bits: int) -> float:
 EPOCH = 1_700_000_000_000
 CASES = [
     # (arguments, Python schedule): fixed rate over several skews, seeds and partition counts ...
-    (["--partitions", "12", "--skew", "1.0", "--seed", "5", "--rate", "6000"],
-     lambda: ProductionSchedule.fixed_rate(6000, partitions=12, skew=1.0, seed=5, epoch_ms=EPOCH)),
-    (["--partitions", "36", "--skew", "1.3", "--seed", "-7", "--rate", "120000.5"],
-     lambda: ProductionSchedule.fixed_rate(120000.5, partitions=36, skew=1.3, seed=-7, epoch_ms=EPOCH)),
-    (["--partitions", "7", "--skew", "0", "--seed", "9223372036854775807", "--rate", "333", "--end-s", "4.25"],
-     lambda: ProductionSchedule.fixed_rate(333, partitions=7, skew=0.0, seed=2**63 - 1, epoch_ms=EPOCH, end_s=4.25)),
-    (["--partitions", "1", "--skew", "0.37", "--seed", "0", "--rate", "1"],
-     lambda: ProductionSchedule.fixed_rate(1, partitions=1, skew=0.37, seed=0, epoch_ms=EPOCH)),
+    (
+        ["--partitions", "12", "--skew", "1.0", "--seed", "5", "--rate", "6000"],
+        lambda: ProductionSchedule.fixed_rate(6000, partitions=12, skew=1.0, seed=5, epoch_ms=EPOCH),
+    ),
+    (
+        ["--partitions", "36", "--skew", "1.3", "--seed", "-7", "--rate", "120000.5"],
+        lambda: ProductionSchedule.fixed_rate(120000.5, partitions=36, skew=1.3, seed=-7, epoch_ms=EPOCH),
+    ),
+    (
+        ["--partitions", "7", "--skew", "0", "--seed", "9223372036854775807", "--rate", "333", "--end-s", "4.25"],
+        lambda: ProductionSchedule.fixed_rate(333, partitions=7, skew=0.0, seed=2**63 - 1, epoch_ms=EPOCH, end_s=4.25),
+    ),
+    (
+        ["--partitions", "1", "--skew", "0.37", "--seed", "0", "--rate", "1"],
+        lambda: ProductionSchedule.fixed_rate(1, partitions=1, skew=0.37, seed=0, epoch_ms=EPOCH),
+    ),
     # ... and the shipped traces, compressed and scaled, past their end and past the end of production.
-    (["--partitions", "12", "--skew", "0.8", "--seed", "3", "--trace", str(TRACES / "bank_calls.csv"),
-      "--compress", "60", "--scale", "0.05", "--end-s", "70"],
-     lambda: ProductionSchedule.from_trace(TRACES / "bank_calls.csv", partitions=12, skew=0.8, seed=3, epoch_ms=EPOCH,
-                                           compress=60, scale=0.05, end_s=70)),
-    (["--partitions", "5", "--skew", "1.1", "--seed", "11", "--trace", str(TRACES / "taylor.csv"),
-      "--compress", "7.5", "--scale", "1"],
-     lambda: ProductionSchedule.from_trace(TRACES / "taylor.csv", partitions=5, skew=1.1, seed=11, epoch_ms=EPOCH,
-                                           compress=7.5)),
+    (
+        [
+            "--partitions",
+            "12",
+            "--skew",
+            "0.8",
+            "--seed",
+            "3",
+            "--trace",
+            str(TRACES / "bank_calls.csv"),
+            "--compress",
+            "60",
+            "--scale",
+            "0.05",
+            "--end-s",
+            "70",
+        ],
+        lambda: ProductionSchedule.from_trace(
+            TRACES / "bank_calls.csv",
+            partitions=12,
+            skew=0.8,
+            seed=3,
+            epoch_ms=EPOCH,
+            compress=60,
+            scale=0.05,
+            end_s=70,
+        ),
+    ),
+    (
+        [
+            "--partitions",
+            "5",
+            "--skew",
+            "1.1",
+            "--seed",
+            "11",
+            "--trace",
+            str(TRACES / "taylor.csv"),
+            "--compress",
+            "7.5",
+            "--scale",
+            "1",
+        ],
+        lambda: ProductionSchedule.from_trace(
+            TRACES / "taylor.csv", partitions=5, skew=1.1, seed=11, epoch_ms=EPOCH, compress=7.5
+        ),
+    ),
 ]
-AT_MS = [EPOCH - 5000, EPOCH, EPOCH + 1, EPOCH + 999, EPOCH + 1000, EPOCH + 4250, EPOCH + 4251, EPOCH + 12_345,
-         EPOCH + 60_000, EPOCH + 61_234, EPOCH + 69_999, EPOCH + 70_000, EPOCH + 3_600_000, EPOCH + 400_000_000]
+AT_MS = [
+    EPOCH - 5000,
+    EPOCH,
+    EPOCH + 1,
+    EPOCH + 999,
+    EPOCH + 1000,
+    EPOCH + 4250,
+    EPOCH + 4251,
+    EPOCH + 12_345,
+    EPOCH + 60_000,
+    EPOCH + 61_234,
+    EPOCH + 69_999,
+    EPOCH + 70_000,
+    EPOCH + 3_600_000,
+    EPOCH + 400_000_000,
+]
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
@@ -112,8 +177,9 @@ def test_schedule_shapes() -> None:
     assert max(fixed.weights) == pytest.approx(1 / sum(1 / k for k in range(1, 13)))
     # Trace mode: --compress 60 replays one trace minute (one point of the shipped traces) per wall second.
     _, rates = read_trace(TRACES / "bank_calls.csv")
-    trace = ProductionSchedule.from_trace(TRACES / "bank_calls.csv", partitions=4, skew=0, seed=0, epoch_ms=0,
-                                          compress=60, scale=0.5)
+    trace = ProductionSchedule.from_trace(
+        TRACES / "bank_calls.csv", partitions=4, skew=0, seed=0, epoch_ms=0, compress=60, scale=0.5
+    )
     assert trace.rate_at(0) == 0.5 * rates[0] and trace.rate_at(1000) == 0.5 * rates[1]
     assert trace.total(1000) == pytest.approx(0.5 * (rates[0] + rates[1]) / 2)
 
@@ -129,14 +195,24 @@ def test_read_trace_names_the_bad_line(tmp_path: Path) -> None:
 
 
 def test_offset_ledger_passes_its_self_check(jar: Path) -> None:
-    done = subprocess.run(["java", "-cp", str(jar), "perdix.jobs.SelfCheck", "3000"], capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        ["java", "-cp", str(jar), "perdix.jobs.SelfCheck", "3000"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0 and done.stdout.strip() == "ok 3000", done.stdout + done.stderr[-500:]
 
 
 def test_the_job_names_a_bad_argument(jar: Path) -> None:
-    done = subprocess.run(["java", "-cp", str(jar), "perdix.jobs.ProductionSchedule", "--rate", "10", "--skew", "x"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        ["java", "-cp", str(jar), "perdix.jobs.ProductionSchedule", "--rate", "10", "--skew", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode != 0 and "IllegalArgumentException: --skew: not a number: x" in done.stderr
 
 
@@ -168,7 +244,9 @@ def test_a_compiler_error_is_one_line(tmp_path: Path, home: Path) -> None:
         trace_job.build_jar(sources=sources, cache_dir=tmp_path / "cache", home=home)
     message = str(error.value)
     assert "\n" not in message
-    assert message.startswith("javac failed: src/main/java/demo/Demo.java:2: error: illegal start of expression"), message
+    assert message.startswith("javac failed: src/main/java/demo/Demo.java:2: error: illegal start of expression"), (
+        message
+    )
 
 
 def test_a_missing_javac_is_named(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,20 +265,33 @@ def test_options_are_checked_and_rendered(tmp_path: Path) -> None:
         TraceJobOptions(rate_per_s=10, capacity_per_subtask=-1)
     with pytest.raises(ValueError, match=r"^trace: no such file"):
         TraceJobOptions(trace=tmp_path / "missing.csv")
-    options = TraceJobOptions(trace=TRACES / "taylor.csv", compress=60, shape="split", epoch_ms=5,
-                              checkpoint_interval_s=1.5, cost_parallelism=3)
+    options = TraceJobOptions(
+        trace=TRACES / "taylor.csv",
+        compress=60,
+        shape="split",
+        epoch_ms=5,
+        checkpoint_interval_s=1.5,
+        cost_parallelism=3,
+    )
     args = options.program_args()
     assert args[args.index("--trace") + 1] == str((TRACES / "taylor.csv").resolve())
     assert args[args.index("--compress") + 1] == "60.0" and args[args.index("--shape") + 1] == "split"
-    assert args[args.index("--checkpoint-interval-ms") + 1] == "1500" and args[args.index("--cost-parallelism") + 1] == "3"
+    assert (
+        args[args.index("--checkpoint-interval-ms") + 1] == "1500" and args[args.index("--cost-parallelism") + 1] == "3"
+    )
     assert "--rate" not in args and "--end-s" not in args
 
 
 def test_the_jar_carries_the_source_class_of_its_flink_line(home: Path, jar: Path) -> None:
     """2.x: the source hands restored splits back to the enumerator (SupportsSplitReassignmentOnRecovery, which
     1.20 does not have); 1.20: the same source without it. Compiled against the other line, neither would load."""
-    shown = subprocess.run(["javap", "-cp", str(jar), "perdix.jobs.VersionedLogSource"], capture_output=True, text=True,
-                           timeout=60, check=False)
+    shown = subprocess.run(
+        ["javap", "-cp", str(jar), "perdix.jobs.VersionedLogSource"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert shown.returncode == 0, shown.stderr[-500:]
     assert ("SupportsSplitReassignmentOnRecovery" in shown.stdout) == (flink_major(home) >= 2), shown.stdout
 
@@ -210,4 +301,7 @@ def test_the_install_script_installs_the_releases_the_lab_knows() -> None:
     releases = [line.split() for line in listed.splitlines()]
     assert releases == [[r.version, str(r.venv.relative_to(ROOT))] for r in FLINK_RELEASES.values()]
     unknown = subprocess.run(["bash", str(INSTALL_SCRIPT), "9.9"], capture_output=True, text=True, check=False)
-    assert (unknown.returncode, unknown.stderr.strip()) == (2, "install-flink: unknown Flink version '9.9' (known: 2.3.0 1.20.5)")
+    assert (unknown.returncode, unknown.stderr.strip()) == (
+        2,
+        "install-flink: unknown Flink version '9.9' (known: 2.3.0 1.20.5)",
+    )

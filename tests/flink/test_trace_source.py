@@ -74,7 +74,9 @@ def prometheus(flink_cluster: FlinkCluster, tmp_path_factory: pytest.TempPathFac
         server.stop()
 
 
-def query_range(server: PrometheusServer, promql: str, start: float, end: float, step: float = 1.0) -> list[dict[str, Any]]:
+def query_range(
+    server: PrometheusServer, promql: str, start: float, end: float, step: float = 1.0
+) -> list[dict[str, Any]]:
     """A range query's series (QueryRejected with Prometheus' reason if it rejects the query)."""
     return server.query_range(promql, start, end, step)
 
@@ -106,18 +108,31 @@ def run(flink_cluster: FlinkCluster, prometheus: PrometheusServer, jar: Path) ->
     """The job's whole run: submitted at 2, rescaled to 3 and to 1, production ended and drained."""
     epoch_ms = int(time.time() * 1000) + 3000
     options = TraceJobOptions(
-        job_name="perdix-trace-test", rate_per_s=RATE, capacity_per_subtask=CAPACITY, partitions=12, skew=1.0,
-        seed=5, checkpoint_interval_s=1.0, parallelism=2, epoch_ms=epoch_ms, end_s=END_S,
+        job_name="perdix-trace-test",
+        rate_per_s=RATE,
+        capacity_per_subtask=CAPACITY,
+        partitions=12,
+        skew=1.0,
+        seed=5,
+        checkpoint_interval_s=1.0,
+        parallelism=2,
+        epoch_ms=epoch_ms,
+        end_s=END_S,
     )
     job = trace_job.submit(flink_cluster.rest_url, options, jar=jar)
     epoch = epoch_ms / 1000
     try:
         scaler = FlinkRestScaler(
-            ScaleTargetSettings(kind="flink-rest", rest_url=flink_cluster.rest_url, job=job.job_id, request_timeout_s=5.0),
-            confirm_timeout_s=60.0, poll_interval_s=0.2,
+            ScaleTargetSettings(
+                kind="flink-rest", rest_url=flink_cluster.rest_url, job=job.job_id, request_timeout_s=5.0
+            ),
+            confirm_timeout_s=60.0,
+            poll_interval_s=0.2,
         )
         wait_until(flink_cluster, job, epoch + 15)
-        labels = query_at(prometheus, f'flink_taskmanager_job_task_operator_pendingRecords{{job_id="{job.job_id}"}}', time.time())
+        labels = query_at(
+            prometheus, f'flink_taskmanager_job_task_operator_pendingRecords{{job_id="{job.job_id}"}}', time.time()
+        )
         rescales = []
         for at_s, target in RESCALES:
             wait_until(flink_cluster, job, epoch + at_s)
@@ -135,7 +150,14 @@ def run(flink_cluster: FlinkCluster, prometheus: PrometheusServer, jar: Path) ->
             counts = poll(drained, timeout_s=60, interval_s=1.0, what="the backlog drained and every record verified")
         except AssertionError as exc:
             raise AssertionError(f"{exc}; expected {expected} verified records") from None
-        yield {"job": job, "epoch": epoch, "labels": labels, "rescales": rescales, "counts": counts, "expected": expected}
+        yield {
+            "job": job,
+            "epoch": epoch,
+            "labels": labels,
+            "rescales": rescales,
+            "counts": counts,
+            "expected": expected,
+        }
     finally:
         flink_cluster.cancel(job.job_id)
 
@@ -173,14 +195,19 @@ def test_workload_query_stays_within_ten_percent_of_the_production_rate_across_r
     values = [(float(t) - epoch, float(v)) for t, v in series[0]["values"]]
     assert len(values) >= END_S - WINDOW_S - 1, values
     worst = max(values, key=lambda tv: abs(tv[1] - RATE))
-    print(f"workload {q.workload}\n  rescales {run['rescales']}\n  worst {worst}, "
-          f"range {min(v for _, v in values):.0f}..{max(v for _, v in values):.0f}")
+    print(
+        f"workload {q.workload}\n  rescales {run['rescales']}\n  worst {worst}, "
+        f"range {min(v for _, v in values):.0f}..{max(v for _, v in values):.0f}"
+    )
     assert abs(worst[1] - RATE) <= TOLERANCE * RATE, values
     # The job's own ground truth agrees with the schedule: the enumerator's gauge rises at the production rate.
     truth = TraceJobQueries(job=f'job_id="{job.job_id}"')
     produced = query_range(prometheus, truth.production_rate(WINDOW_S), epoch + WINDOW_S, epoch + END_S)
     assert all(abs(float(v) - RATE) <= 0.01 * RATE for _, v in produced[0]["values"]), produced
-    log_end = [float(v) for _, v in query_range(prometheus, truth.log_end_rate(WINDOW_S), epoch + WINDOW_S, epoch + END_S)[0]["values"]]
+    log_end = [
+        float(v)
+        for _, v in query_range(prometheus, truth.log_end_rate(WINDOW_S), epoch + WINDOW_S, epoch + END_S)[0]["values"]
+    ]
     print(f"  readers' log end (position + pending): {min(log_end):.0f}..{max(log_end):.0f}")
     # Flink's per-second meter, for comparison: 10 s after the rescale to 3 it still reads far too low,
     # because every new attempt's meter starts at zero and averages over 60 s.
@@ -215,7 +242,7 @@ def test_one_slot_carries_the_configured_capacity(run: dict[str, Any], prometheu
     throughput = by_worker(prometheus, q.throughput, at)
     busy = by_worker(prometheus, q.busy_fraction, at)
     assert len(throughput) == 1 and set(busy) == set(throughput), (throughput, busy)
-    (worker, carried), = throughput.items()
+    ((worker, carried),) = throughput.items()
     print(f"saturated: {carried:.0f} records/s at busy {busy[worker]:.3f} (configured {CAPACITY:.0f})")
     assert abs(carried - CAPACITY) <= TOLERANCE * CAPACITY
     assert busy[worker] >= 0.95
@@ -229,8 +256,11 @@ def test_one_slot_carries_the_configured_capacity(run: dict[str, Any], prometheu
     assert len(throughput) == 3 and set(busy) == set(throughput), (throughput, busy)
     workers = sorted(throughput, key=lambda worker: throughput[worker])
     slope, floor = np.polyfit([throughput[w] for w in workers], [busy[w] for w in workers], 1)
-    print("at 3: " + ", ".join(f"{throughput[w]:.0f}/s busy {busy[w]:.3f} (ratio {throughput[w] / busy[w]:.0f})" for w in workers)
-          + f"; regression: capacity {1 / slope:.0f}/s, floor {floor:.3f}")
+    print(
+        "at 3: "
+        + ", ".join(f"{throughput[w]:.0f}/s busy {busy[w]:.3f} (ratio {throughput[w] / busy[w]:.0f})" for w in workers)
+        + f"; regression: capacity {1 / slope:.0f}/s, floor {floor:.3f}"
+    )
     assert all(0.2 < busy[w] < 0.95 for w in workers), busy
     assert abs(1 / slope - CAPACITY) <= TOLERANCE * CAPACITY and -0.05 < floor < 0.15, (1 / slope, floor)
 
@@ -242,8 +272,15 @@ def test_every_record_was_verified_once(run: dict[str, Any], prometheus: Prometh
     # Prometheus sees the same accounting.
     job = TraceJobQueries(job=f'job_id="{run["job"].job_id}"')
     # The last scrape may trail the REST counts by a second or two (more on a loaded machine): wait for it.
-    poll(lambda: [s for s in query_at(prometheus, job.verifier("verifiedRecords"), time.time())
-                  if float(s["value"][1]) == expected], timeout_s=30, what="the verified total scraped")
+    poll(
+        lambda: [
+            s
+            for s in query_at(prometheus, job.verifier("verifiedRecords"), time.time())
+            if float(s["value"][1]) == expected
+        ],
+        timeout_s=30,
+        what="the verified total scraped",
+    )
     totals = {
         name: float(query_at(prometheus, job.verifier(name), time.time())[0]["value"][1])
         for name in ("verifiedRecords", "aheadRecords", "duplicateRecords", "lostRecords")
@@ -255,12 +292,15 @@ def test_every_record_was_verified_once(run: dict[str, Any], prometheus: Prometh
 def perdix_monitor(job: TraceJob, prometheus: PrometheusServer, *, window_s: int | None = None) -> PrometheusMonitor:
     """Perdix's monitor with the shipped default queries; only the URL and the job's name (the cluster ran other
     jobs) set, and the rate window when ``window_s`` is given."""
-    settings = load_settings(None, {
-        "prometheus.url": prometheus.url,
-        "prometheus.flink_job": job.options.job_name.replace("-", "_"),
-        "prometheus.rate_window_s": window_s,
-        "scale_target.kind": "flink-rest",
-    })
+    settings = load_settings(
+        None,
+        {
+            "prometheus.url": prometheus.url,
+            "prometheus.flink_job": job.options.job_name.replace("-", "_"),
+            "prometheus.rate_window_s": window_s,
+            "scale_target.kind": "flink-rest",
+        },
+    )
     monitor = PrometheusMonitor(settings.prometheus)
     assert settings.prometheus.rate_window_s == (window_s or WINDOW_S)  # the shipped window is the lab queries' one
     # Every default query is read as shipped; the optional ones (Kafka's partition offsets) are empty and not read.
@@ -280,8 +320,10 @@ def test_perdix_default_queries_read_the_job_through_its_monitor_across_rescales
     workload = observation.workload
     assert np.isfinite(workload).all(), (observation.gaps, workload)
     worst = float(workload[np.argmax(np.abs(workload - RATE))])
-    print(f"Perdix's default workload query, 60-s windows over both rescales: {workload.min():.0f}..{workload.max():.0f} "
-          f"(worst {worst:.0f}, production {RATE:.0f}/s)")
+    print(
+        f"Perdix's default workload query, 60-s windows over both rescales: {workload.min():.0f}..{workload.max():.0f} "
+        f"(worst {worst:.0f}, production {RATE:.0f}/s)"
+    )
     assert abs(worst - RATE) <= TOLERANCE * RATE, (
         f"the default workload query read {worst:.0f}/s against {RATE:.0f}/s produced: {monitor.queries['workload']}"
     )
@@ -291,8 +333,13 @@ def test_perdix_default_queries_read_the_job_through_its_monitor_across_rescales
     lab = queries(job)
     # On the monitor's own grid (whole seconds): at the epoch's fraction a range query reads the scrape before or after.
     grid = observation.times
-    backlog = np.array([float(v) for _, v in query_range(prometheus, lab.backlog, float(grid[0]), float(grid[-1]))[0]["values"]])
-    assert np.allclose(observation.consumer_lag[: backlog.size], backlog, rtol=1e-9), (observation.consumer_lag, backlog)
+    backlog = np.array(
+        [float(v) for _, v in query_range(prometheus, lab.backlog, float(grid[0]), float(grid[-1]))[0]["values"]]
+    )
+    assert np.allclose(observation.consumer_lag[: backlog.size], backlog, rtol=1e-9), (
+        observation.consumer_lag,
+        backlog,
+    )
     # Each worker's backlog (its readers' pendingRecords, a gauge) is there for the workers whose readers run now
     # (the throughput's 60-s rates still show the TaskManagers the scale-in emptied) and adds up to the job's.
     assert len(observation.worker_backlog) == observation.parallelism, (observation.gaps, observation.worker_backlog)

@@ -54,18 +54,31 @@ def test_per_vertex_rescale_and_a_crash_lose_and_duplicate_nothing(
 ) -> None:
     epoch_ms = int(time.time() * 1000) + 3000
     options = TraceJobOptions(
-        job_name="perdix-trace-split", shape="split", rate_per_s=RATE, capacity_per_subtask=CAPACITY, seed=5,
-        checkpoint_interval_s=1.0, parallelism=1, cost_parallelism=2, epoch_ms=epoch_ms, end_s=END_S,
+        job_name="perdix-trace-split",
+        shape="split",
+        rate_per_s=RATE,
+        capacity_per_subtask=CAPACITY,
+        seed=5,
+        checkpoint_interval_s=1.0,
+        parallelism=1,
+        cost_parallelism=2,
+        epoch_ms=epoch_ms,
+        end_s=END_S,
     )
     job = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar(home=flink_cluster.home))
     epoch = epoch_ms / 1000
     try:
         assert vertices(flink_cluster, job.job_id) == {
-            "Source: log": (1, 1), "cost": (2, 2), "verify -> discard: Writer": (1, 1)
+            "Source: log": (1, 1),
+            "cost": (2, 2),
+            "verify -> discard: Writer": (1, 1),
         }
         scaler = FlinkRestScaler(
-            ScaleTargetSettings(kind="flink-rest", rest_url=flink_cluster.rest_url, job=job.job_id, request_timeout_s=5.0),
-            confirm_timeout_s=60.0, poll_interval_s=0.2,
+            ScaleTargetSettings(
+                kind="flink-rest", rest_url=flink_cluster.rest_url, job=job.job_id, request_timeout_s=5.0
+            ),
+            confirm_timeout_s=60.0,
+            poll_interval_s=0.2,
         )
         wait_until(flink_cluster, job, epoch + 8)
         result = scaler.rescale_vertices({"cost": 3}, reasons=("test",), dry_run=False)

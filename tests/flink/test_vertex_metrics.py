@@ -46,11 +46,22 @@ CAPACITY = 2000.0
 @pytest.fixture(scope="module")
 def job(flink_cluster: FlinkCluster) -> Iterator[TraceJob]:
     options = TraceJobOptions(
-        job_name="perdix-vertex-metrics", shape="split", rate_per_s=RATE, capacity_per_subtask=CAPACITY, seed=5,
-        checkpoint_interval_s=1.0, parallelism=1, cost_parallelism=2, end_s=600.0,
+        job_name="perdix-vertex-metrics",
+        shape="split",
+        rate_per_s=RATE,
+        capacity_per_subtask=CAPACITY,
+        seed=5,
+        checkpoint_interval_s=1.0,
+        parallelism=1,
+        cost_parallelism=2,
+        end_s=600.0,
     )
-    submitted = trace_job.submit(flink_cluster.rest_url, options, jar=trace_job.build_jar(home=flink_cluster.home),
-                                 flink_configuration=ROCKSDB_WITH_METRICS)
+    submitted = trace_job.submit(
+        flink_cluster.rest_url,
+        options,
+        jar=trace_job.build_jar(home=flink_cluster.home),
+        flink_configuration=ROCKSDB_WITH_METRICS,
+    )
     try:
         yield submitted
     finally:
@@ -58,7 +69,9 @@ def job(flink_cluster: FlinkCluster) -> Iterator[TraceJob]:
 
 
 @pytest.fixture(scope="module")
-def prometheus(flink_cluster: FlinkCluster, job: TraceJob, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+def prometheus(
+    flink_cluster: FlinkCluster, job: TraceJob, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusServer]:
     server = PrometheusServer(tmp_path_factory.mktemp("prometheus-vertices"), flink_cluster.metrics_targets)
     try:
         server.start()
@@ -67,7 +80,9 @@ def prometheus(flink_cluster: FlinkCluster, job: TraceJob, tmp_path_factory: pyt
         server.stop()
 
 
-def test_per_vertex_queries_read_the_real_job(flink_cluster: FlinkCluster, job: TraceJob, prometheus: PrometheusServer) -> None:
+def test_per_vertex_queries_read_the_real_job(
+    flink_cluster: FlinkCluster, job: TraceJob, prometheus: PrometheusServer
+) -> None:
     settings = PrometheusSettings(url=prometheus.url, rate_window_s=20, flink_job="perdix_vertex_metrics")
     rest = FlinkRestScaler(ScaleTargetSettings(kind="flink-rest", rest_url=flink_cluster.rest_url, job=job.job_id))
     monitor = OperatorMonitor(VertexMonitor(settings, OperatorQueries()), FlinkGraphReader(rest))
@@ -97,5 +112,11 @@ def test_per_vertex_queries_read_the_real_job(flink_cluster: FlinkCluster, job: 
     # DS2 on what was read: the map needs ceil(5000 / ~2000) = 3, the others 1.
     plan = ds2_plan(seen.plan_vertices(), RATE, PlannerConfig(1, 3, 300))
     assert plan.parallelism == {source.id: 1, cost.id: 3, verify.id: 1}
-    print({name: (round(v.metrics.true_rate_per_subtask or 0), round(v.metrics.busy_max or 0, 3))
-           for name, v in by_name.items() if v.metrics}, verify.metrics)
+    print(
+        {
+            name: (round(v.metrics.true_rate_per_subtask or 0), round(v.metrics.busy_max or 0, 3))
+            for name, v in by_name.items()
+            if v.metrics
+        },
+        verify.metrics,
+    )

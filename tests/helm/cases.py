@@ -30,9 +30,7 @@ class Case:
         return {"values": self.values, "release": self.release, "namespace": self.namespace, "example": self.example}
 
 
-def rules(
-    scale: tuple[str, str, str] | None, knowledge_configmap: str | None
-) -> frozenset[tuple[str, str, str, str]]:
+def rules(scale: tuple[str, str, str] | None, knowledge_configmap: str | None) -> frozenset[tuple[str, str, str, str]]:
     """The least-privilege rule set as (apiGroup, resource, resourceName or '*', verb) tuples.
 
     ``scale`` None: no Kubernetes scale target (Flink's REST API), so no Events either.
@@ -188,8 +186,10 @@ CASES = [
     # rest with the knowledge in a file: no Kubernetes API at all, so no Role and no token.
     Case(
         id="rest-file-store-no-kubernetes",
-        values={"perdix": {"knowledge": {"store": "file", "path": "/var/lib/perdix/knowledge.json"}},
-                "podMonitor": {"enabled": True}},
+        values={
+            "perdix": {"knowledge": {"store": "file", "path": "/var/lib/perdix/knowledge.json"}},
+            "podMonitor": {"enabled": True},
+        },
         example=EXAMPLE_OF_MODE["rest"],
         release="clicks",
         namespace="streaming",

@@ -26,7 +26,12 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "perdix"
 EXAMPLES = CHART / "examples"
 MODES = ("application", "flinkDeployment", "taskManagers", "rest")
-EXAMPLE_OF_MODE = {"application": "application", "flinkDeployment": "flink-deployment", "taskManagers": "task-managers", "rest": "rest"}
+EXAMPLE_OF_MODE = {
+    "application": "application",
+    "flinkDeployment": "flink-deployment",
+    "taskManagers": "task-managers",
+    "rest": "rest",
+}
 """The values example of each mode under helm/perdix/examples/."""
 DEFAULT_EXAMPLE = "application"
 """What the tests render unless told otherwise: a bare install names no Flink image and fails by design."""

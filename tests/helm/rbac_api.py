@@ -131,8 +131,17 @@ class RbacAPI:
                 self.wfile.write(data)
 
             def _status(self, code: int, reason: str, message: str) -> None:
-                self._send(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                  "reason": reason, "message": message, "code": code})
+                self._send(
+                    code,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "reason": reason,
+                        "message": message,
+                        "code": code,
+                    },
+                )
 
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -144,11 +153,17 @@ class RbacAPI:
                     return
                 allowed = allows(api.role, verb, group, resource, name, namespace)
                 with api._lock:
-                    api.requests.append(Request(self.command, self.path, verb, group, resource, name, namespace, allowed))
+                    api.requests.append(
+                        Request(self.command, self.path, verb, group, resource, name, namespace, allowed)
+                    )
                 if not allowed:
                     what = f"{resource} {name!r}" if name else resource
-                    self._status(403, "Forbidden", f'{what} is forbidden: cannot {verb} resource "{resource}" '
-                                 f'in API group "{group}" in the namespace "{namespace}"')
+                    self._status(
+                        403,
+                        "Forbidden",
+                        f'{what} is forbidden: cannot {verb} resource "{resource}" '
+                        f'in API group "{group}" in the namespace "{namespace}"',
+                    )
                     return
                 with api._lock:
                     api._serve(self, verb, group, resource, name, namespace, body)

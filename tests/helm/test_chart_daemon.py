@@ -48,7 +48,9 @@ class Process:
     def __init__(self, args: list[str], log: Path) -> None:
         self.log = log
         with log.open("wb") as handle:
-            self.popen = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+            self.popen = subprocess.Popen(
+                args, stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
+            )
 
     def terminate(self, timeout_s: float = 30.0) -> int:
         """SIGTERM and wait (SIGKILL if it hangs); the exit code."""
@@ -76,16 +78,31 @@ def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
     exporter_config.write_text(yaml.safe_dump({"simulator": SIMULATOR}))
     exporter_port = free_port()
     exporter = Process(
-        [*PERDIX, "simulate", "--trace", str(trace), "--config", str(exporter_config),
-         "--serve-metrics", f"127.0.0.1:{exporter_port}", "--speed", "1", "--log-format", "json"],
+        [
+            *PERDIX,
+            "simulate",
+            "--trace",
+            str(trace),
+            "--config",
+            str(exporter_config),
+            "--serve-metrics",
+            f"127.0.0.1:{exporter_port}",
+            "--speed",
+            "1",
+            "--log-format",
+            "json",
+        ],
         tmp_path / "exporter.log",
     )
     (tmp_path / "prometheus").mkdir()
     prometheus = PrometheusServer(tmp_path / "prometheus", [f"127.0.0.1:{exporter_port}"])
     processes = [exporter]
     try:
-        poll(lambda: http_get(f"http://127.0.0.1:{exporter_port}/healthz")[0] == 200, timeout_s=60,
-             what=f"the simulator exporter\n{exporter.tail()}")
+        poll(
+            lambda: http_get(f"http://127.0.0.1:{exporter_port}/healthz")[0] == 200,
+            timeout_s=60,
+            what=f"the simulator exporter\n{exporter.tail()}",
+        )
         prometheus.start()
         yield {"tmp": tmp_path, "prometheus": prometheus, "processes": processes}
     finally:
@@ -108,7 +125,12 @@ def chart_values(prometheus_url: str, kubeconfig: Path, port: int) -> dict[str, 
             "forecastHorizonSeconds": 60,
             "downtimeRescalePriorSeconds": 3,
             "downtimeFailurePriorSeconds": 2,
-            "prometheus": {"url": prometheus_url, "timeoutSeconds": 2, "staleAfterSeconds": 10, "rateWindowSeconds": 10},
+            "prometheus": {
+                "url": prometheus_url,
+                "timeoutSeconds": 2,
+                "staleAfterSeconds": 10,
+                "rateWindowSeconds": 10,
+            },
             # Outside a cluster the agent needs a kubeconfig; in a pod it uses the projected token.
             "scaleTarget": {"kubeconfig": str(kubeconfig), "requestTimeoutSeconds": 2},
             # Loopback only in tests (the chart binds all interfaces inside the pod).
@@ -120,13 +142,20 @@ def chart_values(prometheus_url: str, kubeconfig: Path, port: int) -> dict[str, 
 
 def write_kubeconfig(path: Path, server: str) -> Path:
     """A kubeconfig for the loopback API (plain HTTP)."""
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "loopback", "cluster": {"server": server}}],
-        "users": [{"name": "perdix", "user": {"token": "test"}}],
-        "contexts": [{"name": "loopback", "context": {"cluster": "loopback", "user": "perdix", "namespace": NAMESPACE}}],
-        "current-context": "loopback",
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "loopback", "cluster": {"server": server}}],
+                "users": [{"name": "perdix", "user": {"token": "test"}}],
+                "contexts": [
+                    {"name": "loopback", "context": {"cluster": "loopback", "user": "perdix", "namespace": NAMESPACE}}
+                ],
+                "current-context": "loopback",
+            }
+        )
+    )
     return path
 
 
@@ -161,8 +190,11 @@ def test_the_default_install_runs_ready_in_dry_run_within_its_role(world: dict[s
             return http_get(base + probes["livenessProbe"])[0] == 200
 
         poll(alive, timeout_s=60, what="the liveness probe")
-        poll(lambda: http_get(base + probes["readinessProbe"])[0] == 200, timeout_s=60,
-             what=f"the readiness probe\n{agent.tail()}")
+        poll(
+            lambda: http_get(base + probes["readinessProbe"])[0] == 200,
+            timeout_s=60,
+            what=f"the readiness probe\n{agent.tail()}",
+        )
         poll(lambda: api.events, timeout_s=90, interval_s=0.5, what=f"a RescaleRecommended Event\n{agent.tail()}")
 
         def recommended() -> float:
@@ -171,13 +203,17 @@ def test_the_default_install_runs_ready_in_dry_run_within_its_role(world: dict[s
             lines = [line for line in metrics.splitlines() if line.startswith("perdix_parallelism_recommended ")]
             return float(lines[0].split()[1]) if lines else float("nan")
 
-        poll(lambda: recommended() > INITIAL, timeout_s=10, what="perdix_parallelism_recommended above the current scale-out")
+        poll(
+            lambda: recommended() > INITIAL,
+            timeout_s=10,
+            what="perdix_parallelism_recommended above the current scale-out",
+        )
         assert agent.terminate() == 0, agent.tail()
 
         assert api.denied() == [], f"the rendered Role refused: {api.denied()}"
-        assert not [r for r in api.requests if r.verb in ("patch", "update") and r.resource.startswith("deployments")], (
-            "dry-run (the chart's default) wrote the scale target"
-        )
+        assert not [
+            r for r in api.requests if r.verb in ("patch", "update") and r.resource.startswith("deployments")
+        ], "dry-run (the chart's default) wrote the scale target"
         assert api.objects[("apps", "deployments", NAMESPACE, "perdix-taskmanager")]["spec"]["replicas"] == INITIAL
         assert {event["reason"] for event in api.events} == {"RescaleRecommended"}
         assert all(event["regarding"]["name"] == "perdix-taskmanager" for event in api.events)
@@ -230,8 +266,12 @@ def test_mode_rest_runs_with_no_kubernetes_permission_but_its_knowledge(world: d
             return http_get(base + container["readinessProbe"]["httpGet"]["path"])[0] == 200
 
         poll(ready, timeout_s=90, what=f"the readiness probe\n{agent.tail()}")
-        poll(lambda: '"rescale.dry_run"' in agent.log.read_text(errors="replace"), timeout_s=90, interval_s=0.5,
-             what=f"a dry-run recommendation in the log\n{agent.tail()}")
+        poll(
+            lambda: '"rescale.dry_run"' in agent.log.read_text(errors="replace"),
+            timeout_s=90,
+            interval_s=0.5,
+            what=f"a dry-run recommendation in the log\n{agent.tail()}",
+        )
         assert agent.terminate() == 0, agent.tail()
 
         assert flink.writes() == [], "dry-run (the chart's default) wrote to Flink's REST API"

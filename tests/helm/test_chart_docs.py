@@ -38,7 +38,7 @@ def template(command: str) -> tuple[list[dict], str]:
     assert (ROOT / chart).resolve() == (ROOT / "helm" / "perdix").resolve(), command
     namespace = flags[flags.index("-n") + 1]
     flags = [flag for flag in flags if flag != "--create-namespace"]
-    del flags[flags.index("-n"):flags.index("-n") + 2]
+    del flags[flags.index("-n") : flags.index("-n") + 2]
     files = [flags[i + 1] for i, flag in enumerate(flags) if flag == "-f"]
     args = [str(ROOT / flag) if i > 0 and flags[i - 1] == "-f" else flag for i, flag in enumerate(flags)]
     result = run_helm("template", release=release, namespace=namespace, extra=args, example=None)
@@ -55,13 +55,23 @@ def test_the_guide_installs_every_mode_with_its_example() -> None:
 @pytest.mark.parametrize("command", GUIDE_COMMANDS, ids=[shlex.split(c)[2] for c in GUIDE_COMMANDS])
 def test_each_command_of_the_guide_renders(command: str) -> None:
     objects, mode = template(command)
-    settings = yaml.safe_load(one(objects, "ConfigMap", next(
-        o["metadata"]["name"] for o in objects if o["metadata"]["name"].endswith("-config")))["data"]["perdix.yaml"])
+    settings = yaml.safe_load(
+        one(
+            objects,
+            "ConfigMap",
+            next(o["metadata"]["name"] for o in objects if o["metadata"]["name"].endswith("-config")),
+        )["data"]["perdix.yaml"]
+    )
     assert settings["dry_run"] is True, "the guide installs in dry-run"
     for word in shlex.split(command):
         if word.startswith("image.repository="):
-            perdix = [c for o in objects if o["kind"] == "Deployment"
-                      for c in o["spec"]["template"]["spec"]["containers"] if c["name"] == "perdix"]
+            perdix = [
+                c
+                for o in objects
+                if o["kind"] == "Deployment"
+                for c in o["spec"]["template"]["spec"]["containers"]
+                if c["name"] == "perdix"
+            ]
             assert perdix and perdix[0]["image"] == f"{word.split('=', 1)[1]}:0.1.0"
     assert mode in EXAMPLE_OF_MODE
 
@@ -81,13 +91,30 @@ def render_notes(tmp_path: Path, example: str) -> str:
     shutil.copytree(ROOT / "helm" / "perdix", copy)
     notes = (copy / "templates" / "NOTES.txt").read_text()
     (copy / "templates" / "zz-notes.yaml").write_text(
-        '{{- define "test.notes" -}}\n' + notes + '\n{{- end }}\nkind: Notes\ntext: {{ include "test.notes" . | toJson }}\n'
+        '{{- define "test.notes" -}}\n'
+        + notes
+        + '\n{{- end }}\nkind: Notes\ntext: {{ include "test.notes" . | toJson }}\n'
     )
     helm = helm_binary()
     done = subprocess.run(
-        [helm, "template", "orders", str(copy), "-n", "streaming", "--kube-version", "1.30.0",
-         "-f", str(EXAMPLES / f"{example}.yaml"), "--show-only", "templates/zz-notes.yaml"],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            helm,
+            "template",
+            "orders",
+            str(copy),
+            "-n",
+            "streaming",
+            "--kube-version",
+            "1.30.0",
+            "-f",
+            str(EXAMPLES / f"{example}.yaml"),
+            "--show-only",
+            "templates/zz-notes.yaml",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return str(yaml.safe_load(done.stdout)["text"])

@@ -43,7 +43,9 @@ def test_the_example_install_runs_the_trace_source_job_from_its_image() -> None:
     jobmanager = one(objects, "Deployment", "perdix-jobmanager")
     container = next(c for c in jobmanager["spec"]["template"]["spec"]["containers"] if c["name"] == "jobmanager")
     values = example_values()
-    assert container["image"] == f"{values['image']['repository']}:{values['image']['tag']}" == "perdix-trace-source:2.3"
+    assert (
+        container["image"] == f"{values['image']['repository']}:{values['image']['tag']}" == "perdix-trace-source:2.3"
+    )
     assert container["args"][:3] == ["standalone-job", "--job-classname", trace_job.MAIN_CLASS]
     assert container["args"][3:] == values["job"]["args"]
     # The image holds the jar in /opt/flink/usrlib: nothing is copied over it at start.
@@ -60,23 +62,31 @@ def test_the_job_accepts_the_chart_default_arguments() -> None:
     jar = trace_job.build_jar(home=flink_home())
     done = subprocess.run(
         ["java", "-cp", str(jar), "perdix.jobs.ProductionSchedule", *args, "--epoch-ms", "0", "--at-ms", "600000"],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-800:]
     weights = [line for line in done.stdout.splitlines() if line.startswith("weight ")]
     assert len(weights) == 24, done.stdout[:400]
 
 
-@pytest.mark.parametrize("needle", [
-    "COPY jobs/trace-source/src /build/src",
-    f"--main-class {trace_job.MAIN_CLASS}",
-    "COPY --from=build /build/trace-source.jar /opt/flink/usrlib/trace-source.jar",
-    f"COPY traces/ {IMAGE_TRACES}",
-])
+@pytest.mark.parametrize(
+    "needle",
+    [
+        "COPY jobs/trace-source/src /build/src",
+        f"--main-class {trace_job.MAIN_CLASS}",
+        "COPY --from=build /build/trace-source.jar /opt/flink/usrlib/trace-source.jar",
+        f"COPY traces/ {IMAGE_TRACES}",
+    ],
+)
 def test_the_dockerfile_builds_what_the_lab_builds(needle: str) -> None:
     text = DOCKERFILE.read_text()
     assert needle in text, f"{DOCKERFILE.relative_to(ROOT)} lacks {needle!r}"
-    assert (ROOT / "jobs" / "trace-source" / "src" / "main" / "java" / "perdix" / "jobs" / "TraceSourceJob.java").is_file()
+    assert (
+        ROOT / "jobs" / "trace-source" / "src" / "main" / "java" / "perdix" / "jobs" / "TraceSourceJob.java"
+    ).is_file()
     ignore = (DOCKERFILE.parent / "Dockerfile.dockerignore").read_text()
     assert "!jobs/trace-source/src/" in ignore and "!traces/*.csv" in ignore
     # The image's Flink is the one the lab compiles and measures against.

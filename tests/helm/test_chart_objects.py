@@ -128,7 +128,9 @@ def test_flink_pods_announce_the_reporter_port(rendered: tuple[Case, list[dict[s
                 assert annotations[key] == value
         if workload["metadata"]["name"].endswith(("-jobmanager", "-taskmanager")):
             assert annotations["prometheus.io/scrape"] == "true"
-            assert annotations["prometheus.io/port"] == str(case.values.get("application", {}).get("prometheusReporterPort", 9250))
+            assert annotations["prometheus.io/port"] == str(
+                case.values.get("application", {}).get("prometheusReporterPort", 9250)
+            )
 
 
 # ---- RBAC ---------------------------------------------------------------------------------------
@@ -280,7 +282,9 @@ def test_probes_are_served_by_the_real_agent_server(tmp_path: Path) -> None:
     objects = render()
     settings = load_rendered_settings(objects, tmp_path)
     _, _, container = perdix_pod(objects)
-    telemetry = Telemetry(CollectorRegistry(), not_ready_after_failed_loops=settings.telemetry.not_ready_after_failed_loops)
+    telemetry = Telemetry(
+        CollectorRegistry(), not_ready_after_failed_loops=settings.telemetry.not_ready_after_failed_loops
+    )
     server = TelemetryServer(telemetry, host="127.0.0.1", port=0).start()  # any free port: 9249 may be taken here
     try:
         expected = {"startupProbe": 200, "livenessProbe": 200, "readinessProbe": 503}
@@ -319,7 +323,11 @@ def test_probe_port_follows_the_telemetry_setting() -> None:
 
 def flink_config(objects: list[dict[str, Any]]) -> dict[str, Any]:
     """The rendered Flink configuration (config.yaml of the flink-conf ConfigMap)."""
-    conf = one(objects, "ConfigMap", next(o["metadata"]["name"] for o in objects if o["metadata"]["name"].endswith("-flink-conf")))
+    conf = one(
+        objects,
+        "ConfigMap",
+        next(o["metadata"]["name"] for o in objects if o["metadata"]["name"].endswith("-flink-conf")),
+    )
     parsed = yaml.safe_load(conf["data"]["config.yaml"])
     assert isinstance(parsed, dict)
     return parsed
@@ -366,7 +374,9 @@ def test_application_mode_is_a_reactive_cluster_with_the_sidecar(case: Case, tmp
     for key, value in case.values.get("application", {}).get("config", {}).items():
         assert conf[key] == value
     taskmanager = one(objects, "Deployment", settings.scale_target.name)
-    assert taskmanager["spec"]["replicas"] == case.values.get("application", {}).get("taskManager", {}).get("replicas", 2)
+    assert taskmanager["spec"]["replicas"] == case.values.get("application", {}).get("taskManager", {}).get(
+        "replicas", 2
+    )
     assert [c["name"] for c in taskmanager["spec"]["template"]["spec"]["containers"]] == ["taskmanager"]
     jobmanager, pod, _ = perdix_pod(objects)
     assert jobmanager["metadata"]["name"].endswith("-jobmanager")
@@ -397,7 +407,6 @@ def test_the_other_modes_run_perdix_alone(case: Case, tmp_path: Path) -> None:
     elif case.mode == "rest":
         assert settings.scale_target.rest_url == example["perdix"]["scaleTarget"]["restUrl"]
         assert settings.scale_target.job == example["perdix"]["scaleTarget"]["job"]
-
 
 
 def test_config_change_rolls_the_perdix_pod() -> None:
@@ -436,9 +445,15 @@ def test_dashboard_configmap_uses_the_agent_metrics() -> None:
     used = {name for expr in exprs for name in re.findall(r"perdix_[a-z0-9_]+", expr)}
     exported = agent_metric_names()
     assert used <= exported, f"dashboard uses metrics the agent does not export: {sorted(used - exported)}"
-    for needed in ("perdix_workload_rate", "perdix_forecast_peak", "perdix_capacity", "perdix_parallelism_current",
-                   "perdix_parallelism_recommended", "perdix_recovery_predicted_seconds",
-                   "perdix_recovery_measured_seconds"):
+    for needed in (
+        "perdix_workload_rate",
+        "perdix_forecast_peak",
+        "perdix_capacity",
+        "perdix_parallelism_current",
+        "perdix_parallelism_recommended",
+        "perdix_recovery_predicted_seconds",
+        "perdix_recovery_measured_seconds",
+    ):
         assert needed in used, needed
 
 
@@ -448,7 +463,9 @@ def test_each_release_has_its_own_dashboard() -> None:
     maps = {}
     for release, namespace in (("orders", "a"), ("orders", "b"), ("clicks", "a")):
         objects = render(values=values, release=release, namespace=namespace)
-        [maps[(release, namespace)]] = [o for o in find(objects, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+        [maps[(release, namespace)]] = [
+            o for o in find(objects, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")
+        ]
     names = {key: m["metadata"]["name"] for key, m in maps.items()}
     assert len(set(names.values())) == 3, names
     files = {key: next(iter(m["data"])) for key, m in maps.items()}
@@ -468,11 +485,14 @@ def test_each_release_has_its_own_dashboard() -> None:
 def test_monitors_are_off_by_default() -> None:
     for case in CASES:
         if not any(key in case.values for key in ("serviceMonitor", "podMonitor")):
-            assert not find(render(**case.render_kwargs()), "ServiceMonitor") and not find(render(**case.render_kwargs()), "PodMonitor")
+            assert not find(render(**case.render_kwargs()), "ServiceMonitor") and not find(
+                render(**case.render_kwargs()), "PodMonitor"
+            )
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if "podMonitor" in c.values or "serviceMonitor" in c.values],
-                         ids=lambda c: c.id)
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if "podMonitor" in c.values or "serviceMonitor" in c.values], ids=lambda c: c.id
+)
 def test_monitors_scrape_what_they_should(case: Case) -> None:
     """Each monitor selects exactly the release's objects that have the port it names."""
     objects = render(**case.render_kwargs())
@@ -487,7 +507,11 @@ def test_monitors_scrape_what_they_should(case: Case) -> None:
         if monitor["kind"] == "ServiceMonitor":
             services = [s for s in find(objects, "Service") if selector <= s["metadata"]["labels"].items()]
             assert [s["metadata"]["name"] for s in services] == [f"{case.service_account}-metrics"]
-            assert [e["port"] for e in spec["endpoints"]] == [p["name"] for p in services[0]["spec"]["ports"]] == ["perdix-metrics"]
+            assert (
+                [e["port"] for e in spec["endpoints"]]
+                == [p["name"] for p in services[0]["spec"]["ports"]]
+                == ["perdix-metrics"]
+            )
             continue
         matched = [(w, pod) for w, pod in pods if selector <= w["spec"]["template"]["metadata"]["labels"].items()]
         assert len(matched) == len(pods), "the PodMonitor selects every pod of the release"
@@ -505,6 +529,9 @@ def test_monitors_scrape_what_they_should(case: Case) -> None:
 def test_monitor_combinations_that_cannot_work_are_refused() -> None:
     result = run_helm("template", values={"serviceMonitor": {"enabled": True}, "metricsService": {"enabled": False}})
     assert result.returncode != 0 and "serviceMonitor.enabled needs metricsService.enabled" in result.stderr
-    result = run_helm("template", values={"serviceMonitor": {"enabled": True}, "podMonitor": {"enabled": True}},
-                      example=EXAMPLE_OF_MODE["rest"])
+    result = run_helm(
+        "template",
+        values={"serviceMonitor": {"enabled": True}, "podMonitor": {"enabled": True}},
+        example=EXAMPLE_OF_MODE["rest"],
+    )
     assert result.returncode != 0 and "podMonitor.enabled" in result.stderr

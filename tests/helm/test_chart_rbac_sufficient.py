@@ -54,14 +54,22 @@ def seed(api: RbacAPI, objects: list[dict[str, Any]], settings: Settings) -> Non
     if target.kind == "flink-rest":
         pass  # Flink's REST API: nothing on Kubernetes to scale
     elif target.kind == "flinkdeployment":
-        api.put("flink.apache.org", "flinkdeployments", {
-            "apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment", "metadata": meta,
-            "spec": {"job": {"parallelism": INITIAL, "upgradeMode": "savepoint"}},
-        })
+        api.put(
+            "flink.apache.org",
+            "flinkdeployments",
+            {
+                "apiVersion": "flink.apache.org/v1beta1",
+                "kind": "FlinkDeployment",
+                "metadata": meta,
+                "spec": {"job": {"parallelism": INITIAL, "upgradeMode": "savepoint"}},
+            },
+        )
     else:
         kind = {"deployment": "Deployment", "statefulset": "StatefulSet"}[target.kind]
         rendered = find(objects, kind, target.name)
-        obj: dict[str, Any] = rendered[0] if rendered else {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": {}}
+        obj: dict[str, Any] = (
+            rendered[0] if rendered else {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": {}}
+        )
         obj["spec"]["replicas"] = INITIAL
         api.put("apps", f"{target.kind}s", obj)
     if settings.knowledge.store == "configmap":
@@ -92,7 +100,9 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Ca
 
 def make_scaler(settings: Settings, client: k8s.ApiClient) -> KubernetesScaler:
     """The production scaler and event sink, configured from the rendered settings."""
-    sink = KubernetesEventSink(client, TargetRef.from_settings(settings.scale_target), clock=SimulatedClock(1_700_000_000.0))
+    sink = KubernetesEventSink(
+        client, TargetRef.from_settings(settings.scale_target), clock=SimulatedClock(1_700_000_000.0)
+    )
     return KubernetesScaler(settings.scale_target, client, sink, backoff=backoff())
 
 
@@ -129,7 +139,9 @@ def test_the_role_lets_perdix_do_its_whole_job(cluster: tuple[Case, Settings, Rb
     assert case.expected_rules is not None
     granted = {(group, resource, verb) for (group, resource, _, verb) in case.expected_rules}
     assert used <= granted
-    assert granted - used <= GRANTED_FOR_EVENTS_ONLY, f"granted but never used: {granted - used - GRANTED_FOR_EVENTS_ONLY}"
+    assert granted - used <= GRANTED_FOR_EVENTS_ONLY, (
+        f"granted but never used: {granted - used - GRANTED_FOR_EVENTS_ONLY}"
+    )
 
 
 def test_a_role_without_the_scale_rule_is_reported_not_retried(tmp_path: Path) -> None:
@@ -169,7 +181,9 @@ def test_a_role_without_the_configmap_rule_names_the_missing_verb(tmp_path: Path
     configuration.host = api.url
     client = k8s.ApiClient(configuration)
     try:
-        store = ConfigMapKnowledgeStore(client, name=settings.knowledge.configmap, namespace=settings.scale_target.namespace, backoff=backoff())
+        store = ConfigMapKnowledgeStore(
+            client, name=settings.knowledge.configmap, namespace=settings.scale_target.namespace, backoff=backoff()
+        )
         with pytest.raises(KnowledgeStoreError, match="'get'"):
             store.load()
     finally:

@@ -257,7 +257,9 @@ def test_every_settings_field_is_reachable_from_values(tmp_path: Path) -> None:
         got = str(got) if isinstance(got, Path) else list(got) if isinstance(got, tuple) else got
         assert got == wanted, f"{path}: values gave {wanted!r}, settings hold {got!r}"
         default = get_path(baseline, path)
-        default = str(default) if isinstance(default, Path) else list(default) if isinstance(default, tuple) else default
+        default = (
+            str(default) if isinstance(default, Path) else list(default) if isinstance(default, tuple) else default
+        )
         assert got != default, f"{path}: same as the chart default"
 
 
@@ -297,13 +299,17 @@ def test_the_generator_follows_a_new_setting(monkeypatch: pytest.MonkeyPatch) ->
     from scripts import gen_helm_schema
 
     grown = create_model(
-        "GrownSettings", __base__=Settings,
+        "GrownSettings",
+        __base__=Settings,
         drain_timeout_s=(float, Field(45.0, gt=0, le=600, description="How long a drain may take, seconds.")),
     )
     monkeypatch.setattr(gen_helm_schema, "Settings", grown)
     schema = json.loads(gen_helm_schema.render_schema())["properties"]["perdix"]
     assert schema["properties"]["drainTimeoutSeconds"] == {
-        "type": "number", "exclusiveMinimum": 0, "maximum": 600, "description": "How long a drain may take, seconds.",
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "maximum": 600,
+        "description": "How long a drain may take, seconds.",
     }
     assert "drainTimeoutSeconds" in schema["required"] and schema["additionalProperties"] is False
 
@@ -333,7 +339,11 @@ def test_set_target_recovery_time(tmp_path: Path) -> None:
 
 
 def _bounds(info: Any) -> list[Any]:
-    return [item for item in info.metadata if isinstance(item, annotated_types.Gt | annotated_types.Ge | annotated_types.Le | annotated_types.Lt)]
+    return [
+        item
+        for item in info.metadata
+        if isinstance(item, annotated_types.Gt | annotated_types.Ge | annotated_types.Le | annotated_types.Lt)
+    ]
 
 
 def _schema_types(annotation: Any) -> set[str]:
@@ -364,9 +374,14 @@ def test_schema_is_at_least_as_strict_as_the_settings(path: str) -> None:
     assert schema.get("description"), f"{path}: schema entry without a description"
     for bound in _bounds(info):
         if isinstance(bound, annotated_types.Gt):
-            assert schema.get("exclusiveMinimum", float("-inf")) >= bound.gt or schema.get("minimum", float("-inf")) > bound.gt, path
+            assert (
+                schema.get("exclusiveMinimum", float("-inf")) >= bound.gt
+                or schema.get("minimum", float("-inf")) > bound.gt
+            ), path
         elif isinstance(bound, annotated_types.Ge):
-            assert max(schema.get("minimum", float("-inf")), schema.get("exclusiveMinimum", float("-inf"))) >= bound.ge, path
+            assert (
+                max(schema.get("minimum", float("-inf")), schema.get("exclusiveMinimum", float("-inf"))) >= bound.ge
+            ), path
         elif isinstance(bound, annotated_types.Le):
             assert schema.get("maximum", float("inf")) <= bound.le, path
         else:
@@ -400,7 +415,8 @@ def test_keda_lag_renders_with_kafka_exporters_offsets(tmp_path: Path) -> None:
     queries = {
         "partitionEndOffsets": KAFKA_BROKER_QUERIES["partition_end_offsets"].replace("TOPIC", "orders"),
         "partitionCommittedOffsets": KAFKA_BROKER_QUERIES["partition_committed_offsets"]
-        .replace("TOPIC", "orders").replace("GROUP", "orders-job"),
+        .replace("TOPIC", "orders")
+        .replace("GROUP", "orders-job"),
     }
     values = {"perdix": {"policy": "keda-lag", "kedaLagThreshold": 5000, "prometheus": {"queries": queries}}}
     settings = load(render(values=values, namespace="orders"), tmp_path)

@@ -19,6 +19,10 @@ def test_missing_helm_fails_with_how_to_install(tmp_path: Path, monkeypatch: pyt
 
 def test_installed_helm_is_helm_3() -> None:
     result = subprocess.run(
-        [chart.helm_binary(), "version", "--template", "{{.Version}}"], capture_output=True, text=True, timeout=30, check=False
+        [chart.helm_binary(), "version", "--template", "{{.Version}}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
     )
     assert result.returncode == 0 and result.stdout.startswith("v3."), result.stdout + result.stderr

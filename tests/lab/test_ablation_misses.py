@@ -10,11 +10,13 @@ def episode(kind: str, start: int, end: int | None, length: int) -> dict[str, ob
 
 
 def test_each_missed_episode_is_a_line_marked_avoidable_where_the_optimal_has_none() -> None:
-    results = {"daedalus": {
-        ("lga", 7): {"slo_misses": 1, "slo_missed_episodes": [episode("rescale", 7320, 7632, 312)]},
-        ("lake", 7): {"slo_misses": 1, "slo_missed_episodes": [episode("overload", 10, None, 700)]},
-        ("calm", 7): {"slo_misses": 0, "slo_missed_episodes": []},
-    }}
+    results = {
+        "daedalus": {
+            ("lga", 7): {"slo_misses": 1, "slo_missed_episodes": [episode("rescale", 7320, 7632, 312)]},
+            ("lake", 7): {"slo_misses": 1, "slo_missed_episodes": [episode("overload", 10, None, 700)]},
+            ("calm", 7): {"slo_misses": 0, "slo_missed_episodes": []},
+        }
+    }
     optimal = {("lga", 7): {"slo_misses": 0}, ("lake", 7): {"slo_misses": 2}, ("calm", 7): {"slo_misses": 0}}
     lines = missed_lines(results, optimal, "daedalus")
     assert len(lines) == 2

@@ -52,8 +52,11 @@ def test_a_taskmanager_whose_reporter_is_silent_is_replaced(tmp_path: Path, held
         overview = rest_get(f"{cluster.rest_url}/overview")
         assert overview and overview["taskmanagers"] == 1 and overview["slots-total"] == 1, overview
         logs = sorted(path.name for path in (tmp_path / "log").glob("flink-*.log"))
-        assert [name.split("-")[1:3] for name in logs] == [["jobmanager", "standalonesession"],
-                                                         ["taskmanager", "0"], ["taskmanager", "1"]], logs
+        assert [name.split("-")[1:3] for name in logs] == [
+            ["jobmanager", "standalonesession"],
+            ["taskmanager", "0"],
+            ["taskmanager", "1"],
+        ], logs
     finally:
         cluster.stop()
 

@@ -139,7 +139,12 @@ def test_good_index_in_another_folder(tmp_path: Path) -> None:
     path = _index(tmp_path, [HEADER, "a,flat,dev,src,pkg,MIT,d"])
     (trace,) = load_index(path)
     assert (trace.name, trace.family, trace.half, trace.path, trace.source, trace.licence) == (
-        "a", "flat", "dev", tmp_path / "a.csv", "src", "MIT",
+        "a",
+        "flat",
+        "dev",
+        tmp_path / "a.csv",
+        "src",
+        "MIT",
     )
 
 

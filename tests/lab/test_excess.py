@@ -23,8 +23,10 @@ from planner.types import Decision, ReasonCode, decided, keep
         (decided(9, 7, 7, ["7: carries the peak"]), "scale in"),
         (decided(9, 12, 12, ["12: carries the peak"]), "scale out"),
         (decided(9, 9, 9, ["8: recovery 320 s > target 300 s", "9: current scale-out qualifies"]), "keep: search"),
-        (keep(9, ReasonCode.KEEP, "rescaled recently and 9 still carries the average", acted=True),
-         "keep: recent rescale"),
+        (
+            keep(9, ReasonCode.KEEP, "rescaled recently and 9 still carries the average", acted=True),
+            "keep: recent rescale",
+        ),
         (Decision(14, 14, ("no scale-out meets the target",), ReasonCode.NO_CANDIDATE), "no candidate"),
         (None, "guard: other"),
     ],

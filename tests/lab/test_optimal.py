@@ -66,7 +66,9 @@ def test_the_model_steps_every_schedule_exactly_as_the_simulated_job(
     trace, settings, schedule, failures = replay
     duration = min(400, int(trace.duration_s))
     schedule = [(t, n) for t, n in schedule if t < duration]
-    (run,) = predict_schedules(trace, settings, [schedule], duration_s=duration, failures=failures, target_recovery_time_s=60)
+    (run,) = predict_schedules(
+        trace, settings, [schedule], duration_s=duration, failures=failures, target_recovery_time_s=60
+    )
     real = replay_schedule(trace, settings, schedule, duration_s=duration, failures=failures)
     # Every second's lag to the record, the same stops, the same score.
     assert np.array_equal(run.lag, real.window.lag)
@@ -108,7 +110,11 @@ BRUTE_CASES = {
     ),
     # A failure in the very second of a boundary: the rescale decided there comes first, then the failure.
     "failure at a boundary": BruteCase(
-        trace_of("flat", [(0, 30_000), (600, 30_000)]), loops=8, scale_outs=(3, 4, 6), failures=(240, 420), target_s=60.0
+        trace_of("flat", [(0, 30_000), (600, 30_000)]),
+        loops=8,
+        scale_outs=(3, 4, 6),
+        failures=(240, 420),
+        target_s=60.0,
     ),
     # A ramp beyond what the middle choice carries, with a tight target.
     "ramp": BruteCase(trace_of("ramp", [(0, 10_000), (540, 80_000)]), loops=8, scale_outs=(2, 5, 9), target_s=60.0),
@@ -128,9 +134,15 @@ def test_the_dp_finds_the_lexicographic_minimum_of_every_schedule(name: str) -> 
     verdicts = [run.judge(case.target_s) for run in runs]
     # The incremental score of the model is the judgement of its series, for every schedule.
     for run, verdict in zip(runs, verdicts):
-        assert (run.objective.misses, run.objective.seconds_over_target) == (verdict.misses, verdict.seconds_over_target)
+        assert (run.objective.misses, run.objective.seconds_over_target) == (
+            verdict.misses,
+            verdict.seconds_over_target,
+        )
     # The optimum is chosen as if an episode left open at the end (and not yet a miss) were one.
-    keys = [(v.misses + v.cut_short, r.objective.seconds_over_target, r.objective.worker_seconds) for r, v in zip(runs, verdicts)]
+    keys = [
+        (v.misses + v.cut_short, r.objective.seconds_over_target, r.objective.worker_seconds)
+        for r, v in zip(runs, verdicts)
+    ]
     best = min(range(len(runs)), key=keys.__getitem__)
     brute = runs[best].objective
     # Not a trivial minimum: some schedules miss more, and the optimum is not simply the cheapest.
@@ -143,9 +155,12 @@ def test_the_dp_finds_the_lexicographic_minimum_of_every_schedule(name: str) -> 
         found = optimal_schedule(case.trace, SMALL, settings=settings, duration_s=duration, failures=case.failures)
         assert found.chosen_by.key() == keys[best], f"exact={exact}"
         assert found.predicted == brute, f"exact={exact}"
-        assert replay_schedule(
-            case.trace, SMALL, found.schedule, duration_s=duration, failures=case.failures
-        ).objective(case.target_s) == brute
+        assert (
+            replay_schedule(case.trace, SMALL, found.schedule, duration_s=duration, failures=case.failures).objective(
+                case.target_s
+            )
+            == brute
+        )
 
 
 def SMALL_TRACE(case: BruteCase) -> Trace:
@@ -170,9 +185,7 @@ def load(name: str) -> Trace:
     return {"step": STEP, "ramp": RAMP}.get(name) or load_trace(TRACES / f"{name}.csv")
 
 
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.slow) if "2 h" in n else n for n in FAITHFUL_CASES]
-)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if "2 h" in n else n for n in FAITHFUL_CASES])
 def test_the_replayed_schedule_scores_exactly_what_the_dp_predicts(name: str) -> None:
     trace_name, hours, failures_per_hour = FAITHFUL_CASES[name]
     trace = load(trace_name)

@@ -20,7 +20,10 @@ def test_the_in_place_profile_prices_a_rescale_as_flinks_in_place_path() -> None
     assert settings.downtime_rescale_prior_s == 2.0
     job = SimulatedFlinkJob(load_trace(TRACES / "bank_calls.csv"), settings.simulator)
     assert job.environment.mean_downtime_s("rescale", 14, 10) == pytest.approx(1.7)
-    assert job.environment.mean_downtime_s("failure", 14, 14) == load_lab_settings().simulator.failure_downtime_base_s + 0.5 * 14
+    assert (
+        job.environment.mean_downtime_s("failure", 14, 14)
+        == load_lab_settings().simulator.failure_downtime_base_s + 0.5 * 14
+    )
 
 
 def test_the_restart_profile_is_the_lab_default_and_none_changes_nothing() -> None:
@@ -36,4 +39,6 @@ def test_an_unknown_profile_is_refused_with_one_line_naming_the_flag(tmp_path: P
         app, ["simulate", "--trace", str(TRACES / "bank_calls.csv"), "--rescale-cost", "free", "--out", str(tmp_path)]
     )
     assert result.exit_code == 2
-    assert result.output.strip() == "perdix: error: --rescale-cost: unknown rescale cost 'free'; known: restart, in-place"
+    assert (
+        result.output.strip() == "perdix: error: --rescale-cost: unknown rescale cost 'free'; known: restart, in-place"
+    )

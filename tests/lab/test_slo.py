@@ -48,7 +48,9 @@ CASES = {
     # A rescale inside an overload episode extends it until the job is caught up after the resume.
     "stop inside overload": Case(".####.....", [("overload", 1, 7, 6)], [Stop("rescale", 3, 7)], misses=1, over=3.0),
     # A stop in the very second the job would have caught up extends the episode too.
-    "stop at the catch-up second": Case("..##+.....", [("overload", 2, 6, 4)], [Stop("rescale", 4, 6)], misses=1, over=1.0),
+    "stop at the catch-up second": Case(
+        "..##+.....", [("overload", 2, 6, 4)], [Stop("rescale", 4, 6)], misses=1, over=1.0
+    ),
     # A failure during a rescale's recovery: one rescale episode with two stops.
     "failure during recovery": Case(
         ".#######..", [("rescale", 1, 8, 7)], [Stop("rescale", 1, 3), Stop("failure", 5, 6)], target=10.0
@@ -101,7 +103,8 @@ def test_counts_per_kind_and_the_longest_episode() -> None:
     assert verdict.to_summary()["slo_seconds_over_target"] == 1.0 + 7.0
     missed = verdict.to_summary()["slo_missed_episodes"]
     assert [(e["kind"], e["start_s"], e["end_s"], e["length_s"]) for e in missed] == [
-        ("rescale", 3, 7, 4), ("rescale", 16, 26, 10),
+        ("rescale", 3, 7, 4),
+        ("rescale", 16, 26, 10),
     ]
 
 
@@ -197,6 +200,11 @@ FALLING = [
 def test_an_episode_in_which_the_running_job_keeps_falling_behind_is_a_miss(
     lag: list[float], stops: list[Stop], allowance: float, misses: int
 ) -> None:
-    verdict = judge(np.array(lag, dtype=float), np.full(len(lag), 100.0), stops,
-                    target_recovery_time_s=100.0, falling_behind_allowance_s=allowance)
+    verdict = judge(
+        np.array(lag, dtype=float),
+        np.full(len(lag), 100.0),
+        stops,
+        target_recovery_time_s=100.0,
+        falling_behind_allowance_s=allowance,
+    )
     assert verdict.misses == misses

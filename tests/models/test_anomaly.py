@@ -61,9 +61,14 @@ def test_watch_waits_for_an_anomaly_then_a_normal_run() -> None:
     watch.start(1000.0)
     assert watch.active
     # 5 s still normal (moving averages lag), 60 s down (gap = workload), 40 s catching up, then normal.
-    gaps = np.concatenate([
-        rng.normal(0, 100, 5), np.full(60, 20000.0), np.full(40, -15000.0), rng.normal(0, 30, 60),
-    ])
+    gaps = np.concatenate(
+        [
+            rng.normal(0, 100, 5),
+            np.full(60, 20000.0),
+            np.full(40, -15000.0),
+            rng.normal(0, 30, 60),
+        ]
+    )
     recovered = _watch_series(watch, gaps, 1000.0)
     assert recovered is not None
     assert 105 <= recovered - 1000.0 <= 112  # the normal run starts once the 5 s smoothing clears

@@ -109,6 +109,7 @@ def _ramp_then_steady(model: CapacityModel, rng: np.random.Generator, steady_min
     """A worker of 30,000 records/s whose busy fraction is 0.2 + 0.8 · rate / 30,000 read with ±0.03 of noise a
     second: ten minutes of a ramp 2,000 -> 20,000/s, then a steady 7,000/s; the capacity read after each minute
     of the steady load, fed a minute (one round) at a time."""
+
     def feed(rate: np.ndarray) -> None:
         busy = 0.2 + 0.8 * rate / 30_000 + 0.03 * rng.standard_normal(rate.size)
         model.update("w", busy, rate * (1 + 0.01 * rng.standard_normal(rate.size)))
@@ -312,12 +313,31 @@ def _trained(workers: list[str], rng: np.random.Generator) -> CapacityModel:
         ("unseen past the retention are dropped", {"a": 100, "b": 500, "c": 1000}, ["c"], 600, None, {"b", "c"}),
         ("exactly at the retention is kept", {"a": 400, "c": 1000}, ["c"], 600, None, {"a", "c"}),
         ("current workers stay however old", {"a": 0, "b": 1000}, ["a", "b"], 10, None, {"a", "b"}),
-        ("the cap drops the least recently seen first", {"a": 700, "b": 800, "c": 900, "d": 1000}, ["d"], 10_000, 2, {"c", "d"}),
-        ("the cap never drops a current worker", {"a": 100, "b": 200, "c": 1000}, ["a", "b", "c"], 10_000, 1, {"a", "b", "c"}),
+        (
+            "the cap drops the least recently seen first",
+            {"a": 700, "b": 800, "c": 900, "d": 1000},
+            ["d"],
+            10_000,
+            2,
+            {"c", "d"},
+        ),
+        (
+            "the cap never drops a current worker",
+            {"a": 100, "b": 200, "c": 1000},
+            ["a", "b", "c"],
+            10_000,
+            1,
+            {"a", "b", "c"},
+        ),
     ],
 )
 def test_prune_forgets_workers_unseen_for_the_retention(
-    case: str, seen_at: dict[str, float], current: list[str], retention_s: float, max_workers: int | None, kept: set[str]
+    case: str,
+    seen_at: dict[str, float],
+    current: list[str],
+    retention_s: float,
+    max_workers: int | None,
+    kept: set[str],
 ) -> None:
     model = _trained(list(seen_at), np.random.default_rng(5))
     for worker, at in seen_at.items():
@@ -414,7 +434,10 @@ def test_a_simulated_job_overloaded_from_its_first_second_is_measured_at_its_bot
     the start, every worker saturated, worker 0 receiving twice the others' input): its capacity is the
     hot worker's 14,000/s over its 0.4 share, 35,000/s, not the 56,000/s all four read together."""
     config = SimulatorSettings(
-        partitions=8, partition_weights=(2, 1, 1, 1, 2, 1, 1, 1), initial_parallelism=4, worker_speed_spread=0.0,
+        partitions=8,
+        partition_weights=(2, 1, 1, 1, 2, 1, 1, 1),
+        initial_parallelism=4,
+        worker_speed_spread=0.0,
     )
     job = SimulatedFlinkJob(Trace("over", np.array([0.0, 400.0]), np.array([80_000.0, 80_000.0])), config)
     job.run_until(60)
@@ -437,5 +460,7 @@ def test_input_shares_count_each_sample_over_the_monitors_step_and_end_at_the_la
     for worker in ("a", "b"):
         model.update(worker, np.full(12, 1.0), np.full(12, 1000.0))
     grown = np.concatenate([5_000.0 * np.arange(10), [np.nan, np.nan]])
-    model.set_workers(["a", "b"], {"a": grown, "b": np.concatenate([np.full(10, 300.0), [np.nan, np.nan]])}, sample_s=5.0)
+    model.set_workers(
+        ["a", "b"], {"a": grown, "b": np.concatenate([np.full(10, 300.0), [np.nan, np.nan]])}, sample_s=5.0
+    )
     assert model.shares() == pytest.approx({"a": 2 / 3, "b": 1 / 3})

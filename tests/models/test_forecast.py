@@ -70,7 +70,9 @@ def _step(before: float, after: float, age_s: int, *, smear_s: int = 1, seed: in
 @pytest.mark.parametrize("smear_s", [1, 60])
 @pytest.mark.parametrize(("before", "after"), [(1200.0, 4500.0), (3000.0, 700.0), (1000.0, 1300.0)])
 @pytest.mark.parametrize("age_s", [90, 180, 450])
-def test_a_step_is_carried_as_its_new_level_not_as_a_ramp(before: float, after: float, age_s: int, smear_s: int) -> None:
+def test_a_step_is_carried_as_its_new_level_not_as_a_ramp(
+    before: float, after: float, age_s: int, smear_s: int
+) -> None:
     y = _step(before, after, age_s, smear_s=smear_s)
     straight = LinearForecaster(window=600).fit(y).predict(900)
     shifted = LinearForecaster(window=600, level_shifts=True).fit(y).predict(900)
@@ -155,7 +157,9 @@ def test_a_ramp_older_than_the_rate_window_is_extrapolated_as_before(shape: Call
 def test_a_ramp_as_young_as_the_rate_window_is_held_at_its_level_for_now() -> None:
     # The price: a real ramp a minute old cannot be told from a step yet, and is held until it is older.
     t = np.arange(600, dtype=float)
-    y = np.where(t < 540, 1000.0, 1000.0 + 50.0 * (t - 540)) * (1 + 0.02 * np.random.default_rng(3).standard_normal(600))
+    y = np.where(t < 540, 1000.0, 1000.0 + 50.0 * (t - 540)) * (
+        1 + 0.02 * np.random.default_rng(3).standard_normal(600)
+    )
     held = LinearForecaster(window=600, level_shifts=True, smear_s=60).fit(y)
     assert held.predict(900).max() < 1.1 * 4000.0
     copy = LinearForecaster.from_dict(held.to_dict())
@@ -186,8 +190,14 @@ def test_a_fresh_agent_forecasts_a_step_as_its_new_level() -> None:
 
 def _manager(**kwargs: Any) -> WorkloadForecaster:
     defaults: dict[str, Any] = dict(
-        horizon_s=120, window_s=120, resolution_s=10, linear_window_s=60, min_fit_s=60, min_linear_s=10,
-        executor=InlineExecutor(), model_factory=ConstantForecaster,
+        horizon_s=120,
+        window_s=120,
+        resolution_s=10,
+        linear_window_s=60,
+        min_fit_s=60,
+        min_linear_s=10,
+        executor=InlineExecutor(),
+        model_factory=ConstantForecaster,
     )
     defaults.update(kwargs)
     return WorkloadForecaster(**defaults)

@@ -90,7 +90,11 @@ def test_observe_without_context_or_with_bad_measure_is_counted() -> None:
     assert predictor.observe_recovery(kind="failure", parallelism=3, measured_s=math.nan) is None
     assert predictor.unexplained == 2
     explicit = predictor.observe_recovery(
-        kind="failure", parallelism=3, measured_s=50.0, capacity=200.0, forecast=np.full(900, 100.0),
+        kind="failure",
+        parallelism=3,
+        measured_s=50.0,
+        capacity=200.0,
+        forecast=np.full(900, 100.0),
         recent_workload_rate=100.0,
     )
     assert explicit == pytest.approx(23.0, abs=1e-6)  # 50 = D + (500 + 100 D - 100) / 100
@@ -136,8 +140,14 @@ def test_prediction_matches_simulated_rescales_with_known_downtime() -> None:
         capacity = job.true_capacity(target)
         profile = (job.shares(target), job.worker_capacity[:target])
         expected = predictor.predict(
-            capacity, forecast, 30000.0, kind="rescale", parallelism=target, downtime_s=downtime,
-            current_lag=lag_before, profile=profile,
+            capacity,
+            forecast,
+            30000.0,
+            kind="rescale",
+            parallelism=target,
+            downtime_s=downtime,
+            current_lag=lag_before,
+            profile=profile,
         )
         job.rescale(target)
         job.run_until(t + 400)
@@ -145,7 +155,10 @@ def test_prediction_matches_simulated_rescales_with_known_downtime() -> None:
         # With the replay that actually happened (known only after the stop) the arithmetic is tight...
         replayed = job.restarts[-1].replayed_records
         exact = recovery_time(
-            capacity=capacity, forecast=forecast, replay_records=lag_before + replayed, downtime_s=downtime,
+            capacity=capacity,
+            forecast=forecast,
+            replay_records=lag_before + replayed,
+            downtime_s=downtime,
             profile=profile,
         )
         assert exact == pytest.approx(actual, abs=2.0), (target, exact, actual)
@@ -153,8 +166,11 @@ def test_prediction_matches_simulated_rescales_with_known_downtime() -> None:
         # the expected one (half) is between the two.
         bounds = [
             recovery_time(
-                capacity=capacity, forecast=forecast, replay_records=lag_before + 30000.0 * interval,
-                downtime_s=downtime, profile=profile,
+                capacity=capacity,
+                forecast=forecast,
+                replay_records=lag_before + 30000.0 * interval,
+                downtime_s=downtime,
+                profile=profile,
             )
             for interval in (0, config.checkpoint_interval_s)
         ]
@@ -175,7 +191,9 @@ def test_workers_with_spare_capacity_drain_their_share_first() -> None:
     stop = job.restarts[-1]
     backlog = float(job.window(299, 300).lag[0]) + stop.replayed_records
     inputs = {
-        "capacity": job.true_capacity(5), "forecast": np.full(900, 48000.0), "replay_records": backlog,
+        "capacity": job.true_capacity(5),
+        "forecast": np.full(900, 48000.0),
+        "replay_records": backlog,
         "downtime_s": float(stop.downtime_s),
     }
     actual = _caught_up(job, 300)
@@ -208,7 +226,10 @@ def test_recovery_time_grows_with_downtime_and_shrinks_with_capacity(
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=30), st.floats(allow_nan=True, allow_infinity=True))
+@given(
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=30),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
 def test_predict_never_raises_on_garbage(forecast: list[float], rate: float) -> None:
     value = RecoveryPredictor().predict(1000.0, forecast, rate, parallelism=3)
     assert value >= 0 or math.isinf(value)
@@ -241,7 +262,12 @@ def test_a_backlog_already_waiting_is_the_bottlenecks_to_work_off() -> None:
 
 
 def _recovery_by_definition(
-    capacity: float, forecast: np.ndarray, replay: float, downtime: float, profile: tuple[np.ndarray, np.ndarray], held: float
+    capacity: float,
+    forecast: np.ndarray,
+    replay: float,
+    downtime: float,
+    profile: tuple[np.ndarray, np.ndarray],
+    held: float,
 ) -> float:
     """The recovery written plainly: every worker's waiting records at every second (a workers x seconds
     table), then beyond the horizon each worker's finishing time in turn. What the fast path must equal."""
@@ -306,7 +332,9 @@ def _to_slack(before: float, after: float, slack: float) -> float:
     st.floats(0.0, 60.0),
     st.floats(0.0, 1e6),
 )
-@example(workers=[(5.5, 120.0)], forecast=[0.0, 0.0], replay=0.0, downtime=0.0, held=120.0)  # drains to exactly nothing at 1 s
+@example(
+    workers=[(5.5, 120.0)], forecast=[0.0, 0.0], replay=0.0, downtime=0.0, held=120.0
+)  # drains to exactly nothing at 1 s
 def test_the_fast_recovery_equals_the_plain_definition(
     workers: list[tuple[float, float]], forecast: list[float], replay: float, downtime: float, held: float
 ) -> None:
@@ -314,7 +342,12 @@ def test_the_fast_recovery_equals_the_plain_definition(
     capacity = float(np.min(profile[1] / (profile[0] / profile[0].sum())))
     series = np.array(forecast)
     fast = recovery_time(
-        capacity=capacity, forecast=series, replay_records=replay, downtime_s=downtime, profile=profile, held_records=held,
+        capacity=capacity,
+        forecast=series,
+        replay_records=replay,
+        downtime_s=downtime,
+        profile=profile,
+        held_records=held,
     )
     plain = _recovery_by_definition(capacity, series, replay, downtime, profile, held)
     if math.isinf(plain):

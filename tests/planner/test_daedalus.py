@@ -112,7 +112,9 @@ def test_no_decision_in_grace_period_or_while_recovering() -> None:
         (38_000, 1_000_000, "2k/s to spare would take 500 s for the backlog, more than the 300-s target"),
     ],
 )
-def test_a_recovery_its_scale_out_cannot_finish_in_time_is_not_waited_for(workload: float, lag: float, why: str) -> None:
+def test_a_recovery_its_scale_out_cannot_finish_in_time_is_not_waited_for(
+    workload: float, lag: float, why: str
+) -> None:
     inp = plan(current=4, workload=workload, forecast=workload, lag=lag, recovering=True)
     # The predictor (models.recovery) counts the backlog too: the current scale-out would take 500 s.
     inp = PlanInput(**{**inp.__dict__, "recovery_times": {n: (500.0 if n <= 4 else 120.0) for n in range(1, 11)}})
@@ -151,7 +153,9 @@ def test_scale_in_waits_for_the_stabilization_window() -> None:
     partial = POLICY.decide(plan(current=6, workload=25_000, forecast=25_000, history=mixed), CONFIG)
     assert partial.target_parallelism == 5  # the highest scale-out wanted within the window
     steady = tuple((10_000 - 600 + 60 * i, 3) for i in range(10))
-    assert POLICY.decide(plan(current=6, workload=25_000, forecast=25_000, history=steady), CONFIG).target_parallelism == 3
+    assert (
+        POLICY.decide(plan(current=6, workload=25_000, forecast=25_000, history=steady), CONFIG).target_parallelism == 3
+    )
 
 
 def test_spike_beyond_max_takes_the_shortest_recovery_and_says_the_target_cannot_be_met() -> None:
@@ -205,7 +209,9 @@ def plan_inputs(draw: st.DrawFn) -> tuple[PlanInput, PlannerConfig]:
     current = draw(st.integers(1, 25))
     maybe_rate = st.none() | st.floats(0, 300_000)
     capacities = {n: draw(maybe_rate) for n in range(1, 26)}
-    history = tuple(sorted((now - draw(st.floats(1, 2000)), draw(st.integers(1, 25))) for _ in range(draw(st.integers(0, 12)))))
+    history = tuple(
+        sorted((now - draw(st.floats(1, 2000)), draw(st.integers(1, 25))) for _ in range(draw(st.integers(0, 12))))
+    )
     inp = PlanInput(
         now=now,
         current_parallelism=current,

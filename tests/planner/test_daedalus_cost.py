@@ -19,16 +19,28 @@ NOW = 10_000.0
 
 
 def plan(
-    *, current: int = 8, workload: float = 25_000, forecast: float | list[float] = 25_000, downtime: float | None = 1.4,
-    replay: float | None = 125_000, last_rescale_at: float | None = None,
+    *,
+    current: int = 8,
+    workload: float = 25_000,
+    forecast: float | list[float] = 25_000,
+    downtime: float | None = 1.4,
+    replay: float | None = 125_000,
+    last_rescale_at: float | None = None,
     history: tuple[tuple[float, int], ...] = (),
 ) -> PlanInput:
     values = np.full(900, float(forecast)) if isinstance(forecast, (int, float)) else np.asarray(forecast, dtype=float)
     return PlanInput(
-        now=NOW, current_parallelism=current, workload_avg=workload, forecast=values, consumer_lag=0.0,
-        capacities={n: 10_000.0 * n for n in range(1, 11)}, recovery_times={n: 60.0 for n in range(1, 11)},
-        last_rescale_at=last_rescale_at, recent_recommendations=Recommendations(history),
-        rescale_downtimes={} if downtime is None else {n: downtime for n in range(1, 11)}, replay_records=replay,
+        now=NOW,
+        current_parallelism=current,
+        workload_avg=workload,
+        forecast=values,
+        consumer_lag=0.0,
+        capacities={n: 10_000.0 * n for n in range(1, 11)},
+        recovery_times={n: 60.0 for n in range(1, 11)},
+        last_rescale_at=last_rescale_at,
+        recent_recommendations=Recommendations(history),
+        rescale_downtimes={} if downtime is None else {n: downtime for n in range(1, 11)},
+        replay_records=replay,
     )
 
 
@@ -65,7 +77,9 @@ def test_a_cheap_rescale_decides_again_at_the_next_loop_a_costly_one_waits_out_t
     assert cheap.code is not ReasonCode.GRACE
     costly = POLICY.decide(plan(workload=75_000, forecast=75_000, downtime=40.0, last_rescale_at=NOW - 60), CONFIG)
     assert costly.code is ReasonCode.GRACE
-    assert POLICY.decide(plan(workload=75_000, forecast=75_000, last_rescale_at=NOW - 60), FIXED).code is ReasonCode.GRACE
+    assert (
+        POLICY.decide(plan(workload=75_000, forecast=75_000, last_rescale_at=NOW - 60), FIXED).code is ReasonCode.GRACE
+    )
 
 
 def test_a_scale_in_wanted_for_two_loops_is_taken_when_rescales_are_cheap() -> None:
@@ -87,6 +101,7 @@ def test_a_scale_in_the_forecast_undoes_before_it_pays_is_not_taken() -> None:
     assert decision.target_parallelism == 8
     assert any("not more than its rescale and the one back" in r for r in decision.reasons)
     assert POLICY.decide(inp, FIXED).target_parallelism == 7
-    later = plan(forecast=[65_000.0] * 500 + [75_000.0] * 400, workload=65_000, downtime=5.0, replay=2_000_000,
-                 history=history)
+    later = plan(
+        forecast=[65_000.0] * 500 + [75_000.0] * 400, workload=65_000, downtime=5.0, replay=2_000_000, history=history
+    )
     assert POLICY.decide(later, CONFIG).target_parallelism == 7  # 500 s of one worker pays for both

@@ -22,8 +22,16 @@ def rounds(policy: object, inputs: list[PlanInput], state: dict[str, object] | N
     return decisions
 
 
-def steady(now: float, *, current: int = 4, busy: float = 0.95, rate: float = 40_000, lag: float = 0.0,
-           uptime: float | None = None, cpu: float = 0.9) -> PlanInput:
+def steady(
+    now: float,
+    *,
+    current: int = 4,
+    busy: float = 0.95,
+    rate: float = 40_000,
+    lag: float = 0.0,
+    uptime: float | None = None,
+    cpu: float = 0.9,
+) -> PlanInput:
     workers = {f"taskmanager-{i}": rate / current for i in range(current)}
     return PlanInput(
         now=now,
@@ -103,7 +111,9 @@ def test_ds2_warms_up_three_intervals_then_sizes_by_true_rates() -> None:
     assert [d.target_parallelism for d in decisions[:3]] == [4, 4, 4]
     assert decisions[3].target_parallelism == 2 and decisions[3].code is ReasonCode.SCALE_IN
     # When the source reads less than arrives (a backlog builds), the paper's final adjustment scales up.
-    short = [PlanInput(**{**steady(10.0 * k, busy=0.5, rate=40_000).__dict__, "workload_avg": 60_000.0}) for k in range(1, 6)]
+    short = [
+        PlanInput(**{**steady(10.0 * k, busy=0.5, rate=40_000).__dict__, "workload_avg": 60_000.0}) for k in range(1, 6)
+    ]
     assert rounds(Ds2(), short)[3].target_parallelism == 5  # ceil(60k/20k) x 60/40
 
 

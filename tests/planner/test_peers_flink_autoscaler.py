@@ -59,7 +59,9 @@ def inputs(
     )
 
 
-def full_window(now: float, *, rate: float, busy: float, backlog: float = 0.0, backlog_growth: float = 0.0) -> MetricWindow:
+def full_window(
+    now: float, *, rate: float, busy: float, backlog: float = 0.0, backlog_growth: float = 0.0
+) -> MetricWindow:
     """Samples every sync over the last metrics window, as a long-running job would have collected."""
     samples = []
     t = now - WINDOW
@@ -104,7 +106,9 @@ def steady(
         (3000.0, 0.0, 0.0, True, math.inf),
     ],
 )
-def test_target_processing_capacity(rate: float, catch_up: float, utilization: float, with_restart: bool, expected: float) -> None:
+def test_target_processing_capacity(
+    rate: float, catch_up: float, utilization: float, with_restart: bool, expected: float
+) -> None:
     got = target_processing_capacity(
         target_data_rate=rate,
         catch_up_data_rate=catch_up,
@@ -353,7 +357,9 @@ def test_partition_alignment(current, factor, partitions, max_parallelism, lower
 )
 def test_a_scale_down_is_aligned_without_going_above_the_current_parallelism(partitions, mode, expected) -> None:
     # JobVertexScalerTest scale-down alignment: 10 -> 7 searches 7..10 only.
-    got = align_parallelism(current=10, target=7, partitions=partitions, max_parallelism=128, lower_limit=1, upper_limit=200, mode=mode)
+    got = align_parallelism(
+        current=10, target=7, partitions=partitions, max_parallelism=128, lower_limit=1, upper_limit=200, mode=mode
+    )
     assert got == expected
 
 

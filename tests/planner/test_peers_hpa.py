@@ -27,9 +27,7 @@ from planner.hpa import (
 
 def pods(*levels: float | None, unready: tuple[int, ...] = (), pending: tuple[int, ...] = ()) -> list[PodMetric]:
     """Pods at these CPU fractions of their 1-core request (None: no metric)."""
-    return [
-        PodMetric(cpu_usage=level, ready=i not in unready, pending=i in pending) for i, level in enumerate(levels)
-    ]
+    return [PodMetric(cpu_usage=level, ready=i not in unready, pending=i in pending) for i, level in enumerate(levels)]
 
 
 # --- the replica calculator ---------------------------------------------------------------------
@@ -74,7 +72,9 @@ def test_no_ready_pod_with_a_metric_is_an_error_and_the_hpa_keeps_its_replicas()
     # TestReplicaCalcEmptyMetrics-style: the HPA cannot compute and does not rescale.
     with pytest.raises(ValueError, match="did not receive metrics"):
         resource_replicas(2, pods(0.9, 0.9, unready=(0, 1)), 50)
-    decision = KubernetesHpaPolicy().decide(HpaInputs(now=0.0, current_replicas=2, pods=pods(0.9, 0.9, unready=(0, 1))), HpaState())
+    decision = KubernetesHpaPolicy().decide(
+        HpaInputs(now=0.0, current_replicas=2, pods=pods(0.9, 0.9, unready=(0, 1))), HpaState()
+    )
     assert (decision.code, decision.target_parallelism) == (HpaCode.FAILED_GET_METRICS, 2)
 
 
@@ -95,7 +95,12 @@ def test_no_ready_pod_with_a_metric_is_an_error_and_the_hpa_keeps_its_replicas()
 )
 def test_which_cpu_samples_count(start, ready, transition, metric_time, now, expected) -> None:
     got = cpu_sample_is_unready(
-        now=now, pod_start=start, ready=ready, ready_transition=transition, metric_time=metric_time, metric_window_s=30.0
+        now=now,
+        pod_start=start,
+        ready=ready,
+        ready_transition=transition,
+        metric_time=metric_time,
+        metric_window_s=30.0,
     )
     assert got is expected
 
@@ -109,7 +114,9 @@ def run(policy: KubernetesHpaPolicy, levels_by_time: list[tuple[float, float]], 
     out = []
     for now, cpu in levels_by_time:
         decision = policy.decide(
-            HpaInputs(now=now, current_replicas=current, pods=pods(*([cpu] * current)), min_replicas=1, max_replicas=n_max),
+            HpaInputs(
+                now=now, current_replicas=current, pods=pods(*([cpu] * current)), min_replicas=1, max_replicas=n_max
+            ),
             state,
         )
         out.append((now, current, decision))
@@ -215,7 +222,9 @@ def test_never_beyond_the_scale_up_limit_and_always_within_bounds(steps, start, 
         pod_list = [
             PodMetric(cpu_usage=None if (missing and k == 0) else cpu, ready=k >= unready) for k in range(current)
         ]
-        decision = policy.decide(HpaInputs(now=now, current_replicas=current, pods=pod_list, min_replicas=low, max_replicas=high), state)
+        decision = policy.decide(
+            HpaInputs(now=now, current_replicas=current, pods=pod_list, min_replicas=low, max_replicas=high), state
+        )
         target_replicas = decision.target_parallelism
         assert low <= target_replicas <= high
         if with_behavior:

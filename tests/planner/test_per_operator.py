@@ -34,9 +34,16 @@ from planner.per_operator import (
 from planner.qescalor_per_operator import QescalorPerOperator, epoch_peaks
 from planner.types import PlannerConfig, ReasonCode
 
-CONFIG = OperatorConfig(PlannerConfig(min_parallelism=1, max_parallelism=8, target_recovery_time_s=300.0,
-                                      grace_period_s=0.0, recent_rescale_window_s=0.0,
-                                      scale_down_stabilization_s=0.0))
+CONFIG = OperatorConfig(
+    PlannerConfig(
+        min_parallelism=1,
+        max_parallelism=8,
+        target_recovery_time_s=300.0,
+        grace_period_s=0.0,
+        recent_rescale_window_s=0.0,
+        scale_down_stabilization_s=0.0,
+    )
+)
 
 
 def rated(rate_in: float, busy: float, subtasks: int, *, selectivity: float = 1.0, **extra: float) -> VertexMetrics:
@@ -50,8 +57,9 @@ def rated(rate_in: float, busy: float, subtasks: int, *, selectivity: float = 1.
     )
 
 
-def split_job(*, workload: float = 6000.0, cost_parallelism: int = 2, cost_busy: float | None = None,
-              **kwargs: object) -> OperatorPlanInput:
+def split_job(
+    *, workload: float = 6000.0, cost_parallelism: int = 2, cost_busy: float | None = None, **kwargs: object
+) -> OperatorPlanInput:
     """The trace job's split shape at ``workload``: a cheap source, a map of 2000/s per subtask, a cheap sink.
 
     The map is saturated (busy 1) when it gets less than the workload; otherwise its busy time is
@@ -62,12 +70,23 @@ def split_job(*, workload: float = 6000.0, cost_parallelism: int = 2, cost_busy:
     vertices = (
         VertexInput("src", "Source: log", 1, metrics=rated(carried, carried / 40_000.0, 1)),
         VertexInput("cost", "cost", cost_parallelism, ("src",), metrics=rated(carried, busy, cost_parallelism)),
-        VertexInput("sink", "verify -> discard: Writer", 1, ("cost",),
-                    metrics=rated(carried, carried / 20_000.0, 1, selectivity=0.0)),
+        VertexInput(
+            "sink",
+            "verify -> discard: Writer",
+            1,
+            ("cost",),
+            metrics=rated(carried, carried / 20_000.0, 1, selectivity=0.0),
+        ),
     )
-    defaults: dict[str, object] = dict(now=1000.0, workload_avg=workload, uptime_s=600.0,
-                                       forecast=np.full(900, workload), recent_workload=workload, consumer_lag=0.0,
-                                       downtimes_s={n: 2.0 for n in range(1, 9)})
+    defaults: dict[str, object] = dict(
+        now=1000.0,
+        workload_avg=workload,
+        uptime_s=600.0,
+        forecast=np.full(900, workload),
+        recent_workload=workload,
+        consumer_lag=0.0,
+        downtimes_s={n: 2.0 for n in range(1, 9)},
+    )
     defaults.update(kwargs)
     return OperatorPlanInput(vertices=vertices, **defaults)  # type: ignore[arg-type]
 
@@ -76,8 +95,12 @@ def split_job(*, workload: float = 6000.0, cost_parallelism: int = 2, cost_busy:
 
 
 def test_metrics_from_subtasks_sums_true_rates_over_subtasks_with_busy_time() -> None:
-    m = metrics_from_subtasks(records_in={"0": 100, "1": 300, "2": 0}, records_out={"0": 100, "1": 300, "2": 0},
-                              busy={"0": 0.25, "1": 0.75, "2": 0.0}, state_size_bytes={"0": 10, "1": 20})
+    m = metrics_from_subtasks(
+        records_in={"0": 100, "1": 300, "2": 0},
+        records_out={"0": 100, "1": 300, "2": 0},
+        busy={"0": 0.25, "1": 0.75, "2": 0.0},
+        state_size_bytes={"0": 10, "1": 20},
+    )
     # Eq. 1 and 5: 100/0.25 + 300/0.75; the idle subtask has no true rate (W_u = 0).
     assert m.true_processing_rate == pytest.approx(800.0)
     assert m.rated_subtasks == 2 and m.true_rate_per_subtask == pytest.approx(400.0)
@@ -156,9 +179,15 @@ def test_ds2_plan_on_a_chain_equals_planner_ds2(chain: list[tuple[int, float, fl
     operators = []
     for i, (p, per_subtask, selectivity) in enumerate(chain):
         up = (f"v{i - 1}",) if i else ()
-        metrics = VertexMetrics(per_subtask * p * 0.5, per_subtask * p * 0.5 * selectivity, 0.5, 0.5,
-                                true_processing_rate=per_subtask * p, true_output_rate=per_subtask * p * selectivity,
-                                rated_subtasks=p)
+        metrics = VertexMetrics(
+            per_subtask * p * 0.5,
+            per_subtask * p * 0.5 * selectivity,
+            0.5,
+            0.5,
+            true_processing_rate=per_subtask * p,
+            true_output_rate=per_subtask * p * selectivity,
+            rated_subtasks=p,
+        )
         vertices.append(VertexInput(f"v{i}", f"v{i}", p, up, metrics=metrics))
         operators.append(OperatorRates(f"v{i}", p, per_subtask * p, per_subtask * p * selectivity, up))
     config = PlannerConfig(1, 10**6, 300)
@@ -258,8 +287,9 @@ def test_daedalus_per_operator_keeps_a_plan_that_qualifies() -> None:
 
 
 def test_daedalus_per_operator_holds_a_scale_in_for_the_stabilization_window() -> None:
-    config = OperatorConfig(PlannerConfig(1, 8, 300.0, grace_period_s=0.0, recent_rescale_window_s=0.0,
-                                          scale_down_stabilization_s=600.0))
+    config = OperatorConfig(
+        PlannerConfig(1, 8, 300.0, grace_period_s=0.0, recent_rescale_window_s=0.0, scale_down_stabilization_s=600.0)
+    )
     job = split_job(workload=3000.0, cost_parallelism=6, recent_recommendations=Recommendations())
     decision = DaedalusPerOperator().decide(job, config)
     assert decision.parallelism == job.current and decision.desired["cost"] < 6
@@ -280,14 +310,32 @@ def test_daedalus_per_operator_waits_without_a_forecast() -> None:
 # ---------------------------------------------------------------------------------------------- Justin
 
 
-def stateful_job(*, hit: float, latency_ms: float = 0.1, policy_state: object = None, memory_applies: bool = False,
-                 managed_mb: float = 128.0) -> OperatorPlanInput:
+def stateful_job(
+    *,
+    hit: float,
+    latency_ms: float = 0.1,
+    policy_state: object = None,
+    memory_applies: bool = False,
+    managed_mb: float = 128.0,
+) -> OperatorPlanInput:
     base = split_job()
-    sink = VertexInput("sink", "window", 1, ("cost",), metrics=rated(
-        4000.0, 0.2, 1, selectivity=0.0, state_size_bytes=1e9, cache_hit_rate=hit, state_latency_ms=latency_ms))
+    sink = VertexInput(
+        "sink",
+        "window",
+        1,
+        ("cost",),
+        metrics=rated(
+            4000.0, 0.2, 1, selectivity=0.0, state_size_bytes=1e9, cache_hit_rate=hit, state_latency_ms=latency_ms
+        ),
+    )
     return OperatorPlanInput(
-        now=base.now, vertices=(*base.vertices[:2], sink), workload_avg=base.workload_avg, uptime_s=600.0,
-        memory=MemoryProfile(managed_mb), memory_applies=memory_applies, policy_state=policy_state,  # type: ignore[arg-type]
+        now=base.now,
+        vertices=(*base.vertices[:2], sink),
+        workload_avg=base.workload_avg,
+        uptime_s=600.0,
+        memory=MemoryProfile(managed_mb),
+        memory_applies=memory_applies,
+        policy_state=policy_state,  # type: ignore[arg-type]
     )
 
 
@@ -309,11 +357,22 @@ def test_justin_trades_a_scale_out_for_memory_only_where_memory_applies() -> Non
     # 6000/s arriving -> still 1 subtask: make it want 2 by a hot vertex).
     hot = stateful_job(hit=0.5)
     sink = hot.vertices[2]
-    busy_sink = VertexInput(sink.id, sink.name, 1, sink.upstream, metrics=rated(
-        4000.0, 0.9, 1, selectivity=0.0, state_size_bytes=1e9, cache_hit_rate=0.5, state_latency_ms=0.1))
+    busy_sink = VertexInput(
+        sink.id,
+        sink.name,
+        1,
+        sink.upstream,
+        metrics=rated(4000.0, 0.9, 1, selectivity=0.0, state_size_bytes=1e9, cache_hit_rate=0.5, state_latency_ms=0.1),
+    )
     for applies in (False, True):
-        job = OperatorPlanInput(now=hot.now, vertices=(*hot.vertices[:2], busy_sink), workload_avg=6000.0,
-                                uptime_s=600.0, memory=MemoryProfile(128.0), memory_applies=applies)
+        job = OperatorPlanInput(
+            now=hot.now,
+            vertices=(*hot.vertices[:2], busy_sink),
+            workload_avg=6000.0,
+            uptime_s=600.0,
+            memory=MemoryProfile(128.0),
+            memory_applies=applies,
+        )
         decision = JustinPerOperator().decide(job, CONFIG)
         assert decision.memory is not None and decision.memory.levels["sink"] == 1
         assert decision.memory.managed_memory_per_slot_mb == 256.0
@@ -340,8 +399,12 @@ def test_qescalor_plans_by_cost_and_asks_to_sample_a_second_profile() -> None:
 
 def test_qescalor_models_profiles_once_two_were_sampled() -> None:
     # 128 MB gave 2000/s per map subtask, 256 MB gave 4000/s: twice the performance for a little more price.
-    state = {"profiles": [{"cpu": 1.0, "memory_mb": 128.0, "performance": 2000.0, "count": 5},
-                          {"cpu": 1.0, "memory_mb": 256.0, "performance": 4000.0, "count": 5}]}
+    state = {
+        "profiles": [
+            {"cpu": 1.0, "memory_mb": 128.0, "performance": 2000.0, "count": 5},
+            {"cpu": 1.0, "memory_mb": 256.0, "performance": 4000.0, "count": 5},
+        ]
+    }
     decision = QescalorPerOperator().decide(split_job(memory=MemoryProfile(256.0), policy_state=state), CONFIG)
     assert decision.profile is not None and not decision.profile.exploring
     assert decision.profile.managed_memory_per_slot_mb >= 256.0

@@ -43,7 +43,11 @@ CALM = MemoryPressure(heap_usage=0.5, heap_taskmanager="tm-1", gc_pressure=0.02,
     ],
 )
 def test_memory_guard_holds_scale_ins_under_pressure(
-    current: int, target: int, pressure: MemoryPressure, heap: float | None, gc: float | None,
+    current: int,
+    target: int,
+    pressure: MemoryPressure,
+    heap: float | None,
+    gc: float | None,
     code: SafeguardCode | None,
 ) -> None:
     finding = memory_veto(current, target, pressure, heap_threshold=heap, gc_threshold=gc)
@@ -82,16 +86,23 @@ def test_gc_dominates_only_above_its_threshold() -> None:
 def test_blocked_period_holds_rescales_except_a_needed_recovery(
     current: int, target: int, period: str | None, recovery_s: float | None, allow: bool, held: bool
 ) -> None:
-    finding = blocked_veto(current, target, period, recovery_s=recovery_s, target_recovery_s=300.0,
-                           recovery_scale_out=allow)
+    finding = blocked_veto(
+        current, target, period, recovery_s=recovery_s, target_recovery_s=300.0, recovery_scale_out=allow
+    )
     assert (finding is not None) is held
     if finding is not None:
         assert finding.code is SafeguardCode.BLOCKED_PERIOD and finding.figures["period"] == period
 
 
 RECORD = IneffectiveScaleOut(
-    at=0.0, from_parallelism=4, to_parallelism=6, workload=10_000.0, capacity_before=8_000.0,
-    predicted_capacity=12_000.0, measured_capacity=8_100.0, cause="skew: worker 3 busy 98%",
+    at=0.0,
+    from_parallelism=4,
+    to_parallelism=6,
+    workload=10_000.0,
+    capacity_before=8_000.0,
+    predicted_capacity=12_000.0,
+    measured_capacity=8_100.0,
+    cause="skew: worker 3 busy 98%",
 )
 
 
@@ -192,10 +203,21 @@ def test_justin_adds_no_memory_under_heap_or_gc_pressure() -> None:
 
     hot = stateful_job(hit=0.5)
     sink = hot.vertices[2]
-    busy_sink = VertexInput(sink.id, sink.name, 1, sink.upstream, metrics=rated(
-        4000.0, 0.9, 1, selectivity=0.0, state_size_bytes=1e9, cache_hit_rate=0.5, state_latency_ms=0.1))
-    job = OperatorPlanInput(now=hot.now, vertices=(*hot.vertices[:2], busy_sink), workload_avg=6000.0,
-                            uptime_s=600.0, memory=MemoryProfile(128.0), memory_applies=True)
+    busy_sink = VertexInput(
+        sink.id,
+        sink.name,
+        1,
+        sink.upstream,
+        metrics=rated(4000.0, 0.9, 1, selectivity=0.0, state_size_bytes=1e9, cache_hit_rate=0.5, state_latency_ms=0.1),
+    )
+    job = OperatorPlanInput(
+        now=hot.now,
+        vertices=(*hot.vertices[:2], busy_sink),
+        workload_avg=6000.0,
+        uptime_s=600.0,
+        memory=MemoryProfile(128.0),
+        memory_applies=True,
+    )
     guarded = OperatorConfig(CONFIG.planner, heap_usage_threshold=0.9, gc_pressure_threshold=0.3)
     # Calm: Justin trades the sink's scale-out for a memory level (as without the guard).
     calm = JustinPerOperator().decide(copy_with(job, memory_pressure=CALM), guarded)

@@ -40,7 +40,9 @@ def state(**kwargs: object) -> OperatorMemoryState:
         (state(memory_level=2, cache_hit_rate=0.5), 4, 4, 2, False),
     ],
 )
-def test_justin_algorithm_1(op: OperatorMemoryState, ds2: int, parallelism: int, level: int | None, scaled_up: bool) -> None:
+def test_justin_algorithm_1(
+    op: OperatorMemoryState, ds2: int, parallelism: int, level: int | None, scaled_up: bool
+) -> None:
     plan = justin_plan({op.name: ds2}, [op])
     assert plan.parallelism[op.name] == parallelism
     assert plan.memory_level[op.name] == level
@@ -62,8 +64,11 @@ def test_candidates_cover_the_workload_without_needless_instances() -> None:
     perf = [1_000.0, 2_500.0]
     found = candidates(perf, 4_000, 4_000, max_instances=6)
     brute = [
-        c for c in itertools.product(range(7), repeat=2)
-        if sum(c) <= 6 and sum(c) > 0 and np.dot(c, perf) >= 4_000
+        c
+        for c in itertools.product(range(7), repeat=2)
+        if sum(c) <= 6
+        and sum(c) > 0
+        and np.dot(c, perf) >= 4_000
         and np.dot(c, perf) - min(p for p, n in zip(perf, c) if n) < 4_000
     ]
     assert sorted(found) == sorted(brute)
@@ -74,15 +79,21 @@ def test_qcesa_keeps_instances_when_stopping_and_restarting_costs_more() -> None
     provision = Provision("slot", 1, 512, price=1.0)
     perf = {"slot": 1_000.0}
     # A one-epoch dip: cheap switching follows it, expensive switching rides it out.
-    cheap = qcesa([2_500, 900, 2_500], [provision], perf, {"slot": 3}, startup_cost=0.1, shutdown_cost=0.1, max_instances=8)
-    costly = qcesa([2_500, 900, 2_500], [provision], perf, {"slot": 3}, startup_cost=5, shutdown_cost=5, max_instances=8)
+    cheap = qcesa(
+        [2_500, 900, 2_500], [provision], perf, {"slot": 3}, startup_cost=0.1, shutdown_cost=0.1, max_instances=8
+    )
+    costly = qcesa(
+        [2_500, 900, 2_500], [provision], perf, {"slot": 3}, startup_cost=5, shutdown_cost=5, max_instances=8
+    )
     assert [p["slot"] for p in cheap] == [3, 1, 3]
     assert [p["slot"] for p in costly] == [3, 3, 3]
 
 
 def test_qcesa_mixes_provisions_by_cost_per_performance() -> None:
     small, big = Provision("small", 1, 512, 1.0), Provision("big", 2, 2048, 1.5)
-    plan = qcesa([4_000], [small, big], {"small": 1_000, "big": 2_000}, {}, startup_cost=0, shutdown_cost=0, max_instances=8)
+    plan = qcesa(
+        [4_000], [small, big], {"small": 1_000, "big": 2_000}, {}, startup_cost=0, shutdown_cost=0, max_instances=8
+    )
     assert plan == [{"small": 0, "big": 2}]  # 3.0 beats 4 small (4.0) and 2 small + 1 big (3.5)
 
 
@@ -98,7 +109,8 @@ def test_random_forest_model_learns_a_nonlinear_provision_curve() -> None:
     rng = np.random.default_rng(0)
     samples = [
         Sample(c, m, truth(c, m) * (1 + 0.02 * rng.standard_normal()))
-        for c in (0.5, 1.0, 1.5, 2.0) for m in (256, 512, 1024, 2048)
+        for c in (0.5, 1.0, 1.5, 2.0)
+        for m in (256, 512, 1024, 2048)
     ]
     model = PerformanceModel(seed=1).fit(samples)
     for cpu, memory in ((1.0, 512), (1.5, 1024), (2.0, 2048)):

@@ -48,8 +48,13 @@ def test_qescalor_samples_grow_with_memory_on_the_testbed() -> None:
 
 @pytest.fixture(scope="module")
 def replays() -> dict[str, dict[str, object]]:
-    settings = DagReplaySettings(hours=None, failures_per_hour=0.0, grace_period_s=60.0,
-                                 recent_rescale_window_s=120.0, scale_down_stabilization_s=120.0)
+    settings = DagReplaySettings(
+        hours=None,
+        failures_per_hour=0.0,
+        grace_period_s=60.0,
+        recent_rescale_window_s=120.0,
+        scale_down_stabilization_s=120.0,
+    )
     return {r.policy: r.summary for r in replay_all(STEP, list(DAG_REPLAY_POLICIES), settings)}
 
 

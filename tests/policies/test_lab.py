@@ -43,7 +43,11 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     directory = tmp_path_factory.mktemp("traces")
     return [
         write_trace(directory, "flat", [(0, 30_000), (3600, 30_000)]),
-        write_trace(directory, "step", [(0, 40_000), (899, 40_000), (900, 100_000), (1799, 100_000), (1800, 50_000), (3600, 50_000)]),
+        write_trace(
+            directory,
+            "step",
+            [(0, 40_000), (899, 40_000), (900, 100_000), (1799, 100_000), (1800, 50_000), (3600, 50_000)],
+        ),
         TRACES / "taylor.csv",
     ]
 
@@ -127,8 +131,21 @@ def test_evaluate_writes_summary_plots_and_report(traces: list[Path], tmp_path: 
     out = tmp_path / "lab"
     result = runner.invoke(
         app,
-        ["evaluate", "--trace", str(traces[0]), "--policies", "optimal,static,justin", "--hours", "0.1",
-         "--out", str(out), "--jobs", "1", "--seed", "3"],
+        [
+            "evaluate",
+            "--trace",
+            str(traces[0]),
+            "--policies",
+            "optimal,static,justin",
+            "--hours",
+            "0.1",
+            "--out",
+            str(out),
+            "--jobs",
+            "1",
+            "--seed",
+            "3",
+        ],
     )
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
@@ -151,8 +168,22 @@ def test_evaluate_sweep_plots_the_fronts_and_says_where_daedalus_is(tmp_path: Pa
     flat = write_trace(tmp_path, "flat", [(0, 30_000), (3600, 30_000)])
     result = runner.invoke(
         app,
-        ["evaluate", "--trace", str(flat), "--policies", "daedalus,hpa", "--sweep", "--hours", "0.1",
-         "--out", str(out), "--jobs", "2", "--failures-per-hour", "0"],
+        [
+            "evaluate",
+            "--trace",
+            str(flat),
+            "--policies",
+            "daedalus,hpa",
+            "--sweep",
+            "--hours",
+            "0.1",
+            "--out",
+            str(out),
+            "--jobs",
+            "2",
+            "--failures-per-hour",
+            "0",
+        ],
     )
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())

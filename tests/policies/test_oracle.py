@@ -57,7 +57,10 @@ def test_oracle_scales_in_at_once_but_not_in_the_grace_period() -> None:
     plan = snapshot(current=8, forecast=np.full(900, 15_000.0), capacities=capacities, recovery_times=recovery)
     assert OraclePolicy().decide(plan, CONFIG).target_parallelism == 2
     held = snapshot(
-        current=8, forecast=np.full(900, 15_000.0), capacities=capacities, recovery_times=recovery,
+        current=8,
+        forecast=np.full(900, 15_000.0),
+        capacities=capacities,
+        recovery_times=recovery,
         last_rescale_at=10_000.0 - 60,
     )
     assert OraclePolicy().decide(held, CONFIG).target_parallelism == 8

@@ -36,7 +36,9 @@ def _by_definition(parallelism: np.ndarray, raw: np.ndarray, first: int, start: 
 def test_each_worker_averages_the_seconds_it_existed_within_the_window(
     data: st.DataObject, workers: int, seconds: int, window_s: int
 ) -> None:
-    parallelism = np.asarray(data.draw(st.lists(st.integers(0, workers), min_size=seconds, max_size=seconds)), dtype=np.int64)
+    parallelism = np.asarray(
+        data.draw(st.lists(st.integers(0, workers), min_size=seconds, max_size=seconds)), dtype=np.int64
+    )
     raw = np.asarray(
         data.draw(st.lists(st.floats(0, 1e4), min_size=seconds * workers, max_size=seconds * workers))
     ).reshape(seconds, workers)

@@ -134,7 +134,9 @@ def test_skewed_worker_saturates_first_and_bounds_the_job() -> None:
 
 
 def test_rescale_reassigns_partitions_round_robin() -> None:
-    job = SimulatedFlinkJob(flat(1.0), config(partitions=6, partition_weights=(3, 1, 1, 1, 1, 1), initial_parallelism=2))
+    job = SimulatedFlinkJob(
+        flat(1.0), config(partitions=6, partition_weights=(3, 1, 1, 1, 1, 1), initial_parallelism=2)
+    )
     # At 2 workers worker 0 gets partitions 0, 2, 4 (weight 5/8); at 3, partitions 0 and 3 (weight 4/8).
     assert job.shares(2) == pytest.approx([5 / 8, 3 / 8])
     assert job.shares(3) == pytest.approx([4 / 8, 2 / 8, 2 / 8])

@@ -16,8 +16,21 @@ runner = CliRunner()
 
 def test_export_history_from_simulation_writes_partitions(tmp_path: Path) -> None:
     out = tmp_path / "history"
-    args = ["export-history", "--out", str(out), "--job", "bank", "--from-simulation", str(TRACES / "bank_calls.csv"),
-            "--hours", "1", "--since", "2026-11-01T23:30", "--parallelism", "12"]
+    args = [
+        "export-history",
+        "--out",
+        str(out),
+        "--job",
+        "bank",
+        "--from-simulation",
+        str(TRACES / "bank_calls.csv"),
+        "--hours",
+        "1",
+        "--since",
+        "2026-11-01T23:30",
+        "--parallelism",
+        "12",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "bank: 60 samples in 2 partition(s)" in result.stdout

@@ -51,7 +51,9 @@ def registry_content(root: Path) -> dict[str, dict[str, Any]]:
     return content
 
 
-def spark_submit(cluster: SparkStandaloneCluster, *, registry: Path, history: Path, py_files: Path) -> subprocess.CompletedProcess[str]:
+def spark_submit(
+    cluster: SparkStandaloneCluster, *, registry: Path, history: Path, py_files: Path
+) -> subprocess.CompletedProcess[str]:
     """``spark-submit --master spark://...`` of spark/retrain.py for the test jobs."""
     try:
         submit = venv_script("spark-submit")
@@ -59,9 +61,21 @@ def spark_submit(cluster: SparkStandaloneCluster, *, registry: Path, history: Pa
         raise AssertionError(str(exc)) from None
     confs = [arg for key, value in cluster.app_conf().items() for arg in ("--conf", f"{key}={value}")]
     command = [
-        str(submit), "--master", cluster.master_url, "--py-files", str(py_files), *confs,
+        str(submit),
+        "--master",
+        cluster.master_url,
+        "--py-files",
+        str(py_files),
+        *confs,
         str(ROOT / "spark" / "retrain.py"),
-        "--history", str(history), "--registry", str(registry), "--residual", CONFIG.residual, "--version", VERSION,
+        "--history",
+        str(history),
+        "--registry",
+        str(registry),
+        "--residual",
+        CONFIG.residual,
+        "--version",
+        VERSION,
         *[arg for job in JOBS for arg in ("--job", job)],
     ]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
@@ -69,7 +83,10 @@ def spark_submit(cluster: SparkStandaloneCluster, *, registry: Path, history: Pa
 
 
 def test_retrain_on_a_standalone_cluster_writes_the_registry_local_writes(
-    spark: Any, spark_cluster: SparkStandaloneCluster, history: Path, tmp_path: Path  # noqa: F811
+    spark: Any,
+    spark_cluster: SparkStandaloneCluster,
+    history: Path,
+    tmp_path: Path,  # noqa: F811
 ) -> None:
     cluster_registry = tmp_path / "cluster-registry"
     done = spark_submit(
@@ -87,13 +104,19 @@ def test_retrain_on_a_standalone_cluster_writes_the_registry_local_writes(
     assert app.get("state") == "FINISHED", app
     executors = spark_cluster.executors_by_worker(app["id"])
     assert sorted(executors) == ["worker-0", "worker-1"] and min(executors.values()) >= 1, (
-        executors, spark_cluster.executor_endings(app["id"])
+        executors,
+        spark_cluster.executor_endings(app["id"]),
     )
 
     local_registry = tmp_path / "local-registry"
     local = run_spark(
-        spark, history=str(history), registry_uri=str(local_registry), config=CONFIG, version=VERSION,
-        jobs=list(JOBS), now=datetime(2026, 11, 23, 2, 0, tzinfo=UTC),
+        spark,
+        history=str(history),
+        registry_uri=str(local_registry),
+        config=CONFIG,
+        version=VERSION,
+        jobs=list(JOBS),
+        now=datetime(2026, 11, 23, 2, 0, tzinfo=UTC),
     )
     assert local.count("published") == len(JOBS)
     on_cluster, on_local = registry_content(cluster_registry), registry_content(local_registry)

@@ -75,8 +75,11 @@ def test_re_exporting_a_day_replaces_its_rows_and_never_duplicates(tmp_path: Pat
     assert len(read_history(root)) == 1440
     # A re-export of 06:00-07:00 with new values replaces exactly that hour, keeps the rest.
     write_history(
-        frame("2026-11-01T06:00", 60, value=5000.0), root, job="orders",
-        since="2026-11-01T06:00", until="2026-11-01T07:00",
+        frame("2026-11-01T06:00", 60, value=5000.0),
+        root,
+        job="orders",
+        since="2026-11-01T06:00",
+        until="2026-11-01T07:00",
     )
     history = read_history(root).set_index("time")
     assert len(history) == 1440
@@ -166,7 +169,10 @@ class FakePrometheus(BaseHTTPRequestHandler):
             series = [({}, 2.0 + 0 * stamps)]
         elif "numRecordsOut" in query:
             # Two workers; the exporter must sum them. Worker 2 is absent for the first hour.
-            series = [({"pod": "tm-1"}, 60.0 + 0 * stamps), ({"pod": "tm-2"}, np.where(stamps < T0 + 3600, np.nan, 40.0))]
+            series = [
+                ({"pod": "tm-1"}, 60.0 + 0 * stamps),
+                ({"pod": "tm-2"}, np.where(stamps < T0 + 3600, np.nan, 40.0)),
+            ]
         else:  # the backlog
             series = [({}, 7.0 + 0 * stamps)]
         result = [
@@ -202,8 +208,14 @@ def test_prometheus_export_chunks_sums_workers_and_is_idempotent(prometheus: str
     root = str(tmp_path)
     client = prometheus_client(prometheus, timeout_s=5)
     kwargs = dict(
-        client=client, job="orders", since="2026-11-01T00:00", until="2026-11-02T12:00", out=root,
-        queries=PromQLQueries().model_dump(), step_s=15.0, max_points=2000,
+        client=client,
+        job="orders",
+        since="2026-11-01T00:00",
+        until="2026-11-02T12:00",
+        out=root,
+        queries=PromQLQueries().model_dump(),
+        step_s=15.0,
+        max_points=2000,
     )
     result = export_from_prometheus(**kwargs)
     span_points = 36 * 3600 // 15
@@ -223,7 +235,12 @@ def test_prometheus_errors_become_one_line(prometheus: str, tmp_path: Path) -> N
     client = prometheus_client(prometheus, timeout_s=5)
     with pytest.raises(ExportError, match="prometheus query 'workload'.*11,000"):
         export_from_prometheus(
-            client=client, job="orders", since="2026-11-01", until="2026-11-03", out=str(tmp_path),
-            queries=PromQLQueries().model_dump(), step_s=1.0, max_points=20_000,
+            client=client,
+            job="orders",
+            since="2026-11-01",
+            until="2026-11-03",
+            out=str(tmp_path),
+            queries=PromQLQueries().model_dump(),
+            step_s=1.0,
+            max_points=20_000,
         )
-

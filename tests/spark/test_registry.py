@@ -129,7 +129,9 @@ def test_bad_arguments_are_clear(tmp_path: Path) -> None:
         ModelRegistry(str(tmp_path)).load("nobody")
 
 
-def test_a_statsforecast_residual_is_published_as_plain_numbers_and_forecasts_the_same_when_loaded(tmp_path: Path) -> None:
+def test_a_statsforecast_residual_is_published_as_plain_numbers_and_forecasts_the_same_when_loaded(
+    tmp_path: Path,
+) -> None:
     """The retraining's statsforecast residual goes through the registry as JSON and comes back identical."""
     from tests.spark.conftest import daily_workload
 

@@ -47,7 +47,9 @@ def the_daily_sine(seconds: int, *, level: float = 1000.0, seed: int = 4) -> np.
     """What the job does from WINDOW_START_S on, at 1 s: the sine the models learned, 5 % noise."""
     rng = np.random.default_rng(seed)
     t = WINDOW_START_S + np.arange(seconds)
-    return level * (1.0 + 0.5 * np.sin(2 * np.pi * (t - START_S) / 86_400)) * (1.0 + 0.05 * rng.standard_normal(seconds))
+    return (
+        level * (1.0 + 0.5 * np.sin(2 * np.pi * (t - START_S) / 86_400)) * (1.0 + 0.05 * rng.standard_normal(seconds))
+    )
 
 
 def window(running: Forecaster, series: np.ndarray) -> RecentWorkload:

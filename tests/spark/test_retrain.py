@@ -98,16 +98,22 @@ def test_spark_and_serial_runs_agree(spark_run: tuple[Any, Path], history: Path)
 
 def test_rerunning_on_the_same_history_is_idempotent(spark: Any, history: Path, tmp_path: Path) -> None:
     registry_path = tmp_path / "registry"
-    first = run_spark(spark, history=str(history), registry_uri=str(registry_path), config=CONFIG, now=NOW, partitions=2)
+    first = run_spark(
+        spark, history=str(history), registry_uri=str(registry_path), config=CONFIG, now=NOW, partitions=2
+    )
     files = {p: p.read_bytes() for p in registry_path.rglob("*") if p.is_file()}
     later = datetime(2026, 11, 24, 2, 0, tzinfo=UTC)
-    second = run_spark(spark, history=str(history), registry_uri=str(registry_path), config=CONFIG, now=later, partitions=2)
+    second = run_spark(
+        spark, history=str(history), registry_uri=str(registry_path), config=CONFIG, now=later, partitions=2
+    )
     assert {r["job"]: r["status"] for r in second.rows if r["job"] in JOBS} == dict.fromkeys(JOBS, "unchanged")
     assert {r["job"]: r["version"] for r in second.rows if r["job"] in JOBS} == dict.fromkeys(JOBS, first.version)
     assert {p: p.read_bytes() for p in registry_path.rglob("*") if p.is_file()} == files
     # A different configuration is a different model: a new version next to the old one.
     other = RetrainConfig(residual="naive", profile_bin_s=1800)
-    third = run_spark(spark, history=str(history), registry_uri=str(registry_path), config=other, now=later, partitions=2)
+    third = run_spark(
+        spark, history=str(history), registry_uri=str(registry_path), config=other, now=later, partitions=2
+    )
     assert third.count("published") == len(JOBS)
     assert ModelRegistry(str(registry_path)).versions(JOBS[0]) == [first.version, third.version]
 
@@ -127,16 +133,33 @@ def test_spark_submit_runs_the_file_unchanged(history: Path, tmp_path: Path) -> 
     registry = tmp_path / "registry"
     # PYTHONPATH: the driver and its Python workers import this checkout's packages, not whatever
     # copy the venv's editable install points at.
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT),
+    }
     command = [
         str(submit),
-        "--master", "local[1]",
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.driver.host=127.0.0.1",
-        "--conf", "spark.driver.bindAddress=127.0.0.1",
-        "--conf", "spark.sql.shuffle.partitions=2",
+        "--master",
+        "local[1]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
         str(ROOT / "spark" / "retrain.py"),
-        "--history", str(history), "--registry", str(registry), "--job", JOBS[0], "--residual", "naive",
+        "--history",
+        str(history),
+        "--registry",
+        str(registry),
+        "--job",
+        JOBS[0],
+        "--residual",
+        "naive",
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -50,7 +50,10 @@ def test_every_residual_model_survives_the_artifact_round_trip(residual: str) ->
     assert np.allclose(restored.predict(15), forecast, rtol=1e-6)
     assert np.all(np.isfinite(forecast)) and np.all(forecast >= 0)
     # A 15-min forecast of a daily sine with 5 % noise stays within a fifth of the level.
-    assert np.all(np.abs(forecast - 2000.0 * (1 + 0.5 * np.sin(2 * np.pi * (2 * DAY_S + 72 * 60 + 60 * np.arange(15)) / DAY_S))) < 400)
+    assert np.all(
+        np.abs(forecast - 2000.0 * (1 + 0.5 * np.sin(2 * np.pi * (2 * DAY_S + 72 * 60 + 60 * np.arange(15)) / DAY_S)))
+        < 400
+    )
 
 
 def test_bad_states_and_settings_are_refused() -> None:

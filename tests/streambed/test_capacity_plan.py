@@ -42,7 +42,9 @@ class PipelineRun(FluidRun):
                 m.achieved_rate * ratio / (p * rate),
                 rate,
             )
-            for name, p, rate, ratio in zip(self.testbed.operator_names, self.parallelism, self.testbed.rates, self.testbed.ratios)
+            for name, p, rate, ratio in zip(
+                self.testbed.operator_names, self.parallelism, self.testbed.rates, self.testbed.ratios
+            )
         )
         return FluidMeasurement(m.seconds, m.achieved_rate, m.backpressure, m.lag_growth, operators)
 
@@ -87,9 +89,7 @@ def test_a_linear_testbed_yields_a_linear_model_that_extrapolates(tmp_path: Path
     assert [o["explored"] for o in model.observations] == [False] + [True] * (len(reports) - 1)
     assert all(o["task_slots"] >= 6 for o in model.observations if o["explored"])
     # 20x the largest testbed budget: the best integer split there scales like the fitted slope.
-    best_at_400 = max(
-        testbed.capacity((p, 400 - p - s, s)) for s in range(1, 20) for p in range(1, 400 - s)
-    )
+    best_at_400 = max(testbed.capacity((p, 400 - p - s, s)) for s in range(1, 20) for p in range(1, 400 - s))
     assert model.surrogate.capacity_at(400, 2048.0) == pytest.approx(best_at_400, rel=0.05)
     slots = model.task_slots_for_target
     assert slots is not None and model.surrogate.capacity_at(slots, 2048.0) >= 1.1 * 1_000_000.0

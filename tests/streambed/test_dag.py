@@ -21,9 +21,7 @@ def quiet(**overrides: object) -> DagTestbedSettings:
 @given(
     parallelism=st.tuples(st.integers(1, 6), st.integers(1, 12), st.integers(1, 3)),
     memory_mb=st.sampled_from([256.0, 1024.0, 4096.0]),
-    phases=st.lists(
-        st.tuples(st.one_of(st.none(), st.floats(0, 400_000)), st.integers(1, 30)), min_size=1, max_size=4
-    ),
+    phases=st.lists(st.tuples(st.one_of(st.none(), st.floats(0, 400_000)), st.integers(1, 30)), min_size=1, max_size=4),
     seed=st.integers(0, 1000),
 )
 def test_no_record_is_lost_or_double_counted_at_any_step(

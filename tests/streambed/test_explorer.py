@@ -160,7 +160,11 @@ def test_bad_search_spaces_and_observations_are_rejected() -> None:
 def test_two_budgets_cannot_tell_the_families_apart_and_keep_the_line() -> None:
     # 1 and 2 slots at one memory profile, measured with noise: every family draws a line through the
     # two budgets, so whichever scores best only does so by noise; the linear one is kept.
-    observations = [BudgetMeasurement(1, 900.0, 1944.0), BudgetMeasurement(2, 900.0, 3901.0), BudgetMeasurement(1, 900.0, 1979.0)]
+    observations = [
+        BudgetMeasurement(1, 900.0, 1944.0),
+        BudgetMeasurement(2, 900.0, 3901.0),
+        BudgetMeasurement(1, 900.0, 1979.0),
+    ]
     choice = select_surrogate(observations)
     assert choice.identifiable is False and choice.surrogate.family == "linear"
     assert choice.surrogate.capacity_at(4, 900.0) == pytest.approx(3901.0 + 2 * (3901.0 - (1944.0 + 1979.0) / 2))

@@ -52,7 +52,9 @@ class FakePrometheus:
             return [] if self.missing_backlog else [({}, 100.0)]
         raise AssertionError(f"unexpected query {query}")
 
-    def range(self, query: str, start: float, end: float, step_s: float = 1.0) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+    def range(
+        self, query: str, start: float, end: float, step_s: float = 1.0
+    ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
         assert "pendingRecords" in query, query
         points = []
         t = start
@@ -62,11 +64,19 @@ class FakePrometheus:
         return [({}, points)]
 
 
-def run_at(prometheus: FakePrometheus, *, rate: float, warmup: bool = False, running_s: float = 20.0) -> tuple[FlinkTestbedRun, list[PhaseEvent]]:
+def run_at(
+    prometheus: FakePrometheus, *, rate: float, warmup: bool = False, running_s: float = 20.0
+) -> tuple[FlinkTestbedRun, list[PhaseEvent]]:
     """A run of 2 slots at ``rate`` whose job started ``running_s`` ago (nothing is submitted)."""
     events: list[PhaseEvent] = []
-    bed = FlinkTestbed("http://unused", prometheus, FlinkTestbedSettings(), jar=Path("unused.jar"), memory_mb=900.0,
-                       on_phase=events.append)
+    bed = FlinkTestbed(
+        "http://unused",
+        prometheus,
+        FlinkTestbedSettings(),
+        jar=Path("unused.jar"),
+        memory_mb=900.0,
+        on_phase=events.append,
+    )
     options = TraceJobOptions(rate_per_s=rate, parallelism=2, epoch_ms=int((time.time() - running_s) * 1000))
     bed.job = TraceJob("http://unused", "0" * 32, options)
     return FlinkTestbedRun(bed, 2, rate=rate, warmup=warmup, started_at=time.time() - running_s), events
@@ -142,11 +152,24 @@ def test_the_testbed_takes_one_job_wide_parallelism_at_its_own_memory() -> None:
         (["--testbed", "flink", "--min-rate-fraction", "1"], "--min-rate-fraction: must be in [0, 1)"),
         # an existing cluster needs the Prometheus that scrapes it, and keeps its own files
         (["--testbed", "flink", "--rest-url", "http://127.0.0.1:1"], "--rest-url and --prometheus go together"),
-        (["--testbed", "flink", "--rest-url", "http://127.0.0.1:1", "--prometheus", "http://127.0.0.1:1", "--workdir", "/tmp"],
-         "--workdir is for a local cluster"),
+        (
+            [
+                "--testbed",
+                "flink",
+                "--rest-url",
+                "http://127.0.0.1:1",
+                "--prometheus",
+                "http://127.0.0.1:1",
+                "--workdir",
+                "/tmp",
+            ],
+            "--workdir is for a local cluster",
+        ),
         # nothing answers there
-        (["--testbed", "flink", "--rest-url", "http://127.0.0.1:1", "--prometheus", "http://127.0.0.1:1"],
-         "Prometheus http://127.0.0.1:1 does not answer"),
+        (
+            ["--testbed", "flink", "--rest-url", "http://127.0.0.1:1", "--prometheus", "http://127.0.0.1:1"],
+            "Prometheus http://127.0.0.1:1 does not answer",
+        ),
         # Flink options on the simulator
         (["--skew", "1", "--rest-url", "http://x"], "--skew, --rest-url: only for --testbed flink"),
         (["--testbed", "kubernetes"], "unknown testbed 'kubernetes'"),

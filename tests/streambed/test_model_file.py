@@ -46,7 +46,9 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
 def test_the_prior_is_the_capacity_per_scale_out(tmp_path: Path) -> None:
     path = write_capacity_model(tmp_path / "capacity.json", model())
     prior = load_capacity_prior(path)
-    assert prior == {n: pytest.approx(Surrogate("sqrt", 12.5, 50_000.0, -30_000.0).capacity_at(2 * n, 4096.0)) for n in range(1, 9)}
+    assert prior == {
+        n: pytest.approx(Surrogate("sqrt", 12.5, 50_000.0, -30_000.0).capacity_at(2 * n, 4096.0)) for n in range(1, 9)
+    }
     assert all(isinstance(k, int) and isinstance(v, float) for k, v in prior.items())
 
 
@@ -83,7 +85,9 @@ def document(**changes: Any) -> dict[str, Any]:
         ({"validation": KeyError}, "missing key 'validation'"),
     ],
 )
-def test_bad_documents_are_rejected_naming_file_and_reason(tmp_path: Path, changes: dict[str, Any], reason: str) -> None:
+def test_bad_documents_are_rejected_naming_file_and_reason(
+    tmp_path: Path, changes: dict[str, Any], reason: str
+) -> None:
     path = tmp_path / "capacity.json"
     path.write_text(json.dumps(document(**changes)))
     with pytest.raises(CapacityModelError, match=reason) as error:

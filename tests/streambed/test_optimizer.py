@@ -20,11 +20,7 @@ from simulator.dag import DagTestbed
 
 def compositions(total: int, parts: int, upper: list[int]) -> list[tuple[int, ...]]:
     """Every split of ``total`` slots into ``parts`` operators with 1 <= p_i <= upper_i."""
-    return [
-        split
-        for split in itertools.product(*(range(1, u + 1) for u in upper))
-        if sum(split) == total
-    ]
+    return [split for split in itertools.product(*(range(1, u + 1) for u in upper)) if sum(split) == total]
 
 
 operator_rates = st.builds(
