@@ -5,8 +5,11 @@ corpus traces of different families under every policy, the optimal schedule and
 in both rescale-cost regimes, on fixed seeds, and writes each ``perdix evaluate`` summary (timings removed)
 plus the demo's simulate summary to DIR. ``compare A B`` prints every value that differs and exits 1 if any.
 
-    .venv/bin/python scripts/behaviour_snapshot.py record /tmp/before
+    .venv/bin/python scripts/behaviour_snapshot.py record /tmp/before [taylor,corpus-a]
     .venv/bin/python scripts/behaviour_snapshot.py compare /tmp/before /tmp/after
+
+A comma-separated list of trace names after DIR records only those (compare then checks the files present in both);
+a summary already in DIR is kept, so an interrupted record resumes.
 """
 
 from __future__ import annotations
@@ -46,12 +49,16 @@ def _run(args: list[str], out: Path) -> None:
         raise SystemExit(f"perdix {' '.join(args)} failed:\n{result.stderr[-2000:]}")
 
 
-def record(directory: Path) -> None:
+def record(directory: Path, only: set[str] | None = None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     scratch = directory / "runs"
     for cost in ("restart", "in-place"):
         for name, path, hours in TRACES:
+            if only is not None and name not in only:
+                continue
             out = scratch / f"{name}-{cost}"
+            if (directory / f"{name}-{cost}.json").exists():
+                continue
             print(f"evaluate {name} ({cost}, {hours} h)", flush=True)
             _run(
                 [
@@ -74,6 +81,8 @@ def record(directory: Path) -> None:
             )
             summary = json.loads((out / "summary.json").read_text())
             (directory / f"{name}-{cost}.json").write_text(json.dumps(_strip(summary), indent=1, sort_keys=True))
+    if only is not None and "demo" not in only:
+        return
     print("simulate demo", flush=True)
     out = scratch / "demo"
     _run(["simulate", "--trace", "traces/bank_calls.csv", "--policy", "daedalus", "--hours", "6"], out)
@@ -94,21 +103,21 @@ def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
 
 def compare(before: Path, after: Path) -> int:
     differences: list[str] = []
-    for file in sorted(before.glob("*.json")):
+    files = [f for f in sorted(before.glob("*.json")) if (after / f.name).exists()]
+    if not files:
+        differences.append(f"no summary of {before} is in {after}")
+    for file in files:
         other = after / file.name
-        if not other.exists():
-            differences.append(f"{file.name}: missing in {after}")
-            continue
         _diff(json.loads(file.read_text()), json.loads(other.read_text()), file.stem, differences)
     for line in differences:
         print(line)
-    print(f"{len(differences)} difference(s) over {len(list(before.glob('*.json')))} summaries")
+    print(f"{len(differences)} difference(s) over {len(files)} summaries")
     return 1 if differences else 0
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 2 and argv[0] == "record":
-        record(Path(argv[1]))
+    if len(argv) in (2, 3) and argv[0] == "record":
+        record(Path(argv[1]), set(argv[2].split(",")) if len(argv) == 3 else None)
         return 0
     if len(argv) == 3 and argv[0] == "compare":
         return compare(Path(argv[1]), Path(argv[2]))
