@@ -10,13 +10,16 @@ A rescale here:
 2. refuses clearly, without writing, when the job is not on the adaptive scheduler, when the target is
    above every vertex's max parallelism (or a vertex named on its own is asked past its own), or when the
    cluster has too few free slots for the target;
-3. ``PUT``s the new upper bound of every vertex (or of the named ones, for per-operator policies); a
+3. with ``checkpoint_before_rescale``, aligns the restart with a checkpoint triggered for it
+   (:class:`CheckpointAligner`: awaited before the write on Flink 1.x, triggered right after it on 2.x, whose
+   scheduler waits for one), so the restart replays next to nothing;
+4. ``PUT``s the new upper bound of every vertex (or of the named ones, for per-operator policies); a
    job-wide rescale caps each vertex at its max parallelism, so a non-parallel operator (``windowAll``, a
    global aggregate) stays at 1 while the rest of the job scales;
    the lower bound is 1, so a shortage of slots never stops the job: it runs at what it can get;
-4. reads ``/jobs/{jobId}`` until every vertex runs all its subtasks at the new parallelism (deadline,
+5. reads ``/jobs/{jobId}`` until every vertex runs all its subtasks at the new parallelism (deadline,
    injectable clock and sleep); only what is read back counts as confirmed;
-5. measures the downtime from the job's own timestamps: from the creation of the new execution graph
+6. measures the downtime from the job's own timestamps: from the creation of the new execution graph
    (the old one has just been cancelled) to the last subtask entering RUNNING
    (``/jobs/{jobId}/vertices/{vertexId}/subtasktimes``), and returns it in the RescaleResult.
 
@@ -112,6 +115,10 @@ class FlinkRestClient:
     def put(self, path: str, body: Any) -> Any:
         """PUT ``body`` as JSON to ``path`` and return the JSON answer (None if empty)."""
         return self._call("PUT", path, body)
+
+    def post(self, path: str, body: Any) -> Any:
+        """POST ``body`` as JSON to ``path`` and return the JSON answer (None if empty)."""
+        return self._call("POST", path, body)
 
     def _once(self, method: str, path: str, body: Any) -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -279,6 +286,89 @@ class FlinkJobStatus:
         )
 
 
+# ---------------------------------------------------------------------------------------------- checkpoints
+
+
+class CheckpointAligner:
+    """Triggers a checkpoint for a rescale (``POST /jobs/{jobId}/checkpoints``, Flink 1.19+), so the restart
+    resumes from state taken a moment before it and replays next to nothing instead of up to a checkpoint
+    interval of records.
+
+    Flink 1.x rescales as soon as the new resource requirements are written: the checkpoint is awaited before
+    the write, at most ``wait_s`` (the job runs on meanwhile). Flink 2.x's adaptive scheduler holds a rescale
+    until a checkpoint completes (``jobmanager.adaptive-scheduler.rescale-trigger.max-delay``, by default the
+    checkpoint interval times one more than ``rescale-trigger.max-checkpoint-failures``): there the checkpoint
+    is triggered right after the write, so the scheduler's wait ends when it completes instead of at the next
+    periodic one. A checkpoint that fails, or does not complete in time, is logged and the rescale goes ahead.
+    """
+
+    def __init__(
+        self, client: FlinkRestClient, clock: Clock, log: Any, *, wait_s: float, poll_interval_s: float = 0.05
+    ) -> None:
+        self.client = client
+        self.clock = clock
+        self.log = log
+        self.wait_s = wait_s
+        self.poll_interval_s = poll_interval_s
+        self._major: int | None = None
+
+    def scheduler_waits(self) -> bool:
+        """True when the cluster's adaptive scheduler itself waits for a checkpoint before it rescales (2.x)."""
+        if self._major is None:
+            try:
+                with self.client.tried_once(REACH_TIMEOUT_S):
+                    version = str((self.client.get("/config") or {}).get("flink-version", ""))
+                self._major = int(version.split(".", 1)[0])
+            except (ScalerError, ValueError, AttributeError):
+                return False  # unknown for now: awaiting the checkpoint first is right on every release
+        return self._major >= 2
+
+    def checkpoint(self, job_id: str, *, wait: bool) -> int | None:
+        """Trigger a checkpoint of ``job_id``; with ``wait``, the id of the checkpoint once it completed within
+        ``wait_s`` (None: failed, too slow or not awaited; logged)."""
+        deadline = self.clock.now() + self.wait_s
+        try:
+            with self.client.tried_once(min(self.wait_s, REACH_TIMEOUT_S)):
+                answer = self.client.post(f"/jobs/{job_id}/checkpoints", {}) or {}
+            trigger = str(answer["request-id"])
+        except (ScalerError, KeyError, TypeError) as exc:
+            self.log.warning("rescale.checkpoint_failed", job=job_id, error=f"the checkpoint was not triggered: {exc}")
+            return None
+        if not wait:
+            return None
+        while True:
+            remaining = deadline - self.clock.now()
+            if remaining <= 0:
+                break
+            outcome = self._status(job_id, trigger, remaining)
+            if outcome is not None:
+                return outcome if outcome >= 0 else None
+            self.clock.sleep_until(min(deadline, self.clock.now() + self.poll_interval_s))
+        self.log.warning(
+            "rescale.checkpoint_slow",
+            job=job_id,
+            error=f"the checkpoint did not complete within {self.wait_s:g} s: rescaling without it",
+        )
+        return None
+
+    def _status(self, job_id: str, trigger: str, remaining_s: float) -> int | None:
+        """The completed checkpoint's id, -1 when it failed (logged), None while it runs or cannot be read."""
+        try:
+            with self.client.tried_once(min(remaining_s, REACH_TIMEOUT_S)):
+                answer = self.client.get(f"/jobs/{job_id}/checkpoints/{trigger}") or {}
+        except ScalerError:
+            return None  # read again until the deadline
+        if (answer.get("status") or {}).get("id") != "COMPLETED":
+            return None
+        operation = answer.get("operation") or {}
+        if "checkpointId" in operation:
+            return int(operation["checkpointId"])
+        cause = (operation.get("failure-cause") or {}).get("stack-trace") or operation
+        first = str(cause).strip().splitlines()[0][:300] if str(cause).strip() else "no cause given"
+        self.log.warning("rescale.checkpoint_failed", job=job_id, error=f"the checkpoint failed: {first}")
+        return -1
+
+
 # ---------------------------------------------------------------------------------------------- scaler
 
 
@@ -295,6 +385,24 @@ def _slots_at(job: FlinkJobStatus, wanted: Mapping[str, int]) -> int:
         ),
         job.created_at_ms,
     ).slots_needed
+
+
+def _requirements_body(
+    job: FlinkJobStatus, wanted: Mapping[str, int], current: Mapping[str, Any]
+) -> tuple[dict[str, Any], bool]:
+    """The resource requirements to PUT (every vertex: lower bound 1, upper bound its target or its bound now),
+    and whether the bounds now already are the targets."""
+    body: dict[str, Any] = {}
+    for vertex in job.vertices:
+        bounds = dict((current.get(vertex.id) or {}).get("parallelism") or {})
+        upper = wanted.get(vertex.id, int(bounds.get("upperBound", vertex.parallelism)))
+        # Lower bound 1: with too few slots the job keeps running at what it gets instead of stopping.
+        body[vertex.id] = {"parallelism": {"lowerBound": 1, "upperBound": upper}}
+    settled = all(
+        int(((current.get(vid) or {}).get("parallelism") or {}).get("upperBound", -1)) == upper
+        for vid, upper in wanted.items()
+    )
+    return body, settled
 
 
 class FlinkRestScaler:
@@ -317,6 +425,7 @@ class FlinkRestScaler:
         self.confirm_timeout_s = confirm_timeout_s
         self.poll_interval_s = poll_interval_s
         self.log = get_logger("perdix.execute", target=f"flink-rest {settings.rest_url}", job=settings.job)
+        self.aligner = CheckpointAligner(self.client, self.clock, self.log, wait_s=settings.checkpoint_wait_s)
         self._job_id: str | None = None
         self._reported: set[str] = set()
         self._stopping = threading.Event()
@@ -415,36 +524,39 @@ class FlinkRestScaler:
         before = self.job_state()
         wanted = self._resolve(before, targets)
         requested = max(wanted.get(v.id, v.parallelism) for v in before.vertices)
-        why = reasons[-1] if reasons else "no reason given"
+        unchanged = RescaleResult(requested=requested, confirmed=before.parallelism, dry_run=dry_run)
         if dry_run:  # the loop logs the recommendation; nothing is written here
-            return RescaleResult(requested=requested, confirmed=before.parallelism, dry_run=True)
+            return unchanged
         self._check_can_rescale(before, wanted, job_target=targets.get("*"))
-        current = self.resource_requirements()
-        body: dict[str, Any] = {}
-        for vertex in before.vertices:
-            bounds = dict((current.get(vertex.id) or {}).get("parallelism") or {})
-            upper = wanted.get(vertex.id, int(bounds.get("upperBound", vertex.parallelism)))
-            # Lower bound 1: with too few slots the job keeps running at what it gets instead of stopping.
-            body[vertex.id] = {"parallelism": {"lowerBound": 1, "upperBound": upper}}
-        settled = all(
-            int(((current.get(vid) or {}).get("parallelism") or {}).get("upperBound", -1)) == upper
-            for vid, upper in wanted.items()
-        )
-        if before.running_at(wanted) and settled:
-            return RescaleResult(requested=requested, confirmed=before.parallelism, dry_run=False, downtime_s=None)
+        body, settled = _requirements_body(before, wanted, self.resource_requirements())
         if before.running_at(wanted):
-            # Running at the target already, but an earlier short rescale left a higher bound behind: lower it,
-            # so a slot freed later does not rescale the job behind Perdix's back. No restart follows.
-            self.client.put(f"/jobs/{before.job_id}/resource-requirements", body)
-            return RescaleResult(requested=requested, confirmed=before.parallelism, dry_run=False, downtime_s=None)
+            if not settled:
+                # Running at the target already, but an earlier short rescale left a higher bound behind: lower
+                # it, so a slot freed later does not rescale the job behind Perdix's back. No restart follows.
+                self.client.put(f"/jobs/{before.job_id}/resource-requirements", body)
+            return unchanged
+        self._write_requirements(before, body)
+        why = reasons[-1] if reasons else "no reason given"
+        self.log.info("rescale.requested", job=before.job_id, current=before.parallelism, target=requested, reason=why)
+        return self._confirm(before, wanted, requested)
+
+    def _write_requirements(self, before: FlinkJobStatus, body: Mapping[str, Any]) -> None:
+        """PUT the new resource requirements, aligned with a checkpoint where ``checkpoint_before_rescale`` asks."""
+        align = self.settings.checkpoint_before_rescale
+        after_write = align and self.aligner.scheduler_waits()
+        if align and not after_write:
+            self.aligner.checkpoint(before.job_id, wait=True)
         try:
             self.client.put(f"/jobs/{before.job_id}/resource-requirements", body)
         except ScalerError as exc:
             if exc.kind == "rejected" and "adaptive" in str(exc).lower():
                 raise ScalerError(self._not_adaptive(before), kind="not_adaptive") from None
             raise
-        self.log.info("rescale.requested", job=before.job_id, current=before.parallelism, target=requested, reason=why)
+        if after_write:
+            self.aligner.checkpoint(before.job_id, wait=False)
 
+    def _confirm(self, before: FlinkJobStatus, wanted: Mapping[str, int], requested: int) -> RescaleResult:
+        """Wait for the job to run at ``wanted`` and measure the stop; the result as read back."""
         after = self._await(before, wanted)
         if self._stopping.is_set() and (after is None or not after.running_at(wanted)):
             # Kubernetes kills the pod soon after SIGTERM; the confirmation would take up to confirm_timeout_s.
@@ -701,6 +813,7 @@ class FlinkRestScaler:
 
 __all__ = [
     "DEFAULT_CONFIRM_TIMEOUT_S",
+    "CheckpointAligner",
     "FlinkRestClient",
     "FlinkRestScaler",
     "FlinkJobStatus",

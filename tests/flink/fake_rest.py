@@ -2,8 +2,10 @@
 cluster cannot be made to show on demand (default scheduler, 5xx bursts, a rescale that never lands).
 
 It serves /config, /overview, /taskmanagers, /jobs/overview, /jobs/{id}, /jobs/{id}/plan,
-/jobs/{id}/resource-requirements (GET/PUT), /jobs/{id}/jobmanager/config and /jobs/{id}/vertices/{vid}/subtasktimes from a small in-memory job
-whose shape matches what Flink 2.3 answers (checked against the real cluster in test_flink_rest_scaler).
+/jobs/{id}/resource-requirements (GET/PUT), /jobs/{id}/jobmanager/config,
+/jobs/{id}/checkpoints (POST: trigger) and /jobs/{id}/checkpoints/{triggerId}, and
+/jobs/{id}/vertices/{vid}/subtasktimes from a small in-memory job whose shape matches what Flink 2.3
+answers (checked against the real cluster in test_flink_rest_scaler).
 Lives in tests/ only; records every request.
 """
 
@@ -43,6 +45,11 @@ class FakeJob:
     """Per vertex, its slot-sharing group where not the job's one group ``ssg``."""
     splits: dict[str, int] = field(default_factory=dict)
     """Per source vertex, the splits it has: subtasks beyond them run and FINISH (a generator source's readers)."""
+    checkpoints: str = "complete"
+    """What a checkpoint triggered through the REST API does: ``complete``, ``fail``, or ``never`` (in progress
+    for ever, a checkpoint blocked behind back-pressure)."""
+    triggered: list[str] = field(default_factory=list)
+    """Trigger ids of the checkpoints triggered through the REST API, in order."""
 
     def task_counts(self, vid: str) -> dict[str, int]:
         """The vertex's subtasks by state, as /jobs/{id} counts them."""
@@ -57,6 +64,8 @@ class FakeFlinkRest:
     def __init__(self, *jobs: FakeJob) -> None:
         self.jobs = {job.job_id: job for job in (jobs or (FakeJob(),))}
         self.log: list[tuple[str, str, int]] = []
+        self.version = "2.3.0"
+        """The Flink version /config reports (the checkpoint of a rescale comes before the PUT below 2.0)."""
         self.failures: dict[str, int] = {}
         self.put_bodies: list[Any] = []
         self.lock = threading.Lock()
@@ -95,7 +104,7 @@ class FakeFlinkRest:
             self.failures[path] = remaining - 1
             return 503, {"errors": ["Service temporarily unavailable"]}
         if path == "/config":
-            return 200, {"flink-version": "2.3.0"}
+            return 200, {"flink-version": self.version}
         if path == "/overview":
             used = sum(max(j.vertices.values()) for j in self.jobs.values() if j.state == "RUNNING")
             total = sum(j.slots_total for j in self.jobs.values()) // max(len(self.jobs), 1)
@@ -146,6 +155,17 @@ class FakeFlinkRest:
                 job.vertices = {vid: int(body[vid]["parallelism"]["upperBound"]) for vid in job.vertices}
                 job.created_ms += 60_000
             return 200, {}
+        if rest == "/checkpoints" and method == "POST":
+            job.triggered.append(f"{len(job.triggered) + 1:032x}")
+            return 202, {"request-id": job.triggered[-1]}
+        trigger = re.fullmatch(r"/checkpoints/([0-9a-f]{32})", rest)
+        if trigger and trigger.group(1) in job.triggered:
+            if job.checkpoints == "never":
+                return 200, {"status": {"id": "IN_PROGRESS"}, "operation": None}
+            if job.checkpoints == "fail":
+                cause = {"class": "CheckpointException", "stack-trace": "Checkpoint expired before completing."}
+                return 200, {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": cause}}
+            return 200, {"status": {"id": "COMPLETED"}, "operation": {"checkpointId": len(job.triggered)}}
         sub = re.fullmatch(r"/vertices/([0-9a-f]+)/subtasktimes", rest)
         if sub and sub.group(1) in job.vertices:
             running = job.created_ms + 1500  # every subtask running 1.5 s after the new graph
@@ -179,7 +199,7 @@ class FakeFlinkRest:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_PUT = _handle
+            do_GET = do_PUT = do_POST = _handle
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
