@@ -217,7 +217,7 @@ class Analyzer:
         self.log = get_logger("perdix.analyze")
         if prior is None and settings.capacity_prior_path is not None:
             prior = load_prior(settings.capacity_prior_path)
-        self.capacity = CapacityModel(max_cpu=settings.max_cpu, prior=prior, partitions=settings.partitions)
+        self.capacity = CapacityModel(max_cpu=settings.max_cpu, prior=prior, partitions=settings.source_partitions)
         self.forecaster = WorkloadForecaster(
             horizon_s=settings.forecast_horizon_s,
             window_s=settings.forecast_window_s,

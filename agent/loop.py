@@ -34,8 +34,7 @@ from agent.ports import (
 )
 from agent.safeguards import Safeguards, memory_pressure
 from agent.settings import Settings
-from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
-from planner.peers import FlinkAutoscaler, KedaLag
+from planner import Decision, PlanInput, PlannerConfig, Policy
 from planner.history import Recommendations
 from planner.safeguards import Finding, IneffectiveScaleOut, SlotResources, quota_limit, quota_slots, skew_cause
 from planner.types import ReasonCode
@@ -51,12 +50,8 @@ can lose is under a minute of samples, never a rescale."""
 
 
 def policy_for(settings: Settings) -> Policy:
-    """The policy ``settings.policy`` names, with its options from the settings where it has some."""
-    if settings.policy == FlinkAutoscaler.name:
-        return FlinkAutoscaler(**settings.flink_autoscaler.model_dump())
-    if settings.policy == KedaLag.name:
-        return KedaLag(settings.keda_lag_threshold)
-    return get_policy(settings.policy)
+    """The whole-job policy ``settings.policy`` names, with its options from the settings where it has some."""
+    return settings.policy_spec.policy(settings)
 
 
 def planner_config(settings: Settings) -> PlannerConfig:
@@ -71,7 +66,7 @@ def planner_config(settings: Settings) -> PlannerConfig:
         scale_down_stabilization_s=settings.scale_down_stabilization_s,
         holds=settings.holds,
         static_parallelism=settings.static_parallelism,
-        source_partitions=settings.partitions,
+        source_partitions=settings.source_partitions,
     )
 
 
@@ -468,7 +463,9 @@ class Agent:
             parallelism=parallelism,
             capacities=analysis.capacities,
             settled=settled,
-            cause=skew_cause(worker_busy, parallelism=parallelism or 0, source_partitions=self.settings.partitions),
+            cause=skew_cause(
+                worker_busy, parallelism=parallelism or 0, source_partitions=self.settings.source_partitions
+            ),
         )
         if record is not None:
             self._report_ineffective(record)

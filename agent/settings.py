@@ -7,43 +7,34 @@ with one line naming the key (see :func:`load_settings` and :class:`ConfigError`
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from agent.operator_settings import OperatorSettings
 from agent.promql import accumulated_time_rate, check_query
 from agent.safeguard_settings import SafeguardSettings
-from planner import (
-    DAG_ONLY_POLICIES,
-    LAB_ONLY_POLICIES,
-    OPERATOR_POLICY_FACTORIES,
-    PER_VERTEX_TARGETS,
-    PRODUCTION_POLICIES,
+from agent.settings_sources import (
+    ENV_NESTED_DELIMITER,
+    ENV_PREFIX,
+    ConfigError,
+    SettingsFileSource,
+    env_settings_error,
+    flag_tree,
+    format_validation_error,
+    origin_naming,
+    reading,
 )
-from planner.peers import KEDA_LAB_LAG_THRESHOLD
-
-ENV_PREFIX = "PERDIX_"
-ENV_NESTED_DELIMITER = "__"
-
-
-class ConfigError(Exception):
-    """Configuration that cannot run; its message is the one line the CLI prints before exit 2."""
-
+from planner import registry
+from planner import defaults
 
 DAY_S = 86_400
 """Longest duration a time setting takes, seconds: a day is past any round, recovery or hold a job needs, and
 every timer, window and backoff built from it stays within what the scheduler, Prometheus and the clocks hold."""
 MAX_JOB_PARALLELISM = 32_768
 """Flink's ceiling on a job's max parallelism (2**15): no scale-out of any job is above it."""
-MAX_CONFIG_BYTES = 2**20
-"""Largest settings file read: the Helm chart renders it into a ConfigMap, which holds 1 MiB."""
 
 
 class _Section(BaseModel):
@@ -400,7 +391,7 @@ class Settings(BaseSettings):
 
     policy: str = Field(
         "daedalus",
-        description=f"Scaling policy that plans each loop: one of {', '.join(PRODUCTION_POLICIES)}.",
+        description=f"Scaling policy that plans each loop: one of {', '.join(registry.production())}.",
     )
     target_recovery_time_s: float = Field(
         300.0,
@@ -410,7 +401,7 @@ class Settings(BaseSettings):
         " At most a day (DAY_S): a longer target lets every scale-out qualify.",
     )
     loop_interval_s: float = Field(
-        60.0,
+        defaults.LOOP_INTERVAL_S,
         gt=0,
         le=DAY_S,
         description="Time between two rounds of the MAPE-K loop, seconds."
@@ -436,7 +427,7 @@ class Settings(BaseSettings):
         " At most Flink's limit on a job's max parallelism (32,768).",
     )
     keda_lag_threshold: int = Field(
-        KEDA_LAB_LAG_THRESHOLD,
+        defaults.KEDA_LAG_THRESHOLD,
         ge=1,
         le=2**52,
         description="Policy keda-lag: KEDA's lagThreshold, the partitions' lag each "
@@ -446,7 +437,7 @@ class Settings(BaseSettings):
     )
     dry_run: bool = Field(False, description="Plan and log rescales without changing the job.")
     grace_period_s: float = Field(
-        120.0,
+        defaults.GRACE_PERIOD_S,
         ge=0,
         le=DAY_S,
         description="No new decision this long after a rescale (the job settles), seconds. With "
@@ -454,7 +445,7 @@ class Settings(BaseSettings):
         "loop. At most a day (DAY_S): a longer hold would keep the loop from acting.",
     )
     recent_rescale_window_s: float = Field(
-        300.0,
+        defaults.RECENT_RESCALE_WINDOW_S,
         ge=0,
         le=DAY_S,
         description="After a rescale within this window, keep the scale-out while it still carries "
@@ -463,7 +454,7 @@ class Settings(BaseSettings):
         "(DAY_S).",
     )
     scale_down_stabilization_s: float = Field(
-        300.0,
+        defaults.SCALE_DOWN_STABILIZATION_S,
         ge=0,
         le=DAY_S,
         description="A lower scale-out must qualify this long before Perdix scales in, seconds. With "
@@ -471,8 +462,8 @@ class Settings(BaseSettings):
         "for the scale-in's rescale (at least a loop). At most a day (DAY_S): the loop keeps the candidates' history "
         "this long.",
     )
-    holds: Literal["cost", "fixed"] = Field(
-        "cost",
+    holds: defaults.Holds = Field(
+        defaults.HOLDS,
         description="How Daedalus times its holds: where a rescale is cheap (its measured downtime at most "
         "a tenth of a loop, e.g. Flink's in-place rescaling), cost shortens the grace period, the recent-rescale "
         "window and the scale-in stabilization to what this job's rescales cost (their downtime and the records "
@@ -610,11 +601,11 @@ class Settings(BaseSettings):
         "decisions they veto or limit (docs/safeguards.md).",
     )
 
-    runnable_policies: ClassVar[tuple[str, ...]] = PRODUCTION_POLICIES
+    runnable_policies: ClassVar[tuple[str, ...]] = registry.production()
     """Policies this settings tree accepts: what ``perdix run`` runs (the lab widens it)."""
     policy_context: ClassVar[str] = "perdix run"
     refused_policies: ClassVar[dict[str, str]] = {
-        name: f"runs only in the lab ({reason})" for name, reason in LAB_ONLY_POLICIES.items()
+        name: f"runs only in the lab ({spec.lab_only})" for name, spec in registry.SPECS.items() if spec.lab_only
     }
     """Known policies this tree refuses, with why (the message of the one-line error)."""
 
@@ -645,17 +636,18 @@ class Settings(BaseSettings):
     def _per_vertex_target(self) -> Settings:
         # A per-operator-only policy sets one parallelism per job vertex, which a TaskManager workload's
         # replica count cannot express.
-        if self.policy in DAG_ONLY_POLICIES and self.scale_target.kind not in PER_VERTEX_TARGETS:
+        targets = registry.SPECS[self.policy].targets if self.policy in registry.SPECS else None
+        if targets == registry.PER_VERTEX_TARGETS and self.scale_target.kind not in targets:
             raise ValueError(
                 f"policy: {self.policy!r} sets the parallelism of each job vertex: scale_target.kind must be one of "
-                f"{', '.join(PER_VERTEX_TARGETS)}, not {self.scale_target.kind!r}"
+                f"{', '.join(targets)}, not {self.scale_target.kind!r}"
             )
         return self
 
     @model_validator(mode="after")
     def _keda_reads_offsets(self) -> Settings:
         # KEDA's Kafka scaler sums each partition's lag; without the partitions' offsets it could never act.
-        if self.policy != "keda-lag" or self.scale_target.kind == "simulated":
+        if registry.Signal.PARTITION_OFFSETS not in self.policy_spec.signals or self.scale_target.kind == "simulated":
             return self
         for name in PARTITION_OFFSET_QUERIES:
             if not getattr(self.prometheus.queries, name):
@@ -694,24 +686,24 @@ class Settings(BaseSettings):
         return self
 
     @property
-    def per_operator(self) -> bool:
-        """True when the round plans one parallelism per job vertex (a per-operator policy on a per-vertex target)."""
-        return self.policy in OPERATOR_POLICY_FACTORIES and self.scale_target.kind in PER_VERTEX_TARGETS
+    def policy_spec(self) -> registry.PolicySpec:
+        """The registry's description of ``policy`` (planner.registry)."""
+        return registry.spec(self.policy)
 
     @property
-    def partitions(self) -> int | None:
-        """Source partitions, when the operator set them."""
-        return self.source_partitions
+    def per_operator(self) -> bool:
+        """True when the round plans one parallelism per job vertex (a per-operator policy on a per-vertex target)."""
+        return self.policy_spec.plans_per_vertex(self.scale_target.kind)
 
     @property
     def reads_cpu(self) -> bool:
         """True when something reads the workers' CPU: the capacity model (utilization: cpu) or the hpa policy."""
-        return self.utilization == "cpu" or self.policy == "hpa"
+        return self.utilization == "cpu" or registry.Signal.CPU in self.policy_spec.signals
 
     @property
     def skipped_queries(self) -> frozenset[str]:
         """The utilization query nothing reads (busy time or CPU), which the monitor does not run."""
-        wants_busy = self.utilization == "busy" or self.policy in ("flink-autoscaler", "ds2")
+        wants_busy = self.utilization == "busy" or registry.Signal.BUSY in self.policy_spec.signals
         return frozenset(name for name, wanted in (("cpu", self.reads_cpu), ("busy", wants_busy)) if not wanted)
 
     @classmethod
@@ -723,145 +715,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Flags arrive as init kwargs; the YAML file is merged into them below the environment
-        # by load_settings, so only init and env sources are needed here.
-        return init_settings, env_settings
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader that refuses a key given twice in one mapping (plain YAML keeps the last silently)."""
-
-
-def _mapping_with_unique_keys(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    first_line: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            earlier = first_line.setdefault(key, key_node.start_mark.line + 1)
-        except TypeError:  # an unhashable key: construct_mapping says so
-            continue
-        if earlier != key_node.start_mark.line + 1:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key {key!r} given twice (first on line {earlier})", key_node.start_mark
-            )
-    return loader.construct_mapping(node, deep=True)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_with_unique_keys)
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    """The settings file's mapping: at most MAX_CONFIG_BYTES of UTF-8 YAML, no key twice (ConfigError otherwise)."""
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: config file larger than {MAX_CONFIG_BYTES // 2**20} MiB")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ConfigError(f"{path}:{line}: config file is not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
-    try:
-        loaded = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506  (a SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: not valid YAML: nested too deeply") from None
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: the config file must hold a mapping of settings, not {type(loaded).__name__}")
-    return loaded
-
-
-def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in top.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _strip_env_covered(data: dict[str, Any], prefix: str = ENV_PREFIX) -> dict[str, Any]:
-    """Drop from the file's data every leaf that an environment variable overrides."""
-    env_names = {name.upper() for name in os.environ}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        env_name = f"{prefix}{key}".upper()
-        if env_name in env_names:
-            continue
-        if isinstance(value, dict):
-            out[key] = _strip_env_covered(value, env_name + ENV_NESTED_DELIMITER)
-        else:
-            out[key] = value
-    return out
-
-
-def format_validation_error(
-    exc: ValidationError, source: str | None = None, source_of: Callable[[tuple[Any, ...]], str | None] | None = None
-) -> str:
-    """One line per problem: where it was set, the dotted key, the problem and, where it helps, the bad value.
-
-    ``source_of`` names where the value at an error's location came from (a flag, an environment
-    variable); ``source`` (the config file) otherwise.
-    """
-    lines = []
-    for error in exc.errors():
-        key = ".".join(str(part) for part in error["loc"]) or "settings"
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            message = "unknown key"
-        elif error["type"] not in ("value_error", "assertion_error") and "input" in error:
-            value = error["input"]
-            if not isinstance(value, dict):
-                message = f"{message} (got {value!r})"
-        origin = (source_of(tuple(error["loc"])) if source_of is not None and error["loc"] else None) or source
-        where = f"{origin}: " if origin else ""
-        lines.append(f"{where}{key}: {message}" if key != "settings" else f"{where}{message}")
-    return "; ".join(lines)
-
-
-def _environment_variable(loc: tuple[Any, ...]) -> str | None:
-    """The PERDIX_* variable that set the value at ``loc`` (the leaf's, or a section's JSON), if one did."""
-    names = {name.upper(): name for name in os.environ}
-    for end in range(len(loc), 0, -1):
-        candidate = ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(part) for part in loc[:end]).upper()
-        if candidate in names:
-            return names[candidate]
-    # A section's own check (a model validator) reports the section: name the variables set inside it.
-    inside = ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(part) for part in loc).upper() + ENV_NESTED_DELIMITER
-    within = sorted(names[name] for name in names if name.startswith(inside))
-    return ", ".join(within) or None
-
-
-def _given(data: dict[str, Any], loc: tuple[Any, ...]) -> bool:
-    node: Any = data
-    for part in loc:
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
-
-
-def _env_settings_error(exc: SettingsError) -> str:
-    """pydantic-settings' SettingsError (a section's variable that is not JSON) as the variable's own line."""
-    field = re.search(r'field "([^"]+)"', str(exc))
-    name = _environment_variable((field.group(1),)) if field else None
-    if name is None:
-        return f"{ENV_PREFIX}* environment: {exc}"
-    return (
-        f"environment variable {name}: not a JSON object of the {field.group(1)!r} section "  # type: ignore[union-attr]
-        f"(or set one key: {name}{ENV_NESTED_DELIMITER}KEY)"
-    )
+        """Flags (init arguments) over PERDIX_* environment over the YAML file (:func:`load_settings`'s)."""
+        return init_settings, env_settings, SettingsFileSource(settings_cls)
 
 
 SettingsT = TypeVar("SettingsT", bound=Settings)
@@ -885,35 +740,18 @@ def load_settings(
 ) -> Settings:
     """Build the settings: defaults, then the YAML file, then PERDIX_* env, then ``overrides`` (CLI flags).
 
-    ``overrides`` may use dotted keys (``{"scale_target.kind": "deployment"}``). Raises
-    :class:`ConfigError` with one readable line when anything is wrong.
+    ``overrides`` may use dotted keys (``{"scale_target.kind": "deployment"}``); a None value is a flag not
+    given. Raises :class:`ConfigError` with one readable line when anything is wrong.
     """
-    file_data = _read_yaml(config_file) if config_file is not None else {}
-    file_data = _strip_env_covered(file_data)
-    flag_data: dict[str, Any] = {}
-    for key, value in (overrides or {}).items():
-        if value is None:
-            continue
-        node = flag_data
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-
-    def source_of(loc: tuple[Any, ...]) -> str | None:
-        if _given(flag_data, loc):
-            return "command line"
-        variable = _environment_variable(loc)
-        return f"environment variable {variable}" if variable else None
-
+    flags = flag_tree(overrides)
     try:
-        # File values go in as init kwargs under the flags; env sits between them because
-        # _strip_env_covered removed the file's leaves the environment sets.
-        return model(**_deep_merge(file_data, flag_data))
+        with reading(config_file):
+            return model(**flags)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, str(config_file) if config_file else None, source_of)) from None
+        file = str(config_file) if config_file is not None else None
+        raise ConfigError(format_validation_error(exc, file, origin_naming(flags))) from None
     except SettingsError as exc:
-        raise ConfigError(_env_settings_error(exc)) from None
+        raise ConfigError(env_settings_error(exc)) from None
 
 
 __all__ = [

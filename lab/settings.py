@@ -10,14 +10,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from agent.settings import Settings, load_settings
-from planner import DAG_ONLY_POLICIES, PRODUCTION_POLICIES
+from planner import registry
 from simulator import SimulatorSettings
 
-LAB_POLICIES: tuple[str, ...] = (*(p for p in PRODUCTION_POLICIES if p not in DAG_ONLY_POLICIES), "oracle")
-"""Single-vertex policies a replay can run: the production ones with a single-vertex form, and the oracle."""
+LAB_POLICIES: tuple[str, ...] = registry.whole_job()
+"""Single-vertex policies a replay can run: those with a whole-job form, the lab-only ones included."""
 
 
 RESCALE_COSTS: Mapping[str, Mapping[str, float]] = {
@@ -62,18 +62,20 @@ class LabSettings(Settings):
     runnable_policies: ClassVar[tuple[str, ...]] = LAB_POLICIES
     policy_context: ClassVar[str] = "a replay"
     refused_policies: ClassVar[dict[str, str]] = {
-        name: f"runs on the operator-DAG testbed only ({reason}; perdix evaluate --policies {name})"
-        for name, reason in DAG_ONLY_POLICIES.items()
+        name: f"runs on the operator-DAG testbed only ({spec.summary}; perdix evaluate --policies {name})"
+        for name, spec in registry.SPECS.items()
+        if spec.vertex_only
     }
 
     simulator: SimulatorSettings = Field(default_factory=SimulatorSettings, description="Embedded simulated job.")
 
-    @property
-    def partitions(self) -> int | None:
-        """Source partitions: the setting, or on the simulated target the simulator's."""
-        if self.source_partitions is not None:
-            return self.source_partitions
-        return self.simulator.partitions if self.scale_target.kind == "simulated" else None
+    @model_validator(mode="after")
+    def _simulated_partitions(self) -> LabSettings:
+        # The simulated job's partitions are known: the agent is told them as an operator would set
+        # source_partitions (a value set in the file or a flag wins).
+        if self.source_partitions is None and self.scale_target.kind == "simulated":
+            object.__setattr__(self, "source_partitions", self.simulator.partitions)  # frozen: set while validating
+        return self
 
 
 def load_lab_settings(config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> LabSettings:

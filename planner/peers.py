@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
+from planner.defaults import KEDA_LAG_THRESHOLD
 from planner.ds2_paper import Ds2Inputs, Ds2PaperPolicy, Ds2State
 from planner.flink_autoscaler import FlinkAutoscalerInputs, FlinkAutoscalerPolicy, FlinkAutoscalerState
 from planner.hpa import HpaInputs, HpaState, KubernetesHpaPolicy, PodMetric
@@ -24,11 +25,6 @@ from planner.peer_types import PeerDecision
 from planner.types import Decision, PlanInput, PlannerConfig, ReasonCode, decided
 
 StateT = TypeVar("StateT")
-
-KEDA_LAB_LAG_THRESHOLD = 50_000
-"""The lab's ``lagThreshold``: about 3.5 s of one simulated worker (14,000 records/s). KEDA's own default
-(10) suits consumers of a few records per second; on a job of 100k records/s it pins the scale-out
-at the partition cap, which no operator would run."""
 
 
 def _running(plan_input: PlanInput) -> bool:
@@ -133,7 +129,7 @@ class KedaLag(_PeerAdapter[KedaState]):
     name = "keda-lag"
     state_type = KedaState
 
-    def __init__(self, lag_threshold: float = KEDA_LAB_LAG_THRESHOLD) -> None:
+    def __init__(self, lag_threshold: float = KEDA_LAG_THRESHOLD) -> None:
         super().__init__(KedaPolicy(lag_threshold=int(lag_threshold)))
         self.knob = lag_threshold
 

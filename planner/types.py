@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from planner import defaults
 from planner.history import Recommendations
 
 
@@ -22,11 +23,11 @@ class PlannerConfig:
     min_parallelism: int
     max_parallelism: int
     target_recovery_time_s: float
-    loop_interval_s: float = 60.0
-    grace_period_s: float = 120.0
-    recent_rescale_window_s: float = 300.0
-    scale_down_stabilization_s: float = 300.0
-    holds: str = "cost"
+    loop_interval_s: float = defaults.LOOP_INTERVAL_S
+    grace_period_s: float = defaults.GRACE_PERIOD_S
+    recent_rescale_window_s: float = defaults.RECENT_RESCALE_WINDOW_S
+    scale_down_stabilization_s: float = defaults.SCALE_DOWN_STABILIZATION_S
+    holds: str = defaults.HOLDS
     """``cost``: the three windows above are ceilings, and Daedalus shortens each to what this job's rescales
     cost (:mod:`planner.daedalus`); ``fixed``: they apply as they are."""
     static_parallelism: int | None = None

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.settings import MAX_CONFIG_BYTES
+from agent.settings_sources import MAX_CONFIG_BYTES
 from tests.badinput.conftest import assert_one_line, good_trace, run_perdix
 
 # (case, the file's bytes or None for a path that is not a file, what the line says besides the file's name)

@@ -1,0 +1,201 @@
+"""Where settings come from, and the one line that says what is wrong with them and where.
+
+The settings tree (:mod:`agent.settings`) layers pydantic-settings' sources, highest first: the CLI flags
+(init arguments), the ``PERDIX_*`` environment, the YAML file (:class:`SettingsFileSource`), the defaults.
+pydantic-settings merges them key by key, so a variable that sets one nested key leaves the file's other
+keys of that section in place. This module reads the file (bounded, UTF-8, no key given twice) and turns a
+validation error into one line naming the flag, variable or file that set the bad value.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, SettingsError, YamlConfigSettingsSource
+from pydantic_settings.sources import ConfigFileSourceType
+
+ENV_PREFIX = "PERDIX_"
+ENV_NESTED_DELIMITER = "__"
+MAX_CONFIG_BYTES = 2**20
+"""Largest settings file read: the Helm chart renders it into a ConfigMap, which holds 1 MiB."""
+
+
+class ConfigError(Exception):
+    """Configuration that cannot run; its message is the one line the CLI prints before exit 2."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key given twice in one mapping (plain YAML keeps the last silently)."""
+
+
+def _mapping_with_unique_keys(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    first_line: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            earlier = first_line.setdefault(key, key_node.start_mark.line + 1)
+        except TypeError:  # an unhashable key: construct_mapping says so
+            continue
+        if earlier != key_node.start_mark.line + 1:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} given twice (first on line {earlier})", key_node.start_mark
+            )
+    return loader.construct_mapping(node, deep=True)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_with_unique_keys)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text: at most MAX_CONFIG_BYTES of UTF-8 (ConfigError otherwise)."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: config file larger than {MAX_CONFIG_BYTES // 2**20} MiB")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}:{line}: config file is not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    """The settings file's mapping: at most MAX_CONFIG_BYTES of UTF-8 YAML, no key twice (ConfigError otherwise)."""
+    text = _read_text(path)
+    try:
+        loaded = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506  (a SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid YAML: nested too deeply") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the config file must hold a mapping of settings, not {type(loaded).__name__}")
+    return loaded
+
+
+_SETTINGS_FILE: ContextVar[Path | None] = ContextVar("perdix_settings_file", default=None)
+"""The YAML file the settings being built read (None: none); set by :func:`reading`."""
+
+
+@contextmanager
+def reading(path: Path | None) -> Iterator[None]:
+    """Within the block, settings trees built read ``path`` as their YAML file."""
+    token = _SETTINGS_FILE.set(path)
+    try:
+        yield
+    finally:
+        _SETTINGS_FILE.reset(token)
+
+
+class SettingsFileSource(YamlConfigSettingsSource):
+    """pydantic-settings' YAML source over the file :func:`reading` names, read by :func:`read_settings_file`.
+
+    Unlike the stock source, a file that is missing or is not a regular file is an error, not an empty file.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls, yaml_file=_SETTINGS_FILE.get())
+
+    def _read_files(self, files: ConfigFileSourceType | None, deep_merge: bool = False) -> dict[str, Any]:
+        return read_settings_file(Path(str(files))) if files is not None else {}
+
+
+def format_validation_error(
+    exc: ValidationError, source: str | None = None, source_of: Callable[[tuple[Any, ...]], str | None] | None = None
+) -> str:
+    """One line per problem: where it was set, the dotted key, the problem and, where it helps, the bad value.
+
+    ``source_of`` names where the value at an error's location came from (a flag, an environment
+    variable); ``source`` (the config file) otherwise.
+    """
+    lines = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"]) or "settings"
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif error["type"] not in ("value_error", "assertion_error") and "input" in error:
+            value = error["input"]
+            if not isinstance(value, dict):
+                message = f"{message} (got {value!r})"
+        origin = (source_of(tuple(error["loc"])) if source_of is not None and error["loc"] else None) or source
+        where = f"{origin}: " if origin else ""
+        lines.append(f"{where}{key}: {message}" if key != "settings" else f"{where}{message}")
+    return "; ".join(lines)
+
+
+def environment_variable(loc: tuple[Any, ...]) -> str | None:
+    """The PERDIX_* variable that set the value at ``loc`` (the leaf's, or a section's JSON), if one did."""
+    names = {name.upper(): name for name in os.environ}
+    for end in range(len(loc), 0, -1):
+        candidate = ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(part) for part in loc[:end]).upper()
+        if candidate in names:
+            return names[candidate]
+    # A section's own check (a model validator) reports the section: name the variables set inside it.
+    inside = ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(part) for part in loc).upper() + ENV_NESTED_DELIMITER
+    within = sorted(names[name] for name in names if name.startswith(inside))
+    return ", ".join(within) or None
+
+
+def env_settings_error(exc: SettingsError) -> str:
+    """pydantic-settings' SettingsError (a section's variable that is not JSON) as the variable's own line."""
+    field = re.search(r'field "([^"]+)"', str(exc))
+    name = environment_variable((field.group(1),)) if field else None
+    if field is None or name is None:
+        return f"{ENV_PREFIX}* environment: {exc}"
+    return (
+        f"environment variable {name}: not a JSON object of the {field.group(1)!r} section "
+        f"(or set one key: {name}{ENV_NESTED_DELIMITER}KEY)"
+    )
+
+
+def flag_tree(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """The flags' dotted keys (``{"scale_target.kind": "deployment"}``) as nested mappings; None: not given."""
+    tree: dict[str, Any] = {}
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        node = tree
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
+
+
+def _given(data: dict[str, Any], loc: tuple[Any, ...]) -> bool:
+    node: Any = data
+    for part in loc:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def origin_naming(flags: dict[str, Any]) -> Callable[[tuple[Any, ...]], str | None]:
+    """Where the value at a location came from: the command line, an environment variable, or None (the file)."""
+
+    def origin(loc: tuple[Any, ...]) -> str | None:
+        if _given(flags, loc):
+            return "command line"
+        variable = environment_variable(loc)
+        return f"environment variable {variable}" if variable else None
+
+    return origin
