@@ -34,7 +34,8 @@ from agent.ports import (
 )
 from agent.safeguards import Safeguards, memory_pressure
 from agent.settings import Settings
-from planner import Decision, PlanInput, PlannerConfig, Policy
+from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
+from planner.peers import FlinkAutoscaler, KedaLag
 from planner.history import Recommendations
 from planner.safeguards import Finding, IneffectiveScaleOut, SlotResources, quota_limit, quota_slots, skew_cause
 from planner.types import ReasonCode
@@ -50,8 +51,12 @@ can lose is under a minute of samples, never a rescale."""
 
 
 def policy_for(settings: Settings) -> Policy:
-    """The whole-job policy ``settings.policy`` names, with its options from the settings where it has some."""
-    return settings.policy_spec.policy(settings)
+    """The policy ``settings.policy`` names, with its options from the settings where it has some."""
+    if settings.policy == FlinkAutoscaler.name:
+        return FlinkAutoscaler(**settings.flink_autoscaler.model_dump())
+    if settings.policy == KedaLag.name:
+        return KedaLag(settings.keda_lag_threshold)
+    return get_policy(settings.policy)
 
 
 def planner_config(settings: Settings) -> PlannerConfig:

@@ -27,7 +27,13 @@ from agent.settings_sources import (
     origin_naming,
     reading,
 )
-from planner import registry
+from planner import (
+    DAG_ONLY_POLICIES,
+    LAB_ONLY_POLICIES,
+    OPERATOR_POLICY_FACTORIES,
+    PER_VERTEX_TARGETS,
+    PRODUCTION_POLICIES,
+)
 from planner import defaults
 
 DAY_S = 86_400
@@ -391,7 +397,7 @@ class Settings(BaseSettings):
 
     policy: str = Field(
         "daedalus",
-        description=f"Scaling policy that plans each loop: one of {', '.join(registry.production())}.",
+        description=f"Scaling policy that plans each loop: one of {', '.join(PRODUCTION_POLICIES)}.",
     )
     target_recovery_time_s: float = Field(
         300.0,
@@ -601,11 +607,11 @@ class Settings(BaseSettings):
         "decisions they veto or limit (docs/safeguards.md).",
     )
 
-    runnable_policies: ClassVar[tuple[str, ...]] = registry.production()
+    runnable_policies: ClassVar[tuple[str, ...]] = PRODUCTION_POLICIES
     """Policies this settings tree accepts: what ``perdix run`` runs (the lab widens it)."""
     policy_context: ClassVar[str] = "perdix run"
     refused_policies: ClassVar[dict[str, str]] = {
-        name: f"runs only in the lab ({spec.lab_only})" for name, spec in registry.SPECS.items() if spec.lab_only
+        name: f"runs only in the lab ({reason})" for name, reason in LAB_ONLY_POLICIES.items()
     }
     """Known policies this tree refuses, with why (the message of the one-line error)."""
 
@@ -636,18 +642,17 @@ class Settings(BaseSettings):
     def _per_vertex_target(self) -> Settings:
         # A per-operator-only policy sets one parallelism per job vertex, which a TaskManager workload's
         # replica count cannot express.
-        targets = registry.SPECS[self.policy].targets if self.policy in registry.SPECS else None
-        if targets == registry.PER_VERTEX_TARGETS and self.scale_target.kind not in targets:
+        if self.policy in DAG_ONLY_POLICIES and self.scale_target.kind not in PER_VERTEX_TARGETS:
             raise ValueError(
                 f"policy: {self.policy!r} sets the parallelism of each job vertex: scale_target.kind must be one of "
-                f"{', '.join(targets)}, not {self.scale_target.kind!r}"
+                f"{', '.join(PER_VERTEX_TARGETS)}, not {self.scale_target.kind!r}"
             )
         return self
 
     @model_validator(mode="after")
     def _keda_reads_offsets(self) -> Settings:
         # KEDA's Kafka scaler sums each partition's lag; without the partitions' offsets it could never act.
-        if registry.Signal.PARTITION_OFFSETS not in self.policy_spec.signals or self.scale_target.kind == "simulated":
+        if self.policy != "keda-lag" or self.scale_target.kind == "simulated":
             return self
         for name in PARTITION_OFFSET_QUERIES:
             if not getattr(self.prometheus.queries, name):
@@ -686,24 +691,19 @@ class Settings(BaseSettings):
         return self
 
     @property
-    def policy_spec(self) -> registry.PolicySpec:
-        """The registry's description of ``policy`` (planner.registry)."""
-        return registry.spec(self.policy)
-
-    @property
     def per_operator(self) -> bool:
         """True when the round plans one parallelism per job vertex (a per-operator policy on a per-vertex target)."""
-        return self.policy_spec.plans_per_vertex(self.scale_target.kind)
+        return self.policy in OPERATOR_POLICY_FACTORIES and self.scale_target.kind in PER_VERTEX_TARGETS
 
     @property
     def reads_cpu(self) -> bool:
         """True when something reads the workers' CPU: the capacity model (utilization: cpu) or the hpa policy."""
-        return self.utilization == "cpu" or registry.Signal.CPU in self.policy_spec.signals
+        return self.utilization == "cpu" or self.policy == "hpa"
 
     @property
     def skipped_queries(self) -> frozenset[str]:
         """The utilization query nothing reads (busy time or CPU), which the monitor does not run."""
-        wants_busy = self.utilization == "busy" or registry.Signal.BUSY in self.policy_spec.signals
+        wants_busy = self.utilization == "busy" or self.policy in ("flink-autoscaler", "ds2")
         return frozenset(name for name, wanted in (("cpu", self.reads_cpu), ("busy", wants_busy)) if not wanted)
 
     @classmethod

@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from agent.settings import Settings, load_settings
-from planner import registry
+from planner import DAG_ONLY_POLICIES, PRODUCTION_POLICIES
 from simulator import SimulatorSettings
 
-LAB_POLICIES: tuple[str, ...] = registry.whole_job()
-"""Single-vertex policies a replay can run: those with a whole-job form, the lab-only ones included."""
+LAB_POLICIES: tuple[str, ...] = (*(p for p in PRODUCTION_POLICIES if p not in DAG_ONLY_POLICIES), "oracle")
+"""Single-vertex policies a replay can run: the production ones with a single-vertex form, and the oracle."""
 
 
 RESCALE_COSTS: Mapping[str, Mapping[str, float]] = {
@@ -62,9 +62,8 @@ class LabSettings(Settings):
     runnable_policies: ClassVar[tuple[str, ...]] = LAB_POLICIES
     policy_context: ClassVar[str] = "a replay"
     refused_policies: ClassVar[dict[str, str]] = {
-        name: f"runs on the operator-DAG testbed only ({spec.summary}; perdix evaluate --policies {name})"
-        for name, spec in registry.SPECS.items()
-        if spec.vertex_only
+        name: f"runs on the operator-DAG testbed only ({reason}; perdix evaluate --policies {name})"
+        for name, reason in DAG_ONLY_POLICIES.items()
     }
 
     simulator: SimulatorSettings = Field(default_factory=SimulatorSettings, description="Embedded simulated job.")
