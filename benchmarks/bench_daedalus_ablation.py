@@ -27,8 +27,8 @@ workload): a policy's misses on one seed are partly luck (the dev half's 4 misse
 costs (``lab.settings.RESCALE_COSTS``), the optimal schedules too (cached under their own keys).
 
 Run: .venv/bin/python -m benchmarks.bench_daedalus_ablation [--half dev] [--hours 6] [--jobs 2]
-     [--rescale-cost restart|in-place] [--variants NAME,...] [--failure-seeds 7,101,202] [--optimal-from evaluate-summary.json]
-     [--optimal-cache out/optimal-cache.json] [--recovery-errors] [--misses]
+     [--rescale-cost restart|in-place] [--variants NAME,...] [--failure-seeds 7,101,202]
+     [--optimal-from evaluate-summary.json] [--optimal-cache out/optimal-cache.json] [--recovery-errors] [--misses]
 """
 
 from __future__ import annotations
@@ -444,8 +444,8 @@ def main() -> None:
             else:
                 results.setdefault(variant, {})[(name, seed)] = summary
             print(
-                f"[{done}/{len(futures)}] {name:<22} {f'{variant} seed {seed}':<32} {summary['worker_hours']:8.1f} worker-h "
-                f"{summary['slo_misses']:3} misses {wall:6.0f} s",
+                f"[{done}/{len(futures)}] {name:<22} {f'{variant} seed {seed}':<32} "
+                f"{summary['worker_hours']:8.1f} worker-h {summary['slo_misses']:3} misses {wall:6.0f} s",
                 flush=True,
             )
     if args.optimal_cache is not None:

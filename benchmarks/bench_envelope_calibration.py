@@ -86,7 +86,8 @@ def main() -> None:
         f"(calibrated: covered {args.quantile:.0%} of the time)"
     )
     print(
-        f"{'form':<14} {'lead':>5} {'covered':>8} {'bound/level':>11} {'covered (top third)':>20} {'bound/level (top)':>18}"
+        f"{'form':<14} {'lead':>5} {'covered':>8} {'bound/level':>11} "
+        f"{'covered (top third)':>20} {'bound/level (top)':>18}"
     )
     for conditioned in (0.0, 1.0):
         for lead in LEADS_S:

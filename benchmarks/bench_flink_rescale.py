@@ -96,7 +96,8 @@ def main() -> None:
         if not measured:
             continue
         print(
-            f"{label:>4}: downtime median {statistics.median(measured):.2f} s (min {min(measured):.2f}, max {max(measured):.2f}, "
+            f"{label:>4}: downtime median {statistics.median(measured):.2f} s "
+            f"(min {min(measured):.2f}, max {max(measured):.2f}, "
             f"n={len(measured)}); PUT->confirmed median {statistics.median(walls):.2f} s; "
             f"simulator model median {statistics.median(simulated):.1f} s "
             f"(x{statistics.median(simulated) / max(statistics.median(measured), 1e-9):.1f} the measured downtime)"

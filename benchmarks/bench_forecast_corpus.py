@@ -4,10 +4,11 @@ Per trace (a half of ``traces/corpus`` or all of it), the workload is replayed a
 simulator's 2 % arrival noise; the agent's forecaster (``models.forecast.WorkloadForecaster`` with
 the shipped settings: ARIMA re-estimated every loop, candidate selection by rolling WAPE, fits
 inline) takes a step every 60 s, and from the first half hour on, every loop's 15-min forecast is
-scored against what arrived (origins whose 15 minutes lie inside the trace). Beside it, at the same origins: the naive forecast (the last 10 s
-held flat, the baseline) and, with ``--no-selection``, the ARIMA with the linear
-fallback alone (no candidate selection). Printed per trace: WAPE median over origins for each, and the ratio
-manager / naive; then the median ratio over the traces (the goal: at most 0.8).
+scored against what arrived (origins whose 15 minutes lie inside the trace). Beside it, at the same
+origins: the naive forecast (the last 10 s held flat, the baseline) and, with ``--no-selection``, the
+ARIMA with the linear fallback alone (no candidate selection). Printed per trace: WAPE median over
+origins for each, and the ratio manager / naive; then the median ratio over the traces (the goal: at
+most 0.8).
 
 With ``--candidates`` it scores instead a set of simple forecasts at the same origins (each held to its
 rule, no selection: the last 10 s or 60 s held, the mean of the last 5/15/30/60 minutes, the line over
@@ -15,7 +16,8 @@ the last 10 minutes, the seasonal-naive of the registry) and prints their ratios
 per trace and, per half, the median of the best of them chosen per trace in hindsight: a bound on what
 selecting among them can reach.
 
-Run: .venv/bin/python -m benchmarks.bench_forecast_corpus [--half dev|held-out|all] [--hours 6] [--jobs 2] [--candidates]
+Run: .venv/bin/python -m benchmarks.bench_forecast_corpus [--half dev|held-out|all] [--hours 6] [--jobs 2]
+     [--candidates]
 """
 
 from __future__ import annotations
@@ -157,7 +159,8 @@ def main() -> None:
         return
     label = "ARIMA + linear fallback" if args.no_selection else "manager (selection)"
     print(
-        f"15-min WAPE streaming every {LOOP_S} s over {len(traces)} traces ({args.half}), {args.hours:g} h each: {label}"
+        f"15-min WAPE streaming every {LOOP_S} s over {len(traces)} traces ({args.half}), "
+        f"{args.hours:g} h each: {label}"
     )
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         rows = list(pool.map(score_trace, traces, [args.hours] * len(traces), [not args.no_selection] * len(traces)))
@@ -166,14 +169,16 @@ def main() -> None:
         ratio = row["manager"] / row["naive"] if row["naive"] > 0 else float("nan")
         used = ", ".join(f"{k} {v}" for k, v in sorted(row["sources"].items(), key=lambda kv: -kv[1]))
         print(
-            f"{row['trace']:22s} {row['family']:8s} {row['half']:8s} {row['manager']:6.3f} {row['naive']:6.3f} {ratio:6.2f}  {used}"
+            f"{row['trace']:22s} {row['family']:8s} {row['half']:8s} "
+            f"{row['manager']:6.3f} {row['naive']:6.3f} {ratio:6.2f}  {used}"
         )
     for half in ("dev", "held-out"):
         ratios = [r["manager"] / r["naive"] for r in rows if r["half"] == half and r["naive"] > 0]
         if ratios:
             print(
                 f"{half}: median ratio ours / naive {statistics.median(ratios):.2f} over {len(ratios)} traces "
-                f"(goal <= 0.80); median WAPE ours {statistics.median(r['manager'] for r in rows if r['half'] == half):.3f}, "
+                f"(goal <= 0.80); "
+                f"median WAPE ours {statistics.median(r['manager'] for r in rows if r['half'] == half):.3f}, "
                 f"naive {statistics.median(r['naive'] for r in rows if r['half'] == half):.3f}"
             )
 

@@ -1,4 +1,4 @@
-"""Policies on a real Flink job: a trace replayed time-compressed through the trace-source job, ``perdix run`` scaling it.
+"""Policies on real Flink: a trace replayed time-compressed through the trace-source job, ``perdix run`` scaling it.
 
 Parts (lab/flink/harness.py): a loopback Flink 2.3 session cluster with N one-slot TaskManagers
 (adaptive scheduler, Prometheus reporter), a real Prometheus scraping it every second, the
@@ -81,7 +81,8 @@ FLINK_AUTOSCALER_TIME = {
     key: value for key, value in FlinkAutoscalerOptions().model_dump().items() if key != "target_utilization"
 }
 """The flink-autoscaler's own time constants (the ``flink_autoscaler.*`` settings' defaults, its ``job.autoscaler.*``
-ones), divided by the compression for a replay like Perdix's; it runs at the operator's 15-s reconcile, compressed too."""
+ones), divided by the compression for a replay like Perdix's; it runs at the operator's 15-s reconcile, compressed
+too."""
 MINIMA = {"forecast_horizon_s": 60, "forecast_window_s": 60, "rate_window_s": 5}
 """The smallest values the settings accept."""
 
@@ -341,7 +342,8 @@ def table(runs: dict[str, PolicyRun], ideal: float) -> str:
     lines = [
         f"ideal: {ideal:,.0f} slot-seconds",
         "",
-        "| policy | slot-seconds | × ideal | rescales | SLO misses | longest episode (s) | max backlog | produced | verified | lost | duplicated |",
+        "| policy | slot-seconds | × ideal | rescales | SLO misses | longest episode (s) | max backlog "
+        "| produced | verified | lost | duplicated |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for policy, run in runs.items():
@@ -434,14 +436,17 @@ def main() -> None:
             runs: dict[str, PolicyRun] = {}
             for policy in policies:
                 print(f"{policy}: replaying ...", flush=True)
-                # Every policy starts where the ideal starts, except static, which holds the largest scale-out throughout.
+                # Every policy starts where the ideal starts, except static, which holds the largest scale-out
+                # throughout.
                 initial = args.taskmanagers if policy == "static" else int(slots[0])
                 runs[policy] = run_policy(harness, setup, policy, work / policy, initial=initial)
                 s = runs[policy].summary
                 print(
-                    f"{policy}: {s['slot_seconds']:,.0f} slot-seconds ({s['x_ideal']:.3f}× ideal), {s['rescales']} rescales, "
-                    f"{s['slo_misses']} SLO misses, max backlog {s['max_lag_records']:,}, produced {s['records_produced']:,}, "
-                    f"verified {s['records_processed']:,}, lost {s['records_lost']}, duplicated {s['records_duplicated']}",
+                    f"{policy}: {s['slot_seconds']:,.0f} slot-seconds ({s['x_ideal']:.3f}× ideal), "
+                    f"{s['rescales']} rescales, {s['slo_misses']} SLO misses, "
+                    f"max backlog {s['max_lag_records']:,}, produced {s['records_produced']:,}, "
+                    f"verified {s['records_processed']:,}, lost {s['records_lost']}, "
+                    f"duplicated {s['records_duplicated']}",
                     flush=True,
                 )
                 plot_run(runs[policy], setup, args.out / f"{policy}.png")

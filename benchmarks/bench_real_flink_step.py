@@ -123,16 +123,16 @@ def main() -> None:
         verdict = judge(record.lag, record.workload, stops_from_log(rescales, epoch), target_recovery_time_s=target_s)
         overdue = [float(e["started_at"]) - epoch for e in events if e.get("event") == "recovery.overdue"]
         harness.cancel(job)
-    print(
-        f"rescales (s after the epoch): {[(r.from_parallelism, r.to_parallelism, round(r.requested_at - epoch, 1)) for r in rescales]}"
-    )
+    moments = [(r.from_parallelism, r.to_parallelism, round(r.requested_at - epoch, 1)) for r in rescales]
+    print(f"rescales (s after the epoch): {moments}")
     print(
         f"SLO episodes: {[(e.kind, e.start_s, e.end_s) for e in verdict.episodes]}; misses {verdict.misses}; "
         f"overdue at {[round(t) for t in overdue]}; records {counts.verified}/{expected} verified, "
         f"{counts.lost} lost, {counts.duplicates} duplicated"
     )
     print(
-        "\n| step at (s) | to | request after (s) | confirmed after (s) | caught up after (s) | rescales in the phase | overdue |"
+        "\n| step at (s) | to | request after (s) | confirmed after (s) | caught up after (s) "
+        "| rescales in the phase | overdue |"
     )
     print("|---:|---:|---:|---:|---:|---:|---|")
     ups, catch = [], []
@@ -159,7 +159,8 @@ def main() -> None:
             if caught is not None:
                 catch.append(caught)
         print(
-            f"| {at:.0f} | {new:,.0f}/s | {_fmt(request)} | {_fmt(confirmed)} | {_fmt(caught)} | {len(mine)} | {'yes' if late else 'no'} |"
+            f"| {at:.0f} | {new:,.0f}/s | {_fmt(request)} | {_fmt(confirmed)} | {_fmt(caught)} "
+            f"| {len(mine)} | {'yes' if late else 'no'} |"
         )
     first_at, first_until = steps[0][0], steps[1][0] if len(steps) > 1 else end_s
     rounds = [

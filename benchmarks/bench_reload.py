@@ -19,6 +19,7 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -32,7 +33,7 @@ from lab.inline import InlineExecutor
 from models.forecast import WorkloadForecaster
 from models.forecast.reloaded import ReloadedForecaster
 from models.forecast.scoring import RecentWorkload
-from models.registry import version_at
+from models.registry import Artifact, version_at
 from simulator import load_trace
 from spark.registry import ModelRegistry
 from spark.training import RetrainConfig
@@ -50,6 +51,22 @@ def job_hour(index: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
     seconds = np.interp(np.arange(3600) / 60.0, np.arange(after.size), after)
     noise = 1.0 + 0.03 * np.random.default_rng(index).standard_normal(3600)
     return history, np.maximum(seconds * noise, 0.0)
+
+
+def replay_maker(artifact: Artifact, job: str) -> Callable[[float], ReloadedForecaster]:
+    """Fresh forecasters over ``artifact``'s model for a candidate replay; the argument is the next sample's second."""
+
+    def make(next_s: float) -> ReloadedForecaster:
+        return ReloadedForecaster.from_artifact(
+            artifact.model,
+            job=job,
+            version=artifact.version,
+            backtest_wape=0.1,
+            agent_step_s=1.0,
+            next_s=next_s,
+        )
+
+    return make
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,17 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             artifact = registry.load(job)
             with_replay = None
             if running is not None:
-                with_replay = recent.score_replay(
-                    lambda next_s, artifact=artifact, job=job: ReloadedForecaster.from_artifact(
-                        artifact.model,
-                        job=job,
-                        version=artifact.version,
-                        backtest_wape=0.1,
-                        agent_step_s=1.0,
-                        next_s=next_s,
-                    ),
-                    running.origins,
-                )
+                with_replay = recent.score_replay(replay_maker(artifact, job), running.origins)
             trace = job_shapes(index + 1, traces=SHIPPED_TRACES, days=DAYS + 1, seed=args.seed)[index].trace
             print(
                 f"  {job} ({trace}): replay {np.median(line):.0f} ms median (max {max(line):.0f} ms) over "
@@ -126,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             )
     timings_array = np.asarray(timings)
     print(
-        f"candidate replay (on the reload thread, beside the loop), all jobs: median {np.median(timings_array):.0f} ms, "
+        f"candidate replay (on the reload thread, beside the loop), all jobs: "
+        f"median {np.median(timings_array):.0f} ms, "
         f"p95 {np.percentile(timings_array, 95):.0f} ms, max {timings_array.max():.0f} ms; at most once every "
         f"{SCORE_EVERY_LOOPS} loops while a newer version waits"
     )

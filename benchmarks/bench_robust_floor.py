@@ -168,7 +168,8 @@ def main() -> None:
             continue
         summary.setdefault(half_of[name], []).append((carry / best, robust / best))
         print(
-            f"{half_of[name]:<9} {name:<22} {best:8.1f} {carry:12.1f} {carry / best:6.3f} {robust:13.1f} {robust / best:6.3f}"
+            f"{half_of[name]:<9} {name:<22} {best:8.1f} "
+            f"{carry:12.1f} {carry / best:6.3f} {robust:13.1f} {robust / best:6.3f}"
         )
     print(f"\nrescale cost {args.rescale_cost}")
     for half, ratios in summary.items():

@@ -236,7 +236,8 @@ def main() -> None:
                 next_sample += args.sample_s
                 if len(rss) % 30 == 0:
                     print(
-                        f"  t={now - started:6.0f} s  rss={value:.1f} MiB  replicas={fake.replicas('deployments', TASKMANAGERS)}",
+                        f"  t={now - started:6.0f} s  rss={value:.1f} MiB  "
+                        f"replicas={fake.replicas('deployments', TASKMANAGERS)}",
                         flush=True,
                     )
             time.sleep(min(1.0, max(0.0, next_sample - time.monotonic())))  # sampling cadence of a benchmark
@@ -270,11 +271,14 @@ def main() -> None:
         f"  rescales applied: {final.get('perdix_rescales_total', 0):.0f}, "
         f"scale-target writes on the fake API: {len(fake.scale_target_writes())}"
     )
+    mean_loop_s = final.get("perdix_loop_duration_seconds_sum", 0) / max(
+        1, final.get("perdix_loop_duration_seconds_count", 1)
+    )
     print(
         f"  loop latency: p50 <= {histogram_quantile(final, 'perdix_loop_duration_seconds', 0.5) * 1000:.0f} ms, "
         f"p95 <= {histogram_quantile(final, 'perdix_loop_duration_seconds', 0.95) * 1000:.0f} ms "
         f"(bucket upper bounds), mean "
-        f"{final.get('perdix_loop_duration_seconds_sum', 0) / max(1, final.get('perdix_loop_duration_seconds_count', 1)) * 1000:.0f} ms"
+        f"{mean_loop_s * 1000:.0f} ms"
     )
     if rss:
         print(

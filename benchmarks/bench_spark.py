@@ -1,4 +1,5 @@
-"""Retraining benchmark: N jobs x D days of 1-min history, Spark ``local[2]`` (and a standalone cluster) against the same code serially.
+"""Retraining benchmark: N jobs x D days of 1-min history, Spark ``local[2]`` (and a standalone cluster) against the
+same code serially.
 
 The history is generated from the shipped traces (each stretched to a 24 h day, with a per-job
 window, phase shift, scale, level shift and noise; see benchmarks/synthetic_history.py). Every run executes
@@ -202,7 +203,7 @@ def by_trace(summary: RetrainSummary) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the figures."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--days", type=float, default=14.0)
     parser.add_argument("--seed", type=int, default=42)
@@ -374,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     if "cluster" in modes:
         cluster_cpu = [float(r["cpu_seconds"]) for r in rows["cluster"]]
         print(
-            f"per job in cluster tasks: wall median {np.median([float(r['fit_seconds']) for r in rows['cluster']]):.2f} s, "
+            f"per job in cluster tasks: "
+            f"wall median {np.median([float(r['fit_seconds']) for r in rows['cluster']]):.2f} s, "
             f"CPU median {np.median(cluster_cpu):.2f} s, CPU total {sum(cluster_cpu):.0f} s"
         )
     if "serial" in modes:

@@ -143,7 +143,8 @@ def main() -> None:
     )
     print(
         f"StreamBed: testbed budgets 6..{args.max_testbed_slots} task slots, 1/2/4 GB; prediction at "
-        f"{SCALE * args.max_testbed_slots} slots, {MEMORY_MB:.0f} MB; selection={args.selection}, xi={args.xi}, min after bootstrap={args.min_after_bootstrap}; max runs {args.max_runs}"
+        f"{SCALE * args.max_testbed_slots} slots, {MEMORY_MB:.0f} MB; selection={args.selection}, xi={args.xi}, "
+        f"min after bootstrap={args.min_after_bootstrap}; max runs {args.max_runs}"
     )
     header = (
         f"{'seed':>4} {'family':>11} {'alt':>11} {'runs':>4} {'predicted':>11} {'truth MST':>11} "
@@ -168,7 +169,8 @@ def main() -> None:
         f"runs mean {statistics.mean(int(r['runs']) for r in rows):.1f} (max {max(int(r['runs']) for r in rows)}); "
         f"wall time per testbed run {statistics.mean(float(r['run_wall_s']) for r in rows):.2f} s "
         f"for {statistics.mean(float(r['simulated_s']) for r in rows):.0f} simulated s; "
-        f"ground-truth run at {SCALE * args.max_testbed_slots} slots {statistics.mean(float(r['truth_wall_s']) for r in rows):.2f} s"
+        f"ground-truth run at {SCALE * args.max_testbed_slots} slots "
+        f"{statistics.mean(float(r['truth_wall_s']) for r in rows):.2f} s"
     )
 
 

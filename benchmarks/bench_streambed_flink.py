@@ -155,7 +155,8 @@ def main() -> None:
         )
         plan_s = time.monotonic() - plan_started
         print(
-            f"model: {model.surrogate.family} ({'' if model.validation['families_identifiable'] else 'families not identifiable, '}"
+            f"model: {model.surrogate.family} "
+            f"({'' if model.validation['families_identifiable'] else 'families not identifiable, '}"
             f"LOOCV RMSE {model.validation['loocv_rmse'] or float('nan'):,.0f}); plan took {plan_s:.0f} s",
             flush=True,
         )
@@ -169,7 +170,8 @@ def main() -> None:
         planned.setdefault(int(o["task_slots"]), []).append(float(o["capacity"]))
     rows = []
     print(
-        f"\nStreamBed on real Flink: trace job (chained, {args.capacity_per_slot:.0f} records/s per slot, skew {args.skew:g}), "
+        f"\nStreamBed on real Flink: trace job "
+        f"(chained, {args.capacity_per_slot:.0f} records/s per slot, skew {args.skew:g}), "
         f"plan at {low}-{high} slots from {model.testbed_runs} testbed runs ({plan_s:.0f} s)"
     )
     print(f"{'slots':>5} {'predicted':>10} {'measured MST':>13} {'error':>7} {'MST/slot':>9} {'x slot 1':>8}  source")

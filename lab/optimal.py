@@ -97,10 +97,10 @@ Cost
 The work is the second-by-second read of the running rows (a stop's downtime is free, and hopeless
 choices are never stepped); it runs compiled (numba: :func:`_step_rows` steps each row through the
 seconds between two events with the simulator's own drain rule, :func:`simulator.drain.drain_job`,
-and the SLO automaton), and so does the dominance test. Six hours at 60 s loops and up to 16 workers: about 1,000–1,500 states at the
-busiest boundary on most corpus traces, 15–20 s of CPU; the corpus's 29 traces take 488 s of CPU in
-all, chicago_ridership (up to 4,783 states) 98 s (224 s with numpy alone). ``SolveStatistics`` has
-the counts.
+and the SLO automaton), and so does the dominance test. Six hours at 60 s loops and up to 16 workers:
+about 1,000–1,500 states at the busiest boundary on most corpus traces, 15–20 s of CPU; the corpus's
+29 traces take 488 s of CPU in all, chicago_ridership (up to 4,783 states) 98 s (224 s with numpy
+alone). ``SolveStatistics`` has the counts.
 """
 
 from __future__ import annotations

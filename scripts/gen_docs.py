@@ -196,10 +196,12 @@ def render_configuration() -> str:
         "",
         "Every setting of `perdix run`, from the settings tree in `agent/settings.py`. Sources, lowest first: the",
         "defaults below, the YAML file given with `--config`, `PERDIX_*` environment variables (nested keys joined",
-        f"with `{ENV_NESTED_DELIMITER}`, e.g. `{ENV_PREFIX}PROMETHEUS{ENV_NESTED_DELIMITER}URL`), then command-line flags. An unknown key",
+        f"with `{ENV_NESTED_DELIMITER}`, e.g. `{ENV_PREFIX}PROMETHEUS{ENV_NESTED_DELIMITER}URL`), "
+        "then command-line flags. An unknown key",
         "or a value out of range stops the agent at start with exit code 2 and one line naming the key.",
         "",
-        "The Helm chart mirrors the tree under `perdix:` in camelCase (a trailing `_s`, seconds, is spelled `Seconds`);",
+        "The Helm chart mirrors the tree under `perdix:` in camelCase "
+        "(a trailing `_s`, seconds, is spelled `Seconds`);",
         "a setting without a Helm value is not exposed by the chart. Where the chart's default differs from the",
         "agent's (it installs in dry-run, for one), `helm/perdix/values.yaml` says so beside the value.",
         f"{len(rows)} settings.",

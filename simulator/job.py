@@ -262,7 +262,8 @@ class JobEnvironment:
     # ------------------------------------------------------------------ stops
 
     def mean_downtime_s(self, kind: StopKind, from_parallelism: int, to_parallelism: int) -> float:
-        """Mean downtime of a stop: ``base + per_worker · max(a, b)`` (rescale) or ``base + per_worker · a`` (failure)."""
+        """Mean downtime of a stop: ``base + per_worker · max(a, b)`` (rescale) or ``base + per_worker · a``
+        (failure)."""
         config = self.config
         if kind == "failure":
             return config.failure_downtime_base_s + config.failure_downtime_per_worker_s * from_parallelism

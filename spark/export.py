@@ -121,7 +121,8 @@ def export_from_prometheus(
 
 
 def export_frame(frame: pd.DataFrame, *, job: str, out: str, start: datetime | str, step_s: int) -> ExportResult:
-    """Write a frame of samples on a ``step_s`` grid starting at ``start`` as ``job``'s history (e.g. a simulated one)."""
+    """Write a frame of samples on a ``step_s`` grid starting at ``start`` as ``job``'s history
+    (e.g. a simulated one)."""
     check_job_name(job)
     first = as_utc(start)
     end = first + pd.Timedelta(seconds=len(frame) * step_s)
@@ -137,7 +138,8 @@ def describe(result: ExportResult) -> str:
 
 
 def parse_range(since: str, until: str | None, *, now: datetime) -> tuple[datetime, datetime]:
-    """``--since``/``--until`` as UTC datetimes; accepts ISO times or a duration like ``14d``/``6h`` before ``until``."""
+    """``--since``/``--until`` as UTC datetimes; accepts ISO times or a duration like ``14d``/``6h`` before
+    ``until``."""
     end = as_utc(until).to_pydatetime() if until else now
     text = since.strip()
     units: Mapping[str, str] = {"d": "D", "h": "h", "m": "min", "s": "s"}

@@ -73,7 +73,7 @@ class FlinkQueries:
 
     @property
     def backlog_growth(self) -> str:
-        """Growth of the backlog per second: its difference over the window (a subquery, as the sum is no raw series)."""
+        """Growth of the backlog per second: its difference over the window (a subquery: the sum is no raw series)."""
         return f"delta({self.backlog}[{self.window_s}s:{self.step}]) / {self.window_s}"
 
     @property
@@ -105,7 +105,7 @@ class FlinkQueries:
 
     @property
     def backpressured_fraction(self) -> str:
-        """Share (0..1) of each worker's source task time spent back-pressured: back-pressured / (busy + idle + back-pressured)."""
+        """Share (0..1) of each worker's source task time back-pressured: pressured / (busy + idle + pressured)."""
         busy = self._accumulated("Busy", drop_nan=True)
         idle = self._accumulated("Idle", drop_nan=False)
         pressured = self._accumulated("BackPressured", drop_nan=False)
@@ -126,7 +126,7 @@ class FlinkQueries:
 
     @property
     def meter_read_rate(self) -> str:
-        """What the source reads per second by Flink's meter: a 60 s average that restarts with every attempt (not for use)."""
+        """Records/s the source reads by Flink's meter: a 60 s average restarting with every attempt (not for use)."""
         return f"sum({OPERATOR}_numRecordsOutPerSecond{{{self.source}}})"
 
 
@@ -156,5 +156,6 @@ class TraceJobQueries:
         return f"deriv({self.produced}[{window_s}s:1s])"
 
     def verifier(self, name: str) -> str:
-        """Sum over the verifier's subtasks of ``verifiedRecords``, ``aheadRecords``, ``duplicateRecords`` or ``lostRecords``."""
+        """Sum over the verifier's subtasks of ``verifiedRecords``, ``aheadRecords``, ``duplicateRecords`` or
+        ``lostRecords``."""
         return f"sum({_series(f'{OPERATOR}_{name}', self.job)})"

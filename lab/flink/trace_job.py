@@ -60,7 +60,8 @@ class SubmitFailed(FlinkLabError):
 
 
 def default_cache_dir() -> Path:
-    """Where built jars are kept: ``$PERDIX_CACHE_DIR``, else ``$XDG_CACHE_HOME/perdix/jobs``, else ``~/.cache/perdix/jobs``."""
+    """Where built jars are kept: ``$PERDIX_CACHE_DIR``, else ``$XDG_CACHE_HOME/perdix/jobs``, else
+    ``~/.cache/perdix/jobs``."""
     explicit = os.environ.get("PERDIX_CACHE_DIR")
     if explicit:
         return Path(explicit)

@@ -406,7 +406,9 @@ class FakeKubeAPI:
                 return _status(
                     415,
                     "UnsupportedMediaType",
-                    f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type})",
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml "
+                    f"(got {content_type})",
                 )
             try:
                 patched = _apply_patch(obj, content_type, body)

@@ -244,8 +244,9 @@ def scenario(
         rescales = rescales_from_log(events)
         record = harness.record(job, seconds=int(END_S), rescales=rescales)
         verdict = judge(record.lag, record.workload, stops_from_log(rescales, epoch), target_recovery_time_s=TARGET_S)
+        moments = [(r.from_parallelism, r.to_parallelism, round(r.requested_at - epoch, 1)) for r in rescales]
         print(
-            f"\nrescales (s after epoch): {[(r.from_parallelism, r.to_parallelism, round(r.requested_at - epoch, 1)) for r in rescales]}"
+            f"\nrescales (s after epoch): {moments}"
             f"\nfirst rescale event: {first}\nepisodes: {verdict.episodes}\ncounts: {counts} expected {expected}"
         )
         yield Scenario(
@@ -303,7 +304,8 @@ def test_the_restarted_agent_resumes_from_its_knowledge_without_a_second_rescale
         if e.get("event") == "loop" and scenario.since_epoch(log_time(e)) > scenario.since_epoch(scenario.killed_at)
     ]
     assert restarted_rounds and restarted_rounds[0].get("recovering") is True, (
-        f"the restarted agent's first round does not continue the recovery watch: {restarted_rounds[:1]}{scenario.tail()}"
+        "the restarted agent's first round does not continue the recovery watch: "
+        f"{restarted_rounds[:1]}{scenario.tail()}"
     )
 
 

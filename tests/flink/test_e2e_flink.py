@@ -64,7 +64,8 @@ def prometheus(
 
 
 def agent_settings(prometheus: PrometheusServer, proxy: RecordingProxy, workdir: Path) -> dict[str, Any]:
-    """Settings of the agent: Prometheus monitor with tm_id workers, flink-rest target, min = max = 2 (forces 3 -> 2)."""
+    """Settings of the agent: Prometheus monitor with tm_id workers, flink-rest target, min = max = 2
+    (forces 3 -> 2)."""
     return {
         # The static policy at max_parallelism: Daedalus keeps the current scale-out until it has learned a
         # capacity, which a constant datagen load (flat CPU) does not teach it within a test's minute.

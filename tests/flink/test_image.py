@@ -51,7 +51,8 @@ def podman(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[st
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The image scripts/build-image.sh builds from this checkout (its name); the test fails with the script's reason."""
+    """The image scripts/build-image.sh builds from this checkout (its name); the test fails with the
+    script's reason."""
     log = tmp_path_factory.mktemp("image") / "build.log"
     started = time.monotonic()
     with log.open("w") as progress:

@@ -61,7 +61,8 @@ def test_linear_forecaster_extrapolates_and_clamps() -> None:
 
 
 def _step(before: float, after: float, age_s: int, *, smear_s: int = 1, seed: int = 0) -> np.ndarray:
-    """600 s of workload with a step ``age_s`` seconds before the end, smeared over ``smear_s`` (a rate window), 2 % noise."""
+    """600 s of workload with a step ``age_s`` seconds before the end, smeared over ``smear_s`` (a rate
+    window), 2 % noise."""
     level = np.where(np.arange(600 + smear_s - 1) < 600 + smear_s - 1 - age_s, before, after)
     smeared = np.convolve(level, np.ones(smear_s) / smear_s, mode="valid")
     return smeared * (1 + 0.02 * np.random.default_rng(seed).standard_normal(600))

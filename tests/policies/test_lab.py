@@ -1,4 +1,5 @@
-"""The policy lab end to end: the optimal schedule as lower bound, identical seeds, `perdix evaluate` outputs and errors."""
+"""The policy lab end to end: the optimal schedule as lower bound, identical seeds, `perdix evaluate`
+outputs and errors."""
 
 from __future__ import annotations
 
