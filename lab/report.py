@@ -116,7 +116,8 @@ def _per_policy(by_trace: dict[str, dict[str, Any]], policies: Sequence[str]) ->
 
 
 def _fronts(by_trace: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Per trace and policy the swept points (knob, worker-hours, misses); per trace and peer, Daedalus below its front."""
+    """Per trace and policy the swept points (knob, worker-hours, misses); per trace and peer,
+    Daedalus below its front."""
     fronts: dict[str, Any] = {}
     verdicts: dict[str, Any] = {}
     for name, entry in by_trace.items():
