@@ -191,7 +191,10 @@ def unreachable_reason(target: ScaleTargetSettings) -> str | None:
     except ScalerError as exc:
         return f"scale_target.rest_url ({target.rest_url}): Flink REST API does not answer: {exc}"
     if not isinstance(config, dict) or "flink-version" not in config:
-        return f"scale_target.rest_url ({target.rest_url}): answers, but not as a Flink JobManager (no flink-version in /config)"
+        return (
+            f"scale_target.rest_url ({target.rest_url}): answers, but not as a Flink JobManager "
+            "(no flink-version in /config)"
+        )
     return None
 
 

@@ -1,4 +1,5 @@
-"""The flink-rest scaler against a real Flink session cluster on loopback (adaptive scheduler, 3 slots), on 2.3 and 1.20.
+"""The flink-rest scaler against a real Flink session cluster on loopback (adaptive scheduler, 3 slots), on 2.3
+and 1.20.
 
 One cluster and one job for the module; each test leaves the job running. Every read-back here goes
 through the fixture's own REST reads, not through the scaler, so a scaler that lies fails.
@@ -8,13 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
-from agent.execute.flink_rest import FlinkRestScaler, unreachable_reason
+from agent.execute.flink_rest import FlinkRestClient, FlinkRestScaler, unreachable_reason
 from agent.ports import ScalerError
 from agent.settings import ScaleTargetSettings
-from tests.fixtures.flink import FlinkCluster, flink_release, free_port, rest_get
+from tests.fixtures.flink import FlinkCluster, flink_release, free_port, poll, rest_get
 from tests.flink.proxy import RecordingProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_flink_versions]
@@ -32,9 +35,9 @@ def job_id(flink_cluster: FlinkCluster) -> Iterator[str]:
         flink_cluster.cancel(job)
 
 
-def scaler_for(url: str, job: str | None = JOB_NAME) -> FlinkRestScaler:
-    """A scaler polling fast (the cluster's job details are fresh every 200 ms)."""
-    settings = ScaleTargetSettings(kind="flink-rest", rest_url=url, job=job, request_timeout_s=5.0)
+def scaler_for(url: str, job: str | None = JOB_NAME, **options: Any) -> FlinkRestScaler:
+    """A scaler polling fast (the cluster's job details are fresh every 200 ms); ``options``: scale_target keys."""
+    settings = ScaleTargetSettings(kind="flink-rest", rest_url=url, job=job, request_timeout_s=5.0, **options)
     return FlinkRestScaler(settings, confirm_timeout_s=90.0, poll_interval_s=0.2)
 
 
@@ -63,7 +66,7 @@ def test_an_unknown_job_is_not_found_and_names_the_running_ones(flink_cluster: F
 
 
 def test_dry_run_sends_no_write(flink_cluster: FlinkCluster, job_id: str, proxy: RecordingProxy) -> None:
-    scaler = scaler_for(proxy.url)
+    scaler = scaler_for(proxy.url, checkpoint_before_rescale=True)  # nor the checkpoint of an aligned rescale
     result = scaler.rescale(3, reasons=("dry",), dry_run=True)
     assert result.dry_run and result.requested == 3 and result.confirmed == 2
     assert proxy.log, "the proxy saw the scaler's reads"
@@ -82,7 +85,11 @@ def test_rescales_up_and_down_in_place_and_measures_the_downtime(
     assert up.downtime_s is not None and 0 < up.downtime_s < 60
     # When every task ran again: after the request, before the answer (one clock: the JobManager's is this machine's).
     assert up.resumed_at is not None and asked_at - 1 <= up.resumed_at <= time.time() + 1
-    assert [(m, p.rsplit("/", 1)[-1]) for m, p, _ in proxy.writes()] == [("PUT", "resource-requirements")]
+    # The checkpoint of the rescale (checkpoint_before_rescale, on by default): awaited before the PUT on 1.x,
+    # triggered right after it on 2.x, whose scheduler waits for it.
+    writes = [(m, p.rsplit("/", 1)[-1]) for m, p, _ in proxy.writes()]
+    expected = [("PUT", "resource-requirements"), ("POST", "checkpoints")]
+    assert writes == (expected if flink_cluster.version.startswith("2.") else expected[::-1])
 
     down_at = time.monotonic()
     down = scaler.rescale(1, reasons=("down",), dry_run=False)
@@ -98,7 +105,7 @@ def test_rescales_up_and_down_in_place_and_measures_the_downtime(
 
     again = scaler.rescale(1, reasons=("same",), dry_run=False)
     assert again.confirmed == 1 and again.downtime_s is None
-    assert len(proxy.writes()) == 2, "a rescale to the current parallelism writes nothing"
+    assert len(proxy.writes()) == 4, "a rescale to the current parallelism writes nothing (nor checkpoints)"
 
 
 def test_per_vertex_rescale_changes_only_the_named_vertex(flink_cluster: FlinkCluster, job_id: str) -> None:
@@ -161,3 +168,75 @@ def test_the_scheduler_is_read_where_the_release_reports_it(flink_cluster: Flink
         assert (status.scheduler, config_reads) == ("Adaptive", [])
     else:
         assert (status.scheduler, config_reads) == (None, [f"/jobs/{job_id}/jobmanager/config"])
+
+
+class TimedWrites(FlinkRestClient):
+    """A client that notes when it sends each PUT (Unix ms; the JobManager runs on this machine's clock)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url, timeout_s=5.0)
+        self.put_at_ms: list[float] = []
+
+    def put(self, path: str, body: Any) -> Any:
+        self.put_at_ms.append(time.time() * 1000)
+        return super().put(path, body)
+
+
+def restored_checkpoint(cluster: FlinkCluster, job_id: str) -> dict[str, Any]:
+    """The history entry of the checkpoint the running execution graph restored (stats are cached ~1 s)."""
+
+    def read() -> dict[str, Any] | None:
+        stats = rest_get(f"{cluster.rest_url}/jobs/{job_id}/checkpoints") or {}
+        restored = (stats.get("latest") or {}).get("restored") or {}
+        return next((h for h in stats.get("history") or [] if h.get("id") == restored.get("id")), None)
+
+    return poll(read, timeout_s=10, what="the restored checkpoint in the statistics")
+
+
+def test_an_aligned_rescale_restarts_from_a_checkpoint_taken_for_it(flink_cluster: FlinkCluster, job_id: str) -> None:
+    """The restart resumes from a checkpoint triggered after the decision; on 1.x it completed before the PUT."""
+    client = TimedWrites(flink_cluster.rest_url)
+    settings = ScaleTargetSettings(kind="flink-rest", rest_url=flink_cluster.rest_url, job=job_id)
+    scaler = FlinkRestScaler(settings, client=client, confirm_timeout_s=90.0, poll_interval_s=0.2)
+    current = scaler.current_parallelism()
+    target = 1 if current != 1 else 2
+    asked_ms = time.time() * 1000
+    assert scaler.rescale(target, reasons=("aligned",), dry_run=False).confirmed == target
+    restored = restored_checkpoint(flink_cluster, job_id)
+    assert restored["status"] == "COMPLETED" and restored["trigger_timestamp"] >= asked_ms, restored
+    [put_ms] = client.put_at_ms
+    if flink_cluster.version.startswith("1."):
+        # 1.x rescales on the write: the checkpoint completed (every subtask acknowledged) before it was sent.
+        assert restored["latest_ack_timestamp"] <= put_ms, (restored, put_ms)
+    else:
+        # 2.x: triggered after the write; the scheduler held the rescale until it completed.
+        assert restored["trigger_timestamp"] >= put_ms, (restored, put_ms)
+    paths = [r.path for r in scaler.requests if r.method != "GET"]
+    assert paths.count(f"/jobs/{job_id}/checkpoints") == 1
+
+
+def test_a_checkpoint_that_misses_its_bound_is_logged_and_the_rescale_goes_ahead(
+    flink_cluster: FlinkCluster, job_id: str
+) -> None:
+    """No checkpoint is triggered and completed within a millisecond: the aligner gives up at its bound (the
+    trigger's request timing out, or the wait for its completion), says so, and the rescale happens."""
+    client = TimedWrites(flink_cluster.rest_url)
+    settings = ScaleTargetSettings(
+        kind="flink-rest", rest_url=flink_cluster.rest_url, job=job_id, checkpoint_wait_s=0.001
+    )
+    scaler = FlinkRestScaler(settings, client=client, confirm_timeout_s=90.0, poll_interval_s=0.2)
+    target = 1 if scaler.current_parallelism() != 1 else 2
+    with capture_logs() as logs:
+        started_ms = time.time() * 1000
+        assert scaler.rescale(target, reasons=("bounded",), dry_run=False).confirmed == target
+    events = [e["event"] for e in logs if e["event"].startswith("rescale.checkpoint")]
+    if flink_cluster.version.startswith("1."):
+        assert events in (["rescale.checkpoint_slow"], ["rescale.checkpoint_failed"]), events
+        # The write followed at once: the reads before it and the bound, far from a checkpoint interval.
+        assert client.put_at_ms[0] - started_ms < 1000, client.put_at_ms[0] - started_ms
+    # With room to complete, a trigger answers the id of a checkpoint the cluster lists as completed.
+    patient = scaler_for(flink_cluster.rest_url, job=job_id, checkpoint_wait_s=20.0)
+    completed = patient.aligner.checkpoint(job_id, wait=True)
+    assert completed is not None
+    url = f"{flink_cluster.rest_url}/jobs/{job_id}/checkpoints/details/{completed}"
+    poll(lambda: (rest_get(url) or {}).get("status") == "COMPLETED", timeout_s=10, what=f"checkpoint {completed}")
