@@ -5,9 +5,11 @@ datagen -> calc -> aggregate -> blackhole job, and rescales it through the flink
 cycle, several rounds. Per rescale it prints the downtime measured from the job's own timestamps (new
 execution graph created -> last subtask RUNNING), the wall time from the PUT to the confirmed
 read-back (includes the scheduler's stabilization wait), and the simulator's model for the same
-rescale (rescale_downtime_base_s + rescale_downtime_per_worker_s x the larger scale-out).
+rescale (rescale_downtime_base_s + rescale_downtime_per_worker_s x the larger scale-out). Rescales are
+aligned with a checkpoint as the scaler's defaults do (``--plain``: not); what that buys is measured by
+benchmarks/bench_rescale_replay.py.
 
-Run: .venv/bin/python -m benchmarks.bench_flink_rescale [--rounds 3] [--settle 8] [--flink-defaults]
+Run: .venv/bin/python -m benchmarks.bench_flink_rescale [--rounds 3] [--settle 8] [--flink-defaults] [--plain]
 (needs scripts/install-flink.sh; about two minutes).
 """
 
@@ -51,6 +53,7 @@ def main() -> None:
         action="store_true",
         help="keep Flink's adaptive-scheduler timings (cooldown, stabilization) instead of the test cluster's 0-1 s",
     )
+    parser.add_argument("--plain", action="store_true", help="rescale without a checkpoint triggered for it")
     args = parser.parse_args()
     configure_logging("console", "error")
     model = SimulatorSettings()
@@ -65,7 +68,9 @@ def main() -> None:
                 f"cluster up and job running in {time.monotonic() - started:.1f} s ({cluster.rest_url}, job {job_id})"
             )
             scaler = FlinkRestScaler(
-                ScaleTargetSettings(kind="flink-rest", rest_url=cluster.rest_url, job=job_id),
+                ScaleTargetSettings(
+                    kind="flink-rest", rest_url=cluster.rest_url, job=job_id, checkpoint_before_rescale=not args.plain
+                ),
                 confirm_timeout_s=180.0,
                 poll_interval_s=0.1,
             )
