@@ -246,13 +246,18 @@ class PrometheusSettings(_Section):
         )
 
 
+ScaleTargetKind = Literal["simulated", "deployment", "statefulset", "flinkdeployment", "flink-rest"]
+"""What a scale target is; ``simulated`` is the lab's (its settings tree defaults to it)."""
+
+
 class ScaleTargetSettings(_Section):
     """What the executor rescales."""
 
-    kind: Literal["simulated", "deployment", "statefulset", "flinkdeployment", "flink-rest"] = Field(
-        "simulated",
-        description="Scale target type: the embedded simulator, a TaskManager Deployment/StatefulSet "
-        "(reactive mode, scale subresource), a FlinkDeployment (operator), or Flink's REST API.",
+    kind: ScaleTargetKind = Field(
+        "deployment",
+        description="Scale target type: a TaskManager Deployment or StatefulSet (reactive mode, scale subresource), "
+        "a FlinkDeployment (operator), Flink's REST API, or the lab's embedded simulator (perdix simulate; "
+        "perdix run refuses it).",
     )
     name: str = Field("flink-taskmanager", description="Name of the Kubernetes object to scale.")
     namespace: str = Field("default", description="Namespace of the scale target, its Events and ConfigMap.")

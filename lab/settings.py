@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
-from agent.settings import Settings, load_settings
+from agent.settings import ScaleTargetKind, ScaleTargetSettings, Settings, load_settings
 from planner import DAG_ONLY_POLICIES, PRODUCTION_POLICIES
 from simulator import SimulatorSettings
 
@@ -56,6 +56,16 @@ def rescale_cost_overrides(name: str | None) -> dict[str, float]:
     return dict(RESCALE_COSTS[name])
 
 
+class LabScaleTargetSettings(ScaleTargetSettings):
+    """The agent's scale target, the embedded simulated job unless the lab drives a real one."""
+
+    kind: ScaleTargetKind = Field(
+        "simulated",
+        description="Scale target type: the embedded simulated job, or what perdix run drives (a TaskManager "
+        "Deployment or StatefulSet, a FlinkDeployment, Flink's REST API).",
+    )
+
+
 class LabSettings(Settings):
     """The agent's settings with the embedded simulated job it is replayed against."""
 
@@ -66,6 +76,9 @@ class LabSettings(Settings):
         for name, reason in DAG_ONLY_POLICIES.items()
     }
 
+    scale_target: LabScaleTargetSettings = Field(
+        default_factory=LabScaleTargetSettings, description="Scale target: the simulated job by default."
+    )
     simulator: SimulatorSettings = Field(default_factory=SimulatorSettings, description="Embedded simulated job.")
 
     @model_validator(mode="after")

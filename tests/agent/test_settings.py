@@ -24,6 +24,22 @@ def test_defaults_are_valid() -> None:
     assert settings.wape_threshold == 0.25
 
 
+def test_perdix_run_takes_the_default_scale_target_and_the_lab_the_simulated_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent.clock import WallClock
+    from agent.daemon import StartupError, build_parts
+
+    # Outside a cluster the daemon stops at the Kubernetes client, past its check of the target's kind.
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(StartupError) as error:
+        build_parts(load_settings(), clock=WallClock())
+    assert not str(error.value).startswith("scale_target.kind"), error.value
+    assert load_lab_settings().scale_target.kind == "simulated"
+    # Setting another key of the section keeps the lab's kind.
+    assert load_lab_settings(None, {"scale_target.namespace": "lab"}).scale_target.kind == "simulated"
+
+
 def test_precedence_file_then_env_then_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = write(
         tmp_path,
@@ -68,7 +84,7 @@ def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
         (
             "policy: justin\n",
             "policy: 'justin' sets the parallelism of each job vertex: scale_target.kind must be one "
-            "of flink-rest, flinkdeployment, not 'simulated'",
+            "of flink-rest, flinkdeployment, not 'deployment'",
         ),
         (
             "policy: qescalor\nscale_target:\n  kind: deployment\n",
@@ -146,7 +162,7 @@ def test_cpu_readers_run_with_workers_named_by_taskmanager(tmp_path: Path) -> No
         )
         assert settings.prometheus.worker_label == "tm_id" and "cpu" not in settings.skipped_queries
         # The embedded simulator reads no Prometheus: any worker label will do there.
-        assert load_settings(write(tmp_path, text)).scale_target.kind == "simulated"
+        assert load_lab_settings(write(tmp_path, text)).scale_target.kind == "simulated"
 
 
 def test_keda_lag_runs_on_a_real_job_with_the_partition_offsets(tmp_path: Path) -> None:
@@ -158,7 +174,7 @@ def test_keda_lag_runs_on_a_real_job_with_the_partition_offsets(tmp_path: Path) 
     settings = load_settings(write(tmp_path, text))
     assert settings.policy == "keda-lag" and "consumergroup" in settings.prometheus.queries.partition_committed_offsets
     # The embedded simulator gives the offsets itself.
-    assert load_settings(write(tmp_path, "policy: keda-lag\n")).prometheus.queries.partition_end_offsets == ""
+    assert load_lab_settings(write(tmp_path, "policy: keda-lag\n")).prometheus.queries.partition_end_offsets == ""
 
 
 def test_the_lab_accepts_the_oracle() -> None:
@@ -208,7 +224,7 @@ def test_flink_autoscaler_options_reach_the_policy(tmp_path: Path) -> None:
     assert (
         options.target_utilization == 0.8 and options.catch_up_duration_s == 1800
     )  # the rest: the operator's defaults
-    assert policy_for(load_settings(write(tmp_path, "policy: hpa\n"))).name == "hpa"
+    assert policy_for(load_lab_settings(write(tmp_path, "policy: hpa\n"))).name == "hpa"
 
 
 def test_flink_autoscaler_defaults_are_the_operators() -> None:

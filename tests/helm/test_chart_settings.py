@@ -27,7 +27,6 @@ CHART_DEFAULTS_DIFFER = {
     "knowledge.store": "a file on an emptyDir would be lost with the pod",
     "knowledge.path": "the file lives on the chart's emptyDir",
     "knowledge.configmap": "named after the release",
-    "scale_target.kind": "derived from the chart's mode",
     "scale_target.name": "the chart's TaskManager Deployment",
     "scale_target.namespace": "the release namespace",
 }
@@ -111,6 +110,8 @@ DISTINCT = {
     "scale_target.job": "orders",
     "scale_target.request_timeout_s": 3,
     "scale_target.max_retries": 7,
+    "scale_target.checkpoint_before_rescale": False,
+    "scale_target.checkpoint_wait_s": 12.5,
     "scale_target.recommendation_events": False,
     "knowledge.store": "file",
     "knowledge.path": "/var/lib/perdix/orders/knowledge.json",
