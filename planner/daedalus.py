@@ -24,9 +24,10 @@ window (HPA style), so a workload hovering at a threshold does not flap. The win
 the default target recovery time (300 s), the time scale the SLO judges on, and the grace to two loops; with
 ``holds: cost`` (the default) and a cheap rescale (:data:`CHEAP_RESCALE_LOOPS`, an in-place rescale of a second)
 those are ceilings, and each wait is what this job's rescales cost, measured (:func:`holds`,
-:func:`stabilization_s`): about a loop; a dear rescale (a restart of tens of seconds) keeps the settings. A scale-in must also pay for itself (:func:`_unpaid`): the workers it
-saves over the time the point forecast says it lasts exceed its rescale's cost, and the cost of the rescale
-back when the forecast says it will be undone.
+:func:`stabilization_s`): about a loop; a dear rescale (a restart of tens of seconds) keeps the settings.
+A scale-in must also pay for itself (:func:`_unpaid`): the workers it saves over the time the point
+forecast says it lasts exceed its rescale's cost, and the cost of the rescale back when the forecast says
+it will be undone.
 No scale-in is taken while the workload rises — the last loop's average runs more than
 :data:`RISING_MARGIN` above the forecast for the next loop (the forecast is behind a rise) or more than
 :data:`CLIMB_MARGIN` above the loop before — since a scale-in sized on the forecast meets the rest of
@@ -137,11 +138,11 @@ class Holds:
 def holds(plan_input: PlanInput, config: PlannerConfig) -> Holds:
     """The grace period and the recent-rescale window of this round.
 
-    With ``holds: cost`` and a cheap rescale (:func:`cheap_rescale`), each is what it protects against, priced: the grace lasts the
-    rescale's downtime and :data:`SETTLE_LOOPS` of a loop (the readings of the new scale-out); the recent-rescale
-    window lasts until a one-worker scale-in would have paid for its own rescale (:func:`break_even_s`: a
-    round trip right after a rescale costs more than it saves before then), at least a loop. The settings are
-    the ceilings. A dear rescale keeps the settings."""
+    With ``holds: cost`` and a cheap rescale (:func:`cheap_rescale`), each is what it protects against, priced:
+    the grace lasts the rescale's downtime and :data:`SETTLE_LOOPS` of a loop (the readings of the new
+    scale-out); the recent-rescale window lasts until a one-worker scale-in would have paid for its own
+    rescale (:func:`break_even_s`: a round trip right after a rescale costs more than it saves before then), at
+    least a loop. The settings are the ceilings. A dear rescale keeps the settings."""
     current = plan_input.current_parallelism
     downtime = plan_input.rescale_downtimes.get(current)
     if not _priced(plan_input, config) or downtime is None:
@@ -257,70 +258,86 @@ def _recent_rescale_hold(plan_input: PlanInput, config: PlannerConfig, known: _K
 
 
 def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons: list[str]) -> int | None:
-    """The smallest scale-out that meets every check of Algorithm 1 (see the module docstring), or None."""
-    current = plan_input.current_parallelism
-    horizon_peak = float(np.max(known.forecast))
-    lag = plan_input.consumer_lag
+    """The smallest scale-out that meets every check of Algorithm 1 (see the module docstring), or None; one
+    reason per scale-out tried."""
     next_loop = float(np.mean(known.forecast[: max(1, int(config.loop_interval_s))]))
     rising = _rising(known.workload, next_loop, plan_input.workload_previous)
     for n in range(config.min_parallelism, config.max_parallelism + 1):
-        capacity = plan_input.capacities.get(n)
-        if capacity is None:
-            reasons.append(f"{n}: capacity unknown")
-            continue
-        if capacity <= known.workload:
-            reasons.append(f"{n}: capacity {_fmt(capacity)} <= average workload {_fmt(known.workload)}")
-            continue
-        recovery = plan_input.recovery_times.get(n, math.inf)
-        if recovery > config.target_recovery_time_s:
-            shown = "never" if math.isinf(recovery) else f"{recovery:.0f} s"
-            reasons.append(f"{n}: recovery {shown} > target {config.target_recovery_time_s:.0f} s")
-            continue
-        during_recovery = _forecast_max(known.upper, recovery)
-        if capacity < during_recovery:
-            reasons.append(f"{n}: capacity {_fmt(capacity)} < forecast {_fmt(during_recovery)} while recovering")
-            continue
-        if n == current:
-            reasons.append(f"{n}: current scale-out qualifies (recovery {recovery:.0f} s)")
+        qualifies, reason = _candidate(plan_input, config, known, n, rising)
+        reasons.append(f"{n}: {reason}")
+        if qualifies:
             return n
-        if n < current and rising:
-            reasons.append(f"{n}: {rising}: no scale-in on a rising workload")
-            continue
-        if n < current and lag is not None and capacity < lag:
-            reasons.append(f"{n}: consumer lag {lag:,.0f} > capacity {_fmt(capacity)}: still catching up")
-            continue
-        if n < current:
-            hold_s = decision_hold_s(recovery, config)
-            hold_peak = _forecast_max(known.upper, hold_s)
-            if capacity <= hold_peak:
-                reasons.append(
-                    f"{n}: capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
-                )
-                continue
-            unpaid = _unpaid(plan_input, config, known, n, capacity)
-            if unpaid:
-                reasons.append(f"{n}: {unpaid}")
-                continue
-            reasons.append(
-                f"{n}: carries the forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity "
-                f"{_fmt(capacity)}) and recovers in {recovery:.0f} s"
-            )
-            return n
-        peak, what = horizon_peak, "the forecast peak"
-        if rising:
-            # A rise under way: the scale-out must carry what the rise envelope says until the agent can act
-            # again, or the next rounds climb a staircase of rescales behind the workload.
-            hold_s = decision_hold_s(recovery, config)
-            rise = _forecast_max(known.upper, hold_s)
-            if rise > peak:
-                peak, what = rise, f"the rise {hold_s:.0f} s ahead ({rising})"
-        if capacity > peak:
-            reasons.append(
-                f"{n}: carries {what} {_fmt(peak)} (capacity {_fmt(capacity)}) and recovers in {recovery:.0f} s"
-            )
-            return n
-        reasons.append(f"{n}: capacity {_fmt(capacity)} < {what} {_fmt(peak)}")
     return None
+
+
+def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: int, rising: str) -> tuple[bool, str]:
+    """Whether scale-out ``n`` meets every check of Algorithm 1, and the check that decided: it carries the
+    average workload, recovers within the target and carries the workload through its recovery; then the
+    checks of a scale-in or of a scale-out."""
+    capacity = plan_input.capacities.get(n)
+    if capacity is None:
+        return False, "capacity unknown"
+    if capacity <= known.workload:
+        return False, f"capacity {_fmt(capacity)} <= average workload {_fmt(known.workload)}"
+    recovery = plan_input.recovery_times.get(n, math.inf)
+    if recovery > config.target_recovery_time_s:
+        shown = "never" if math.isinf(recovery) else f"{recovery:.0f} s"
+        return False, f"recovery {shown} > target {config.target_recovery_time_s:.0f} s"
+    during_recovery = _forecast_max(known.upper, recovery)
+    if capacity < during_recovery:
+        return False, f"capacity {_fmt(capacity)} < forecast {_fmt(during_recovery)} while recovering"
+    if n == plan_input.current_parallelism:
+        return True, f"current scale-out qualifies (recovery {recovery:.0f} s)"
+    if n < plan_input.current_parallelism:
+        return _scale_in_qualifies(plan_input, config, known, n, capacity, recovery, rising)
+    return _scale_out_qualifies(config, known, capacity, recovery, rising)
+
+
+def _scale_in_qualifies(
+    plan_input: PlanInput,
+    config: PlannerConfig,
+    known: _Known,
+    n: int,
+    capacity: float,
+    recovery: float,
+    rising: str,
+) -> tuple[bool, str]:
+    """A scale-in to ``n``: not on a rising workload nor while catching up, carrying the forecast peak of its
+    hold, and paying for itself (:func:`_unpaid`)."""
+    if rising:
+        return False, f"{rising}: no scale-in on a rising workload"
+    lag = plan_input.consumer_lag
+    if lag is not None and capacity < lag:
+        return False, f"consumer lag {lag:,.0f} > capacity {_fmt(capacity)}: still catching up"
+    hold_s = decision_hold_s(recovery, config)
+    hold_peak = _forecast_max(known.upper, hold_s)
+    if capacity <= hold_peak:
+        return False, f"capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
+    unpaid = _unpaid(plan_input, config, known, n, capacity)
+    if unpaid:
+        return False, unpaid
+    return True, (
+        f"carries the forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity "
+        f"{_fmt(capacity)}) and recovers in {recovery:.0f} s"
+    )
+
+
+def _scale_out_qualifies(
+    config: PlannerConfig, known: _Known, capacity: float, recovery: float, rising: str
+) -> tuple[bool, str]:
+    """A scale-out (or the current one's successor): it carries the forecast peak over the horizon, or, on a
+    rising workload, the rise envelope until the agent can act again if that is higher."""
+    peak, what = float(np.max(known.forecast)), "the forecast peak"
+    if rising:
+        # A rise under way: the scale-out must carry what the rise envelope says until the agent can act
+        # again, or the next rounds climb a staircase of rescales behind the workload.
+        hold_s = decision_hold_s(recovery, config)
+        rise = _forecast_max(known.upper, hold_s)
+        if rise > peak:
+            peak, what = rise, f"the rise {hold_s:.0f} s ahead ({rising})"
+    if capacity > peak:
+        return True, f"carries {what} {_fmt(peak)} (capacity {_fmt(capacity)}) and recovers in {recovery:.0f} s"
+    return False, f"capacity {_fmt(capacity)} < {what} {_fmt(peak)}"
 
 
 def _unpaid(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: int, capacity: float) -> str:

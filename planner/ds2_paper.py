@@ -213,6 +213,30 @@ class Ds2PaperPolicy:
         if per_instance is None or not math.isfinite(target_rate * (1.0 + settings.over_provisioning) / per_instance):
             reasons.append("no instance with useful time and output: true rate undefined")
             return keep(Ds2Code.NO_TRUE_RATE, counted)
+        decision = self._bounded_optimum(inputs, target_rate, per_instance, reasons)
+        decisions = (*counted.decisions, decision)[-settings.activation_intervals :]
+        counted = Ds2State(counted.intervals_since_rescale, decisions, current)
+        command = activated_decision(decisions, settings.activation_intervals, settings.activation_rule)
+        if command is None:
+            reasons.append(
+                f"activation: {len(decisions)} of {settings.activation_intervals} decisions "
+                f"({settings.activation_rule.value})"
+            )
+            return keep(Ds2Code.ACTIVATING, counted, decision)
+        if command == current:
+            return keep(Ds2Code.AT_OPTIMUM, counted, decision)
+        if not significant_change(current, command, settings.min_scale_down_step):
+            reasons.append(f"scale-down {current} -> {command} is a minor change: ignored")
+            return keep(Ds2Code.MINOR_CHANGE, counted, decision)
+        reasons.append(f"{current} -> {command}")
+        code = Ds2Code.SCALE_UP if command > current else Ds2Code.SCALE_DOWN
+        return PeerDecision(command, decision, code.value, tuple(reasons), Ds2State(0, (), command))
+
+    def _bounded_optimum(self, inputs: Ds2Inputs, target_rate: float, per_instance: float, reasons: list[str]) -> int:
+        """DS2's optimal scale-out for the target rate, raised by how far the source falls short of its target
+        (``target_rate_ratio``), within the parallelism bounds: this interval's policy decision."""
+        settings = self.settings
+        current = inputs.current_parallelism
         aggregate = per_instance * current
         operator = OperatorRates("job", current, aggregate, aggregate)
         optimal = ds2_parallelism([operator], target_rate, target_ratio=1.0 + settings.over_provisioning)["job"]
@@ -234,19 +258,4 @@ class Ds2PaperPolicy:
         decision = min(max(optimal, inputs.min_parallelism), inputs.max_parallelism)
         if decision != optimal:
             reasons.append(f"bounded to {decision}")
-        decisions = (*counted.decisions, decision)[-settings.activation_intervals :]
-        counted = Ds2State(counted.intervals_since_rescale, decisions, current)
-        command = activated_decision(decisions, settings.activation_intervals, settings.activation_rule)
-        if command is None:
-            reasons.append(
-                f"activation: {len(decisions)} of {settings.activation_intervals} decisions ({settings.activation_rule.value})"
-            )
-            return keep(Ds2Code.ACTIVATING, counted, decision)
-        if command == current:
-            return keep(Ds2Code.AT_OPTIMUM, counted, decision)
-        if not significant_change(current, command, settings.min_scale_down_step):
-            reasons.append(f"scale-down {current} -> {command} is a minor change: ignored")
-            return keep(Ds2Code.MINOR_CHANGE, counted, decision)
-        reasons.append(f"{current} -> {command}")
-        code = Ds2Code.SCALE_UP if command > current else Ds2Code.SCALE_DOWN
-        return PeerDecision(command, decision, code.value, tuple(reasons), Ds2State(0, (), command))
+        return decision

@@ -126,7 +126,8 @@ class FlinkAutoscalerSettings:
     observed_tpr_lag_threshold_s: float = 30.0
     """``observed-true-processing-rate.lag-threshold``: backlog (s of input) from which the observed rate is sampled."""
     observed_tpr_switch_threshold: float = 0.15
-    """``observed-true-processing-rate.switch-threshold``: use the observed rate when busy-time's is this much higher."""
+    """``observed-true-processing-rate.switch-threshold``: use the observed rate when busy-time's is this much
+    higher."""
     observed_tpr_min_observations: int = 2
     """``observed-true-processing-rate.min-observations``: observed samples needed before they count."""
     max_scale_down_factor: float = 0.6
@@ -134,7 +135,8 @@ class FlinkAutoscalerSettings:
     max_scale_up_factor: float = 100000.0
     """``scale-up.max-factor``: at most (1 + this) x the parallelism per step."""
     scale_down_interval_s: float = 60 * 60.0
-    """``scale-down.interval``: a scale-down waits this long and takes the highest recommendation of it; <= 0: immediate."""
+    """``scale-down.interval``: a scale-down waits this long and takes the highest recommendation of it;
+    <= 0: immediate."""
     alignment_mode: AlignmentMode = AlignmentMode.BALANCED
     """``scaling.parallelism-alignment.mode``."""
 
@@ -160,7 +162,8 @@ class FlinkAutoscalerInputs:
     source_rate: float | None
     """Records/s the source read since the previous round (``numRecordsIn`` rate); None if unknown."""
     source_backlog: float | None
-    """Records waiting at the source now (``pendingRecords`` summed over subtasks); None if unknown (counted as 0, as Flink does)."""
+    """Records waiting at the source now (``pendingRecords`` summed over subtasks); None if unknown (counted as 0,
+    as Flink does)."""
     busy_fractions: Sequence[float] = ()
     """Each subtask's ``busyTimeMsPerSecond`` / 1000; empty if unknown."""
     source_backpressure: float = 0.0
@@ -554,7 +557,8 @@ def scale_parallelism(
 ) -> int:
     """``JobVertexScaler.scale`` (528-587): ceil(factor x current), bounded, then aligned.
 
-    >>> scale_parallelism(current=6, scale_factor=0.4, partitions=15, max_parallelism=128, lower_limit=1, upper_limit=200)
+    >>> scale_parallelism(current=6, scale_factor=0.4, partitions=15, max_parallelism=128,
+    ...     lower_limit=1, upper_limit=200)
     3
     """
     if lower_limit > upper_limit:
@@ -600,6 +604,37 @@ def _fmt(rate: float) -> str:
     return f"{rate:,.0f}/s" if math.isfinite(rate) else str(rate)
 
 
+@dataclass
+class _Round:
+    """One reconcile's reasons, and the decision that keeps the current parallelism."""
+
+    current: int
+    reasons: list[str] = field(default_factory=list)
+
+    def note(self, reason: str) -> None:
+        """Add the next step's reason."""
+        self.reasons.append(reason)
+
+    def hold(
+        self, code: FlinkAutoscalerCode, state: FlinkAutoscalerState, desired: int | None = None
+    ) -> PeerDecision[FlinkAutoscalerState]:
+        """Stay at the current parallelism (``desired``: what the formula asked for, if it got that far)."""
+        desired = self.current if desired is None else desired
+        return PeerDecision(self.current, desired, code.value, tuple(self.reasons), state)
+
+
+@dataclass(frozen=True)
+class _Collection:
+    """The metric window after this round's sample, and how far its collection is (``CollectedMetricHistory``)."""
+
+    window: MetricWindow
+    stable_time: float
+    """When the stabilization interval after the job's start ends."""
+    window_full_time: float
+    """When the window holds a full ``metrics.window`` of stable samples."""
+    fully_collected: bool
+
+
 class FlinkAutoscalerPolicy:
     """The Flink Kubernetes Operator's job autoscaler with its defaults, for the single-vertex job."""
 
@@ -616,59 +651,81 @@ class FlinkAutoscalerPolicy:
         return FlinkAutoscalerState()
 
     def decide(self, inputs: FlinkAutoscalerInputs, state: FlinkAutoscalerState) -> PeerDecision[FlinkAutoscalerState]:
-        """One reconcile: collect, return early unless the window is full, evaluate, execute."""
-        settings = self.settings
-        current = inputs.current_parallelism
-        reasons: list[str] = []
-
-        def hold(
-            code: FlinkAutoscalerCode, new_state: FlinkAutoscalerState, desired: int | None = None
-        ) -> PeerDecision[FlinkAutoscalerState]:
-            return PeerDecision(current, current if desired is None else desired, code.value, tuple(reasons), new_state)
-
+        """One reconcile: collect, return early unless the window is full, evaluate, scale the vertex, realise."""
+        round_ = _Round(inputs.current_parallelism)
         if not inputs.job_running:
-            reasons.append("job not RUNNING: waiting for a stable, running state")
-            return hold(FlinkAutoscalerCode.NOT_RUNNING, state)
+            round_.note("job not RUNNING: waiting for a stable, running state")
+            return round_.hold(FlinkAutoscalerCode.NOT_RUNNING, state)
         if inputs.running_since is None:
-            reasons.append("unknown when the job switched to RUNNING")
-            return hold(FlinkAutoscalerCode.MISSING_DATA, state)
+            round_.note("unknown when the job switched to RUNNING")
+            return round_.hold(FlinkAutoscalerCode.MISSING_DATA, state)
+        collection = self._collect(inputs, inputs.running_since, state.window, round_)
+        state = replace(state, window=collection.window)
+        if len(collection.window.samples) < 2:
+            round_.note("fewer than 2 metric samples")
+            return round_.hold(FlinkAutoscalerCode.COLLECTING, state)
+        evaluation = evaluate_vertex(collection.window, self.settings)
+        not_ready = self._not_ready(inputs, evaluation, collection, state, round_)
+        if not_ready is not None:
+            return not_ready
+        scale_factor = self._scale_factor(evaluation, round_)
+        if scale_factor is None:
+            return round_.hold(FlinkAutoscalerCode.NO_TRUE_PROCESSING_RATE, state)
+        new = self._vertex_parallelism(inputs, scale_factor)
+        if new == inputs.current_parallelism:
+            round_.note(f"parallelism {new} is the target")
+            return round_.hold(FlinkAutoscalerCode.AT_TARGET, replace(state, delayed_scale_down=None))
+        return self._realise(inputs, evaluation, new, state, round_)
 
-        # Collect.
-        window = state.window
+    def _collect(
+        self, inputs: FlinkAutoscalerInputs, running_since: float, window: MetricWindow, round_: _Round
+    ) -> _Collection:
+        """``ScalingMetricCollector.collect``: clear on a restart, add this round's sample, trim when full."""
+        settings = self.settings
         first = window.first_time
-        if first is not None and inputs.running_since > first:
-            reasons.append(f"job (re)started at {inputs.running_since:.0f} s: metric history cleared")
+        if first is not None and running_since > first:
+            round_.note(f"job (re)started at {running_since:.0f} s: metric history cleared")
             window = MetricWindow()
-        stable_time = inputs.running_since + settings.stabilization_s
-        stabilizing = inputs.now < stable_time
+        stable_time = running_since + settings.stabilization_s
         first_stable = window.first_time_at_or_after(stable_time)
         window_full_time = (first_stable if first_stable is not None else inputs.now) + settings.metrics_window_s
         window = window.add(collect_sample(inputs, window, settings))
         fully_collected = inputs.now >= window_full_time
         if fully_collected:
             window = window.trimmed_before(inputs.now - settings.metrics_window_s)
-        state = replace(state, window=window)
-        if len(window.samples) < 2:
-            reasons.append("fewer than 2 metric samples")
-            return hold(FlinkAutoscalerCode.COLLECTING, state)
+        return _Collection(window, stable_time, window_full_time, fully_collected)
 
-        # Evaluate.
-        evaluation = evaluate_vertex(window, settings)
+    @staticmethod
+    def _not_ready(
+        inputs: FlinkAutoscalerInputs,
+        evaluation: VertexEvaluation,
+        collection: _Collection,
+        state: FlinkAutoscalerState,
+        round_: _Round,
+    ) -> PeerDecision[FlinkAutoscalerState] | None:
+        """The hold of a round whose window cannot be evaluated yet; None when it can."""
         if math.isnan(evaluation.target_data_rate):
-            reasons.append("no ingestion rate in the window: cannot evaluate")
-            return hold(FlinkAutoscalerCode.MISSING_DATA, state)
-        if not fully_collected:
-            if stabilizing:
-                reasons.append(f"stabilizing until {stable_time:.0f} s")
-                return hold(FlinkAutoscalerCode.STABILIZING, state)
-            reasons.append(f"metric window not full until {window_full_time:.0f} s ({len(window.samples)} samples)")
-            return hold(FlinkAutoscalerCode.WINDOW_NOT_FULL, state)
+            round_.note("no ingestion rate in the window: cannot evaluate")
+            return round_.hold(FlinkAutoscalerCode.MISSING_DATA, state)
+        if collection.fully_collected:
+            return None
+        if inputs.now < collection.stable_time:
+            round_.note(f"stabilizing until {collection.stable_time:.0f} s")
+            return round_.hold(FlinkAutoscalerCode.STABILIZING, state)
+        round_.note(
+            f"metric window not full until {collection.window_full_time:.0f} s "
+            f"({len(collection.window.samples)} samples)"
+        )
+        return round_.hold(FlinkAutoscalerCode.WINDOW_NOT_FULL, state)
 
-        # Execute (JobVertexScaler.computeScaleTargetParallelism, then ScalingExecutor).
+    def _scale_factor(self, evaluation: VertexEvaluation, round_: _Round) -> float | None:
+        """``JobVertexScaler.computeScaleTargetParallelism``: capacity needed over the true rate, capped; None
+        when the true processing rate or the factor is undefined."""
+        settings = self.settings
         tpr = evaluation.true_processing_rate
         if math.isnan(tpr):
-            reasons.append("true processing rate not available")
-            return hold(FlinkAutoscalerCode.NO_TRUE_PROCESSING_RATE, state)
+            round_.note("true processing rate not available")
+            return None
         target_capacity = target_processing_capacity(
             target_data_rate=evaluation.target_data_rate,
             catch_up_data_rate=evaluation.catch_up_data_rate,
@@ -679,61 +736,90 @@ class FlinkAutoscalerPolicy:
         )
         scale_factor = _div(target_capacity, tpr)
         if math.isnan(scale_factor):
-            reasons.append("scale factor undefined")
-            return hold(FlinkAutoscalerCode.NO_TRUE_PROCESSING_RATE, state)
+            round_.note("scale factor undefined")
+            return None
         min_factor = 1 - settings.max_scale_down_factor
         max_factor = 1 + settings.max_scale_up_factor
         capped = min(max(scale_factor, min_factor), max_factor)
-        reasons.append(
+        round_.note(
             f"target rate {_fmt(evaluation.target_data_rate)} (input {_fmt(evaluation.input_rate)}), "
             f"catch-up {_fmt(evaluation.catch_up_data_rate)}, capacity needed {_fmt(target_capacity)}; "
             f"true rate {_fmt(tpr)} ({'observed' if evaluation.uses_observed_tpr else 'busy time'}, "
             f"busiest subtask {evaluation.busy_time_avg:.0%} busy): scale factor {scale_factor:.3f}"
             + (f" capped at {capped:.2f}" if capped != scale_factor else "")
         )
-        lower_limit = min(current, inputs.min_parallelism)
-        upper_limit = max(current, inputs.max_parallelism)
-        new = scale_parallelism(
+        return capped
+
+    def _vertex_parallelism(self, inputs: FlinkAutoscalerInputs, scale_factor: float) -> int:
+        """The scaled parallelism within the vertex's limits (widened to the current one), aligned."""
+        current = inputs.current_parallelism
+        return scale_parallelism(
             current=current,
-            scale_factor=capped,
+            scale_factor=scale_factor,
             partitions=inputs.source_partitions,
             max_parallelism=inputs.vertex_max_parallelism,
-            lower_limit=lower_limit,
-            upper_limit=upper_limit,
-            mode=settings.alignment_mode,
+            lower_limit=min(current, inputs.min_parallelism),
+            upper_limit=max(current, inputs.max_parallelism),
+            mode=self.settings.alignment_mode,
         )
-        delayed = state.delayed_scale_down
-        if new == current:
-            reasons.append(f"parallelism {current} is the target")
-            return hold(FlinkAutoscalerCode.AT_TARGET, replace(state, delayed_scale_down=None))
 
+    def _realise(
+        self,
+        inputs: FlinkAutoscalerInputs,
+        evaluation: VertexEvaluation,
+        new: int,
+        state: FlinkAutoscalerState,
+        round_: _Round,
+    ) -> PeerDecision[FlinkAutoscalerState]:
+        """``ScalingExecutor``: delay a scale-down, keep a true rate within the band, else rescale."""
+        current = inputs.current_parallelism
+        tpr = evaluation.true_processing_rate
         outside = tpr < evaluation.scale_up_threshold or tpr > evaluation.scale_down_threshold
+        chosen, delayed = self._delay_scale_down(inputs, new, outside, state.delayed_scale_down, round_)
+        state = replace(state, delayed_scale_down=delayed)
+        if chosen is None:
+            return round_.hold(FlinkAutoscalerCode.SCALE_DOWN_DELAYED, state, new)
+        if chosen.parallelism == current:
+            round_.note(f"parallelism {current} is the target")
+            return round_.hold(FlinkAutoscalerCode.AT_TARGET, state, new)
         band = f"band [{_fmt(evaluation.scale_up_threshold)}, {_fmt(evaluation.scale_down_threshold)}]" + (
             " (processing backlog: no scale-down)" if evaluation.processing_backlog else ""
         )
-        chosen, chosen_outside = new, outside
-        if new > current:
-            delayed = None
-        elif settings.scale_down_interval_s > 0:
-            window_start = inputs.now - settings.scale_down_interval_s
-            delayed = (delayed or DelayedScaleDown(inputs.now)).triggered(inputs.now, new, outside)
-            if window_start < delayed.first_trigger_time:
-                reasons.append(
-                    f"scale-down to {new} delayed: first wanted at {delayed.first_trigger_time:.0f} s, "
-                    f"interval {settings.scale_down_interval_s:.0f} s"
-                )
-                return hold(FlinkAutoscalerCode.SCALE_DOWN_DELAYED, replace(state, delayed_scale_down=delayed), new)
-            highest, delayed = delayed.max_recommended(window_start)
-            chosen, chosen_outside = highest.parallelism, highest.outside_utilization_bound
-            if chosen != new:
-                reasons.append(f"scale-down to the highest recommendation of the interval, {chosen}, not {new}")
-        state = replace(state, delayed_scale_down=delayed)
-        if chosen == current:
-            reasons.append(f"parallelism {current} is the target")
-            return hold(FlinkAutoscalerCode.AT_TARGET, state, new)
-        if not chosen_outside:
-            reasons.append(f"true rate {_fmt(tpr)} within the {band}: no scaling")
-            return hold(FlinkAutoscalerCode.WITHIN_UTILIZATION_BOUND, state, new)
-        reasons.append(f"true rate {_fmt(tpr)} outside the {band}: {current} -> {chosen}")
-        code = FlinkAutoscalerCode.SCALE_UP if chosen > current else FlinkAutoscalerCode.SCALE_DOWN
-        return PeerDecision(chosen, new, code.value, tuple(reasons), replace(state, delayed_scale_down=None))
+        if not chosen.outside_utilization_bound:
+            round_.note(f"true rate {_fmt(tpr)} within the {band}: no scaling")
+            return round_.hold(FlinkAutoscalerCode.WITHIN_UTILIZATION_BOUND, state, new)
+        round_.note(f"true rate {_fmt(tpr)} outside the {band}: {current} -> {chosen.parallelism}")
+        code = FlinkAutoscalerCode.SCALE_UP if chosen.parallelism > current else FlinkAutoscalerCode.SCALE_DOWN
+        return PeerDecision(
+            chosen.parallelism, new, code.value, tuple(round_.reasons), replace(state, delayed_scale_down=None)
+        )
+
+    def _delay_scale_down(
+        self,
+        inputs: FlinkAutoscalerInputs,
+        new: int,
+        outside: bool,
+        delayed: DelayedScaleDown | None,
+        round_: _Round,
+    ) -> tuple[Recommendation | None, DelayedScaleDown | None]:
+        """``JobVertexScaler`` 426-466: the recommendation to act on and the delayed scale-down to keep; no
+        recommendation while a scale-down waits out its interval. A scale-up cancels the delayed scale-down."""
+        now = inputs.now
+        wanted = Recommendation(now, new, outside)
+        if new > inputs.current_parallelism:
+            return wanted, None
+        interval = self.settings.scale_down_interval_s
+        if interval <= 0:
+            return wanted, delayed
+        window_start = now - interval
+        delayed = (delayed or DelayedScaleDown(now)).triggered(now, new, outside)
+        if window_start < delayed.first_trigger_time:
+            round_.note(
+                f"scale-down to {new} delayed: first wanted at {delayed.first_trigger_time:.0f} s, "
+                f"interval {interval:.0f} s"
+            )
+            return None, delayed
+        highest, delayed = delayed.max_recommended(window_start)
+        if highest.parallelism != new:
+            round_.note(f"scale-down to the highest recommendation of the interval, {highest.parallelism}, not {new}")
+        return highest, delayed

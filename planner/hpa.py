@@ -215,9 +215,11 @@ def cpu_sample_is_unready(
     that are not Ready and never were (their last transition within the initial readiness delay of
     the start) are left out.
 
-    >>> cpu_sample_is_unready(now=100, pod_start=0, ready=True, ready_transition=90, metric_time=100, metric_window_s=30)
+    >>> cpu_sample_is_unready(now=100, pod_start=0, ready=True, ready_transition=90, metric_time=100,
+    ...     metric_window_s=30)
     True
-    >>> cpu_sample_is_unready(now=400, pod_start=0, ready=False, ready_transition=200, metric_time=400, metric_window_s=30)
+    >>> cpu_sample_is_unready(now=400, pod_start=0, ready=False, ready_transition=200, metric_time=400,
+    ...     metric_window_s=30)
     False
     """
     if ready is None or pod_start is None or ready_transition is None:
@@ -242,6 +244,36 @@ def _utilization(usage_m: Mapping[int, int], requests_m: Mapping[int, int], targ
     return utilization / target_percent, utilization
 
 
+@dataclass(frozen=True)
+class _PodGroups:
+    """``groupPods``: the CPU usage of the ready pods (millicores by pod) and the pods left out."""
+
+    usage: dict[int, int]
+    unready: list[int]
+    """Pending pods and pods that are not Ready."""
+    missing: list[int]
+    """Pods without a CPU sample."""
+    ready_count: int
+
+
+def _group_pods(pods: Sequence[PodMetric]) -> _PodGroups:
+    usage: dict[int, int] = {}
+    unready: list[int] = []
+    missing: list[int] = []
+    ready_count = 0
+    for i, pod in enumerate(pods):
+        if pod.pending:
+            unready.append(i)
+        elif pod.cpu_usage is None:
+            missing.append(i)
+        elif not pod.ready:
+            unready.append(i)
+        else:
+            ready_count += 1
+            usage[i] = _milli(pod.cpu_usage)
+    return _PodGroups(usage, unready, missing, ready_count)
+
+
 def resource_replicas(
     current: int,
     pods: Sequence[PodMetric],
@@ -258,42 +290,47 @@ def resource_replicas(
     if not pods:
         raise ValueError("no pods returned by selector while calculating replica count")
     requests = {i: _milli(pod.cpu_request) for i, pod in enumerate(pods)}
-    usage: dict[int, int] = {}
-    unready: list[int] = []
-    missing: list[int] = []
-    ready_count = 0
-    for i, pod in enumerate(pods):
-        if pod.pending:
-            unready.append(i)
-        elif pod.cpu_usage is None:
-            missing.append(i)
-        elif not pod.ready:
-            unready.append(i)
-        else:
-            ready_count += 1
-            usage[i] = _milli(pod.cpu_usage)
-    if not usage:
+    groups = _group_pods(pods)
+    if not groups.usage:
         raise ValueError("did not receive metrics for targeted pods (pods might be unready)")
-    if any(requests[i] <= 0 for i in usage):
+    if any(requests[i] <= 0 for i in groups.usage):
         raise ValueError("missing request for cpu")
 
-    ratio, utilization = _utilization(usage, requests, target_percent)
-    scale_up_with_unready = bool(unready) and ratio > 1.0
-    if not scale_up_with_unready and not missing:
+    ratio, utilization = _utilization(groups.usage, requests, target_percent)
+    scale_up_with_unready = bool(groups.unready) and ratio > 1.0
+    if not scale_up_with_unready and not groups.missing:
         if _within(ratio, tolerance_up, tolerance_down):
             return current, utilization
-        return math.ceil(ratio * ready_count), utilization
+        return math.ceil(ratio * groups.ready_count), utilization
+    replicas = _replicas_with_assumed_usage(
+        current, groups, requests, target_percent, ratio, scale_up_with_unready, tolerance_up, tolerance_down
+    )
+    return replicas, utilization
 
-    if missing:
+
+def _replicas_with_assumed_usage(
+    current: int,
+    groups: _PodGroups,
+    requests: Mapping[int, int],
+    target_percent: int,
+    ratio: float,
+    scale_up_with_unready: bool,
+    tolerance_up: float,
+    tolerance_down: float,
+) -> int:
+    """The replicas once the pods without a sample (and, on a scale-up, the unready ones) are given the usage
+    that dampens the change; ``current`` when that turns the direction round or lands within the tolerance."""
+    usage = dict(groups.usage)
+    if groups.missing:
         if ratio < 1.0:
             fallback = max(100, target_percent)
-            for i in missing:
+            for i in groups.missing:
                 usage[i] = requests[i] * fallback // 100
         elif ratio > 1.0:
-            for i in missing:
+            for i in groups.missing:
                 usage[i] = 0
     if scale_up_with_unready:
-        for i in unready:
+        for i in groups.unready:
             usage[i] = 0
 
     new_ratio, _ = _utilization(usage, requests, target_percent)
@@ -302,11 +339,11 @@ def resource_replicas(
         or (ratio < 1.0 and new_ratio > 1.0)
         or (ratio > 1.0 and new_ratio < 1.0)
     ):
-        return current, utilization
+        return current
     new_replicas = math.ceil(new_ratio * len(usage))
     if (new_ratio < 1.0 and new_replicas > current) or (new_ratio > 1.0 and new_replicas < current):
-        return current, utilization
-    return new_replicas, utilization
+        return current
+    return new_replicas
 
 
 def external_per_pod_replicas(
@@ -433,6 +470,37 @@ def normalize_with_behavior(
     max_replicas: int,
 ) -> Normalized:
     """``normalizeDesiredReplicasWithBehaviors``: both stabilization windows, then the rate limits."""
+    recommendation, new_state = _stabilize_with_behavior(state, behavior, now=now, current=current, desired=desired)
+    code = HpaCode.NO_CHANGE
+    reason = "desired within range"
+    if recommendation != desired:
+        if desired >= current:
+            code, reason = HpaCode.SCALE_UP_STABILIZED, f"stabilized at {recommendation}: lowest recent recommendation"
+        else:
+            code, reason = (
+                HpaCode.SCALE_DOWN_STABILIZED,
+                f"stabilized at {recommendation}: highest recent recommendation",
+            )
+    limited = _rate_limited(
+        state,
+        behavior,
+        now=now,
+        current=current,
+        recommendation=recommendation,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+    )
+    if limited is not None:
+        replicas, code, reason = limited
+        return Normalized(replicas, code, reason, new_state)
+    return Normalized(recommendation, code, reason, new_state)
+
+
+def _stabilize_with_behavior(
+    state: HpaState, behavior: HpaBehavior, *, now: float, current: int, desired: int
+) -> tuple[int, HpaState]:
+    """``stabilizeRecommendationWithBehaviors``: the current replicas moved no further than the lowest recent
+    recommendation allows up and the highest allows down; and the state with this recommendation recorded."""
     up_cutoff = now - behavior.scale_up.stabilization_s
     down_cutoff = now - behavior.scale_down.stabilization_s
     up_recommendation = desired
@@ -450,34 +518,36 @@ def normalize_with_behavior(
     oldest_kept = min(up_cutoff, down_cutoff)
     kept = tuple(r for r in state.recommendations if not r.time < oldest_kept)
     new_state = HpaState((*kept, TimedValue(now, desired)), state.scale_up_events, state.scale_down_events)
-    code = HpaCode.NO_CHANGE
-    reason = "desired within range"
-    if recommendation != desired:
-        if desired >= current:
-            code, reason = HpaCode.SCALE_UP_STABILIZED, f"stabilized at {recommendation}: lowest recent recommendation"
-        else:
-            code, reason = (
-                HpaCode.SCALE_DOWN_STABILIZED,
-                f"stabilized at {recommendation}: highest recent recommendation",
-            )
+    return recommendation, new_state
 
+
+def _rate_limited(
+    state: HpaState,
+    behavior: HpaBehavior,
+    *,
+    now: float,
+    current: int,
+    recommendation: int,
+    min_replicas: int,
+    max_replicas: int,
+) -> tuple[int, HpaCode, str] | None:
+    """``convertDesiredReplicasWithBehaviorRate``: the replicas, condition and reason when a rate limit or the
+    replica bounds cut the recommendation short; None when they do not."""
     if recommendation > current:
         limit = max(scale_up_limit(current, state, behavior.scale_up, now), current)
         if max_replicas > limit:
-            maximum, limited = limit, (HpaCode.SCALE_UP_LIMIT, f"scale-up limit {limit} per policy period")
+            maximum, code, reason = limit, HpaCode.SCALE_UP_LIMIT, f"scale-up limit {limit} per policy period"
         else:
-            maximum, limited = max_replicas, (HpaCode.TOO_MANY_REPLICAS, f"max replicas {max_replicas}")
-        if recommendation > maximum:
-            return Normalized(maximum, limited[0], limited[1], new_state)
-    elif recommendation < current:
+            maximum, code, reason = max_replicas, HpaCode.TOO_MANY_REPLICAS, f"max replicas {max_replicas}"
+        return (maximum, code, reason) if recommendation > maximum else None
+    if recommendation < current:
         limit = min(scale_down_limit(current, state, behavior.scale_down, now), current)
         if min_replicas < limit:
-            minimum, limited = limit, (HpaCode.SCALE_DOWN_LIMIT, f"scale-down limit {limit} per policy period")
+            minimum, code, reason = limit, HpaCode.SCALE_DOWN_LIMIT, f"scale-down limit {limit} per policy period"
         else:
-            minimum, limited = min_replicas, (HpaCode.TOO_FEW_REPLICAS, f"min replicas {min_replicas}")
-        if recommendation < minimum:
-            return Normalized(minimum, limited[0], limited[1], new_state)
-    return Normalized(recommendation, code, reason, new_state)
+            minimum, code, reason = min_replicas, HpaCode.TOO_FEW_REPLICAS, f"min replicas {min_replicas}"
+        return (minimum, code, reason) if recommendation < minimum else None
+    return None
 
 
 def record_scale_event(
@@ -500,6 +570,39 @@ def with_initial_recommendation(state: HpaState, *, now: float, current: int) ->
     if state.recommendations:
         return state
     return HpaState((TimedValue(now, current),), state.scale_up_events, state.scale_down_events)
+
+
+def _normalize(
+    state: HpaState,
+    behavior: HpaBehavior | None,
+    *,
+    now: float,
+    current: int,
+    desired: int,
+    min_replicas: int,
+    max_replicas: int,
+    downscale_stabilization_s: float,
+) -> Normalized:
+    """The legacy normalization without ``spec.behavior``, the behavior's with it."""
+    if behavior is None:
+        return normalize_legacy(
+            state,
+            now=now,
+            current=current,
+            desired=desired,
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
+            downscale_stabilization_s=downscale_stabilization_s,
+        )
+    return normalize_with_behavior(
+        state,
+        behavior,
+        now=now,
+        current=current,
+        desired=desired,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+    )
 
 
 def reconcile(
@@ -529,42 +632,36 @@ def reconcile(
     if metric_desired is None:
         return PeerDecision(current, current, HpaCode.FAILED_GET_METRICS.value, tuple(reasons), state)
     desired = max(metric_desired, 0)
-    if behavior is None:
-        normalized = normalize_legacy(
-            state,
-            now=now,
-            current=current,
-            desired=desired,
-            min_replicas=min_replicas,
-            max_replicas=max_replicas,
-            downscale_stabilization_s=downscale_stabilization_s,
-        )
-    else:
-        normalized = normalize_with_behavior(
-            state,
-            behavior,
-            now=now,
-            current=current,
-            desired=desired,
-            min_replicas=min_replicas,
-            max_replicas=max_replicas,
-        )
+    normalized = _normalize(
+        state,
+        behavior,
+        now=now,
+        current=current,
+        desired=desired,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        downscale_stabilization_s=downscale_stabilization_s,
+    )
     target = normalized.replicas
     if normalized.code is not HpaCode.NO_CHANGE:
         reasons.append(normalized.reason)
     new_state = record_scale_event(normalized.state, behavior, now=now, previous=current, new=target)
-    limits = (HpaCode.SCALE_UP_LIMIT, HpaCode.SCALE_DOWN_LIMIT, HpaCode.TOO_MANY_REPLICAS, HpaCode.TOO_FEW_REPLICAS)
-    if target != current:
-        # A rescale is reported by its direction unless a limit shaped it.
-        if normalized.code in limits:
-            code = normalized.code
-        else:
-            code = HpaCode.SCALE_UP if target > current else HpaCode.SCALE_DOWN
-        reasons.append(f"{current} -> {target}")
-    else:
-        code = HpaCode.NO_CHANGE if desired == current else normalized.code
-        reasons.append(f"keeps {current}")
+    reasons.append(f"{current} -> {target}" if target != current else f"keeps {current}")
+    code = _sync_code(normalized, current=current, desired=desired)
     return PeerDecision(target, desired, code.value, tuple(reasons), new_state)
+
+
+_LIMITS = (HpaCode.SCALE_UP_LIMIT, HpaCode.SCALE_DOWN_LIMIT, HpaCode.TOO_MANY_REPLICAS, HpaCode.TOO_FEW_REPLICAS)
+
+
+def _sync_code(normalized: Normalized, *, current: int, desired: int) -> HpaCode:
+    """A rescale is reported by its direction unless a limit shaped it; a kept count by what held it."""
+    target = normalized.replicas
+    if target != current:
+        if normalized.code in _LIMITS:
+            return normalized.code
+        return HpaCode.SCALE_UP if target > current else HpaCode.SCALE_DOWN
+    return HpaCode.NO_CHANGE if desired == current else normalized.code
 
 
 @dataclass(frozen=True)
@@ -578,7 +675,8 @@ class HpaSettings:
     downscale_stabilization_s: float = HPA_DOWNSCALE_STABILIZATION_S
     """``--horizontal-pod-autoscaler-downscale-stabilization``."""
     behavior: HpaBehavior | None = None
-    """``spec.behavior``; None is the API default (the legacy limits); ``HpaBehavior.defaults()`` an empty one filled in."""
+    """``spec.behavior``; None is the API default (the legacy limits); ``HpaBehavior.defaults()`` an empty one
+    filled in."""
     target_percent: int = field(init=False)
 
     def __post_init__(self) -> None:

@@ -297,28 +297,7 @@ class KedaPolicy:
         """One HPA sync on KEDA's lag metric."""
         settings = self.settings
         trigger = settings.trigger
-        fresh = not (
-            settings.use_cached_metrics
-            and state.cached_at is not None
-            and state.cached_lag is not None
-            and inputs.now - state.cached_at < settings.polling_interval_s
-        )
-        if fresh:
-            lag, previous = total_lag(inputs.partitions, trigger, dict(state.previous_offsets))
-            metric = lag.total_lag
-            note = f"committed lag {lag.uncapped_lag:,} over {lag.partitions} partitions" + (
-                f", capped to {lag.total_lag:,}" if lag.total_lag != lag.uncapped_lag else ""
-            )
-            state = replace(
-                state,
-                previous_offsets=tuple(sorted(previous.items())),
-                cached_lag=metric if settings.use_cached_metrics else None,
-                cached_at=inputs.now if settings.use_cached_metrics else None,
-            )
-        else:
-            assert state.cached_lag is not None
-            metric = state.cached_lag
-            note = f"cached lag {metric:,} from the poll at {state.cached_at:.0f} s"
+        metric, note, state = self._lag_metric(inputs, state)
         usage = float(max(metric, 0))
         replicas = external_per_pod_replicas(
             inputs.current_replicas if inputs.status_replicas is None else inputs.status_replicas,
@@ -346,3 +325,29 @@ class KedaPolicy:
             decision.reasons,
             replace(state, hpa=decision.state),
         )
+
+    def _lag_metric(self, inputs: KedaInputs, state: KedaState) -> tuple[int, str, KedaState]:
+        """The lag KEDA's metrics adapter serves this sync (read afresh, or the last poll's with
+        ``useCachedMetrics``), its note, and the state that remembers the offsets and the cache."""
+        settings = self.settings
+        fresh = not (
+            settings.use_cached_metrics
+            and state.cached_at is not None
+            and state.cached_lag is not None
+            and inputs.now - state.cached_at < settings.polling_interval_s
+        )
+        if not fresh:
+            assert state.cached_lag is not None
+            return state.cached_lag, f"cached lag {state.cached_lag:,} from the poll at {state.cached_at:.0f} s", state
+        lag, previous = total_lag(inputs.partitions, settings.trigger, dict(state.previous_offsets))
+        metric = lag.total_lag
+        note = f"committed lag {lag.uncapped_lag:,} over {lag.partitions} partitions" + (
+            f", capped to {lag.total_lag:,}" if lag.total_lag != lag.uncapped_lag else ""
+        )
+        state = replace(
+            state,
+            previous_offsets=tuple(sorted(previous.items())),
+            cached_lag=metric if settings.use_cached_metrics else None,
+            cached_at=inputs.now if settings.use_cached_metrics else None,
+        )
+        return metric, note, state

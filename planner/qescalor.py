@@ -154,14 +154,24 @@ def qcesa(
                 f"epoch {t}: workload {workloads[t]:,.0f}/s cannot be covered by {max_instances} instances"
             )
 
+    arrays = [np.array(layer) for layer in layers]
+    path = _cheapest_path(arrays, prices, start, startup_cost=startup_cost, shutdown_cost=shutdown_cost)
+    return [{p.name: int(arrays[t][i][j]) for j, p in enumerate(provisions)} for t, i in enumerate(path)]
+
+
+def _cheapest_path(
+    layers: Sequence[np.ndarray], prices: np.ndarray, start: np.ndarray, *, startup_cost: float, shutdown_cost: float
+) -> list[int]:
+    """Dynamic programming over the epochs: the index of one candidate per epoch whose prices plus start-up
+    and shut-down costs of every switch (from ``start`` on) are the lowest."""
+
     def switch(old: np.ndarray, new: np.ndarray) -> float:
         return float(startup_cost * np.maximum(new - old, 0).sum() + shutdown_cost * np.maximum(old - new, 0).sum())
 
-    arrays = [np.array(layer) for layer in layers]
-    cost = np.array([switch(start, c) + float(prices @ c) for c in arrays[0]])
+    cost = np.array([switch(start, c) + float(prices @ c) for c in layers[0]])
     back: list[np.ndarray] = []
-    for t in range(1, len(arrays)):
-        prev, here = arrays[t - 1], arrays[t]
+    for t in range(1, len(layers)):
+        prev, here = layers[t - 1], layers[t]
         # Transition cost from every candidate of t-1 to every candidate of t.
         up = np.maximum(here[None, :, :] - prev[:, None, :], 0).sum(axis=2)
         down = np.maximum(prev[:, None, :] - here[None, :, :], 0).sum(axis=2)
@@ -175,4 +185,4 @@ def qcesa(
         choice = int(best[choice])
         path.append(choice)
     path.reverse()
-    return [{p.name: int(arrays[t][i][j]) for j, p in enumerate(provisions)} for t, i in enumerate(path)]
+    return path
