@@ -19,17 +19,23 @@ import signal
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from agent.clock import Clock, WallClock
 from agent.logging import get_logger
-from agent.loop import Agent
-from agent.ports import EventSink, InterruptibleScaler, KnowledgeStore, MonitorError, Scaler
+from agent.loop import Agent, Planning
+from agent.ports import EventSink, InterruptibleScaler, KnowledgeStore, MetricSource, MonitorError, Scaler
 from agent.settings import ConfigError, Settings
 from agent.telemetry import Telemetry, TelemetryServer
+
+if TYPE_CHECKING:
+    from kubernetes import client as k8s
+
+    from agent.execute.kubernetes import KubernetesScaler
 
 KUBERNETES_KINDS = ("deployment", "statefulset", "flinkdeployment")
 
@@ -38,22 +44,30 @@ class StartupError(Exception):
     """The daemon cannot start; the message is the one line the CLI prints before exit 2."""
 
 
+class Closeable(Protocol):
+    """A client the daemon closes when it stops."""
+
+    def close(self) -> None:
+        """Release the client's connections."""
+        ...
+
+
 @dataclass
 class Parts:
     """The collaborators of one daemon, built and checked from the settings."""
 
     scaler: Scaler
-    monitor: Any
+    monitor: MetricSource
     knowledge: KnowledgeStore
     events: EventSink | None
     telemetry: Telemetry
-    closers: list[Any] = field(default_factory=list)
-    api: Any = None
+    closers: list[Closeable] = field(default_factory=list)
+    api: k8s.ApiClient | None = None
     """The Kubernetes API client, when a target or the knowledge store needs one (the per-operator path writes
     a FlinkDeployment through it)."""
 
 
-def _kube_client(settings: Settings) -> Any:
+def _kube_client(settings: Settings) -> k8s.ApiClient:
     from agent.execute.kubernetes import KubeConfigError, api_client
 
     try:
@@ -62,32 +76,21 @@ def _kube_client(settings: Settings) -> Any:
         raise StartupError(str(exc)) from None
 
 
-def _check_api_server(scaler: Any) -> None:
-    """Unreachable or unauthenticated API server: exit. 403/404: reported once and kept running."""
-    from agent.execute.kubernetes import Backoff, FatalApiError, RetriesExhausted
-
-    probe = Backoff(max_retries=0)
-    try:
-        probe.call(scaler._read)
-    except RetriesExhausted as exc:
-        if exc.failure.kind in ("unreachable", "timeout"):
-            host = scaler.apps.api_client.configuration.host
-            raise StartupError(
-                f"scale_target: the Kubernetes API server at {host} does not answer ({exc.failure.message})"
-            ) from None
-    except FatalApiError as exc:
-        if exc.failure.kind == "unauthorized":
-            raise StartupError(
-                f"scale_target: the Kubernetes API server refused the credentials ({exc.failure.message})"
-            ) from None
-        # Missing permission or object: the operator may fix it while the agent runs; say it once now.
-        scaler._fatal(exc.failure, "get")
+def _check_api_server(scaler: KubernetesScaler) -> None:
+    """Unreachable or unauthenticated API server: exit. 403/404: reported once (by the probe) and kept running."""
+    failure = scaler.probe()
+    if failure is None:
+        return
+    if failure.kind in ("unreachable", "timeout"):
+        raise StartupError(
+            f"scale_target: the Kubernetes API server at {scaler.api_host} does not answer ({failure.message})"
+        )
+    if failure.kind == "unauthorized":
+        raise StartupError(f"scale_target: the Kubernetes API server refused the credentials ({failure.message})")
 
 
 def build_parts(settings: Settings, *, clock: Clock, telemetry: Telemetry | None = None) -> Parts:
     """Build and check monitor, scaler, events and knowledge store; StartupError with one line if any cannot work."""
-    from agent.monitor.prometheus import PrometheusMonitor, check_prometheus
-
     kind = settings.scale_target.kind
     if kind not in KUBERNETES_KINDS and kind != "flink-rest":
         raise StartupError(
@@ -95,56 +98,15 @@ def build_parts(settings: Settings, *, clock: Clock, telemetry: Telemetry | None
             "or flink-rest (the simulated job runs with `perdix simulate`)"
         )
     telemetry = telemetry or Telemetry(not_ready_after_failed_loops=settings.telemetry.not_ready_after_failed_loops)
-    api: Any = None
+    api: k8s.ApiClient | None = None
     if kind in KUBERNETES_KINDS or settings.knowledge.store == "configmap":
         api = _kube_client(settings)
-
-    events: EventSink | None = None
-    if kind in KUBERNETES_KINDS:
-        from agent.execute.kubernetes import KubernetesEventSink, KubernetesScaler, TargetRef
-
-        events = KubernetesEventSink(
-            api,
-            TargetRef.from_settings(settings.scale_target),
-            clock=clock,
-            request_timeout_s=settings.scale_target.request_timeout_s,
-        )
-        scaler: Scaler = KubernetesScaler(settings.scale_target, api, events, on_error=telemetry.executor_error)
-        _check_api_server(scaler)
+    if api is not None and kind in KUBERNETES_KINDS:
+        scaler, events = _kubernetes_scaler(settings, api, clock=clock, telemetry=telemetry)
     else:
-        from agent.execute.flink_rest import FlinkRestScaler, unreachable_reason
-
-        reason = unreachable_reason(settings.scale_target)
-        if reason is not None:
-            raise StartupError(reason)
-        scaler = FlinkRestScaler(settings.scale_target, clock=clock)
-
-    try:
-        check_prometheus(settings.prometheus, skip=settings.skipped_queries)
-    except (MonitorError, ConfigError) as exc:
-        raise StartupError(str(exc)) from None
-    monitor = PrometheusMonitor(settings.prometheus, on_error=telemetry.monitor_error, skip=settings.skipped_queries)
-
-    knowledge: KnowledgeStore
-    if settings.knowledge.store == "configmap":
-        from agent.execute.kubernetes import Backoff
-        from agent.knowledge.configmap import ConfigMapKnowledgeStore
-
-        knowledge = ConfigMapKnowledgeStore(
-            api,
-            name=settings.knowledge.configmap,
-            namespace=settings.scale_target.namespace,
-            backoff=Backoff(max_retries=settings.scale_target.max_retries),
-            request_timeout_s=settings.scale_target.request_timeout_s,
-        )
-    else:
-        from agent.knowledge.file import FileKnowledgeStore, KnowledgePathError
-
-        knowledge = FileKnowledgeStore(settings.knowledge.path)
-        try:
-            knowledge.check_writable()
-        except KnowledgePathError as exc:
-            raise StartupError(str(exc)) from None
+        scaler, events = _flink_rest_scaler(settings, clock=clock), None
+    monitor = _prometheus_monitor(settings, telemetry)
+    knowledge = _knowledge_store(settings, api)
     return Parts(
         scaler=scaler,
         monitor=monitor,
@@ -156,6 +118,69 @@ def build_parts(settings: Settings, *, clock: Clock, telemetry: Telemetry | None
     )
 
 
+def _kubernetes_scaler(
+    settings: Settings, api: k8s.ApiClient, *, clock: Clock, telemetry: Telemetry
+) -> tuple[Scaler, EventSink]:
+    """The scaler of a Deployment, StatefulSet or FlinkDeployment and the sink of its Events, the API server
+    checked."""
+    from agent.execute.kubernetes import KubernetesEventSink, KubernetesScaler, TargetRef
+
+    events = KubernetesEventSink(
+        api,
+        TargetRef.from_settings(settings.scale_target),
+        clock=clock,
+        request_timeout_s=settings.scale_target.request_timeout_s,
+    )
+    scaler = KubernetesScaler(settings.scale_target, api, events, on_error=telemetry.executor_error)
+    _check_api_server(scaler)
+    return scaler, events
+
+
+def _flink_rest_scaler(settings: Settings, *, clock: Clock) -> Scaler:
+    """The scaler of a job on a session cluster, through Flink's REST API (which must answer)."""
+    from agent.execute.flink_rest import FlinkRestScaler, unreachable_reason
+
+    reason = unreachable_reason(settings.scale_target)
+    if reason is not None:
+        raise StartupError(reason)
+    return FlinkRestScaler(settings.scale_target, clock=clock)
+
+
+def _prometheus_monitor(settings: Settings, telemetry: Telemetry) -> MetricSource:
+    """The Prometheus monitor, once Prometheus answers and accepts every query."""
+    from agent.monitor.prometheus import PrometheusMonitor, check_prometheus
+
+    try:
+        check_prometheus(settings.prometheus, skip=settings.skipped_queries)
+    except (MonitorError, ConfigError) as exc:
+        raise StartupError(str(exc)) from None
+    return PrometheusMonitor(settings.prometheus, on_error=telemetry.monitor_error, skip=settings.skipped_queries)
+
+
+def _knowledge_store(settings: Settings, api: k8s.ApiClient | None) -> KnowledgeStore:
+    """The ConfigMap store (through ``api``, built whenever that store is chosen) or the file store, checked
+    writable."""
+    if api is not None and settings.knowledge.store == "configmap":
+        from agent.execute.kubernetes import Backoff
+        from agent.knowledge.configmap import ConfigMapKnowledgeStore
+
+        return ConfigMapKnowledgeStore(
+            api,
+            name=settings.knowledge.configmap,
+            namespace=settings.scale_target.namespace,
+            backoff=Backoff(max_retries=settings.scale_target.max_retries),
+            request_timeout_s=settings.scale_target.request_timeout_s,
+        )
+    from agent.knowledge.file import FileKnowledgeStore, KnowledgePathError
+
+    knowledge = FileKnowledgeStore(settings.knowledge.path)
+    try:
+        knowledge.check_writable()
+    except KnowledgePathError as exc:
+        raise StartupError(str(exc)) from None
+    return knowledge
+
+
 class Daemon:
     """The agent on a wall-clock schedule with its probe server; start(), then stop() from a signal."""
 
@@ -164,27 +189,39 @@ class Daemon:
         self.clock = clock or WallClock()
         self.parts = parts or build_parts(settings, clock=self.clock)
         self.log = get_logger("perdix.daemon")
-        if settings.per_operator:
-            # One parallelism per job vertex (agent/per_operator): same loop, plan and execute per vertex.
-            from agent.per_operator import build_agent
-
-            self.agent: Agent = build_agent(settings, clock=self.clock, parts=self.parts)
-        else:
-            self.agent = Agent(
-                settings=settings,
-                clock=self.clock,
-                monitor=self.parts.monitor,
-                scaler=self.parts.scaler,
-                knowledge=self.parts.knowledge,
-                events=self.parts.events,
-                telemetry=self.parts.telemetry,
-            )
+        self.agent = Agent(
+            settings=settings,
+            clock=self.clock,
+            monitor=self.parts.monitor,
+            scaler=self.parts.scaler,
+            knowledge=self.parts.knowledge,
+            events=self.parts.events,
+            telemetry=self.parts.telemetry,
+            planning=self._planning(),
+        )
         self.server: TelemetryServer | None = None
         self.scheduler = BackgroundScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
         )
         self._stopped = threading.Event()
         self.rounds = 0
+
+    def _planning(self) -> Planning | None:
+        """The per-vertex plan and execute steps when the policy plans per job vertex on this target
+        (agent/per_operator); None: the whole-job ones."""
+        if not self.settings.per_operator:
+            return None
+        from agent.per_operator import build_planning
+
+        parts = self.parts
+        return build_planning(
+            self.settings,
+            clock=self.clock,
+            scaler=parts.scaler,
+            api=parts.api,
+            events=parts.events,
+            telemetry=parts.telemetry,
+        )
 
     def _round(self) -> None:
         # Agent.round never raises; a round that overruns the interval makes the scheduler skip one.
@@ -198,8 +235,9 @@ class Daemon:
             try:
                 self.server = TelemetryServer(self.parts.telemetry, self.settings.telemetry.metrics_host, port).start()
             except OSError as exc:
+                host = self.settings.telemetry.metrics_host
                 raise StartupError(
-                    f"telemetry.metrics_port: cannot listen on {self.settings.telemetry.metrics_host}:{port}: {exc.strerror or exc}"
+                    f"telemetry.metrics_port: cannot listen on {host}:{port}: {exc.strerror or exc}"
                 ) from None
         interval = self.settings.loop_interval_s
         self.scheduler.add_job(
@@ -251,7 +289,7 @@ class Daemon:
         """Start, block until SIGTERM/SIGINT, then stop gracefully."""
         stop = threading.Event()
 
-        def on_signal(signum: int, frame: Any) -> None:
+        def on_signal(signum: int, frame: FrameType | None) -> None:
             self.log.info("daemon.signal", signal=signal.Signals(signum).name)
             stop.set()
 

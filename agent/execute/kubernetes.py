@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import urllib3
 from kubernetes import client as k8s
@@ -280,12 +280,24 @@ class KubernetesEventSink:
         """Create one Event regarding the scale target (one attempt: Events are best effort)."""
         now = self.clock.now()
         self._seq += 1
+        body = self._event(now, reason=reason, message=message, type_=type_)
+        try:
+            self.events.create_namespaced_event(self.target.namespace, body, _request_timeout=self.request_timeout_s)
+        except Exception as exc:
+            self._failed(reason, exc)
+            return
+        if self._failing is not None:
+            self.log.info("event.recovered")
+            self._failing = None
+
+    def _event(self, now: float, *, reason: str, message: str, type_: str) -> k8s.EventsV1Event:
+        """The events.k8s.io/v1 Event of this emit, regarding the scale target (with its UID once known)."""
         stamp = datetime.fromtimestamp(now, tz=UTC)
         if stamp.microsecond == 0:
             # The client serializes with isoformat(), which drops a zero fraction, and the API server
             # parses eventTime as RFC 3339 with exactly six fraction digits: keep the fraction non-zero.
             stamp = stamp.replace(microsecond=1)
-        regarding: dict[str, Any] = {
+        regarding: dict[str, str] = {
             "apiVersion": self.target.api_version,
             "kind": self.target.object_kind,
             "name": self.target.name,
@@ -313,25 +325,21 @@ class KubernetesEventSink:
             }
         )
         assert body is not None  # from_dict returns None only for None input
-        try:
-            self.events.create_namespaced_event(self.target.namespace, body, _request_timeout=self.request_timeout_s)
-        except Exception as exc:
-            failure = classify(exc)
-            why = failure.kind if failure else type(exc).__name__
-            if self._failing != why:  # one line per state change, not per event
-                detail = failure.message if failure else str(exc)
-                if failure is not None and failure.kind == "forbidden":
-                    detail += (
-                        " (the Role needs verb 'create' on events.k8s.io/events in namespace "
-                        + self.target.namespace
-                        + ")"
-                    )
-                self.log.warning("event.failed", reason=reason, kind=why, error=detail)
-                self._failing = why
+        return body
+
+    def _failed(self, reason: str, exc: Exception) -> None:
+        """Log a failed emit, once per change of the failure's kind (not once per event)."""
+        failure = classify(exc)
+        why = failure.kind if failure else type(exc).__name__
+        if self._failing == why:
             return
-        if self._failing is not None:
-            self.log.info("event.recovered")
-            self._failing = None
+        detail = failure.message if failure else str(exc)
+        if failure is not None and failure.kind == "forbidden":
+            detail += (
+                " (the Role needs verb 'create' on events.k8s.io/events in namespace " + self.target.namespace + ")"
+            )
+        self.log.warning("event.failed", reason=reason, kind=why, error=detail)
+        self._failing = why
 
 
 _ACTIONS = {"Rescaled": "Rescale", "RescaleRecommended": "Recommend", "RescaleFailed": "Rescale"}
@@ -360,7 +368,7 @@ _MEMORY_UNITS = {
 }
 
 
-def memory_mb(value: Any) -> float | None:
+def memory_mb(value: object) -> float | None:
     """A FlinkDeployment's memory size in MB: Flink's syntax (``2048m``, ``2g``: binary units) or a Kubernetes
     quantity (``2Gi``); None when absent or unreadable."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -511,7 +519,7 @@ class KubernetesScaler:
         if t.kind != "flinkdeployment":
             return None
 
-        def read() -> Any:
+        def read() -> object:
             return self.custom.get_namespaced_custom_object(
                 "flink.apache.org", "v1beta1", t.namespace, "flinkdeployments", t.name, _request_timeout=self._timeout()
             )
@@ -537,6 +545,25 @@ class KubernetesScaler:
         if cpu_per_slot is None and memory_per_slot is None:
             return None
         return SlotResources(cpu=cpu_per_slot, memory_mb=memory_per_slot)
+
+    @property
+    def api_host(self) -> str:
+        """The address of the API server this scaler talks to."""
+        return str(self.apps.api_client.configuration.host)
+
+    def probe(self) -> ApiFailure | None:
+        """Read the target once, without retries (the daemon's start-up check): None when it answered, else the
+        failure. A missing permission or object is reported once (log line and Warning Event), as a rescale
+        would report it: the operator may fix it while the agent runs. Unauthorized is left to the caller."""
+        try:
+            Backoff(max_retries=0).call(self._read)
+        except RetriesExhausted as exc:
+            return exc.failure
+        except FatalApiError as exc:
+            if exc.failure.kind != "unauthorized":
+                self._fatal(exc.failure, "get")
+            return exc.failure
+        return None
 
     def parallelism_now(self) -> int | None:
         """The target's scale-out now, read once without retries (the round's cross-check); None if unread."""
