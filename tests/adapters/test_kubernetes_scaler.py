@@ -212,6 +212,32 @@ def test_a_missing_target_is_reported_on_read(kube_api: FakeKubeAPI, tmp_path: P
     assert kube_api.scale_target_writes() == []
 
 
+@pytest.mark.parametrize(
+    ("status", "kind", "reported"),
+    [
+        (None, None, False),  # answered: nothing to say
+        (503, "server_error", False),  # one attempt, no retry: the caller decides
+        (403, "forbidden", True),  # the operator may fix it while the agent runs: reported now, once
+        (401, "unauthorized", False),  # the caller cannot start: left to it
+    ],
+)
+def test_the_start_up_probe_reads_once_and_reports_a_missing_permission(
+    kube_api: FakeKubeAPI, kube_client: k8s.ApiClient, status: int | None, kind: str | None, reported: bool
+) -> None:
+    scaler, _ = make_scaler(kube_client)
+    if status is not None:
+        kube_api.inject(TARGETS["deployment"][1], method="GET", status=status, times=None)
+
+    with capture_logs() as logs:
+        failure = scaler.probe()
+
+    assert (failure.kind if failure else None) == kind
+    assert len(kube_api.log(method="GET")) == 1
+    assert any(entry["event"] == "scale_target.unusable" for entry in logs) is reported
+    assert any(e["type"] == "Warning" for e in kube_api.events) is reported
+    assert scaler.api_host.startswith("http://127.0.0.1")
+
+
 @pytest.mark.parametrize("kind", list(TARGETS))
 def test_dry_run_never_writes_the_target_and_leaves_a_recommendation(
     kube_api: FakeKubeAPI, kube_client: k8s.ApiClient, kind: str
