@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -144,6 +144,19 @@ def check_output_file(out: Path, *, flag: str = "--out") -> None:
             _creatable(out, flag)
     except OSError as exc:
         fail(f"{flag} {out}: {exc.strerror or exc}")
+
+
+def default_of(model: type[BaseModel], key: str) -> str:
+    """The default of the setting at the dotted ``key`` of ``model``, as a flag's help shows it (``json``)."""
+    node: object = model.model_construct()  # the defaults, without reading any source
+    for part in key.split("."):
+        node = getattr(node, part)
+    return str(node).lower() if isinstance(node, bool) else str(node)
+
+
+def setting_help(text: str, model: type[BaseModel], key: str) -> str:
+    """A flag's help that ends with the setting it overrides and that setting's default."""
+    return f"{text} (default: the setting {key}, {default_of(model, key)})."
 
 
 def settings_from(config: Path | None, overrides: dict[str, Any], model: type[SettingsT]) -> SettingsT:

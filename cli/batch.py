@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from spark.export import ExportResult
 
 
+SIMULATION_START = "2026-01-01"
+"""The time of a simulated history's second 0 when ``--since`` does not say."""
+
+
 @app.command("export-history")
 def export_history(
     out: str = typer.Option(..., "--out", help="History root: a local path or a URI (s3://, hdfs://, ...)."),
@@ -28,7 +32,7 @@ def export_history(
         None,
         "--since",
         help="Start: ISO time, or a duration before --until such as 14d or 6h. "
-        "With --from-simulation: the time of simulated second 0 (default 2026-01-01).",
+        f"With --from-simulation: the time of simulated second 0 (default {SIMULATION_START}).",
     ),
     until: str = typer.Option(None, "--until", help="End (exclusive), ISO time; default now (Prometheus only)."),
     step_s: int = typer.Option(60, "--step-s", min=1, max=86_400, help="Sample spacing of the history, seconds."),
@@ -58,7 +62,7 @@ def export_history(
                 from_simulation,
                 job=job,
                 out=out,
-                start=since or "2026-01-01",
+                start=since or SIMULATION_START,
                 hours=hours,
                 step_s=step_s,
                 simulator=settings.simulator,
@@ -123,7 +127,7 @@ def export_from_simulation(
 def retrain(
     history: str = typer.Option(..., "--history", help="History root written by export-history (path or URI)."),
     registry: str = typer.Option(..., "--registry", help="Model registry root (path or URI)."),
-    master: str = typer.Option(None, "--master", help="Spark master (default local[*])."),
+    master: str = typer.Option("local[*]", "--master", help="Spark master."),
     keep: int = typer.Option(5, "--keep", min=1, max=1000, help="Model versions kept per job."),
     job: list[str] = typer.Option(None, "--job", help="Only this job (repeatable)."),
     residual: str = typer.Option(None, "--residual", help="Residual model: statsforecast-arima, arima, linear, naive."),
@@ -144,7 +148,7 @@ def retrain(
         if serial:
             summary = run_serial(history=history, registry_uri=registry, config=config, keep=keep, jobs=job or None)
         else:
-            spark = build_session(master or "local[*]")
+            spark = build_session(master)
             try:
                 summary = run_spark(
                     spark, history=history, registry_uri=registry, config=config, keep=keep, jobs=job or None

@@ -8,7 +8,7 @@ import typer
 
 from agent.logging import configure_logging
 from agent.settings import ConfigError, Settings
-from cli.app import app, fail, settings_from
+from cli.app import app, fail, setting_help, settings_from
 
 
 @app.command("run")
@@ -16,9 +16,17 @@ def run(
     config: Path = typer.Option(
         None, "--config", "-c", help="YAML settings file (the Helm chart renders it).", dir_okay=False
     ),
-    dry_run: bool = typer.Option(None, "--dry-run/--no-dry-run", help="Plan, log and leave Events without rescaling."),
-    log_format: str = typer.Option(None, "--log-format", help="json or console (default: settings)."),
-    log_level: str = typer.Option(None, "--log-level", help="debug, info, warning or error (default: settings)."),
+    dry_run: bool = typer.Option(
+        None,
+        "--dry-run/--no-dry-run",
+        help=setting_help("Plan, log and leave Events without rescaling", Settings, "dry_run"),
+    ),
+    log_format: str = typer.Option(
+        None, "--log-format", help=setting_help("json or console", Settings, "telemetry.log_format")
+    ),
+    log_level: str = typer.Option(
+        None, "--log-level", help=setting_help("debug, info, warning or error", Settings, "telemetry.log_level")
+    ),
 ) -> None:
     """Run the production daemon: Prometheus monitor, Kubernetes executor, /metrics /healthz /readyz; stops on SIGTERM."""
     from agent.daemon import Daemon, StartupError

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer._click.core import ParameterSource
 
 from agent.logging import configure_logging
 from agent.settings import ConfigError
@@ -29,11 +30,12 @@ from cli.app import (
     hours_done,
     print_summary,
     progress_bar,
+    setting_help,
     settings_from,
 )
 from cli.extras import require_extra
 from lab.evaluate import DEFAULT_POLICIES
-from lab.settings import RESCALE_COSTS, LabSettings, rescale_cost_overrides
+from lab.settings import RESCALE_COST_DEFAULT, RESCALE_COSTS, LabSettings, rescale_cost_overrides
 from simulator import Trace, TraceError, load_trace
 
 if TYPE_CHECKING:  # the lab's StreamBed parts load with the command that uses them
@@ -47,7 +49,7 @@ RescaleCostOption = typer.Option(
     "--rescale-cost",
     help="What a rescale of the simulated job costs: "
     + " or ".join(RESCALE_COSTS)
-    + " (lab.settings.RESCALE_COSTS; default: the settings, restart).",
+    + f" (lab.settings.RESCALE_COSTS; default: what the settings describe, {RESCALE_COST_DEFAULT}).",
 )
 
 
@@ -68,14 +70,22 @@ def _load_trace(path: Path) -> Trace:
 @app.command("simulate")
 def simulate(
     trace: Path = typer.Option(..., "--trace", help="Workload trace CSV (header time_s,rate).", dir_okay=False),
-    policy: str = typer.Option(None, "--policy", help="Scaling policy: daedalus, static, ... (default: settings)."),
+    policy: str = typer.Option(
+        None, "--policy", help=setting_help("Scaling policy: daedalus, static, ...", LabSettings, "policy")
+    ),
     out: Path = typer.Option(Path("out/simulate"), "--out", help="Directory for summary.json and the plot."),
     hours: float = typer.Option(
         None, "--hours", min=0.0, max=MAX_HOURS, help="Replay only the first H hours of the trace."
     ),
-    dry_run: bool = typer.Option(None, "--dry-run/--no-dry-run", help="Plan and log rescales without applying them."),
+    dry_run: bool = typer.Option(
+        None,
+        "--dry-run/--no-dry-run",
+        help=setting_help("Plan and log rescales without applying them", LabSettings, "dry_run"),
+    ),
     target_recovery_time_s: float = typer.Option(
-        None, "--target-recovery-time-s", help="Target recovery time in seconds."
+        None,
+        "--target-recovery-time-s",
+        help=setting_help("Target recovery time in seconds", LabSettings, "target_recovery_time_s"),
     ),
     failures_per_hour: float = typer.Option(
         0.0,
@@ -84,7 +94,7 @@ def simulate(
         max=MAX_FAILURES_PER_HOUR,
         help="Inject TaskManager failures at this Poisson rate.",
     ),
-    seed: int = typer.Option(None, "--seed", help="Simulator seed (default: settings simulator.seed)."),
+    seed: int = typer.Option(None, "--seed", help=setting_help("Simulator seed", LabSettings, "simulator.seed")),
     rescale_cost: str = RescaleCostOption,
     config: Path = ConfigOption,
     log_format: str = typer.Option("console", "--log-format", help="json or console."),
@@ -203,7 +213,9 @@ def evaluate(
         help="Inject TaskManager failures at this Poisson rate (the same instants "
         "for every policy and the optimal schedule); 0 for none.",
     ),
-    seed: int = typer.Option(None, "--seed", help="Simulator seed shared by every replay (default: settings)."),
+    seed: int = typer.Option(
+        None, "--seed", help=setting_help("Simulator seed shared by every replay", LabSettings, "simulator.seed")
+    ),
     jobs: int = typer.Option(None, "--jobs", min=1, max=64, help="Replays run in parallel (default: CPUs, at most 2)."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write a plot per trace (and fronts with --sweep)."),
     rescale_cost: str = RescaleCostOption,
@@ -348,8 +360,38 @@ def _dag_testbed(traces: list[Path], hours: float | None, bar: Progress) -> dict
     return out
 
 
+MAX_RUNS = {"simulated": 20, "flink": 4}
+"""Most testbed runs StreamBed makes on each testbed unless --max-runs says otherwise."""
+FLINK_ONLY = (
+    "min_slots",
+    "max_slots",
+    "capacity_per_slot",
+    "max_rate",
+    "min_rate_fraction",
+    "measure_s",
+    "rampup_s",
+    "probes",
+    "cluster_warmup_s",
+    "skew",
+    "rest_url",
+    "prometheus",
+    "workdir",
+)
+"""The options of capacity-plan that only the Flink testbed reads."""
+
+
+def _flags_given(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """The flags of the parameters ``names`` set on the command line, as typed (``--skew``)."""
+    return [
+        param.opts[0]
+        for param in ctx.command.params
+        if param.name in names and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE
+    ]
+
+
 @app.command("capacity-plan")
 def capacity_plan(
+    ctx: typer.Context,
     target_rate: float = typer.Option(
         ..., "--target-rate", min=0.0, max=1e12, help="Workload the production job must carry, records/s."
     ),
@@ -359,7 +401,8 @@ def capacity_plan(
         "--max-runs",
         min=3,
         max=1000,
-        help="Most testbed runs StreamBed may make, at least 3 (a surrogate needs 3 measurements; default: 20 simulated, 4 on Flink).",
+        help="Most testbed runs StreamBed may make, at least 3 (a surrogate needs 3 measurements; default: "
+        f"{MAX_RUNS['simulated']} simulated, {MAX_RUNS['flink']} on Flink).",
     ),
     testbed: str = typer.Option(
         "simulated",
@@ -372,18 +415,18 @@ def capacity_plan(
     seed: int = typer.Option(
         0, "--seed", min=0, max=2**63 - 1, help="Testbed seed (on Flink: the shuffle of the partition weights)."
     ),
-    min_slots: int = typer.Option(None, "--min-slots", max=1024, help="Flink: fewest task slots explored (default 1)."),
+    min_slots: int = typer.Option(1, "--min-slots", max=1024, help="Flink: fewest task slots explored."),
     max_slots: int = typer.Option(
-        None,
+        2,
         "--max-slots",
         max=1024,
-        help="Flink: most task slots explored (default 2); a local cluster gets this many one-slot TaskManagers.",
+        help="Flink: most task slots explored; a local cluster gets this many one-slot TaskManagers.",
     ),
     capacity_per_slot: float = typer.Option(
-        None,
+        2000.0,
         "--capacity-per-slot",
         max=1e9,
-        help="Flink: records/s one slot of the trace job carries (its --capacity; default 2000).",
+        help="Flink: records/s one slot of the trace job carries (its --capacity).",
     ),
     max_rate: float = typer.Option(
         None,
@@ -392,29 +435,25 @@ def capacity_plan(
         help="Flink: records/s injected during each run's warmup, above its MST (default: 2x capacity per slot x slots).",
     ),
     min_rate_fraction: float = typer.Option(
-        None,
+        0.8,
         "--min-rate-fraction",
         max=1.0,
-        help="Flink: lowest rate the search tries, as a fraction of the saturated warmup throughput (default 0.8).",
+        help="Flink: lowest rate the search tries, as a fraction of the saturated warmup throughput.",
     ),
     measure_s: int = typer.Option(
-        None, "--measure-s", max=3600, help="Flink: observation per probe and warmup, seconds (default 10)."
+        10, "--measure-s", max=3600, help="Flink: observation per probe and warmup, seconds."
     ),
     rampup_s: int = typer.Option(
-        None, "--rampup-s", max=3600, help="Flink: wait after each submission before observing, seconds (default 3)."
+        3, "--rampup-s", max=3600, help="Flink: wait after each submission before observing, seconds."
     ),
-    probes: int = typer.Option(
-        None, "--probes", max=100, help="Flink: most probes of the binary search per testbed run (default 4)."
-    ),
+    probes: int = typer.Option(4, "--probes", max=100, help="Flink: most probes of the binary search per testbed run."),
     cluster_warmup_s: float = typer.Option(
-        None,
+        45.0,
         "--cluster-warmup-s",
         max=3600.0,
-        help="Flink: run the job at an overload on every slot this long before the first run (default 45; 0: none).",
+        help="Flink: run the job at an overload on every slot this long before the first run (0: none).",
     ),
-    skew: float = typer.Option(
-        None, "--skew", max=10.0, help="Flink: Zipf skew of the partitions (default 0: even load over the slots)."
-    ),
+    skew: float = typer.Option(0.0, "--skew", max=10.0, help="Flink: Zipf skew of the partitions (0: even load)."),
     rest_url: str = typer.Option(
         None, "--rest-url", help="Flink: REST URL of an existing testbed cluster (default: start a local one)."
     ),
@@ -435,46 +474,31 @@ def capacity_plan(
     if not target_rate > 0:
         fail(f"--target-rate: must be above 0 records/s, got {target_rate:g}")
     check_output_file(out)
-    flink_options = {
-        "--min-slots": min_slots,
-        "--max-slots": max_slots,
-        "--capacity-per-slot": capacity_per_slot,
-        "--max-rate": max_rate,
-        "--min-rate-fraction": min_rate_fraction,
-        "--measure-s": measure_s,
-        "--rampup-s": rampup_s,
-        "--probes": probes,
-        "--cluster-warmup-s": cluster_warmup_s,
-        "--skew": skew,
-        "--rest-url": rest_url,
-        "--prometheus": prometheus,
-        "--workdir": workdir,
-    }
     flink: _FlinkPlan | None = None
     if testbed == "simulated":
-        given = [flag for flag, value in flink_options.items() if value is not None]
+        given = _flags_given(ctx, FLINK_ONLY)
         if given:
             fail(f"{', '.join(given)}: only for --testbed flink")
     elif testbed == "flink":
         flink = _flink_plan(
-            min_slots=1 if min_slots is None else min_slots,
-            max_slots=2 if max_slots is None else max_slots,
-            capacity_per_slot=2000.0 if capacity_per_slot is None else capacity_per_slot,
+            min_slots=min_slots,
+            max_slots=max_slots,
+            capacity_per_slot=capacity_per_slot,
             max_rate=max_rate,
-            min_rate_fraction=0.8 if min_rate_fraction is None else min_rate_fraction,
-            measure_s=10 if measure_s is None else measure_s,
-            rampup_s=3 if rampup_s is None else rampup_s,
-            probes=4 if probes is None else probes,
-            skew=0.0 if skew is None else skew,
+            min_rate_fraction=min_rate_fraction,
+            measure_s=measure_s,
+            rampup_s=rampup_s,
+            probes=probes,
+            skew=skew,
             seed=seed,
-            cluster_warmup_s=45.0 if cluster_warmup_s is None else cluster_warmup_s,
+            cluster_warmup_s=cluster_warmup_s,
             rest_url=rest_url,
             prometheus=prometheus,
             workdir=workdir,
         )
     else:
         fail(f"--testbed: unknown testbed {testbed!r}; known: simulated, flink")
-    runs = max_runs if max_runs is not None else (20 if flink is None else 4)
+    runs = max_runs if max_runs is not None else MAX_RUNS[testbed]
     with Progress(
         TextColumn("[bold]capacity-plan[/] {task.description}"),
         BarColumn(),
