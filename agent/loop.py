@@ -190,7 +190,7 @@ class Agent:
         self.policy = policy or policy_for(settings)
         self.analyzer = analyzer or Analyzer(settings)
         if not self.policy.uses_forecast and isinstance(self.analyzer, Analyzer):
-            self.analyzer.forecasting = False
+            self.analyzer.set_forecasting(False)
         self.policy_state: dict[str, Any] | None = None
         """What the policy asked to keep after its last round (a peer's window, delays, history)."""
         self.telemetry = telemetry
@@ -254,7 +254,7 @@ class Agent:
             self.log.warning("knowledge.restore_failed", error=error, moved_to=moved_to)
             if self.telemetry is not None:
                 self.telemetry.state_refused("knowledge", "restore")
-            self.analyzer = Analyzer(self.settings)
+            self.analyzer.reset()
             self.last_rescale_at = None
             self.last_round_at = None
             self.rescales, self.recommendations, self.policy_state = [], Recommendations(), None

@@ -27,6 +27,8 @@ from agent.settings_sources import (
     origin_naming,
     reading,
 )
+from models.forecast.config import DEFAULT_FORECASTER
+from models.recovery import CHECKPOINT_INTERVAL_S, DOWNTIME_FAILURE_PRIOR_S, DOWNTIME_RESCALE_PRIOR_S
 from planner import (
     DAG_ONLY_POLICIES,
     LAB_ONLY_POLICIES,
@@ -482,35 +484,35 @@ class Settings(BaseSettings):
         "settings. fixed applies the three settings as they are.",
     )
     forecast_horizon_s: int = Field(
-        900,
+        DEFAULT_FORECASTER.horizon_s,
         ge=60,
         le=DAY_S,
         description="How far ahead the workload is forecast, seconds."
         " At most a day (DAY_S): the forecaster predicts one value a second over it.",
     )
     forecast_window_s: int = Field(
-        900,
+        DEFAULT_FORECASTER.window_s,
         ge=60,
         le=DAY_S,
         description="Workload history the forecaster fits on, seconds."
         " At most a day (DAY_S): the forecaster keeps and fits one sample a second over it.",
     )
     wape_threshold: float = Field(
-        0.25,
+        DEFAULT_FORECASTER.wape_threshold,
         gt=0,
         le=100,
         description="Forecasts with a WAPE above this are replaced by the linear fallback."
         " At most 100 (a WAPE of 10,000 %): a larger threshold never replaces a forecast, whatever its error.",
     )
     retrain_after_poor_loops: int = Field(
-        15,
+        DEFAULT_FORECASTER.retrain_after,
         ge=1,
         le=1_000_000,
         description="Retrain the forecaster in the background after this many consecutive poor loops."
         " At most a million: a count that could never be reached would never retrain.",
     )
     forecast_update_maxiter: int = Field(
-        10,
+        DEFAULT_FORECASTER.update_maxiter,
         ge=0,
         le=1000,
         description=(
@@ -520,7 +522,7 @@ class Settings(BaseSettings):
         ),
     )
     forecast_selection: bool = Field(
-        True,
+        DEFAULT_FORECASTER.select,
         description="Forecast with whichever of the ARIMA model, the linear trend, the last level held and "
         "the last cycle repeated had the lowest WAPE over the recent horizons (false: the model, with the linear "
         "fallback when its WAPE is poor).",
@@ -544,20 +546,20 @@ class Settings(BaseSettings):
         "the top of a peak, the rises seen from other tops.",
     )
     checkpoint_interval_s: float = Field(
-        10.0,
+        CHECKPOINT_INTERVAL_S,
         gt=0,
         le=DAY_S,
         description="The job's checkpoint interval: records since the last checkpoint are replayed, seconds."
         " At most a day (DAY_S).",
     )
     downtime_rescale_prior_s: float = Field(
-        30.0,
+        DOWNTIME_RESCALE_PRIOR_S,
         ge=0,
         le=DAY_S,
         description="Expected downtime of a rescale before any was measured, seconds. At most a day (DAY_S).",
     )
     downtime_failure_prior_s: float = Field(
-        15.0,
+        DOWNTIME_FAILURE_PRIOR_S,
         ge=0,
         le=DAY_S,
         description="Expected downtime of a failure before any was measured, seconds. At most a day (DAY_S).",

@@ -19,7 +19,14 @@ import numpy as np
 
 from benchmarks.common import SHIPPED_TRACES, TRACES
 from lab.inline import InlineExecutor
-from models.forecast import ArimaForecaster, LinearForecaster, StatsForecastArima, WorkloadForecaster, wape
+from models.forecast import (
+    ArimaForecaster,
+    ForecasterConfig,
+    LinearForecaster,
+    StatsForecastArima,
+    WorkloadForecaster,
+    wape,
+)
 from simulator import load_trace
 
 HORIZON_S = 900
@@ -47,7 +54,7 @@ def _forecast(model: object, history: np.ndarray, resolution: int) -> tuple[np.n
 def loop_cost(name: str = "bank_calls", resolution: int = 10, loops: int = 360) -> None:
     """Per-loop wall time of WorkloadForecaster.step (update + predict) over a six-hour replay, fits apart."""
     y = _series(name)
-    manager = WorkloadForecaster(executor=InlineExecutor(), resolution_s=resolution)
+    manager = WorkloadForecaster(ForecasterConfig(resolution_s=resolution), executor=InlineExecutor())
     step_times: list[float] = []
     fit_times: list[float] = []
     for k in range(loops):
@@ -66,7 +73,7 @@ def loop_cost(name: str = "bank_calls", resolution: int = 10, loops: int = 360) 
 def streaming(name: str, update_maxiter: int, loop_s: int = 60) -> tuple[float, float]:
     """15-min-ahead WAPE (median, p90) of the manager as the agent runs it: a step every loop, fits inline."""
     y = _series(name)
-    manager = WorkloadForecaster(executor=InlineExecutor(), update_maxiter=update_maxiter)
+    manager = WorkloadForecaster(ForecasterConfig(update_maxiter=update_maxiter), executor=InlineExecutor())
     scores = []
     for t in range(0, HOURS * 3600, loop_s):
         forecast = manager.step(y[t : t + loop_s])

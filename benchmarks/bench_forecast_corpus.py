@@ -32,7 +32,7 @@ import numpy as np
 
 from lab.corpus import CorpusTrace, select
 from lab.inline import InlineExecutor
-from models.forecast import WorkloadForecaster, wape
+from models.forecast import ForecasterConfig, WorkloadForecaster, wape
 
 HORIZON_S = 900
 LOOP_S = 60
@@ -52,7 +52,7 @@ def _noisy_workload(trace: CorpusTrace, hours: float) -> tuple[int, np.ndarray]:
 def score_trace(trace: CorpusTrace, hours: float, select_candidates: bool) -> dict[str, Any]:
     """WAPE at every loop origin after the warm-up: the manager's and the naive forecast's."""
     seconds, y = _noisy_workload(trace, hours)
-    manager = WorkloadForecaster(executor=InlineExecutor(), select=select_candidates)
+    manager = WorkloadForecaster(ForecasterConfig(select=select_candidates), executor=InlineExecutor())
     ours: list[float] = []
     naive: list[float] = []
     sources: dict[str, int] = {}

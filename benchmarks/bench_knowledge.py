@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-import agent.analyze
+import agent.analyze.capacity
 from agent.logging import configure_logging
 from benchmarks.common import TRACES
 from lab.replay import Replay
@@ -43,7 +43,7 @@ def churned(hours: float, retention_s: float, rounds_per_generation: int) -> tup
         run.run(until_s=until)
         knowledge = run.rounds[-1].knowledge
         size = knowledge.size_bytes if knowledge is not None and knowledge.size_bytes is not None else 0
-        trail.append((len(churn.names_seen), size, len(run.agent.analyzer.capacity.regressions)))
+        trail.append((len(churn.names_seen), size, len(run.agent.analyzer.capacity.model.regressions)))
     return run, trail
 
 
@@ -57,12 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("console", "error")
 
     pruned, pruned_trail = churned(args.hours, args.retention_s, args.rounds_per_generation)
-    kept = agent.analyze.WORKERS_KEPT_PER_SCALE_OUT
-    agent.analyze.WORKERS_KEPT_PER_SCALE_OUT = 10**9  # the agent before pruning forgot nothing
+    kept = agent.analyze.capacity.WORKERS_KEPT_PER_SCALE_OUT
+    agent.analyze.capacity.WORKERS_KEPT_PER_SCALE_OUT = 10**9  # the agent before pruning forgot nothing
     try:
         unpruned, unpruned_trail = churned(args.hours, 1e12, args.rounds_per_generation)
     finally:
-        agent.analyze.WORKERS_KEPT_PER_SCALE_OUT = kept
+        agent.analyze.capacity.WORKERS_KEPT_PER_SCALE_OUT = kept
 
     print(
         f"bank_calls, {args.hours:g} h, {len(pruned.rounds)} rounds, new pod names every "

@@ -70,20 +70,21 @@ class RecordingAnalyzer(Analyzer):
         analysis = super().analyze(observation, now=now)
         current = observation.parallelism
         interval = max(1, math.ceil(self.settings.checkpoint_interval_s))
-        recent = self.recent.last(interval)
+        recent = self.forecasting.recent.last(interval)
         finite = recent[np.isfinite(recent)]
         rate = float(finite.mean()) if finite.size else None
         downtimes, replays, arrivals, profiles = {}, {}, {}, {}
         for n in analysis.recovery_times:
             kind = "failure" if n == current else "rescale"
-            # What the last prediction for this candidate was made of (benchmark-only peek at its context).
-            context = self.recovery._context[(kind, n)]
+            # What the last prediction for this candidate was made of.
+            context = self.recovery.last_context(kind, n)
+            assert context is not None, f"no prediction for {kind} at {n}"
             downtimes[n] = self.recovery.downtime(kind, n, current)
             # (replayed by the stop, already waiting before it): the predictor spreads the first, gives the
             # second to the bottleneck worker.
-            replays[n] = (self.recovery.replay_records(rate or 0.0), context[3])
-            arrivals[n], profiles[n] = context[1], context[4]
-        stops = dict(self._last_recovery)  # the stop predictions the watch compares with
+            replays[n] = (self.recovery.replay_records(rate or 0.0), context.lag)
+            arrivals[n], profiles[n] = context.forecast, context.profile
+        stops = dict(self.tracker.stop_predictions)  # the stop predictions the watch compares with
         self.snapshots.append(Snapshot(now, current, analysis, rate, downtimes, replays, arrivals, profiles, stops))
         return analysis
 

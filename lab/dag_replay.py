@@ -37,7 +37,7 @@ import numpy as np
 from lab.dag import cache_hit_rate
 from lab.inline import InlineExecutor
 from lab.slo import Stop, judge
-from models.forecast import WorkloadForecaster
+from models.forecast import ForecasterConfig, WorkloadForecaster
 from planner.daedalus_per_operator import DaedalusPerOperator
 from planner.ds2_per_operator import Ds2PerOperator
 from planner.history import Recommendations
@@ -139,7 +139,7 @@ def forecasts(
     """
     duration = duration_of(trace, hours)
     rates = trace.per_second(0, duration)
-    forecaster = WorkloadForecaster(horizon_s=horizon_s, window_s=900, executor=InlineExecutor())
+    forecaster = WorkloadForecaster(ForecasterConfig(horizon_s=horizon_s, window_s=900), executor=InlineExecutor())
     out: dict[int, np.ndarray] = {}
     for end in range(loop_interval_s, duration + 1, loop_interval_s):
         result = forecaster.step(rates[end - loop_interval_s : end])

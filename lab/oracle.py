@@ -69,6 +69,10 @@ class OracleAnalyzer:
         """Nothing to restore."""
         return None
 
+    def reset(self) -> None:
+        """Nothing learned to forget."""
+        return None
+
     def observed_scale_outs(self) -> list[int]:
         """The oracle observes nothing: it knows."""
         return []

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,13 @@ KINDS = ("rescale", "failure")
 MAX_WEIGHT = 10
 """Downtime estimates average the last ~MAX_WEIGHT measurements (older ones fade), so they can drift."""
 
+
+CHECKPOINT_INTERVAL_S = 10.0
+"""The checkpoint interval assumed when none is given, seconds."""
+DOWNTIME_RESCALE_PRIOR_S = 30.0
+"""Downtime of a rescale assumed before any was measured, seconds."""
+DOWNTIME_FAILURE_PRIOR_S = 15.0
+"""Downtime of a failure assumed before any was measured, seconds."""
 
 CAUGHT_UP_S = 1.0
 """A job is caught up when no more than this many seconds of input wait: a source read once a second
@@ -93,13 +101,26 @@ def recovery_time(
     backlog = np.full(shares.size, replay)
     bottleneck = int(np.argmin(rates))
     backlog[bottleneck] += max(0.0, float(held_records)) / float(shares[bottleneck])
-    horizon = forecast.size
     with np.errstate(over="ignore"):
         arrivals = np.concatenate(([0.0], np.cumsum(forecast)))  # arrivals[k] = records in [0, k)
     waiting = _Waiting(shares, rates, replay, bottleneck, float(backlog[bottleneck]))
     # Caught up is "nothing beyond a second of input waits", up to rounding: the sums over the workers
     # differ from the exact value in the last bits, and a job that drains to exactly nothing must count.
     slack = _slack(float(np.max(backlog)), float(arrivals[-1]))
+    within = _caught_up_within_forecast(waiting, forecast, arrivals, downtime, slack)
+    if within is not None:
+        return within
+    # Not within the forecast: from its end (or from the restart, if that comes later) the last value persists.
+    tail_start = float(forecast.size) if math.floor(downtime) + 1 <= forecast.size else downtime
+    pending = backlog + _arrived(arrivals, forecast, tail_start)
+    return _tail(tail_start, shares, rates, pending, downtime, float(forecast[-1]), slack)
+
+
+def _caught_up_within_forecast(
+    waiting: _Waiting, forecast: np.ndarray, arrivals: np.ndarray, downtime: float, slack: float
+) -> float | None:
+    """The moment the job is caught up, if that is at the restart or within the forecast's seconds; else None."""
+    horizon = forecast.size
 
     def behind(t: np.ndarray, arrived: np.ndarray, caught_up: np.ndarray) -> np.ndarray:
         """Records still waiting at times ``t`` beyond what counts as caught up (<= 0: recovered)."""
@@ -111,22 +132,19 @@ def recovery_time(
     if start_value <= slack:
         return downtime
     first = int(math.floor(downtime)) + 1
-    if first <= horizon:
-        grid = np.arange(first, horizon + 1)
-        values = behind(grid.astype(float), arrivals[first:], forecast[grid - 1])
-        hits = np.flatnonzero(values <= slack)
-        if hits.size:
-            k = int(hits[0])
-            end = float(grid[k])
-            start, s0 = (downtime, start_value) if k == 0 else (float(grid[k - 1]), float(values[k - 1]))
-            s1 = float(values[k])
-            # Within a second the waiting records change (almost) linearly: interpolate the crossing.
-            return start + (end - start) * _crossing(s0, s1, slack)
-        tail_start = float(horizon)
-    else:
-        tail_start = downtime
-    pending = backlog + _arrived(arrivals, forecast, tail_start)
-    return _tail(tail_start, shares, rates, pending, downtime, float(forecast[-1]), slack)
+    if first > horizon:
+        return None
+    grid = np.arange(first, horizon + 1)
+    values = behind(grid.astype(float), arrivals[first:], forecast[grid - 1])
+    hits = np.flatnonzero(values <= slack)
+    if not hits.size:
+        return None
+    k = int(hits[0])
+    end = float(grid[k])
+    start, s0 = (downtime, start_value) if k == 0 else (float(grid[k - 1]), float(values[k - 1]))
+    s1 = float(values[k])
+    # Within a second the waiting records change (almost) linearly: interpolate the crossing.
+    return start + (end - start) * _crossing(s0, s1, slack)
 
 
 def _slack(backlog: float, arrived: float) -> float:
@@ -259,6 +277,38 @@ def _job_rates(capacity: float, profile: WorkerProfile | None) -> tuple[np.ndarr
     return np.ones(1), np.array([float(capacity)])
 
 
+@dataclass(frozen=True, eq=False)
+class PredictionContext:
+    """What a recovery prediction was made of: a measured recovery is explained against it."""
+
+    capacity: float
+    """The job's sustainable rate at the scale-out, records/s."""
+    forecast: np.ndarray
+    """The workload per second after the stop, records/s (cleaned: finite, non-negative)."""
+    rate: float
+    """The recent workload rate the replay was taken from, records/s."""
+    lag: float
+    """Records already waiting before the stop."""
+    profile: WorkerProfile | None
+    """The workers' shares and capacities, when known."""
+
+    @classmethod
+    def given(
+        cls,
+        capacity: float,
+        forecast: Any,
+        recent_workload_rate: float | None,
+        current_lag: float | None,
+        profile: WorkerProfile | None,
+    ) -> PredictionContext | None:
+        """A context stated by the caller; None when neither the forecast nor the rate says what arrives."""
+        series = _clean_forecast(forecast, recent_workload_rate)
+        if series is None:
+            return None
+        rate = recent_workload_rate if recent_workload_rate is not None else series[0]
+        return cls(float(capacity), series, float(rate), float(current_lag or 0.0), profile)
+
+
 class _Estimate:
     """A fading mean of measured downtimes."""
 
@@ -276,9 +326,9 @@ class RecoveryPredictor:
 
     def __init__(
         self,
-        checkpoint_interval_s: float = 10.0,
-        downtime_rescale_prior_s: float = 30.0,
-        downtime_failure_prior_s: float = 15.0,
+        checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
+        downtime_rescale_prior_s: float = DOWNTIME_RESCALE_PRIOR_S,
+        downtime_failure_prior_s: float = DOWNTIME_FAILURE_PRIOR_S,
     ) -> None:
         """Priors are the downtimes assumed before any recovery of that kind was measured."""
         if checkpoint_interval_s <= 0:
@@ -288,7 +338,7 @@ class RecoveryPredictor:
         self._per_scale_out: dict[tuple[str, int], _Estimate] = {}
         self._per_kind: dict[str, _Estimate] = {}
         self._lines: dict[str, WelfordRegression] = {}
-        self._context: dict[tuple[str, int], tuple[float, np.ndarray, float, float, WorkerProfile | None]] = {}
+        self._context: dict[tuple[str, int], PredictionContext] = {}
         self.unexplained = 0
         """Measured recoveries that no downtime could explain (e.g. capacity below the forecast)."""
 
@@ -343,7 +393,7 @@ class RecoveryPredictor:
         if inputs is None:
             return math.inf
         capacity, series, rate, lag = inputs
-        self._context[(kind, int(parallelism))] = (capacity, series, rate, lag, profile)
+        self._context[(kind, int(parallelism))] = PredictionContext(capacity, series, rate, lag, profile)
         downtime = self.downtime(kind, parallelism, current) if downtime_s is None else float(downtime_s)
         return recovery_time(
             capacity=capacity,
@@ -388,6 +438,10 @@ class RecoveryPredictor:
         the expected replay of a stop at a random moment). The lag already waiting comes on top."""
         return recent_workload_rate * self.checkpoint_interval_s / 2
 
+    def last_context(self, kind: str, parallelism: int) -> PredictionContext | None:
+        """What the last :meth:`predict` for this kind and scale-out was made of, if there was one."""
+        return self._context.get((kind, int(parallelism)))
+
     # ------------------------------------------------------------------ learning
 
     def observe_recovery(
@@ -410,56 +464,47 @@ class RecoveryPredictor:
         scale-out the job stopped at.
         """
         _check_kind(kind)
-        if not (math.isfinite(measured_s) and measured_s >= 0):
-            self.unexplained += 1
-            return None
         context = self._context.get((kind, int(parallelism)))
         if capacity is not None:
-            series = _clean_forecast(forecast, recent_workload_rate)
-            rate = (
-                recent_workload_rate
-                if recent_workload_rate is not None
-                else (series[0] if series is not None else None)
-            )
-            context = (
-                None
-                if series is None or rate is None
-                else (float(capacity), series, float(rate), float(current_lag or 0.0), profile)
-            )
-        if context is None:
+            context = PredictionContext.given(capacity, forecast, recent_workload_rate, current_lag, profile)
+        downtime = None
+        if math.isfinite(measured_s) and measured_s >= 0 and context is not None:
+            downtime = self._implied_downtime(context, measured_s)
+        if downtime is None:
             self.unexplained += 1
             return None
-        cap, series, rate, lag, profile = context
-        replay = self.replay_records(rate)
+        self._fold(kind, _key(kind, parallelism, current), downtime)
+        return downtime
+
+    def _implied_downtime(self, context: PredictionContext, measured_s: float) -> float | None:
+        """The downtime that makes the prediction in ``context`` equal ``measured_s`` (bisection: recovery time
+        grows with downtime); 0 when even none predicts longer; None when no downtime predicts a recovery."""
+        replay = self.replay_records(context.rate)
 
         def predicted(downtime: float) -> float:
             return recovery_time(
-                capacity=cap,
-                forecast=series,
+                capacity=context.capacity,
+                forecast=context.forecast,
                 replay_records=replay,
                 downtime_s=downtime,
-                profile=profile,
-                held_records=lag,
+                profile=context.profile,
+                held_records=context.lag,
             )
 
         if not math.isfinite(predicted(0.0)):
-            self.unexplained += 1
             return None
         if predicted(0.0) >= measured_s:
             # Faster than even a zero downtime explains (a checkpoint had just completed): the
             # downtime was at most zero.
-            downtime = 0.0
-        else:
-            low, high = 0.0, float(measured_s)
-            for _ in range(50):
-                mid = (low + high) / 2
-                if predicted(mid) < measured_s:
-                    low = mid
-                else:
-                    high = mid
-            downtime = (low + high) / 2
-        self._fold(kind, _key(kind, parallelism, current), downtime)
-        return downtime
+            return 0.0
+        low, high = 0.0, float(measured_s)
+        for _ in range(50):
+            mid = (low + high) / 2
+            if predicted(mid) < measured_s:
+                low = mid
+            else:
+                high = mid
+        return (low + high) / 2
 
     def observe_downtime(self, *, kind: str, parallelism: int, downtime_s: float, current: int | None = None) -> None:
         """Fold a directly measured downtime (e.g. from job uptime) of a stop from ``current`` into the estimates."""
@@ -493,9 +538,9 @@ class RecoveryPredictor:
         """Rebuild a predictor written by :meth:`to_dict`."""
         priors = state.get("priors", {})
         predictor = cls(
-            checkpoint_interval_s=float(state.get("checkpoint_interval_s", 10.0)),
-            downtime_rescale_prior_s=float(priors.get("rescale", 30.0)),
-            downtime_failure_prior_s=float(priors.get("failure", 15.0)),
+            checkpoint_interval_s=float(state.get("checkpoint_interval_s", CHECKPOINT_INTERVAL_S)),
+            downtime_rescale_prior_s=float(priors.get("rescale", DOWNTIME_RESCALE_PRIOR_S)),
+            downtime_failure_prior_s=float(priors.get("failure", DOWNTIME_FAILURE_PRIOR_S)),
         )
         for row in state.get("per_scale_out", []):
             predictor._per_scale_out[(row["kind"], int(row["parallelism"]))] = _Estimate(

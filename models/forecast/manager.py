@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ import numpy as np
 from models.forecast.arima import ArimaForecaster
 from models.forecast.base import Forecaster
 from models.forecast.candidates import RollingScores, SeasonalNaive, naive_forecast
+from models.forecast.config import DEFAULT_FORECASTER, ForecasterConfig
 from models.forecast.linear import LinearForecaster
 from models.forecast.metrics import wape
 from models.forecast.reloaded import ReloadedForecaster
@@ -78,62 +79,34 @@ def _fit_new(factory: Callable[[], Forecaster], y: np.ndarray) -> Forecaster:
 
 
 class WorkloadForecaster:
-    """Per-loop forecast manager around a pluggable :class:`Forecaster` (pmdarima ARIMA by default)."""
+    """Per-loop forecast manager around a pluggable :class:`Forecaster` (pmdarima ARIMA by default), set by a
+    :class:`~models.forecast.config.ForecasterConfig`."""
 
     def __init__(
         self,
+        config: ForecasterConfig = DEFAULT_FORECASTER,
         *,
-        horizon_s: int = 900,
-        window_s: int = 900,
-        wape_threshold: float = 0.25,
-        retrain_after: int = 15,
-        update_maxiter: int = 10,
         executor: Executor | None = None,
-        resolution_s: int = 10,
-        linear_window_s: int = 600,
-        min_fit_s: int | None = None,
-        min_linear_s: int = 30,
         model_factory: Callable[[], Forecaster] | None = None,
-        select: bool = True,
     ) -> None:
-        """``resolution_s``: seconds averaged per model step; ``min_fit_s``: finite seconds of history
-        before the first fit (default half the window); ``model_factory``: builds an unfitted model
-        (picklable for process pools; default pmdarima ARIMA over ``window_s``); ``update_maxiter``: optimiser
-        iterations the default ARIMA spends per update re-estimating its parameters on the newest window
-        (0: the parameters of the last fit, only the state is filtered); ``select``: forecast with whichever
-        candidate (the model, linear, naive, seasonal) had the lowest recent WAPE over the horizon, instead
-        of the model with the linear fallback."""
-        if horizon_s < 1 or window_s < 1 or resolution_s < 1:
-            raise ValueError("horizon_s, window_s and resolution_s must be at least 1")
-        if wape_threshold <= 0 or retrain_after < 1:
-            raise ValueError("wape_threshold must be positive and retrain_after at least 1")
-        self.horizon_s = int(horizon_s)
-        self.window_s = int(window_s)
-        self.wape_threshold = float(wape_threshold)
-        self.retrain_after = int(retrain_after)
-        self.resolution_s = int(resolution_s)
-        self.linear_window_s = int(linear_window_s)
-        self.min_fit_s = int(min_fit_s) if min_fit_s is not None else max(self.window_s // 2, 3 * self.resolution_s)
-        self.min_linear_s = int(min_linear_s)
-        self.smear_s = 0
-        """The window the workload's rates are taken over (the analyzer sets it from each observation; 0: exact
-        per-second rates): the linear fallback holds a ramp younger than it where a step would be complete."""
-        self.window_points = max(3, self.window_s // self.resolution_s)
-        self.update_maxiter = int(update_maxiter)
+        """``executor`` runs the background fits (default: a thread of its own); ``model_factory`` builds an
+        unfitted model (picklable for process pools; default pmdarima ARIMA over the window)."""
+        self.config = config
+        self._smear_s = 0
+        """The window the workload's rates were taken over (given with each step; 0: exact per-second rates):
+        the linear fallback holds a ramp younger than it where a step would be complete."""
         self.model_factory: Callable[[], Forecaster] = model_factory or functools.partial(
-            ArimaForecaster, self.window_points, update_maxiter=self.update_maxiter
+            ArimaForecaster, config.window_points, update_maxiter=config.update_maxiter
         )
         self._executor = executor
         self._own_executor: ThreadPoolExecutor | None = None
-
-        self._raw: deque[float] = deque(maxlen=max(self.window_s, self.linear_window_s))
-        self.select = bool(select)
+        self._raw: deque[float] = deque(maxlen=max(config.window_s, config.linear_window_s))
         self.seasonal = SeasonalNaive()
-        self.scores = RollingScores(self.horizon_s)
+        self.scores = RollingScores(config.horizon_s)
         self.chosen: str | None = None
         """The candidate the last forecast came from (with ``select``)."""
         self._rounds = 0
-        self._buckets: deque[float] = deque(maxlen=self.window_points)
+        self._buckets: deque[float] = deque(maxlen=config.window_points)
         self._bucket_count = 0
         """Buckets completed since the start (the index of the next one)."""
         self._partial: list[float] = []
@@ -150,10 +123,22 @@ class WorkloadForecaster:
         self.skipped = 0
         """Samples that were NaN, infinite or negative."""
 
+    @property
+    def horizon_s(self) -> int:
+        """Seconds forecast ahead."""
+        return self.config.horizon_s
+
+    @property
+    def resolution_s(self) -> int:
+        """Seconds averaged per model step."""
+        return self.config.resolution_s
+
     # ------------------------------------------------------------------ the loop step
 
-    def step(self, samples: Any) -> Forecast:
-        """Score, update, maybe retrain, and forecast; ``samples`` are the seconds since the last step."""
+    def step(self, samples: Any, *, smear_s: int = 0) -> Forecast:
+        """Score, update, maybe retrain, and forecast; ``samples`` are the seconds since the last step, their
+        rates taken over ``smear_s`` seconds (0: exact per-second rates)."""
+        self._smear_s = int(smear_s)
         values = np.asarray(samples, dtype=float).ravel()
         bad = ~np.isfinite(values) | (values < 0)
         self.skipped += int(np.count_nonzero(bad))
@@ -167,7 +152,7 @@ class WorkloadForecaster:
         if self.model is not None and new_buckets:
             self._update_model(new_buckets)
         self._maybe_fit()
-        if not self.select:
+        if not self.config.select:
             return self._forecast()
         return self._select()
 
@@ -179,7 +164,7 @@ class WorkloadForecaster:
         if score is None:
             return
         self.last_wape = score
-        self.poor_loops = self.poor_loops + 1 if score > self.wape_threshold else 0
+        self.poor_loops = self.poor_loops + 1 if score > self.config.wape_threshold else 0
 
     def _ingest(self, values: np.ndarray) -> list[float]:
         """Append samples to the 1 s history and return the model-resolution buckets they completed."""
@@ -187,7 +172,7 @@ class WorkloadForecaster:
         for value in values:
             self._raw.append(float(value))
             self._partial.append(float(value))
-            if len(self._partial) == self.resolution_s:
+            if len(self._partial) == self.config.resolution_s:
                 completed.append(self._close_bucket())
         return completed
 
@@ -217,10 +202,10 @@ class WorkloadForecaster:
         if self._pending is not None:
             return
         history = self._history()
-        finite_seconds = int(np.count_nonzero(np.isfinite(history))) * self.resolution_s
-        if finite_seconds < self.min_fit_s:
+        finite_seconds = int(np.count_nonzero(np.isfinite(history))) * self.config.resolution_s
+        if finite_seconds < self.config.fit_after_s:
             return
-        if self.model is None or self.poor_loops >= self.retrain_after:
+        if self.model is None or self.poor_loops >= self.config.retrain_after:
             self._submit(history)
             # An executor that runs work at once (a replay) delivers the model this very loop.
             self._collect()
@@ -338,7 +323,9 @@ class WorkloadForecaster:
     def _forecast(self) -> Forecast:
         model_values = self._model_forecast() if self.model is not None else None
         self._last_model_forecast = model_values
-        use_model = model_values is not None and (self.last_wape is None or self.last_wape <= self.wape_threshold)
+        use_model = model_values is not None and (
+            self.last_wape is None or self.last_wape <= self.config.wape_threshold
+        )
         if use_model:
             assert self.model is not None
             return self._result(model_values, self.model.name)
@@ -380,11 +367,12 @@ class WorkloadForecaster:
 
     def linear_forecast(self) -> np.ndarray | None:
         """Least squares over the last ``linear_window_s`` seconds, extrapolated; None with too little data."""
-        recent = np.asarray(self._raw, dtype=float)[-self.linear_window_s :]
-        if int(np.count_nonzero(np.isfinite(recent))) < self.min_linear_s:
+        config = self.config
+        recent = np.asarray(self._raw, dtype=float)[-config.linear_window_s :]
+        if int(np.count_nonzero(np.isfinite(recent))) < config.min_linear_s:
             return None
         line = LinearForecaster(
-            window=self.linear_window_s, min_samples=self.min_linear_s, level_shifts=True, smear_s=self.smear_s
+            window=config.linear_window_s, min_samples=config.min_linear_s, level_shifts=True, smear_s=self._smear_s
         ).fit(recent)
         return line.predict(self.horizon_s)
 
@@ -396,9 +384,9 @@ class WorkloadForecaster:
         if self.model is not None and hasattr(self.model, "to_dict"):
             model_state = self.model.to_dict()
         return {
-            "horizon_s": self.horizon_s,
-            "window_s": self.window_s,
-            "resolution_s": self.resolution_s,
+            "horizon_s": self.config.horizon_s,
+            "window_s": self.config.window_s,
+            "resolution_s": self.config.resolution_s,
             "raw": [_json_float(v) for v in self._raw],
             "buckets": [_json_float(v) for v in self._buckets],
             "bucket_count": self._bucket_count,
@@ -426,7 +414,7 @@ class WorkloadForecaster:
         self._raw.extend(_from_json(state.get("raw", [])))
         self.seasonal.restore(state.get("seasonal") or {})
         self.scores.restore(state.get("scores") or {})
-        if int(state.get("resolution_s", -1)) != self.resolution_s:
+        if int(state.get("resolution_s", -1)) != self.config.resolution_s:
             return
         self._buckets.clear()
         self._buckets.extend(_from_json(state.get("buckets", [])))
@@ -443,17 +431,25 @@ class WorkloadForecaster:
             self.model = cls.from_dict(dict(model_state)) if cls is not None else None
             if isinstance(self.model, ArimaForecaster):
                 # How to update is this process's setting, not the stored model's.
-                self.model.update_maxiter = self.update_maxiter
+                self.model.update_maxiter = self.config.update_maxiter
 
     @classmethod
-    def from_dict(cls, state: Mapping[str, Any], **kwargs: Any) -> WorkloadForecaster:
-        """A forecaster with the stored horizon, window and resolution, restored from ``state``."""
-        forecaster = cls(
-            horizon_s=int(state.get("horizon_s", 900)),
-            window_s=int(state.get("window_s", 900)),
-            resolution_s=int(state.get("resolution_s", 10)),
-            **kwargs,
+    def from_dict(
+        cls,
+        state: Mapping[str, Any],
+        config: ForecasterConfig = DEFAULT_FORECASTER,
+        *,
+        executor: Executor | None = None,
+        model_factory: Callable[[], Forecaster] | None = None,
+    ) -> WorkloadForecaster:
+        """A forecaster set as ``config`` but with the stored horizon, window and resolution, restored from ``state``."""
+        stored = replace(
+            config,
+            horizon_s=int(state.get("horizon_s", config.horizon_s)),
+            window_s=int(state.get("window_s", config.window_s)),
+            resolution_s=int(state.get("resolution_s", config.resolution_s)),
         )
+        forecaster = cls(stored, executor=executor, model_factory=model_factory)
         forecaster.restore(state)
         return forecaster
 

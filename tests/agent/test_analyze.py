@@ -3,14 +3,18 @@ and when did an unannounced stop (a failure) begin?"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from agent.analyze import Analysis, Analyzer, MeasuredRecovery, _falling_behind, _stopped_at
+from agent.analyze import Analysis, Analyzer, MeasuredRecovery
+from agent.analyze.recovery import falling_behind
+from agent.analyze.restarts import stopped_at
 from agent.observation import Observation
-from lab.replay import Replay
+from agent.loop import Agent
+from lab.replay import MemoryKnowledgeStore, Replay
 from lab.settings import LabSettings, load_lab_settings
 from lab.simulated import SimulatedMonitor
 from simulator import SimulatedFlinkJob, Trace
@@ -33,25 +37,25 @@ def observation(lag: np.ndarray, *, uptime_s: float | None, rate: float = 1000.0
 
 def test_a_running_job_whose_backlog_grows_is_falling_behind() -> None:
     growing = np.linspace(10_000, 70_000, 60)  # +1000 records/s for a minute at 1000 records/s of input
-    assert _falling_behind(observation(growing, uptime_s=3600))
+    assert falling_behind(observation(growing, uptime_s=3600))
 
 
 def test_a_job_working_its_backlog_off_or_holding_it_is_not() -> None:
-    assert not _falling_behind(observation(np.linspace(70_000, 10_000, 60), uptime_s=3600))
-    assert not _falling_behind(observation(np.full(60, 5_000.0) + np.sin(np.arange(60)) * 200, uptime_s=3600))
+    assert not falling_behind(observation(np.linspace(70_000, 10_000, 60), uptime_s=3600))
+    assert not falling_behind(observation(np.full(60, 5_000.0) + np.sin(np.arange(60)) * 200, uptime_s=3600))
 
 
 def test_only_seconds_since_the_restart_count() -> None:
     """While down every job's backlog grows: 40 s of down time then 20 s of catching up is no verdict."""
     lag = np.concatenate([np.linspace(0, 40_000, 40), np.linspace(40_000, 30_000, 20)])
-    assert not _falling_behind(observation(lag, uptime_s=20))
-    assert _falling_behind(observation(lag, uptime_s=3600)), "over the whole minute the backlog grew"
+    assert not falling_behind(observation(lag, uptime_s=20))
+    assert falling_behind(observation(lag, uptime_s=3600)), "over the whole minute the backlog grew"
 
 
 def test_too_few_running_seconds_or_no_uptime_is_no_verdict() -> None:
     growing = np.linspace(10_000, 70_000, 60)
-    assert not _falling_behind(observation(growing, uptime_s=12))
-    assert not _falling_behind(observation(growing, uptime_s=None))
+    assert not falling_behind(observation(growing, uptime_s=12))
+    assert not falling_behind(observation(growing, uptime_s=None))
 
 
 def test_the_stop_is_the_first_second_of_the_last_stretch_in_which_nothing_was_processed() -> None:
@@ -60,9 +64,9 @@ def test_the_stop_is_the_first_second_of_the_last_stretch_in_which_nothing_was_p
         [np.full(20, 500.0), 500.0 + 3000.0 + 1000.0 * np.arange(1, 16), np.linspace(18_000, 9_000, 25)]
     )
     down = observation(lag, uptime_s=24)
-    assert _stopped_at(down, restarted_at=1035.0) == 1020.0
-    assert _stopped_at(observation(lag[:30], uptime_s=0), restarted_at=None) == 1020.0, "still down"
-    assert _stopped_at(observation(np.full(60, 500.0), uptime_s=30), restarted_at=1030.0) is None
+    assert stopped_at(down, restarted_at=1035.0) == 1020.0
+    assert stopped_at(observation(lag[:30], uptime_s=0), restarted_at=None) == 1020.0, "still down"
+    assert stopped_at(observation(np.full(60, 500.0), uptime_s=30), restarted_at=1030.0) is None
 
 
 def failure_run(failure_at: int) -> tuple[SimulatedFlinkJob, Analyzer, list[MeasuredRecovery]]:
@@ -70,7 +74,7 @@ def failure_run(failure_at: int) -> tuple[SimulatedFlinkJob, Analyzer, list[Meas
     settings = load_lab_settings(None, {"telemetry.log_level": "error"})
     job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([60_000.0, 60_000.0])), settings.simulator)
     monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
-    analyzer.forecasting = False
+    analyzer.set_forecasting(False)
     measured: list[MeasuredRecovery] = []
     for now in range(60, 1800, 60):
         while job.now_s < now:
@@ -167,7 +171,7 @@ def test_a_scale_in_is_judged_by_its_bad_case_and_the_watch_by_the_expected_one(
     analysis = analyzer.analyze(run.monitor.observe(since=now - 60, now=now), now=now)
     current = analysis.parallelism
     assert current is not None and current > 2
-    expected = analyzer._last_recovery
+    expected = analyzer.tracker.stop_predictions
     below = [n for n in range(1, current) if np.isfinite(expected.get(n, np.inf))]
     assert below, expected
     for n in below:
@@ -383,3 +387,26 @@ def test_the_rise_envelope_is_conditioned_on_where_the_workload_stands_only_wher
     assert cheap < 0.95 * dear
     plain = upper_at_peak(downtime_rescale_prior_s=2.0, rise_conditioned=False)
     assert plain == pytest.approx(dear)
+
+
+def test_a_document_that_cannot_be_restored_resets_the_injected_analyzer_and_keeps_it() -> None:
+    """The lab injects its analyzer (on its executor, or the oracle's). A knowledge document the models cannot
+    use is set aside and the agent starts afresh with that same analyzer: what it learned is forgotten, what it
+    was given (settings, executor, the forecasting switch) is kept."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    run = Replay(Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0])), settings, hours=0.5)
+    run.run()
+    analyzer = run.agent.analyzer
+    assert isinstance(analyzer, Analyzer) and analyzer.observed_scale_outs()
+    analyzer.set_forecasting(False)
+    document = run.agent.document()
+    document["analyzer"]["capacity"]["surprise"] = 1
+    store = MemoryKnowledgeStore()
+    store.save(document)
+    agent = Agent(
+        settings=settings, clock=run.clock, monitor=run.monitor, scaler=run.scaler, knowledge=store, analyzer=analyzer
+    )
+    assert agent.analyzer is analyzer
+    assert not analyzer.observed_scale_outs() and not analyzer.forecasting.enabled
+    fresh = Analyzer(settings, forecasting=False)
+    assert json.dumps(analyzer.to_dict(), sort_keys=True) == json.dumps(fresh.to_dict(), sort_keys=True)

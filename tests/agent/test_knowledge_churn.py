@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-import agent.analyze
+import agent.analyze.capacity
 from agent.knowledge.configmap import KEY, ConfigMapKnowledgeStore
 from agent.knowledge.document import encode_document
 from agent.ports import KnowledgeStore
@@ -53,7 +53,7 @@ def test_a_thousand_pod_names_leave_the_stored_knowledge_bounded_and_the_capacit
         ConfigMapKnowledgeStore(kube_client, name="perdix-knowledge", namespace="default"), retention_s=600.0
     )
     with monkeypatch.context() as patch:
-        patch.setattr(agent.analyze, "WORKERS_KEPT_PER_SCALE_OUT", 10**9)
+        patch.setattr(agent.analyze.capacity, "WORKERS_KEPT_PER_SCALE_OUT", 10**9)
         reference_store = MemoryKnowledgeStore()
         unpruned, _ = churned_run(reference_store, retention_s=30 * 86400.0)  # the longest allowed: never, in two hours
 

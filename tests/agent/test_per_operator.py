@@ -465,7 +465,7 @@ def test_qescalor_recommends_a_profile_and_applies_its_parallelism(tmp_path: Pat
     monitor = SplitJobMonitor()
     agent, scaler, events = agent_for(tmp_path, "qescalor", monitor)
     # The forecaster's answer is pinned (a flat 6000/s): the test is about QEScalor, not the ARIMA.
-    agent.analyzer.forecaster.step = lambda samples: _flat_forecast()  # type: ignore[method-assign]
+    agent.analyzer.forecaster.step = lambda samples, smear_s=0: _flat_forecast()  # type: ignore[method-assign]
     with capture_logs() as logs:
         agent.round()
     assert scaler.calls and scaler.calls[0][0].get(COST) == 3

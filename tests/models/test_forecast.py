@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.inline import InlineExecutor
-from models.forecast import ArimaForecaster, Forecaster, LinearForecaster, WorkloadForecaster, wape
+from models.forecast import ArimaForecaster, Forecaster, ForecasterConfig, LinearForecaster, WorkloadForecaster, wape
 from models.forecast.linear import fit_level_shift
 
 
@@ -181,7 +181,9 @@ def test_level_shift_search_copes_with_gaps_and_short_windows() -> None:
 
 def test_a_fresh_agent_forecasts_a_step_as_its_new_level() -> None:
     """Until an ARIMA is fitted and candidates are scored, the forecast is the line: not a ramp of a step."""
-    manager = WorkloadForecaster(executor=InlineExecutor(), model_factory=ConstantForecaster, min_fit_s=3600)
+    manager = WorkloadForecaster(
+        ForecasterConfig(min_fit_s=3600), executor=InlineExecutor(), model_factory=ConstantForecaster
+    )
     y = _step(1200.0, 4500.0, 180)
     for start in range(0, 600, 60):
         forecast = manager.step(y[start : start + 60])
@@ -190,18 +192,13 @@ def test_a_fresh_agent_forecasts_a_step_as_its_new_level() -> None:
 
 
 def _manager(**kwargs: Any) -> WorkloadForecaster:
-    defaults: dict[str, Any] = dict(
-        horizon_s=120,
-        window_s=120,
-        resolution_s=10,
-        linear_window_s=60,
-        min_fit_s=60,
-        min_linear_s=10,
-        executor=InlineExecutor(),
-        model_factory=ConstantForecaster,
+    parts: dict[str, Any] = dict(executor=InlineExecutor(), model_factory=ConstantForecaster)
+    parts.update({name: kwargs.pop(name) for name in list(kwargs) if name in parts})
+    settings: dict[str, Any] = dict(
+        horizon_s=120, window_s=120, resolution_s=10, linear_window_s=60, min_fit_s=60, min_linear_s=10
     )
-    defaults.update(kwargs)
-    return WorkloadForecaster(**defaults)
+    settings.update(kwargs)
+    return WorkloadForecaster(ForecasterConfig(**settings), **parts)
 
 
 def test_unknown_then_linear_then_model() -> None:
@@ -313,13 +310,13 @@ def test_updates_that_reestimate_parameters_follow_a_level_shift_a_filtered_upda
 
 
 def test_the_update_iterations_reach_the_agents_model() -> None:
-    manager = WorkloadForecaster(window_s=600, update_maxiter=7, executor=InlineExecutor())
+    manager = WorkloadForecaster(ForecasterConfig(window_s=600, update_maxiter=7), executor=InlineExecutor())
     model = manager.model_factory()
     assert isinstance(model, ArimaForecaster) and model.update_maxiter == 7
     assert ArimaForecaster.from_dict(model.to_dict()).update_maxiter == 7
     # A model stored by an agent with another setting is updated the way this agent is configured.
     rng = np.random.default_rng(5)
-    old = WorkloadForecaster(window_s=300, update_maxiter=0, executor=InlineExecutor())
+    old = WorkloadForecaster(ForecasterConfig(window_s=300, update_maxiter=0), executor=InlineExecutor())
     for _start in range(0, 600, 60):
         old.step(30000.0 + rng.normal(0, 300, 60))
     assert isinstance(old.model, ArimaForecaster) and old.model.update_maxiter == 0
@@ -329,7 +326,9 @@ def test_the_update_iterations_reach_the_agents_model() -> None:
 
 def test_manager_with_real_arima_interpolates_to_seconds() -> None:
     rng = np.random.default_rng(1)
-    manager = WorkloadForecaster(horizon_s=300, window_s=600, resolution_s=10, executor=InlineExecutor())
+    manager = WorkloadForecaster(
+        ForecasterConfig(horizon_s=300, window_s=600, resolution_s=10), executor=InlineExecutor()
+    )
     seconds = np.arange(720)
     y = 50000.0 + 20.0 * seconds + rng.normal(0, 500, seconds.size)
     result = None
@@ -438,8 +437,8 @@ def test_a_stored_arima_state_that_does_not_fit_its_schema_is_refused(change: di
 def test_a_forecaster_document_whose_model_is_not_an_object_is_refused() -> None:
     from models.forecast.states import StateError
 
-    manager = WorkloadForecaster(window_s=600, executor=InlineExecutor())
+    manager = WorkloadForecaster(ForecasterConfig(window_s=600), executor=InlineExecutor())
     state = manager.to_dict()
     state["model"] = "gASV..."
     with pytest.raises(StateError):
-        WorkloadForecaster(window_s=600, executor=InlineExecutor()).restore(state)
+        WorkloadForecaster(ForecasterConfig(window_s=600), executor=InlineExecutor()).restore(state)

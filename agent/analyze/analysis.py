@@ -1,0 +1,66 @@
+"""What the analyze stage hands the planner each round: the models' beliefs after one observation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agent.analyze.recovery import MeasuredRecovery
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """What the models believe after one observation."""
+
+    parallelism: int | None
+    workload_avg: float | None
+    consumer_lag: float | None
+    forecast: np.ndarray | None
+    forecast_source: str
+    forecast_wape: float | None
+    capacities: Mapping[int, float | None]
+    capacity_sources: Mapping[int, str]
+    recovery_times: Mapping[int, float]
+    recovering: bool
+    worker_cpu_avg: float | None = None
+    forecast_upper: np.ndarray | None = None
+    """The workload as high as it may rise (``models.forecast.envelope``): what decisions plan for."""
+    workload_previous: float | None = None
+    """Mean workload over the stretch as long as this round's observation just before it (the loop before), or None."""
+    restart_detected: str | None = None
+    """Why the job is believed to have restarted outside Perdix this round, or None."""
+    rescaled_outside: bool = False
+    """True when that restart changed the parallelism (an operator's rescale): the loop adopts it."""
+    recoveries: tuple[MeasuredRecovery, ...] = field(default=())
+    """Recoveries measured to completion this round."""
+    refused_artifacts: tuple[str, ...] = field(default=())
+    """Kinds of the registry artifacts refused this round (``corrupt``, ``unscored``, ``replay``)."""
+    rescale_downtimes: Mapping[int, float] = field(default_factory=dict)
+    """Expected downtime of a rescale from the current scale-out to each candidate, s (the recovery predictor's)."""
+    replay_records: float | None = None
+    """Records a stop now replays, expected (the recovery predictor's), or None."""
+
+    def summary(self) -> dict[str, Any]:
+        """The fields of the ``loop`` log event."""
+        current = self.parallelism
+        capacity = self.capacities.get(current) if current is not None else None
+        recovery = self.recovery_times.get(current) if current is not None else None
+        return {
+            "parallelism": current,
+            "workload_avg": _round(self.workload_avg),
+            "lag": _round(self.consumer_lag),
+            "capacity": _round(capacity),
+            "forecast_peak": _round(float(np.max(self.forecast)) if self.forecast is not None else None),
+            "forecast_source": self.forecast_source,
+            "forecast_wape": None if self.forecast_wape is None else round(self.forecast_wape, 4),
+            "predicted_recovery_s": None if recovery is None or math.isinf(recovery) else round(recovery, 1),
+            "recovering": self.recovering,
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

@@ -1,0 +1,142 @@
+"""The evaluation of candidate scale-outs: capacity, downtime and three recovery predictions each.
+
+Reads the models and changes none of them (the predictor notes what each prediction was made of, to
+explain a recovery measured later). Per candidate ``n``, from the job's current scale-out:
+
+* the stop that would start at ``n`` next (a rescale to it, or a failure at the current one): what the
+  recovery watch compares a measured stop with. The records it must work off are those expected to
+  arrive (the point forecast). The rise envelope is no bound on them: it is the steepest rise of the
+  last hours, wherever in its cycle the workload is, held as if it lasted; integrated as arrivals it
+  made recoveries of a minute look endless on cyclic workloads. The planner still checks the capacity
+  against the envelope's peak over the recovery;
+* for a rescale, a failure once at ``n`` too: a scale-out is chosen to run at, so a failure there must
+  recover in time as well, or the next round finds the current scale-out failing its own check and
+  rescales back (a flap). The failure comes once the rescale has caught up, so without the records
+  waiting now. The planner checks the slower of the two;
+* for a scale-in, its bad case: a scale-in saves workers, it is never needed, so it must recover in
+  time even when the stop replays a whole checkpoint interval and the workload rises as it has before.
+  Planned on the expected case, scale-ins near the capacity edge (a few percent of spare capacity)
+  recovered in several times their prediction and missed (docs/research/experiments.md, experiment 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from agent.analyze.forecasting import WorkloadOutlook
+from models.capacity import CapacityModel
+from models.recovery import RecoveryPredictor, WorkerProfile
+
+
+@dataclass(frozen=True)
+class CandidateRecovery:
+    """The recovery predictions for one candidate scale-out."""
+
+    stop_s: float
+    """The expected recovery of the stop that would start at it next: what the recovery watch compares with."""
+    planned_s: float
+    """What the planner checks: the slower of a rescale to it and a failure once there, and for a scale-in also
+    its bad case."""
+
+
+@dataclass(frozen=True, eq=False)
+class ScaleOuts:
+    """Every candidate scale-out's capacity, downtime and recovery, as one round evaluated them."""
+
+    capacities: Mapping[int, float | None]
+    sources: Mapping[int, str]
+    """Where each capacity came from (``observed``, ``regression``, ``prior``...)."""
+    recoveries: Mapping[int, CandidateRecovery]
+    """Only the candidates with a capacity and a forecast to predict from."""
+    downtimes: Mapping[int, float]
+    """Expected downtime of a rescale from the current scale-out (none without a current one)."""
+
+    @property
+    def recovery_times(self) -> dict[int, float]:
+        """What the planner checks, per candidate."""
+        return {n: r.planned_s for n, r in self.recoveries.items()}
+
+    @property
+    def stop_predictions(self) -> dict[int, float]:
+        """What the recovery watch compares with, per candidate."""
+        return {n: r.stop_s for n, r in self.recoveries.items()}
+
+
+def evaluate_scale_outs(
+    candidates: Iterable[int],
+    *,
+    current: int | None,
+    backlog: float,
+    capacity: CapacityModel,
+    predictor: RecoveryPredictor,
+    outlook: WorkloadOutlook,
+) -> ScaleOuts:
+    """Capacity, downtime and recovery of each candidate, from ``current`` with ``backlog`` records waiting."""
+    capacities: dict[int, float | None] = {}
+    sources: dict[int, str] = {}
+    recoveries: dict[int, CandidateRecovery] = {}
+    downtimes: dict[int, float] = {}
+    with capacity.held():  # the round's reads: each worker's line once, not once per candidate
+        for n in candidates:
+            value, source = capacity.capacity_at(n, current=current)
+            capacities[n], sources[n] = value, source
+            if current is not None:
+                downtimes[n] = predictor.downtime("rescale", n, current)
+            if value is None or outlook.arrivals is None or outlook.recent_rate is None:
+                continue
+            profile = capacity.worker_profile(n)
+            recoveries[n] = evaluate_candidate(
+                n,
+                capacity=value,
+                profile=profile,
+                current=current,
+                backlog=backlog,
+                outlook=outlook,
+                predictor=predictor,
+            )
+    return ScaleOuts(capacities, sources, recoveries, downtimes)
+
+
+def evaluate_candidate(
+    n: int,
+    *,
+    capacity: float,
+    profile: WorkerProfile | None,
+    current: int | None,
+    backlog: float,
+    outlook: WorkloadOutlook,
+    predictor: RecoveryPredictor,
+) -> CandidateRecovery:
+    """The three recovery predictions of scale-out ``n`` (see the module docstring); ``backlog``: records
+    waiting now, which a job rescaled while behind starts with."""
+    arrivals, rate, lag = outlook.arrivals, outlook.recent_rate, backlog
+    kind = "failure" if n == current else "rescale"
+    stop = predictor.predict(
+        capacity=capacity,
+        forecast=arrivals,
+        recent_workload_rate=rate,
+        kind=kind,
+        parallelism=n,
+        profile=profile,
+        current=current,
+        current_lag=lag,
+    )
+    planned = stop
+    if kind == "rescale":  # and a failure once there, without the records waiting now
+        failure_there = predictor.predict(
+            capacity=capacity,
+            forecast=arrivals,
+            recent_workload_rate=rate,
+            kind="failure",
+            parallelism=n,
+            profile=profile,
+            current=n,
+        )
+        planned = max(stop, failure_there)
+    if current is not None and n < current and outlook.upper is not None:  # a scale-in: its bad case too
+        bad_case = predictor.predict_bad_case(
+            capacity, outlook.upper, rate, parallelism=n, current=current, current_lag=lag, profile=profile
+        )
+        planned = max(planned, bad_case)
+    return CandidateRecovery(stop_s=stop, planned_s=planned)

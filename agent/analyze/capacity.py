@@ -1,0 +1,122 @@
+"""Capacity: what the job can process at each scale-out, measured from its workers each round.
+
+Feeds the capacity model (``models.capacity``) every worker's load and throughput, the records each
+source partition produced (their weights, hence the skew at scale-outs not yet run), the capacity the
+job showed at its current scale-out, and forgets workers that left. Rounds dominated by garbage
+collection teach nothing: GC time reads as load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.logging import get_logger
+from agent.observation import Observation
+from agent.safeguards import memory_pressure
+from agent.settings import ConfigError, Settings
+from models.capacity import CapacityModel
+from planner.safeguards import gc_dominates
+
+WORKERS_KEPT_PER_SCALE_OUT = 4
+"""Worker regressions kept, per unit of max_parallelism, however fast pods churn (bounds the knowledge)."""
+
+
+def load_prior(path: Path) -> dict[int, float]:
+    """The StreamBed capacity prior per scale-out; a bad file is a ConfigError naming the key."""
+    from models.streambed.model_file import CapacityModelError, load_capacity_prior
+
+    try:
+        return load_capacity_prior(path)
+    except CapacityModelError as exc:
+        raise ConfigError(f"capacity_prior_path: {exc}") from None
+
+
+class CapacityTracker:
+    """Owns the job's capacity model and everything that feeds it from one observation."""
+
+    def __init__(self, settings: Settings, prior: Mapping[int, float] | None) -> None:
+        self.settings = settings
+        self.log = get_logger("perdix.analyze")
+        self.model = CapacityModel(max_cpu=settings.max_cpu, prior=prior, partitions=settings.source_partitions)
+        self._last_ends: tuple[float, np.ndarray] | None = None
+        """Time and log-end offsets of the source partitions at the last round (for their rates)."""
+
+    def learn(self, observation: Observation, now: float) -> None:
+        """Fold one observation into the model: partition weights, worker regressions, the observed capacity."""
+        self._learn_partition_weights(observation, now)
+        learns = self._learns_from(observation)
+        self._learn_workers(observation, learns=learns)
+        self._forget_departed(observation, now)
+
+    def observed_scale_outs(self) -> list[int]:
+        """Scale-outs whose capacity was observed (not estimated)."""
+        return sorted(self.model.observed)
+
+    def _learns_from(self, observation: Observation) -> bool:
+        """False when GC dominated the round: its load says nothing of the capacity (logged)."""
+        # GC time reads as load: a round a TaskManager spent mostly collecting garbage says nothing of the
+        # capacity (safeguards.memory.gc_pressure_threshold), so neither its regressions nor its scale-out learn.
+        threshold = self.settings.safeguards.memory.gc_pressure_threshold
+        learns = not gc_dominates(memory_pressure(observation), threshold)
+        if not learns:
+            self.log.info("capacity.not_learned", why="GC time above safeguards.memory.gc_pressure_threshold")
+        return learns
+
+    def _learn_workers(self, observation: Observation, *, learns: bool) -> None:
+        """Each worker's load against its throughput; with every worker seen, the job's capacity now."""
+        load = observation.worker_load(self.settings.utilization)
+        for worker, throughput in observation.worker_throughput.items():
+            utilization = load.get(worker)
+            if utilization is not None and learns:
+                self.model.update(worker, observation.settled(utilization), observation.settled(throughput))
+        workers = sorted(observation.worker_throughput)
+        parallelism = observation.parallelism
+        if parallelism is not None and len(workers) == parallelism:
+            self.model.set_workers(workers, observation.worker_backlog, sample_s=observation.step_s)
+            current_capacity = self.model.capacity_now()
+            if current_capacity is not None and learns:
+                self.model.record_observed(parallelism, current_capacity)
+
+    def _forget_departed(self, observation: Observation, now: float) -> None:
+        """Drop workers gone longer than the retention, and the oldest beyond the bound."""
+        forgotten = self.model.prune(
+            now=now,
+            seen=observation.worker_throughput,
+            retention_s=self.settings.worker_retention_s,
+            max_workers=WORKERS_KEPT_PER_SCALE_OUT * self.settings.max_parallelism,
+        )
+        if forgotten:
+            self.log.info("capacity.workers_forgotten", count=len(forgotten), kept=len(self.model.regressions))
+
+    def _learn_partition_weights(self, observation: Observation, now: float) -> None:
+        """Records produced per partition over the window (log-end offsets at its start, where the monitor gives
+        them, else at the last round) give the partition weights, and with them the skew at scale-outs the job
+        has not run (round-robin assignment)."""
+        offsets = observation.partition_offsets
+        if not offsets:
+            return
+        ends = np.asarray([end for end, _ in offsets], dtype=float)
+        last, self._last_ends = self._last_ends, (now, ends)
+        since = observation.partition_ends_since
+        if since is not None and len(since) == ends.size:
+            before = np.asarray(since, dtype=float)
+        elif last is not None and last[1].shape == ends.shape and now > last[0]:
+            before = last[1]
+        else:
+            return
+        self.model.observe_partition_records(ends - before)
+
+    def to_dict(self) -> dict[str, Any]:
+        """This part's field of the analyzer's knowledge document."""
+        return {"capacity": self.model.to_dict()}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Read :meth:`to_dict`'s field; a prior given at start outlives a document stored without one."""
+        prior = self.model.prior
+        self.model = CapacityModel.from_dict(state["capacity"])
+        if prior and not self.model.prior:
+            self.model.prior = dict(prior)

@@ -1,0 +1,165 @@
+"""Forecasting: what the workload will do, and how high it may rise.
+
+Owns the workload forecaster (``models.forecast``), the registry models it may hot-reload, the last
+hour of workload those are scored on, and the rise envelope (how far the workload has risen within
+each lead time) that gives the upper forecast decisions plan for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from agent.logging import get_logger
+from agent.observation import Observation
+from agent.settings import Settings
+from models.forecast import Forecast, ForecasterConfig, WorkloadForecaster
+from models.forecast.envelope import RiseEnvelope
+from models.forecast.reloaded import ReloadedForecaster
+from models.forecast.scoring import RecentWorkload, ScoringSpec
+
+if TYPE_CHECKING:
+    from agent.model_reload import ModelReloader
+
+
+@dataclass(frozen=True, eq=False)
+class WorkloadOutlook:
+    """The round's view of the workload ahead: what every candidate scale-out is evaluated against."""
+
+    forecast: Forecast
+    recent_rate: float | None
+    """Mean workload over the last checkpoint interval (what a stop replays), or the last minute's level."""
+    previous: float | None
+    """Mean workload over the stretch as long as this round's observation just before it, or None."""
+    upper: np.ndarray | None
+    """The workload as high as it may rise (the rise envelope over the forecast), or the forecast itself."""
+    arrivals: np.ndarray | None
+    """What a recovery must outrun: the point forecast, never below the last minute's level."""
+
+
+def forecaster_config(settings: Settings) -> ForecasterConfig:
+    """The forecaster as the settings set it."""
+    return ForecasterConfig(
+        horizon_s=settings.forecast_horizon_s,
+        window_s=settings.forecast_window_s,
+        wape_threshold=settings.wape_threshold,
+        retrain_after=settings.retrain_after_poor_loops,
+        update_maxiter=settings.forecast_update_maxiter,
+        select=settings.forecast_selection,
+    )
+
+
+class Forecasting:
+    """The workload's forecast, its hot-reloaded registry models and its rise envelope."""
+
+    def __init__(self, settings: Settings, *, executor: Executor | None, enabled: bool) -> None:
+        """``enabled``: False when the policy does not look ahead: it reads no forecast, so none is made."""
+        self.settings = settings
+        self.enabled = enabled
+        self.log = get_logger("perdix.analyze")
+        self.forecaster = WorkloadForecaster(forecaster_config(settings), executor=executor)
+        self.reloader: ModelReloader | None = None
+        if settings.model_registry:
+            from agent.model_reload import ModelReloader
+
+            # A candidate's replay is an order search plus a forecast per origin (a quarter of a second
+            # or more): it runs beside the loop, on the injected executor or a thread of its own.
+            self.reloader = ModelReloader(
+                settings.model_registry,
+                settings.job_name,
+                agent_step_s=float(self.forecaster.resolution_s),
+                executor=executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="perdix-reload-score"),
+            )
+        self.recent = RecentWorkload(ScoringSpec(horizon_s=settings.forecast_horizon_s))
+        """The last hour of workload and the running model's forecasts over it (rates, hot reload)."""
+        self.envelope = RiseEnvelope(quantile=settings.forecast_quantile or 0.5, conditioned=settings.rise_conditioned)
+        """How far the workload has risen within each lead time (the upper forecast decisions plan for)."""
+
+    def set_enabled(self, enabled: bool) -> None:
+        """Forecast from the next round on, or not (a policy that does not look ahead)."""
+        self.enabled = enabled
+
+    def step(self, observation: Observation, now: float) -> Forecast:
+        """Record the observation's workload and, when enabled, forecast it (a newer registry model may take over)."""
+        workload = observation.settled(observation.workload)
+        self.recent.extend(observation.times, workload)
+        self.envelope.update(workload)
+        if not self.enabled:
+            return Forecast(None, "off", None)
+        forecast = self.forecaster.step(workload, smear_s=int(round(observation.rate_window_s)))
+        if observation.times.size:
+            # The forecast covers the seconds after the last sample.
+            origin = float(observation.times[-1]) + 1.0
+            self.recent.record(origin, self.forecaster.model, self.forecaster.model_forecast)
+        self._hot_reload(now)
+        return forecast
+
+    def take_refused(self) -> tuple[str, ...]:
+        """Kinds of the registry artifacts refused since the last call."""
+        return self.reloader.take_refused() if self.reloader is not None else ()
+
+    def outlook(self, forecast: Forecast, *, span: int, cheap_rescale: bool) -> WorkloadOutlook:
+        """The workload ahead from the forecast and the recent workload; ``span``: seconds this round observed.
+
+        ``cheap_rescale``: a wrong decision is cheap to undo, so the envelope may be conditioned on where the
+        workload stands.
+        """
+        # At least one second: a sub-second checkpoint interval (a time-compressed job) must not leave the
+        # replay estimate, and with it every recovery prediction, without data.
+        recent_rate = finite_mean(self.recent.last(max(1, math.ceil(self.settings.checkpoint_interval_s))))
+        level = finite_mean(self.recent.last(60))
+        previous = finite_mean(self.recent.last(2 * span)[:span]) if span else None
+        if recent_rate is None:
+            # The last checkpoint interval's samples are a gap (rates restart with the tasks): the last
+            # minute's level stands in, or every recovery would read "never" and undo the rescale.
+            recent_rate = level
+        values = forecast.values
+        upper = (
+            self.envelope.upper(values, level, conditioned=cheap_rescale)
+            if values is not None and level is not None and self.settings.forecast_quantile is not None
+            else values
+        )
+        # The arrivals a recovery must outrun: the point forecast, but never below the last minute's level.
+        # Right after a step the forecast still follows the old level for a few loops; a recovery planned
+        # on it drains at the old rate's spare capacity, which the new rate does not leave.
+        arrivals = np.maximum(values, level) if values is not None and level is not None else values
+        return WorkloadOutlook(forecast, recent_rate, previous, upper, arrivals)
+
+    def _hot_reload(self, now: float) -> None:
+        """Switch to a newer registry model that forecast the recent window better (never raises)."""
+        if self.reloader is None:
+            return
+        try:
+            model = self.reloader.check(self.recent, online=self.forecaster.model, now=now)
+        except Exception as exc:  # a broken registry is a log line, not a failed round
+            self.log.warning("model_reload.failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        if model is not None:
+            self.forecaster.adopt(model)
+
+    def to_dict(self) -> dict[str, Any]:
+        """This part's fields of the analyzer's knowledge document."""
+        return {"forecaster": self.forecaster.to_dict(), "envelope": self.envelope.to_dict()}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Read :meth:`to_dict`'s fields from the analyzer's document."""
+        self.forecaster.restore(state["forecaster"])
+        if self.reloader is not None and isinstance(self.forecaster.model, ReloadedForecaster):
+            # The registry model survived the restart: only a newer version may replace it.
+            self.reloader.current_version = self.forecaster.model.version
+        self.envelope.restore(state.get("envelope") or {})
+
+    def close(self) -> None:
+        """Stop the forecaster's own background thread, if it made one."""
+        self.forecaster.close()
+
+
+def finite_mean(values: np.ndarray) -> float | None:
+    """The mean of the finite values, None when there are none."""
+    finite = values[np.isfinite(values)]
+    return float(finite.sum()) / finite.size if finite.size else None

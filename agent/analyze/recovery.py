@@ -1,0 +1,316 @@
+"""The recovery tracker: watches each stop of the job (a rescale or a failure) until it has caught up.
+
+Owns the recovery predictor (``models.recovery``) and the watch (``models.anomaly.RecoveryWatch``).
+A stop starts a watch; the job's uptime, or the scaler, tells its downtime (one sample per stop);
+the lag, or the workload−throughput gap without one, tells when it has caught up. A measured recovery
+whose downtime nobody measured is inverted into one. While a watch is active and within the target
+the planner holds; one that overruns or falls behind lets it act again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from agent.analyze.restarts import Restart
+from agent.logging import get_logger
+from agent.observation import Observation
+from agent.settings import Settings
+from models.anomaly import RecoveryWatch
+from models.recovery import RecoveryPredictor
+
+FALLING_BEHIND_MIN_S = 10
+"""Seconds of running (after the restart settled) the backlog's trend needs before it says anything."""
+
+
+@dataclass(frozen=True)
+class WatchedRecovery:
+    """A stop of the job (a rescale or a failure) whose recovery is being watched."""
+
+    kind: str
+    """``rescale`` or ``failure``."""
+    started_at: float
+    """When processing stopped (the rescale request, or the restart the uptime reveals)."""
+    parallelism: int
+    """The scale-out the job restarts at."""
+    predicted_s: float | None
+    """The recovery time predicted for it when it started, if there was one."""
+    downtime_s: float | None = None
+    """The downtime measured for this stop (at most one sample per stop)."""
+    downtime_source: str | None = None
+    """Where the downtime came from: ``scaler`` or ``uptime``."""
+    overdue: bool = False
+    """True once it has outlasted the target recovery time (logged once)."""
+    falling_behind: bool = False
+    """True once the job ran again but its backlog grew (logged once)."""
+    from_parallelism: int | None = None
+    """The scale-out the job stopped at, for a rescale (its downtime depends on both)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The knowledge document's form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, state: Mapping[str, Any]) -> WatchedRecovery:
+        """Read :meth:`to_dict`'s form."""
+        return cls(**{name: state.get(name) for name in cls.__dataclass_fields__ if name in state})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class MeasuredRecovery:
+    """A watched recovery that ended: the job caught up ``measured_s`` after it stopped."""
+
+    watched: WatchedRecovery
+    measured_s: float
+
+    @property
+    def kind(self) -> str:
+        """``rescale`` or ``failure``."""
+        return self.watched.kind
+
+    @property
+    def predicted_s(self) -> float | None:
+        """The recovery time predicted when it started."""
+        return self.watched.predicted_s
+
+
+def falling_behind(observation: Observation) -> bool:
+    """The job runs (its uptime covers the samples) and its backlog grew over them by more than a second of input.
+
+    Only seconds after the restart plus a few to settle count: while down, every job's backlog grows.
+    """
+    uptime = observation.uptime_s
+    times, lag = observation.times, observation.consumer_lag
+    if uptime is None or uptime <= 0 or times.size == 0:
+        return False
+    running = times >= times[-1] - uptime + 5
+    finite = running & np.isfinite(lag)
+    if int(finite.sum()) < FALLING_BEHIND_MIN_S:
+        return False
+    seconds, backlog = times[finite], lag[finite]
+    slope = float(np.polyfit(seconds - seconds[0], backlog, 1)[0])
+    rate = observation.workload_mean or 0.0
+    return slope * (seconds[-1] - seconds[0]) > max(rate, 1.0)
+
+
+class RecoveryTracker:
+    """The recovery watch, the downtime feedback and the recovery predictor they teach."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.log = get_logger("perdix.analyze")
+        self.predictor = RecoveryPredictor(
+            checkpoint_interval_s=settings.checkpoint_interval_s,
+            downtime_rescale_prior_s=settings.downtime_rescale_prior_s,
+            downtime_failure_prior_s=settings.downtime_failure_prior_s,
+        )
+        self.watch = RecoveryWatch()
+        self._watched: WatchedRecovery | None = None
+        self._signal: str | None = None
+        """What the watch follows: ``lag``, or ``gap`` (workload − throughput) without one."""
+        self._evaluated: Collection[int] = ()
+        """The scale-outs evaluated at the last round."""
+        self._stop_predictions: Mapping[int, float] = {}
+
+    @property
+    def watching(self) -> bool:
+        """True while a recovery is being watched."""
+        return self.watch.active
+
+    @property
+    def stop_predictions(self) -> Mapping[int, float]:
+        """The last round's expected recovery of the stop that would start at each scale-out next."""
+        return self._stop_predictions
+
+    def remember(self, evaluated: Collection[int], stop_predictions: Mapping[int, float]) -> None:
+        """The round's predictions: a stop that starts before the next round is compared with them."""
+        self._evaluated, self._stop_predictions = evaluated, stop_predictions
+
+    # -------------------------------------------------------------- stops
+
+    def on_rescale(
+        self,
+        *,
+        now: float,
+        from_parallelism: int,
+        to_parallelism: int,
+        downtime_s: float | None,
+        resumed_at: float | None,
+    ) -> None:
+        """A rescale was applied: watch its recovery (see ``Analyzer.on_rescale``)."""
+        self._start_watch(now, "rescale", to_parallelism, from_parallelism)
+        if downtime_s is not None:
+            self._record_downtime(downtime_s, source="scaler")
+        if resumed_at is not None:
+            self.watch.resumed(resumed_at)
+
+    def on_restart(self, restart: Restart) -> None:
+        """A restart nobody here announced: watch it as a failure from when processing stopped."""
+        self._start_watch(restart.stopped_at, "failure", restart.parallelism)
+        if restart.restarted_at is not None:
+            self.watch.resumed(restart.restarted_at)
+
+    def _start_watch(self, now: float, kind: str, parallelism: int, from_parallelism: int | None = None) -> None:
+        predicted = self._stop_predictions.get(parallelism) if parallelism in self._evaluated else None
+        self.watch.start(now)
+        self._watched = WatchedRecovery(
+            kind=kind,
+            started_at=now,
+            parallelism=parallelism,
+            predicted_s=predicted if predicted is not None and math.isfinite(predicted) else None,
+            from_parallelism=from_parallelism,
+        )
+
+    # -------------------------------------------------------------- downtime feedback
+
+    def _record_downtime(self, downtime_s: float, *, source: str) -> None:
+        watched = self._watched
+        if watched is None or watched.downtime_s is not None:
+            return
+        self._watched = replace(watched, downtime_s=downtime_s, downtime_source=source)
+        self.predictor.observe_downtime(
+            kind=watched.kind, parallelism=watched.parallelism, downtime_s=downtime_s, current=watched.from_parallelism
+        )
+
+    def _downtime_from_uptime(self, observation: Observation) -> None:
+        """Once the job runs again after the watched stop, its uptime says when it restarted."""
+        watched = self._watched
+        uptime = observation.uptime_s
+        if watched is None or watched.downtime_s is not None or not uptime or observation.times.size == 0:
+            return
+        restarted_at = float(observation.times[-1]) - uptime
+        # Uptime from before the stop (the job has not restarted yet) says nothing.
+        if restarted_at >= watched.started_at:
+            self._record_downtime(restarted_at - watched.started_at, source="uptime")
+
+    # -------------------------------------------------------------- the watch
+
+    def feed(self, observation: Observation) -> list[MeasuredRecovery]:
+        """Learn the normal signal, or follow an active recovery to its end; the recoveries that ended."""
+        self._downtime_from_uptime(observation)
+        values = self._watch_signal(observation)
+        if values is None:
+            return []
+        if self.watch.active and self._signal == "gap" and not self.watch.detector.ready:
+            self._let_go_unmeasured()
+        # With the lag as the signal, "recovered" is the SLO's test: within one second of the input.
+        caught_up: np.ndarray | None = (
+            observation.consumer_lag <= np.maximum(observation.workload, 1.0) if self._signal == "lag" else None
+        )
+        done: list[MeasuredRecovery] = []
+        for i, (t, x) in enumerate(zip(observation.times, values)):
+            if not math.isfinite(x):
+                continue
+            if not self.watch.active:
+                self.watch.learn_one(float(x))
+                continue
+            known = caught_up is not None and math.isfinite(observation.workload[i])
+            recovered_at = self.watch.update(
+                float(t), float(x), caught_up=bool(caught_up[i]) if caught_up is not None and known else None
+            )
+            if recovered_at is not None and self._watched is not None:
+                done.append(self._measured(self._watched, recovered_at))
+        return done
+
+    def _let_go_unmeasured(self) -> None:
+        """Abandon a stop the gap cannot measure: its normal band is not learned yet.
+
+        Without a lag there is no caught-up test, and the gap's normal band is learned only between
+        watches: a stop right after the start (the job's own, or a rescale in the first minutes) could
+        never be seen to end, and would hold the planner for the whole target and keep the band from
+        being learned. The stop is let go unmeasured; the grace period still follows a rescale.
+        """
+        self.log.info(
+            "recovery.unmeasured",
+            started_at=self.watch.started_at,
+            why="no consumer lag, and the normal workload-throughput gap is not learned yet",
+        )
+        self.watch.abandon()
+        self._watched = None
+
+    def _measured(self, watched: WatchedRecovery, recovered_at: float) -> MeasuredRecovery:
+        """The watched stop ended: learn its downtime from it unless one was measured, and close it."""
+        measured = recovered_at - watched.started_at
+        if watched.downtime_s is None:
+            self.predictor.observe_recovery(
+                kind=watched.kind,
+                parallelism=watched.parallelism,
+                measured_s=measured,
+                current=watched.from_parallelism,
+            )
+        self.log.info("recovery.measured", **watched.to_dict(), measured_s=round(measured, 1))
+        self._watched = None
+        return MeasuredRecovery(watched, measured)
+
+    def _watch_signal(self, observation: Observation) -> np.ndarray | None:
+        """What the recovery watch follows: the consumer lag, or workload − throughput without one.
+
+        Lag is the backlog itself and returns to normal the second the job has caught up; the gap
+        of two moving averages settles tens of seconds later and made measured recoveries (and the
+        downtimes learned from them) too long. A change of signal starts the detector afresh.
+        """
+        if np.isfinite(observation.consumer_lag).any():
+            signal, values = "lag", observation.consumer_lag
+        elif observation.worker_throughput:
+            signal = "gap"
+            values = observation.workload - np.sum(list(observation.worker_throughput.values()), axis=0)
+        else:
+            return None
+        if signal != self._signal:
+            if self._signal is not None:
+                self.log.info("recovery.signal_changed", old=self._signal, new=signal)
+                self.watch = RecoveryWatch()
+                self._watched = None
+            self._signal = signal
+        return values
+
+    def holding(self, now: float, observation: Observation) -> bool:
+        """True while a recovery is being watched, is working its backlog off, and has not outlasted the target.
+
+        A job that has not caught up within the target recovery time, or that runs again but whose
+        backlog grows, was under-provisioned by the last decision: holding it would only let the
+        backlog grow, so the planner may act again (the watch keeps measuring for the record).
+        """
+        if not self.watch.active or self.watch.started_at is None:
+            return False
+        if falling_behind(observation):
+            if self._watched is not None and not self._watched.falling_behind:
+                self._watched = replace(self._watched, falling_behind=True)
+                self.log.warning(
+                    "recovery.falling_behind", started_at=self.watch.started_at, parallelism=self._watched.parallelism
+                )
+            return False
+        target = self.settings.target_recovery_time_s
+        overdue = now - self.watch.started_at > target
+        if overdue and self._watched is not None and not self._watched.overdue:
+            self._watched = replace(self._watched, overdue=True)
+            self.log.warning(
+                "recovery.overdue",
+                started_at=self.watch.started_at,
+                target_s=target,
+                parallelism=self._watched.parallelism,
+            )
+        return not overdue
+
+    # -------------------------------------------------------------- knowledge
+
+    def to_dict(self) -> dict[str, Any]:
+        """This part's fields of the analyzer's knowledge document."""
+        return {
+            "recovery": self.predictor.to_dict(),
+            "watch": self.watch.to_dict(),
+            "watch_meta": self._watched.to_dict() if self._watched is not None else None,
+            "watch_signal": self._signal,
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Read :meth:`to_dict`'s fields from the analyzer's document."""
+        self.predictor = RecoveryPredictor.from_dict(state["recovery"])
+        self.watch = RecoveryWatch.from_dict(state["watch"])
+        watched = state.get("watch_meta")
+        self._watched = WatchedRecovery.from_dict(watched) if watched else None
+        self._signal = state.get("watch_signal")

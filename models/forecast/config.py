@@ -1,0 +1,57 @@
+"""What the per-loop workload forecaster is set to: the single statement of its defaults.
+
+The agent's settings read their forecasting defaults from :data:`DEFAULT_FORECASTER`, so a default
+changed here changes the daemon's, the lab's and every benchmark's at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ForecasterConfig:
+    """How far ahead and over how much history :class:`~models.forecast.WorkloadForecaster` forecasts."""
+
+    horizon_s: int = 900
+    """Seconds forecast ahead (one value a second)."""
+    window_s: int = 900
+    """Seconds of workload history the model fits on."""
+    wape_threshold: float = 0.25
+    """A model forecast with a WAPE above this is poor (the linear fallback replaces it without selection)."""
+    retrain_after: int = 15
+    """Consecutive poor loops after which the model is refitted in the background."""
+    update_maxiter: int = 10
+    """Optimiser iterations the default ARIMA spends per update re-estimating its parameters on the newest
+    window (0: the parameters of the last fit, only the state is filtered)."""
+    resolution_s: int = 10
+    """Seconds averaged per model step (the forecast is interpolated back to 1 s)."""
+    linear_window_s: int = 600
+    """Seconds the linear fallback fits its line over."""
+    min_fit_s: int | None = None
+    """Finite seconds of history before the first fit (None: half the window, at least three model steps)."""
+    min_linear_s: int = 30
+    """Finite seconds the linear fallback needs."""
+    select: bool = True
+    """Forecast with whichever candidate (the model, linear, naive, seasonal) had the lowest recent WAPE over
+    the horizon, instead of the model with the linear fallback."""
+
+    def __post_init__(self) -> None:
+        if self.horizon_s < 1 or self.window_s < 1 or self.resolution_s < 1:
+            raise ValueError("horizon_s, window_s and resolution_s must be at least 1")
+        if self.wape_threshold <= 0 or self.retrain_after < 1:
+            raise ValueError("wape_threshold must be positive and retrain_after at least 1")
+
+    @property
+    def window_points(self) -> int:
+        """Model steps in the window (at least three)."""
+        return max(3, self.window_s // self.resolution_s)
+
+    @property
+    def fit_after_s(self) -> int:
+        """Finite seconds of history before the first fit."""
+        return self.min_fit_s if self.min_fit_s is not None else max(self.window_s // 2, 3 * self.resolution_s)
+
+
+DEFAULT_FORECASTER = ForecasterConfig()
+"""The defaults, for whatever states them again (the agent's settings)."""
