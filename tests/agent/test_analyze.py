@@ -11,12 +11,14 @@ import pytest
 
 from agent.analyze import Analysis, Analyzer, MeasuredRecovery
 from agent.analyze.recovery import falling_behind
-from agent.analyze.restarts import stopped_at
+from agent.analyze.forecasting import forecaster_config
+from agent.analyze.restarts import RestartDetector, stopped_at
 from agent.observation import Observation
 from agent.loop import Agent
 from lab.replay import MemoryKnowledgeStore, Replay
 from lab.settings import LabSettings, load_lab_settings
 from lab.simulated import SimulatedMonitor
+from models.forecast import ForecasterConfig
 from simulator import SimulatedFlinkJob, Trace
 from tests.models.test_forecast import _step
 
@@ -410,3 +412,29 @@ def test_a_document_that_cannot_be_restored_resets_the_injected_analyzer_and_kee
     assert not analyzer.observed_scale_outs() and not analyzer.forecasting.enabled
     fresh = Analyzer(settings, forecasting=False)
     assert json.dumps(analyzer.to_dict(), sort_keys=True) == json.dumps(fresh.to_dict(), sort_keys=True)
+
+
+def test_the_restart_detector_tells_a_restart_nobody_announced_and_stays_quiet_while_one_is_watched() -> None:
+    """An uptime that fell short of the time passed is a failure, a parallelism nobody asked for an operator's
+    rescale; a rescale announced here (expect) or a watched recovery is no surprise."""
+    detector = RestartDetector()
+    assert detector.detect(lagless(1000.0, parallelism=3, uptime_s=600.0), 1000.0, watching=False) is None
+    assert detector.detect(lagless(1060.0, parallelism=3, uptime_s=660.0), 1060.0, watching=False) is None
+    failure = detector.detect(lagless(1120.0, parallelism=3, uptime_s=20.0), 1120.0, watching=False)
+    assert failure is not None and not failure.rescaled_outside and failure.parallelism == 3
+    assert failure.restarted_at == 1100.0 and failure.stopped_at == 1100.0, "no lag: the stop is the restart"
+    rescaled = detector.detect(lagless(1180.0, parallelism=5, uptime_s=80.0), 1180.0, watching=False)
+    assert rescaled is not None and rescaled.rescaled_outside and "3 -> 5" in rescaled.reason
+    assert detector.detect(lagless(1240.0, parallelism=2, uptime_s=5.0), 1240.0, watching=True) is None
+    detector.expect(4)
+    assert detector.detect(lagless(1300.0, parallelism=4, uptime_s=65.0), 1300.0, watching=False) is None
+    restored = RestartDetector()
+    restored.restore(detector.to_dict())
+    assert restored.to_dict() == detector.to_dict() == {"last_uptime": [1300.0, 65.0], "expected_parallelism": 4}
+
+
+def test_the_settings_state_no_forecasting_default_of_their_own() -> None:
+    """Settings left at their defaults give the forecaster its own defaults (ForecasterConfig states them)."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    assert forecaster_config(settings) == ForecasterConfig()
+    assert Analyzer(settings).forecaster.config == ForecasterConfig()

@@ -442,3 +442,12 @@ def test_a_forecaster_document_whose_model_is_not_an_object_is_refused() -> None
     state["model"] = "gASV..."
     with pytest.raises(StateError):
         WorkloadForecaster(ForecasterConfig(window_s=600), executor=InlineExecutor()).restore(state)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"horizon_s": 0}, {"window_s": 0}, {"resolution_s": 0}, {"wape_threshold": 0.0}, {"retrain_after": 0}],
+)
+def test_a_forecaster_config_out_of_range_is_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        ForecasterConfig(**bad)
