@@ -245,11 +245,13 @@ def render_configuration() -> str:
 
 
 def _lab_section() -> list[str]:
-    """The settings only the lab's tree has (``perdix simulate`` / ``perdix evaluate``): the simulated job."""
+    """The settings only the lab's tree has (``perdix simulate`` / ``perdix evaluate``), the simulated job, and
+    the lab's defaults that differ from the agent's (its scale target is the simulated job)."""
     from agent.settings import Settings
     from lab.settings import LabSettings
 
     extra = [name for name in LabSettings.model_fields if name not in Settings.model_fields]
+    agent_defaults = {row.key: row.default for row in setting_rows(Settings, {})}
     if not extra:
         return []
     out = [
@@ -257,13 +259,14 @@ def _lab_section() -> list[str]:
         "## Lab settings",
         "",
         "`perdix simulate` and `perdix evaluate` read the same tree (and the same file and variables) plus the",
-        "embedded simulated job below; `perdix run` rejects these keys. The chart does not expose them.",
+        "embedded simulated job below, whose keys `perdix run` rejects; where the lab's default differs from the",
+        "agent's, its row is here too. The chart does not expose them.",
         "",
         "| key | environment variable | type | default | range | description |",
         "|---|---|---|---|---|---|",
     ]
     for row in setting_rows(LabSettings, {}):
-        if row.key.split(".")[0] in extra:
+        if row.key.split(".")[0] in extra or agent_defaults.get(row.key, row.default) != row.default:
             out.append(
                 f"| `{row.key}` | `{row.env}` | {_cell(row.type)} | {_cell(row.default)} | {_cell(row.range)} "
                 f"| {_cell(row.description)} |"
