@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any
+from typing import ParamSpec, TypeVar
 
 from agent.logging import get_logger
 from models.forecast.base import Forecaster
@@ -33,6 +33,9 @@ from models.forecast.scoring import RecentWorkload, WindowScore
 from models.registry import Artifact, CorruptArtifact, RegistryReader
 
 __all__ = ["ModelReloader", "ReloadedForecaster"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 SCORE_EVERY_LOOPS = 5
 """Rounds between two scorings of the same candidate (one new origin every 5 minutes at the defaults)."""
@@ -43,7 +46,7 @@ class _PendingScore:
     """A candidate's replay under way, and the running model's score it will be compared with."""
 
     version: str
-    online: weakref.ref[Any]
+    online: weakref.ref[Forecaster]
     running: WindowScore
     future: Future[tuple[WindowScore | None, float]]
 
@@ -57,13 +60,13 @@ def _timed_replay(
     return score, (time.perf_counter() - started) * 1000.0
 
 
-def _submit(executor: Executor | None, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+def _submit(executor: Executor | None, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
     """``executor.submit``, or run at once into a finished future without an executor."""
     if executor is not None:
-        return executor.submit(fn, *args)
-    future: Future[Any] = Future()
+        return executor.submit(fn, *args, **kwargs)
+    future: Future[T] = Future()
     try:
-        future.set_result(fn(*args))
+        future.set_result(fn(*args, **kwargs))
     except Exception as exc:  # noqa: BLE001 - handed to whoever reads the future, as an executor would
         future.set_exception(exc)
     return future
@@ -105,7 +108,7 @@ class ModelReloader:
         self._scored_at: dict[str, int] = {}
         self._pending: _PendingScore | None = None
 
-    def _once(self, version: str, event: str, **fields: Any) -> None:
+    def _once(self, version: str, event: str, **fields: object) -> None:
         """Log ``event`` for ``version`` once, so a loop every minute does not repeat itself."""
         if (version, event) not in self._reported:
             self._reported.add((version, event))
@@ -174,11 +177,22 @@ class ModelReloader:
         artifact = self._candidate()
         if artifact is None:
             return None
-        version = artifact.version
-        backtest = float(artifact.metadata["backtest"]["wape"])
         if online is None:
             self._pending = None
+            backtest = float(artifact.metadata["backtest"]["wape"])
             return self._switch(artifact, now, reason=f"the agent has no model yet; back-test WAPE {backtest:.4f}")
+        finished = self._finished_replay(artifact, recent, online)
+        if finished is None:
+            return None
+        running, candidate, score_ms = finished
+        return self._judge(artifact, now, running, candidate, score_ms)
+
+    def _finished_replay(
+        self, artifact: Artifact, recent: RecentWorkload, online: Forecaster
+    ) -> tuple[WindowScore, WindowScore | None, float] | None:
+        """The running model's score, the candidate's and the replay's wall time once the replay of this
+        candidate against this running model is done; None while it is not (started here when due)."""
+        version = artifact.version
         if self._pending is None:
             if not self._start_scoring(artifact, recent, online):
                 return None
@@ -196,7 +210,20 @@ class ModelReloader:
         except Exception as exc:  # noqa: BLE001 - a model that fails on this job's data is not adopted
             self._refuse(version, "replay", f"replay failed: {type(exc).__name__}: {exc}")
             return None
-        running = pending.running
+        return pending.running, candidate, score_ms
+
+    def _judge(
+        self,
+        artifact: Artifact,
+        now: float | None,
+        running: WindowScore,
+        candidate: WindowScore | None,
+        score_ms: float,
+    ) -> ReloadedForecaster | None:
+        """Switch to the candidate when its window WAPE beats the running model's by ``min_improvement``;
+        otherwise keep the running model (logged once per version)."""
+        version = artifact.version
+        backtest = float(artifact.metadata["backtest"]["wape"])
         self.last_score_ms = score_ms
         scores = _scores(running, candidate, backtest, score_ms)
         if candidate is None or not candidate.wape < running.wape - self.min_improvement:
@@ -244,7 +271,7 @@ class ModelReloader:
         self._pending = _PendingScore(version=version, online=weakref.ref(online), running=running, future=future)
         return True
 
-    def _switch(self, artifact: Artifact, now: float | None, *, reason: str, **fields: Any) -> ReloadedForecaster:
+    def _switch(self, artifact: Artifact, now: float | None, *, reason: str, **fields: object) -> ReloadedForecaster:
         forecaster = ReloadedForecaster.from_artifact(
             artifact.model,
             job=self.job,
@@ -266,7 +293,7 @@ class ModelReloader:
         return forecaster
 
 
-def _scores(running: WindowScore, candidate: WindowScore | None, backtest: float, score_ms: float) -> dict[str, Any]:
+def _scores(running: WindowScore, candidate: WindowScore | None, backtest: float, score_ms: float) -> dict[str, object]:
     """The fields every reload decision logs: both window WAPEs, what they were measured on, the cost."""
     return {
         "running_wape": round(running.wape, 4),

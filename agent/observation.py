@@ -177,6 +177,38 @@ def _out_of(series: np.ndarray, low: float, high: float) -> np.ndarray:
         return ~np.isnan(values) & ~((values >= low) & (values <= high))
 
 
+class _Screen:
+    """The gaps of an observation being screened, and the screening of one series or of one series per worker."""
+
+    def __init__(self, gaps: Mapping[str, str]) -> None:
+        self.gaps = dict(gaps)
+
+    def note(self, name: str, count: int, what: str) -> None:
+        """Name ``count`` absurd samples of ``name`` in its gap."""
+        if count:
+            reason = f"absurd: {count} sample(s) {what}"
+            self.gaps[name] = f"{self.gaps[name]}; {reason}" if name in self.gaps else reason
+
+    def series(self, name: str, values: np.ndarray, high: float, what: str) -> np.ndarray:
+        """``values`` without the samples outside ``[0, high]`` (the same array when it has none)."""
+        bad = _out_of(values, 0.0, high)
+        if not bad.any():
+            return values
+        self.note(name, int(bad.sum()), what)
+        return np.where(bad, np.nan, values)
+
+    def per_worker(
+        self, name: str, values: Mapping[str, np.ndarray], high: float, what: str
+    ) -> Mapping[str, np.ndarray]:
+        """Each worker's series without the samples outside ``[0, high]`` (the same mapping when none has)."""
+        bad = {worker: _out_of(s, 0.0, high) for worker, s in values.items()}
+        count = sum(int(b.sum()) for b in bad.values())
+        if not count:
+            return values
+        self.note(name, count, what)
+        return {worker: np.where(bad[worker], np.nan, s) for worker, s in values.items()}
+
+
 def screened(observation: Observation, bounds: ReadingBounds = ReadingBounds()) -> Observation:
     """``observation`` with every reading a job cannot have turned into a gap (NaN or None), named in ``gaps``.
 
@@ -185,46 +217,35 @@ def screened(observation: Observation, bounds: ReadingBounds = ReadingBounds()) 
     (0..``max_records``), busy and CPU fractions (0..``max_fraction``) and uptime (0..``max_uptime_s``).
     A series with an absurd sample loses that sample; an absurd parallelism or uptime is unknown.
     """
-    gaps = dict(observation.gaps)
-    changes: dict[str, object] = {}
+    screen = _Screen(observation.gaps)
+    changes = _screened_series(observation, bounds, screen)
+    changes.update(_screened_scalars(observation, bounds, screen.gaps))
+    if not changes:
+        return observation
+    return replace(observation, gaps=screen.gaps, **changes)  # type: ignore[arg-type]
 
-    def note(name: str, count: int, what: str) -> None:
-        if count:
-            reason = f"absurd: {count} sample(s) {what}"
-            gaps[name] = f"{gaps[name]}; {reason}" if name in gaps else reason
 
-    def series(name: str, values: np.ndarray, high: float, what: str) -> np.ndarray:
-        bad = _out_of(values, 0.0, high)
-        if not bad.any():
-            return values
-        note(name, int(bad.sum()), what)
-        return np.where(bad, np.nan, values)
-
-    def per_worker(name: str, values: Mapping[str, np.ndarray], high: float, what: str) -> Mapping[str, np.ndarray]:
-        bad = {worker: _out_of(s, 0.0, high) for worker, s in values.items()}
-        count = sum(int(b.sum()) for b in bad.values())
-        if not count:
-            return values
-        note(name, count, what)
-        return {worker: np.where(bad[worker], np.nan, s) for worker, s in values.items()}
-
+def _screened_series(observation: Observation, bounds: ReadingBounds, screen: _Screen) -> dict[str, object]:
+    """The observation's series that lost an absurd sample, by field."""
     rate = f"negative, non-finite or above {bounds.max_rate:.0e} records/s"
     records = f"negative, non-finite or above {bounds.max_records:.0e} records"
     fraction = (
         f"negative, non-finite or above {bounds.max_fraction:g} (busy above {bounds.max_fraction * 1000:.0f} ms/s)"
     )
     checked = {
-        "workload": series("workload", observation.workload, bounds.max_rate, rate),
-        "consumer_lag": series("consumer_lag", observation.consumer_lag, bounds.max_records, records),
-        "worker_throughput": per_worker("throughput", observation.worker_throughput, bounds.max_rate, rate),
-        "worker_cpu": per_worker("cpu", observation.worker_cpu, bounds.max_fraction, fraction),
-        "worker_busy": per_worker("busy", observation.worker_busy, bounds.max_fraction, fraction),
-        "worker_backlog": per_worker("worker_backlog", observation.worker_backlog, bounds.max_records, records),
+        "workload": screen.series("workload", observation.workload, bounds.max_rate, rate),
+        "consumer_lag": screen.series("consumer_lag", observation.consumer_lag, bounds.max_records, records),
+        "worker_throughput": screen.per_worker("throughput", observation.worker_throughput, bounds.max_rate, rate),
+        "worker_cpu": screen.per_worker("cpu", observation.worker_cpu, bounds.max_fraction, fraction),
+        "worker_busy": screen.per_worker("busy", observation.worker_busy, bounds.max_fraction, fraction),
+        "worker_backlog": screen.per_worker("worker_backlog", observation.worker_backlog, bounds.max_records, records),
     }
-    for name, value in checked.items():
-        if value is not getattr(observation, name):
-            changes[name] = value
+    return {name: value for name, value in checked.items() if value is not getattr(observation, name)}
 
+
+def _screened_scalars(observation: Observation, bounds: ReadingBounds, gaps: dict[str, str]) -> dict[str, object]:
+    """An absurd parallelism or uptime as unknown (None), by field, with its gap."""
+    changes: dict[str, object] = {}
     parallelism = observation.parallelism
     if parallelism is not None and not 0 <= parallelism <= bounds.max_parallelism:
         gaps["parallelism"] = f"absurd: {parallelism} (a job runs at 0..{bounds.max_parallelism})"
@@ -233,6 +254,4 @@ def screened(observation: Observation, bounds: ReadingBounds = ReadingBounds()) 
     if uptime is not None and not (math.isfinite(uptime) and 0.0 <= uptime <= bounds.max_uptime_s):
         gaps["uptime"] = f"absurd: {uptime} s (negative, non-finite or above {bounds.max_uptime_s:.0f} s)"
         changes["uptime_s"] = None
-    if not changes:
-        return observation
-    return replace(observation, gaps=gaps, **changes)  # type: ignore[arg-type]
+    return changes

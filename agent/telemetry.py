@@ -15,7 +15,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -34,77 +34,10 @@ class Telemetry:
     def __init__(self, registry: CollectorRegistry | None = None, *, not_ready_after_failed_loops: int = 3) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.not_ready_after = not_ready_after_failed_loops
-        r = self.registry
-        self.loop_duration = Histogram(
-            "perdix_loop_duration_seconds", "Wall time of one MAPE-K round.", buckets=LOOP_BUCKETS_S, registry=r
-        )
-        self.rounds = Counter(
-            "perdix_rounds", "Rounds run, by outcome (acted on data or skipped).", ["outcome"], registry=r
-        )
-        self.round_failures = Counter(
-            "perdix_round_failures", "Rounds ended early by a failing step.", ["step"], registry=r
-        )
-        self.decisions = Counter(
-            "perdix_decisions",
-            "Decisions by reason code (grace, recovering, scale-out, stabilized, ...).",
-            ["code"],
-            registry=r,
-        )
-        self.parallelism_current = Gauge("perdix_parallelism_current", "Scale-out the job runs at.", registry=r)
-        self.parallelism_recommended = Gauge(
-            "perdix_parallelism_recommended", "Scale-out the planner chose this round (also in dry-run).", registry=r
-        )
-        self.capacity = Gauge("perdix_capacity", "Estimated capacity at the current scale-out, records/s.", registry=r)
-        self.workload_rate = Gauge("perdix_workload_rate", "Mean workload of the last round, records/s.", registry=r)
-        self.consumer_lag = Gauge("perdix_consumer_lag", "Newest consumer lag, records.", registry=r)
-        self.forecast_peak = Gauge("perdix_forecast_peak", "Peak of the workload forecast, records/s.", registry=r)
-        self.recovery_predicted = Gauge(
-            "perdix_recovery_predicted_seconds",
-            "Predicted recovery time after a failure at the current scale-out.",
-            registry=r,
-        )
-        self.recovery_measured = Gauge(
-            "perdix_recovery_measured_seconds", "Most recent measured recovery time (rescale or failure).", registry=r
-        )
-        self.rescales = Counter("perdix_rescales", "Rescales applied and confirmed by read-back.", registry=r)
-        self.recommendations = Counter(
-            "perdix_rescale_recommendations",
-            "Rounds whose decision changes the scale-out (applied or dry-run).",
-            registry=r,
-        )
-        self.monitor_errors = Counter("perdix_monitor_errors", "Monitor problems by kind.", ["kind"], registry=r)
-        self.executor_errors = Counter(
-            "perdix_executor_errors", "Failed scale-target API requests by kind.", ["kind"], registry=r
-        )
-        self.knowledge_bytes = Gauge(
-            "perdix_knowledge_bytes",
-            "Size of the knowledge document the last round wrote or tried to write.",
-            registry=r,
-        )
-        self.knowledge_failures = Counter(
-            "perdix_knowledge_save_failures",
-            "Knowledge writes that failed, by kind (too_large: over the store's limit, the last document stays; "
-            "store; encode).",
-            ["kind"],
-            registry=r,
-        )
-        self.states_refused = Counter(
-            "perdix_states_refused",
-            "Stored states refused as untrusted input that does not fit its schema, by source (knowledge: the "
-            "document at start, moved aside; registry: a model artifact, skipped while the running model stays) "
-            "and kind.",
-            ["source", "kind"],
-            registry=r,
-        )
-        self.safeguard_findings = Counter(
-            "perdix_safeguard_findings",
-            "Decisions a safeguard vetoed or limited, by reason code (memory-pressure, blocked-period, "
-            "ineffective-scale-out, quota, stabilized, ...) and verdict (vetoed, limited); counted every round, "
-            "reported as Events at most once per interval.",
-            ["code", "verdict"],
-            registry=r,
-        )
-        self.ready_gauge = Gauge("perdix_ready", "1 when /readyz answers ready.", registry=r)
+        self._register_round_metrics(self.registry)
+        self._register_job_gauges(self.registry)
+        self._register_failure_counters(self.registry)
+        self.ready_gauge = Gauge("perdix_ready", "1 when /readyz answers ready.", registry=self.registry)
         self._lock = threading.Lock()
         self._had_data = False
         self._rounds_without_data = 0
@@ -123,6 +56,94 @@ class Telemetry:
         ):
             gauge.set(math.nan)
         self.ready_gauge.set(0)
+
+    def _register_round_metrics(self, registry: CollectorRegistry) -> None:
+        """What each round did: its duration and outcome, the decision, the scale-out and the rescales."""
+        self.loop_duration = Histogram(
+            "perdix_loop_duration_seconds", "Wall time of one MAPE-K round.", buckets=LOOP_BUCKETS_S, registry=registry
+        )
+        self.rounds = Counter(
+            "perdix_rounds", "Rounds run, by outcome (acted on data or skipped).", ["outcome"], registry=registry
+        )
+        self.round_failures = Counter(
+            "perdix_round_failures", "Rounds ended early by a failing step.", ["step"], registry=registry
+        )
+        self.decisions = Counter(
+            "perdix_decisions",
+            "Decisions by reason code (grace, recovering, scale-out, stabilized, ...).",
+            ["code"],
+            registry=registry,
+        )
+        self.parallelism_current = Gauge("perdix_parallelism_current", "Scale-out the job runs at.", registry=registry)
+        self.parallelism_recommended = Gauge(
+            "perdix_parallelism_recommended",
+            "Scale-out the planner chose this round (also in dry-run).",
+            registry=registry,
+        )
+        self.rescales = Counter("perdix_rescales", "Rescales applied and confirmed by read-back.", registry=registry)
+        self.recommendations = Counter(
+            "perdix_rescale_recommendations",
+            "Rounds whose decision changes the scale-out (applied or dry-run).",
+            registry=registry,
+        )
+
+    def _register_job_gauges(self, registry: CollectorRegistry) -> None:
+        """What the models make of the job: capacity, workload, lag, forecast and recovery times."""
+        self.capacity = Gauge(
+            "perdix_capacity", "Estimated capacity at the current scale-out, records/s.", registry=registry
+        )
+        self.workload_rate = Gauge(
+            "perdix_workload_rate", "Mean workload of the last round, records/s.", registry=registry
+        )
+        self.consumer_lag = Gauge("perdix_consumer_lag", "Newest consumer lag, records.", registry=registry)
+        self.forecast_peak = Gauge(
+            "perdix_forecast_peak", "Peak of the workload forecast, records/s.", registry=registry
+        )
+        self.recovery_predicted = Gauge(
+            "perdix_recovery_predicted_seconds",
+            "Predicted recovery time after a failure at the current scale-out.",
+            registry=registry,
+        )
+        self.recovery_measured = Gauge(
+            "perdix_recovery_measured_seconds",
+            "Most recent measured recovery time (rescale or failure).",
+            registry=registry,
+        )
+
+    def _register_failure_counters(self, registry: CollectorRegistry) -> None:
+        """What went wrong: the adapters' failed requests, the knowledge writes, refused states, safeguards."""
+        self.monitor_errors = Counter("perdix_monitor_errors", "Monitor problems by kind.", ["kind"], registry=registry)
+        self.executor_errors = Counter(
+            "perdix_executor_errors", "Failed scale-target API requests by kind.", ["kind"], registry=registry
+        )
+        self.knowledge_bytes = Gauge(
+            "perdix_knowledge_bytes",
+            "Size of the knowledge document the last round wrote or tried to write.",
+            registry=registry,
+        )
+        self.knowledge_failures = Counter(
+            "perdix_knowledge_save_failures",
+            "Knowledge writes that failed, by kind (too_large: over the store's limit, the last document stays; "
+            "store; encode).",
+            ["kind"],
+            registry=registry,
+        )
+        self.states_refused = Counter(
+            "perdix_states_refused",
+            "Stored states refused as untrusted input that does not fit its schema, by source (knowledge: the "
+            "document at start, moved aside; registry: a model artifact, skipped while the running model stays) "
+            "and kind.",
+            ["source", "kind"],
+            registry=registry,
+        )
+        self.safeguard_findings = Counter(
+            "perdix_safeguard_findings",
+            "Decisions a safeguard vetoed or limited, by reason code (memory-pressure, blocked-period, "
+            "ineffective-scale-out, quota, stabilized, ...) and verdict (vetoed, limited); counted every round, "
+            "reported as Events at most once per interval.",
+            ["code", "verdict"],
+            registry=registry,
+        )
 
     # ------------------------------------------------------------------ adapters
 
@@ -262,7 +283,7 @@ class EndpointServer:
         missing = f"not found: try {', '.join(routes)}\n".encode()
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
+            def log_message(self, format: str, *args: object) -> None:
                 return None
 
             def do_GET(self) -> None:

@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Protocol, TypedDict, TypeVar
 
 import numpy as np
 import requests
@@ -44,6 +44,33 @@ TASKMANAGER_LABEL = "tm_id"
 
 K = TypeVar("K", str, int)
 """What a per-worker or per-partition series is keyed by."""
+T = TypeVar("T")
+
+PromPoint = list[float | str]
+"""A sample as the HTTP API sends it: ``[unix time, "value"]``."""
+
+
+class PromSeries(TypedDict, total=False):
+    """One series of a query's ``data.result``: its labels and its samples (checked by :func:`_series_list`)."""
+
+    metric: dict[str, str]
+    values: list[PromPoint]
+    """A range query's samples."""
+    value: PromPoint
+    """An instant query's sample."""
+
+
+class EventLog(Protocol):
+    """The structured log a monitor reports its series' states to."""
+
+    def info(self, event: str, **fields: object) -> object:
+        """Log an event at info level."""
+        ...
+
+    def warning(self, event: str, **fields: object) -> object:
+        """Log an event at warning level."""
+        ...
+
 
 LIVE_TAIL_POINTS = 3
 """A worker counts as present if its series has a value in the last few grid points."""
@@ -77,7 +104,7 @@ def connect(settings: PrometheusSettings) -> PrometheusConnect:
     )
 
 
-def _run(fn: Callable[[], Any], settings: PrometheusSettings) -> Any:
+def run_query(fn: Callable[[], T], settings: PrometheusSettings) -> T:
     """Call the client, translating its errors into PrometheusDown / QueryFailed."""
     try:
         return fn()
@@ -110,6 +137,9 @@ def _run(fn: Callable[[], Any], settings: PrometheusSettings) -> Any:
         raise QueryFailed("bad_answer", f"unreadable answer from Prometheus: {exc}") from None
 
 
+_run = run_query
+
+
 def _unreachable(exc: requests.exceptions.RequestException, settings: PrometheusSettings) -> tuple[str, str]:
     """(kind, message) of a request that got no answer: a timeout, a name that does not resolve, a refusal."""
     # With retries off, urllib3 wraps the cause in MaxRetryError, which requests reports as a
@@ -131,7 +161,7 @@ def _unreachable(exc: requests.exceptions.RequestException, settings: Prometheus
     return "unreachable", f"Prometheus at {settings.url} is not reachable ({reason})"
 
 
-def _is_point(point: Any) -> bool:
+def _is_point(point: object) -> bool:
     """True for the API's ``[unix time, "number"]`` sample (the value a string Python reads as a float)."""
     if not (
         isinstance(point, list)
@@ -148,7 +178,7 @@ def _is_point(point: Any) -> bool:
     return math.isfinite(point[0])
 
 
-def _series_list(answer: Any, *, points: str, settings: PrometheusSettings) -> list[dict[str, Any]]:
+def _series_list(answer: object, *, points: str, settings: PrometheusSettings) -> list[PromSeries]:
     """``answer`` if it is the API's list of series, each with its labels and ``points`` ("values" of a
     range query, "value" of an instant one); QueryFailed ("bad_answer") naming what is wrong otherwise."""
     problem = None
@@ -166,7 +196,7 @@ def _series_list(answer: Any, *, points: str, settings: PrometheusSettings) -> l
                 problem = 'a series whose value is not a [time, "value"] pair'
             if problem:
                 break
-    if problem:
+    if problem or not isinstance(answer, list):
         raise QueryFailed(
             "bad_answer", f"{settings.url} answered something that is not a Prometheus API response ({problem})"
         )
@@ -186,7 +216,7 @@ def check_prometheus(settings: PrometheusSettings, *, skip: frozenset[str] = fro
     """
     prom = connect(settings)
     try:
-        one = _run(lambda: prom.custom_query("1"), settings)
+        one = run_query(lambda: prom.custom_query("1"), settings)
     except PrometheusDown as exc:
         raise MonitorError(f"prometheus.url: {exc}") from None
     except QueryFailed as exc:
@@ -203,7 +233,7 @@ def check_prometheus(settings: PrometheusSettings, *, skip: frozenset[str] = fro
             continue
         rendered = settings.render(query)
         try:
-            _series_list(_run(partial(prom.custom_query, rendered), settings), points="value", settings=settings)
+            _series_list(run_query(partial(prom.custom_query, rendered), settings), points="value", settings=settings)
         except QueryFailed as exc:
             if exc.kind == "rejected":
                 raise ConfigError(f"prometheus.queries.{name}: {exc}") from None
@@ -233,7 +263,7 @@ class Grid:
         """The grid as an array."""
         return self.start + self.step * np.arange(self.size, dtype=float)
 
-    def place(self, values: list[list[Any]]) -> np.ndarray:
+    def place(self, values: list[PromPoint]) -> np.ndarray:
         """Prometheus ``[[ts, "value"], ...]`` on the grid; points without a value (or ±Inf) are NaN."""
         out = np.full(self.size, np.nan)
         for ts, raw in values:
@@ -250,7 +280,7 @@ class SeriesStates:
     is counted through ``on_error``."""
 
     def __init__(
-        self, log: Any, queries: Mapping[str, str], on_error: Callable[[str], None] | None, *, prefix: str = ""
+        self, log: EventLog, queries: Mapping[str, str], on_error: Callable[[str], None] | None, *, prefix: str = ""
     ) -> None:
         """``prefix``: put before a query's name in the logged ``series`` (e.g. ``operators.``)."""
         self.log, self.queries, self.on_error, self.prefix = log, queries, on_error, prefix
@@ -271,6 +301,17 @@ class SeriesStates:
             self._state[name] = problem
             event = "monitor.unavailable" if name == "prometheus" else "monitor.gap"
             self.log.warning(event, series=series, problem=problem, detail=detail, query=self.queries.get(name))
+
+
+@dataclass
+class _Readings:
+    """One window's series by query, on the grid: one series per scalar query, one per worker, TaskManager or
+    partition for the others."""
+
+    scalars: dict[str, np.ndarray] = field(default_factory=dict)
+    workers: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    partitions: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
+    memory: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
 class PrometheusMonitor:
@@ -301,25 +342,33 @@ class PrometheusMonitor:
 
     # ------------------------------------------------------------------ reading
 
-    def _range(self, name: str, grid: Grid) -> list[dict[str, Any]]:
+    def _range(self, name: str, grid: Grid) -> list[PromSeries]:
         start = datetime.fromtimestamp(grid.start, tz=UTC)
         end = datetime.fromtimestamp(grid.start + grid.step * (grid.size - 1), tz=UTC)
-        answer = _run(
+        answer = run_query(
             lambda: self.client.custom_query_range(self.queries[name], start, end, f"{self.settings.step_s:g}"),
             self.settings,
         )
         return _series_list(answer, points="values", settings=self.settings)
 
     def observe(self, *, since: float, now: float) -> Observation:
-        """The window ``[since, now)`` on the step grid; gaps are NaN and named; MonitorError if Prometheus is down."""
+        """The window ``[since, now)`` on the step grid; gaps are NaN and named; MonitorError if Prometheus is
+        down."""
         step = self.settings.step_s
         # A step coarser than a second also reads the point at or before ``since``: held, it covers the
         # window's first seconds, which the previous window's grid left to this one.
         grid = Grid.covering(since if step == 1.0 else math.floor(since / step) * step, now, step)
         if grid.size == 0:
             raise MonitorError(f"empty window: since={since} now={now} step={step}")
-        answers: dict[str, list[dict[str, Any]]] = {}
         gaps: dict[str, str] = {}
+        answers = self._answers(grid, gaps)
+        readings = self._readings(answers, grid, now, gaps)
+        return self._observation(readings, grid, gaps, since=since, now=now)
+
+    def _answers(self, grid: Grid, gaps: dict[str, str]) -> dict[str, list[PromSeries]]:
+        """Every query's answer over ``grid``; a failed query is a gap, and MonitorError when Prometheus is down
+        or every query failed."""
+        answers: dict[str, list[PromSeries]] = {}
         failed: dict[str, QueryFailed] = {}
         for name in self.queries:
             try:
@@ -340,28 +389,37 @@ class PrometheusMonitor:
         for name, failure in failed.items():
             self._note(name, failure.kind, str(failure))
         self._note("prometheus", None)
+        return answers
 
-        scalars: dict[str, np.ndarray] = {}
+    def _readings(
+        self, answers: Mapping[str, list[PromSeries]], grid: Grid, now: float, gaps: dict[str, str]
+    ) -> _Readings:
+        """The answers checked and on the grid, by the shape each query must have."""
+        readings = _Readings()
         for name in SCALAR_QUERIES:
             if name in answers:
-                scalars[name] = self._scalar(name, answers[name], grid, now, gaps)
-        workers: dict[str, dict[str, np.ndarray]] = {}
+                readings.scalars[name] = self._scalar(name, answers[name], grid, now, gaps)
         for name in WORKER_QUERIES:
             if name in answers:
-                workers[name] = self._per_worker(name, answers[name], grid, now, gaps)
-
-        partitions: dict[str, dict[int, np.ndarray]] = {}
+                readings.workers[name] = self._per_worker(name, answers[name], grid, now, gaps)
         for name in PARTITION_OFFSET_QUERIES:
             if name in answers:
-                partitions[name] = self._per_partition(name, answers[name], grid, now, gaps)
-        memory: dict[str, dict[str, np.ndarray]] = {}
+                readings.partitions[name] = self._per_partition(name, answers[name], grid, now, gaps)
         for name in MEMORY_QUERIES:
             if name in answers:
-                memory[name] = self._per_taskmanager(name, answers[name], grid, now, gaps)
-        offsets, ends_since = _partition_offsets(
-            partitions.get("partition_end_offsets", {}), partitions.get("partition_committed_offsets", {})
-        )
+                readings.memory[name] = self._per_taskmanager(name, answers[name], grid, now, gaps)
+        return readings
 
+    def _observation(
+        self, readings: _Readings, grid: Grid, gaps: dict[str, str], *, since: float, now: float
+    ) -> Observation:
+        """The observation of the window, held at one point per second; a worker's other series count only for
+        the workers that report a throughput."""
+        scalars, workers, memory = readings.scalars, readings.workers, readings.memory
+        offsets, ends_since = _partition_offsets(
+            readings.partitions.get("partition_end_offsets", {}),
+            readings.partitions.get("partition_committed_offsets", {}),
+        )
         nan = np.full(grid.size, np.nan)
         throughput = workers.get("throughput", {})
         cpu = workers.get("cpu", {})
@@ -385,7 +443,7 @@ class PrometheusMonitor:
             taskmanager_gc_pressure=memory.get("gc_time", {}),
             rate_window_s=float(self.settings.rate_window_s),
             rates_settled=self._settled(scalars.get("uptime"), grid.times),
-        ).per_second(step, since=since, until=now)
+        ).per_second(self.settings.step_s, since=since, until=now)
 
     def _settled(self, uptime: np.ndarray | None, times: np.ndarray) -> np.ndarray | None:
         """Per sample: False where a rate window reaches back before the job's last restart, else True.
@@ -422,9 +480,7 @@ class PrometheusMonitor:
         age = now - newest
         return age if age > self.settings.stale_after_s else None
 
-    def _scalar(
-        self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]
-    ) -> np.ndarray:
+    def _scalar(self, name: str, answer: list[PromSeries], grid: Grid, now: float, gaps: dict[str, str]) -> np.ndarray:
         empty = np.full(grid.size, np.nan)
         if not answer:
             self._gap(gaps, name, "empty", "the query returned no series")
@@ -454,7 +510,7 @@ class PrometheusMonitor:
         return series
 
     def _per_worker(
-        self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]
+        self, name: str, answer: list[PromSeries], grid: Grid, now: float, gaps: dict[str, str]
     ) -> dict[str, np.ndarray]:
         out = self._series_by(name, answer, grid, gaps, self.settings.worker_label, lambda value: value or None)
         if out is None:
@@ -473,7 +529,7 @@ class PrometheusMonitor:
         return fresh
 
     def _per_taskmanager(
-        self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]
+        self, name: str, answer: list[PromSeries], grid: Grid, now: float, gaps: dict[str, str]
     ) -> dict[str, np.ndarray]:
         """One series per TaskManager (its ``tm_id``) with a recent value; {} and a gap otherwise. A value outside
         0..1 (a heap share or a fraction of time) is no reading: NaN."""
@@ -490,7 +546,7 @@ class PrometheusMonitor:
         return fresh
 
     def _per_partition(
-        self, name: str, answer: list[dict[str, Any]], grid: Grid, now: float, gaps: dict[str, str]
+        self, name: str, answer: list[PromSeries], grid: Grid, now: float, gaps: dict[str, str]
     ) -> dict[int, np.ndarray]:
         """One series per source partition (its ``partition`` label, a number); {} and a gap otherwise."""
         out = self._series_by(
@@ -513,7 +569,7 @@ class PrometheusMonitor:
     def _series_by(
         self,
         name: str,
-        answer: list[dict[str, Any]],
+        answer: list[PromSeries],
         grid: Grid,
         gaps: dict[str, str],
         label: str,
