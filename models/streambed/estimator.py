@@ -138,19 +138,26 @@ def estimate_capacity(run: TestbedRun, settings: EstimatorSettings | None = None
             break
         target = following
     if best is None:
-        lowest = min(p.target_rate for p in probes)
-        if floor > 0:
-            raise EstimationError(
-                f"no probe was sustainable (lowest target {lowest:.1f} records/s, search floor "
-                f"{settings.lower_fraction:g} x the saturated {warmup_rate:.1f} records/s): the MST is below "
-                "the floor; lower it"
-            )
-        raise EstimationError(
-            f"no probe was sustainable (lowest target {lowest:.1f} records/s): "
-            "the configuration cannot keep up even at a small fraction of its saturated throughput"
-        )
+        raise _nothing_sustainable(probes, floor, warmup_rate, settings)
     return CapacityEstimate(
         mst=low, probes=tuple(probes), measurement=best, warmup_rate=warmup_rate, simulated_s=elapsed
+    )
+
+
+def _nothing_sustainable(
+    probes: list[Probe], floor: float, warmup_rate: float, settings: EstimatorSettings
+) -> EstimationError:
+    """The error of a search in which no probe was sustainable: the floor is too high, or the job cannot run."""
+    lowest = min(p.target_rate for p in probes)
+    if floor > 0:
+        return EstimationError(
+            f"no probe was sustainable (lowest target {lowest:.1f} records/s, search floor "
+            f"{settings.lower_fraction:g} x the saturated {warmup_rate:.1f} records/s): the MST is below "
+            "the floor; lower it"
+        )
+    return EstimationError(
+        f"no probe was sustainable (lowest target {lowest:.1f} records/s): "
+        "the configuration cannot keep up even at a small fraction of its saturated throughput"
     )
 
 

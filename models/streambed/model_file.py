@@ -11,7 +11,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,7 @@ class CapacityModelFile:
     testbed_runs: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The JSON document."""
         return {
             "schema_version": SCHEMA_VERSION,
@@ -72,7 +72,7 @@ class CapacityModelFile:
         }
 
     @classmethod
-    def from_dict(cls, data: Any, *, source: str = "capacity model") -> CapacityModelFile:
+    def from_dict(cls, data: object, *, source: str = "capacity model") -> CapacityModelFile:
         """Parse and validate a document; raises CapacityModelError naming ``source`` and the reason."""
 
         def fail(reason: str) -> CapacityModelError:
@@ -80,54 +80,9 @@ class CapacityModelFile:
 
         if not isinstance(data, dict):
             raise fail("not a JSON object")
-        version = data.get("schema_version")
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise fail(f"schema_version must be a positive integer, got {version!r}")
-        if version > SCHEMA_VERSION:
-            raise fail(f"schema_version {version} is newer than this Perdix reads ({SCHEMA_VERSION}); upgrade Perdix")
-        if data.get("kind") != KIND:
-            raise fail(f"kind must be {KIND!r}, got {data.get('kind')!r}")
+        _check_header(data, fail)
         try:
-            raw = data["surrogate"]
-            family = raw["family"]
-            if family not in FAMILIES:
-                raise fail(f"surrogate.family must be one of {FAMILIES}, got {family!r}")
-            surrogate = Surrogate(
-                family,
-                _finite(raw["memory_slope"], "surrogate.memory_slope", fail),
-                _finite(raw["slots_slope"], "surrogate.slots_slope", fail),
-                _finite(raw["intercept"], "surrogate.intercept", fail),
-            )
-            capacities = _capacities(data["capacities"], fail)
-            slots_per_scale_out = data["slots_per_scale_out"]
-            if not isinstance(slots_per_scale_out, int) or slots_per_scale_out < 1:
-                raise fail(f"slots_per_scale_out must be a positive integer, got {slots_per_scale_out!r}")
-            memory_mb = _finite(data["memory_mb"], "memory_mb", fail)
-            if memory_mb <= 0:
-                raise fail(f"memory_mb must be positive, got {memory_mb}")
-            validation = data["validation"]
-            if not isinstance(validation, dict):
-                raise fail("validation must be an object")
-            inverse = data.get("inverse") or {}
-            observations = data.get("observations") or []
-            if not isinstance(inverse, dict) or not isinstance(observations, list):
-                raise fail("inverse must be an object and observations a list")
-            target = inverse.get("target_rate")
-            slots_for_target = inverse.get("task_slots")
-            return cls(
-                job=str(data["job"]),
-                surrogate=surrogate,
-                memory_mb=memory_mb,
-                slots_per_scale_out=slots_per_scale_out,
-                capacities=capacities,
-                validation=validation,
-                target_rate=None if target is None else _finite(target, "inverse.target_rate", fail),
-                task_slots_for_target=None if slots_for_target is None else int(slots_for_target),
-                headroom=_finite(inverse.get("headroom", 1.1), "inverse.headroom", fail),
-                observations=tuple(observations),
-                testbed_runs=int(data.get("testbed_runs", 0)),
-                extra=data.get("extra") or {},
-            )
+            return cls._validated(data, fail)
         except KeyError as missing:
             raise fail(f"missing key {missing}") from None
         except (TypeError, ValueError) as bad:
@@ -135,14 +90,77 @@ class CapacityModelFile:
                 raise
             raise fail(f"bad value ({bad})") from None
 
+    @classmethod
+    def _validated(cls, data: dict[str, Any], fail: _Fail) -> CapacityModelFile:
+        """The model of a document whose header was checked; KeyError, TypeError or ValueError if malformed."""
+        surrogate = _surrogate(data["surrogate"], fail)
+        capacities = _capacities(data["capacities"], fail)
+        slots_per_scale_out = data["slots_per_scale_out"]
+        if not isinstance(slots_per_scale_out, int) or slots_per_scale_out < 1:
+            raise fail(f"slots_per_scale_out must be a positive integer, got {slots_per_scale_out!r}")
+        memory_mb = _finite(data["memory_mb"], "memory_mb", fail)
+        if memory_mb <= 0:
+            raise fail(f"memory_mb must be positive, got {memory_mb}")
+        validation = data["validation"]
+        if not isinstance(validation, dict):
+            raise fail("validation must be an object")
+        inverse = data.get("inverse") or {}
+        observations = data.get("observations") or []
+        if not isinstance(inverse, dict) or not isinstance(observations, list):
+            raise fail("inverse must be an object and observations a list")
+        target = inverse.get("target_rate")
+        slots_for_target = inverse.get("task_slots")
+        return cls(
+            job=str(data["job"]),
+            surrogate=surrogate,
+            memory_mb=memory_mb,
+            slots_per_scale_out=slots_per_scale_out,
+            capacities=capacities,
+            validation=validation,
+            target_rate=None if target is None else _finite(target, "inverse.target_rate", fail),
+            task_slots_for_target=None if slots_for_target is None else int(slots_for_target),
+            headroom=_finite(inverse.get("headroom", 1.1), "inverse.headroom", fail),
+            observations=tuple(observations),
+            testbed_runs=int(data.get("testbed_runs", 0)),
+            extra=data.get("extra") or {},
+        )
 
-def _finite(value: Any, key: str, fail: Any) -> float:
+
+_Fail = Callable[[str], CapacityModelError]
+"""Builds the error naming the file and the reason."""
+
+
+def _check_header(data: Mapping[str, object], fail: _Fail) -> None:
+    """A schema version this Perdix reads, and the kind of a capacity model."""
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise fail(f"schema_version must be a positive integer, got {version!r}")
+    if version > SCHEMA_VERSION:
+        raise fail(f"schema_version {version} is newer than this Perdix reads ({SCHEMA_VERSION}); upgrade Perdix")
+    if data.get("kind") != KIND:
+        raise fail(f"kind must be {KIND!r}, got {data.get('kind')!r}")
+
+
+def _surrogate(raw: Mapping[str, object], fail: _Fail) -> Surrogate:
+    """The surrogate's family (one StreamBed fits) and its finite coefficients."""
+    family = next((known for known in FAMILIES if known == raw["family"]), None)
+    if family is None:
+        raise fail(f"surrogate.family must be one of {FAMILIES}, got {raw['family']!r}")
+    return Surrogate(
+        family,
+        _finite(raw["memory_slope"], "surrogate.memory_slope", fail),
+        _finite(raw["slots_slope"], "surrogate.slots_slope", fail),
+        _finite(raw["intercept"], "surrogate.intercept", fail),
+    )
+
+
+def _finite(value: object, key: str, fail: _Fail) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise fail(f"{key} must be a finite number, got {value!r}")
     return float(value)
 
 
-def _capacities(raw: Any, fail: Any) -> dict[int, float]:
+def _capacities(raw: object, fail: _Fail) -> dict[int, float]:
     if not isinstance(raw, dict) or not raw:
         raise fail("capacities must be a non-empty object of scale-out -> records/s")
     capacities: dict[int, float] = {}

@@ -20,7 +20,6 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pulp
 
@@ -138,7 +137,7 @@ def optimize_configuration(rates: Sequence[OperatorRate], task_slots: int) -> Co
     return Configuration(parallelism=parallelism, predicted_rate=bound_rate(rates, parallelism))
 
 
-def _variable(problem: pulp.LpProblem, name: str, **bounds: Any) -> pulp.LpVariable:
+def _variable(problem: pulp.LpProblem, name: str, **bounds: float | str) -> pulp.LpVariable:
     """A variable of ``problem``: ``add_variable`` on PuLP >= 3.3, the constructor before."""
     if hasattr(problem, "add_variable"):
         return problem.add_variable(name, **bounds)
