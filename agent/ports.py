@@ -7,10 +7,16 @@ monitor (MetricSource) -> analyze (models/) -> plan (planner/) -> execute (Scale
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from agent.observation import Observation
 from planner.safeguards import SlotResources
+
+
+JsonValue: TypeAlias = "str | int | float | bool | None | list[JsonValue] | dict[str, JsonValue]"
+"""A value JSON can hold."""
+KnowledgeDocument: TypeAlias = dict[str, JsonValue]
+"""The knowledge document: a JSON object (validated against its schema by the agent when loaded)."""
 
 
 class MonitorError(Exception):
@@ -109,10 +115,11 @@ class KnowledgeStore(Protocol):
     """Keeps the knowledge document across restarts; one atomic write per loop."""
 
     def load(self) -> dict[str, Any] | None:
-        """The stored document, or None for a fresh start (a corrupt one is moved aside, never deleted)."""
+        """The stored document, or None for a fresh start (a corrupt one is moved aside, never deleted). Its
+        values are read from storage and not yet checked: the agent validates the document before using it."""
         ...
 
-    def save(self, document: dict[str, Any]) -> None:
+    def save(self, document: KnowledgeDocument) -> None:
         """Replace the stored document atomically."""
         ...
 
