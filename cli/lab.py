@@ -480,25 +480,24 @@ def capacity_plan(
         if given:
             fail(f"{', '.join(given)}: only for --testbed flink")
     elif testbed == "flink":
-        flink = _flink_plan(
-            min_slots=min_slots,
-            max_slots=max_slots,
-            capacity_per_slot=capacity_per_slot,
-            max_rate=max_rate,
-            min_rate_fraction=min_rate_fraction,
-            measure_s=measure_s,
-            rampup_s=rampup_s,
-            probes=probes,
-            skew=skew,
-            seed=seed,
-            cluster_warmup_s=cluster_warmup_s,
-            rest_url=rest_url,
-            prometheus=prometheus,
-            workdir=workdir,
-        )
+        flink = _flink_plan(seed=seed, **{name: ctx.params[name] for name in FLINK_ONLY})
     else:
         fail(f"--testbed: unknown testbed {testbed!r}; known: simulated, flink")
     runs = max_runs if max_runs is not None else MAX_RUNS[testbed]
+    try:
+        model = _plan_with_progress(
+            flink, target_rate=target_rate, out=out, max_runs=runs, max_scale_out=max_scale_out, seed=seed
+        )
+    except CapacityPlanError as exc:
+        fail(str(exc))
+    _print_capacity_model(model, on_flink=flink is not None)
+    console.print(f"model: {out}")
+
+
+def _plan_with_progress(
+    flink: _FlinkPlan | None, *, target_rate: float, out: Path, max_runs: int, max_scale_out: int, seed: int
+) -> CapacityModelFile:
+    """StreamBed on the simulated testbed (``flink`` None) or on Flink, with a bar over its testbed runs."""
     with Progress(
         TextColumn("[bold]capacity-plan[/] {task.description}"),
         BarColumn(),
@@ -506,7 +505,7 @@ def capacity_plan(
         TimeElapsedColumn(),
         console=console,
     ) as bar:
-        overall = bar.add_task("testbed runs", total=runs, unit="runs")
+        overall = bar.add_task("testbed runs", total=max_runs, unit="runs")
 
         def progress(report: RunReport) -> None:
             bar.update(
@@ -516,35 +515,35 @@ def capacity_plan(
                 f"{report.mst:,.0f} rec/s",
             )
 
-        try:
-            if flink is None:
-                from lab.capacity_plan import plan_capacity
+        if flink is None:
+            from lab.capacity_plan import plan_capacity
 
-                model = plan_capacity(
-                    target_rate=target_rate,
-                    max_runs=runs,
-                    out_path=out,
-                    progress=progress,
-                    seed=seed,
-                    max_scale_out=max_scale_out,
-                )
-            else:
-                model = _plan_on_flink(
-                    flink,
-                    bar,
-                    progress,
-                    target_rate=target_rate,
-                    out=out,
-                    max_runs=runs,
-                    max_scale_out=max_scale_out,
-                    seed=seed,
-                )
-        except CapacityPlanError as exc:
-            fail(str(exc))
+            return plan_capacity(
+                target_rate=target_rate,
+                max_runs=max_runs,
+                out_path=out,
+                progress=progress,
+                seed=seed,
+                max_scale_out=max_scale_out,
+            )
+        return _plan_on_flink(
+            flink,
+            bar,
+            progress,
+            target_rate=target_rate,
+            out=out,
+            max_runs=max_runs,
+            max_scale_out=max_scale_out,
+            seed=seed,
+        )
+
+
+def _print_capacity_model(model: CapacityModelFile, *, on_flink: bool) -> None:
+    """The model's surrogate, its runs (each one's MST on Flink), the slots for the target and some capacities."""
     table = Table(title="StreamBed capacity model", show_header=False)
     table.add_row("surrogate", model.surrogate.family)
     table.add_row("testbed runs", str(model.testbed_runs))
-    if flink is not None:
+    if on_flink:
         for index, observation in enumerate(model.observations, start=1):
             table.add_row(
                 f"run {index}: {observation['task_slots']} slots", f"MST {observation['capacity']:,.0f} rec/s"
@@ -553,7 +552,6 @@ def capacity_plan(
     for n in sorted(model.capacities)[:: max(1, len(model.capacities) // 8)]:
         table.add_row(f"capacity at {n}", f"{model.capacities[n]:,.0f} rec/s")
     Console().print(table)
-    console.print(f"model: {out}")
 
 
 @dataclass(frozen=True)
