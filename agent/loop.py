@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -32,16 +32,13 @@ from agent.ports import (
     Scaler,
     ScalerError,
 )
+from agent.rescales import Rescale, RescaleHistory
 from agent.safeguards import Safeguards, memory_pressure
 from agent.settings import Settings
-from planner import Decision, PlanInput, PlannerConfig, Policy, get_policy
-from planner.peers import FlinkAutoscaler, KedaLag
+from planner import Decision, PlanInput, PlannerConfig, Policy
 from planner.history import Recommendations
 from planner.safeguards import Finding, IneffectiveScaleOut, SlotResources, quota_limit, quota_slots, skew_cause
 from planner.types import ReasonCode
-
-MAX_HISTORY = 500
-"""Rescale and recovery records kept in the knowledge document (oldest dropped first)."""
 
 KNOWLEDGE_SAVE_INTERVAL_S = 60.0
 """Write the knowledge document at most about this often (a peer that syncs every 10-15 s would
@@ -50,13 +47,12 @@ and every round after a failed write save at once, and the daemon flushes on sto
 can lose is under a minute of samples, never a rescale."""
 
 
+T = TypeVar("T")
+
+
 def policy_for(settings: Settings) -> Policy:
-    """The policy ``settings.policy`` names, with its options from the settings where it has some."""
-    if settings.policy == FlinkAutoscaler.name:
-        return FlinkAutoscaler(**settings.flink_autoscaler.model_dump())
-    if settings.policy == KedaLag.name:
-        return KedaLag(settings.keda_lag_threshold)
-    return get_policy(settings.policy)
+    """The whole-job policy ``settings.policy`` names, with its options from the settings where it has some."""
+    return settings.policy_spec.policy(settings)
 
 
 def planner_config(settings: Settings) -> PlannerConfig:
@@ -160,6 +156,18 @@ def _worker_means(series: Any) -> dict[str, float]:
     return means
 
 
+class RoundTelemetry(Protocol):
+    """What the agent reports to its telemetry (``agent.telemetry.Telemetry``)."""
+
+    def record_round(self, result: RoundResult) -> None:
+        """Count one round: its outcome, step durations, decision and knowledge write."""
+        ...
+
+    def state_refused(self, source: str, kind: str) -> None:
+        """Count a state that was read but refused (``source``: where from, ``kind``: why)."""
+        ...
+
+
 class _NullEvents:
     def emit(self, *, reason: str, message: str, type_: str = "Normal") -> None:
         return None
@@ -178,16 +186,20 @@ class Agent:
         knowledge: KnowledgeStore,
         events: EventSink | None = None,
         policy: Policy | None = None,
+        planning: Planning | None = None,
         analyzer: Analyzer | None = None,
-        telemetry: Any = None,
+        telemetry: RoundTelemetry | None = None,
     ) -> None:
+        """``planning``: the round's plan and execute steps (default: the whole-job ones with ``policy``, or with the
+        policy the settings name)."""
         self.settings = settings
         self.clock = clock
         self.monitor = monitor
         self.scaler = scaler
         self.knowledge = knowledge
         self.events = events or _NullEvents()
-        self.policy = policy or policy_for(settings)
+        self.planning: Planning = planning or WholeJobPlanning(policy or policy_for(settings))
+        self.policy: PolicyIdentity = self.planning.policy
         self.analyzer = analyzer or Analyzer(settings)
         if not self.policy.uses_forecast and isinstance(self.analyzer, Analyzer):
             self.analyzer.set_forecasting(False)
@@ -198,7 +210,7 @@ class Agent:
         self.log = get_logger("perdix.loop")
         self.last_round_at: float | None = None
         self.last_rescale_at: float | None = None
-        self.rescales: list[dict[str, Any]] = []
+        self.rescales = RescaleHistory()
         self.recommendations = Recommendations()
         self._reach: int | None = None
         """The scale-out the scale target could run at most when it was below max_parallelism (logs changes)."""
@@ -236,7 +248,7 @@ class Agent:
             self.analyzer.restore(document.get("analyzer") or {})
             self.last_rescale_at = loop.last_rescale_at
             self.last_round_at = loop.last_round_at
-            self.rescales = [record.model_dump(mode="json", by_alias=True) for record in loop.rescales]
+            self.rescales = RescaleHistory.from_stored(loop.rescales)
             self.recommendations = Recommendations.from_list(loop.recommendations)
             self.safeguards.ineffective.restore(loop.ineffective_scale_outs)
             kept = loop.policy_state
@@ -257,7 +269,7 @@ class Agent:
             self.analyzer.reset()
             self.last_rescale_at = None
             self.last_round_at = None
-            self.rescales, self.recommendations, self.policy_state = [], Recommendations(), None
+            self.rescales, self.recommendations, self.policy_state = RescaleHistory(), Recommendations(), None
             self.safeguards.ineffective.restore(None)
             return
         self.log.info(
@@ -275,7 +287,7 @@ class Agent:
             "loop": {
                 "last_round_at": self.last_round_at,
                 "last_rescale_at": self.last_rescale_at,
-                "rescales": self.rescales[-MAX_HISTORY:],
+                "rescales": self.rescales.to_list(),
                 "recommendations": self.recommendations.to_list(),
                 "ineffective_scale_outs": self.safeguards.ineffective.to_list(),
                 "policy_state": (
@@ -296,13 +308,13 @@ class Agent:
         self.last_round_at = now
         self._settle_pending(now)
 
-        observation = self._step(result, "monitor", lambda: self.monitor.observe(since=since, now=now))
+        observation = self.step(result, "monitor", lambda: self.monitor.observe(since=since, now=now))
         if observation is None:
             return self._finish(result)
         observation = self._validated(observation)
         result.observation = observation
 
-        analysis = self._step(result, "analyze", lambda: self.analyzer.analyze(observation, now=now))
+        analysis = self.step(result, "analyze", lambda: self.analyzer.analyze(observation, now=now))
         if analysis is None:
             return self._finish(result)
         result.analysis = analysis
@@ -320,13 +332,13 @@ class Agent:
             result.outcome = RoundOutcome(RoundStatus.NO_DATA, detail=gaps)
             return self._finish(result)
 
-        self._plan_and_execute(result, observation, analysis, current, since=since, now=now)
+        self.planning.plan_and_execute(self, RoundContext(result, observation, analysis, current, since, now))
         return self._finish(result)
 
     def _settle_pending(self, now: float) -> None:
         """Record how a rescale left pending at the last stop ended: Flink finished it meanwhile, the scale
         target says at what (see :class:`agent.ports.InterruptibleScaler`). Unread: asked again next round."""
-        pending = [record for record in self.rescales if record.get("pending")]
+        pending = self.rescales.pending()
         if not pending:
             return
         try:
@@ -336,16 +348,16 @@ class Agent:
             self.log.debug("rescale.pending_unread", error=f"{type(exc).__name__}: {exc}")
         if reached is None:
             return
-        for record in pending:
-            record["pending"] = False
-            record["confirmed"] = reached
+        self.rescales.settle(reached)
         last = pending[-1]
-        if reached == last["to"]:
-            self.log.info("rescale.confirmed", requested_at=last["at"], **{"from": last["from"]}, to=reached)
+        if reached == last.to_parallelism:
+            self.log.info("rescale.confirmed", requested_at=last.at, **{"from": last.from_parallelism}, to=reached)
             # The recovery of that rescale is the one under way now: watch it as if it had just been confirmed.
-            self.analyzer.on_rescale(now=float(last["at"]), from_parallelism=int(last["from"]), to_parallelism=reached)
+            self.analyzer.on_rescale(now=last.at, from_parallelism=last.from_parallelism or 0, to_parallelism=reached)
         else:
-            self.log.warning("rescale.unconfirmed", requested=last["to"], confirmed=reached, requested_at=last["at"])
+            self.log.warning(
+                "rescale.unconfirmed", requested=last.to_parallelism, confirmed=reached, requested_at=last.at
+            )
 
     def _validated(self, observation: Observation) -> Observation:
         """The one check between the monitor and the models: readings a job cannot have are gaps
@@ -379,103 +391,52 @@ class Agent:
             self._disagreement = (seen, truth)
         return replace(observation, parallelism=truth)
 
-    def _plan_and_execute(
-        self,
-        result: RoundResult,
-        observation: Observation,
-        analysis: Analysis,
-        current: int,
-        *,
-        since: float,
-        now: float,
-    ) -> None:
-        """Plan on the analysed round and apply the decision (the per-operator agent plans per job vertex here)."""
-        plan_input = self._plan_input(analysis, now, observation)
-        config = self._round_config()
-        self._judge_scale_out(analysis, plan_input.worker_busy, now)
-        decision = self._step(result, "plan", lambda: self.policy.decide(plan_input, config))
-        if decision is None:
-            return
-        decision = self._review(result, decision, observation, analysis, current, config, now)
-        result.decision = decision
-        if decision.policy_state is not None:
-            self.policy_state = dict(decision.policy_state)
-        if decision.acted:
+    # ---------------------------------------------------------------- what the planning part records
+
+    @property
+    def quota(self) -> tuple[int | None, str | None]:
+        """The slots the quota allows and why, as last read (None: no quota)."""
+        return self._quota
+
+    def remember(self, policy_state: Mapping[str, Any] | None, *, desired: int, acted: bool, now: float) -> None:
+        """Keep what the policy asked to keep and, when it decided, the scale-out it wanted (for scale-down
+        stabilization; per vertex: the desired plan's cost)."""
+        if policy_state is not None:
+            self.policy_state = dict(policy_state)
+        if acted:
             keep_s = max(self.config.scale_down_stabilization_s, self.config.loop_interval_s) * 2
-            self.recommendations = self.recommendations.add(now, decision.desired_parallelism, keep_s=keep_s)
+            self.recommendations = self.recommendations.add(now, desired, keep_s=keep_s)
 
-        if decision.rescales_from(current):
-            self._step(result, "execute", lambda: self._execute(result, decision, current, analysis, now))
+    def execute_failed(self, result: RoundResult, error: ScalerError) -> bool:
+        """The scale target refused the rescale: the round fails at execute. True when this kind of failure is new
+        (a persistent one, a 403 until the Role is fixed, fails every round: it is logged once per change)."""
+        new = error.kind != self._execute_failure
+        self._execute_failure = error.kind
+        result.outcome = RoundOutcome(RoundStatus.FAILED, step="execute", detail=error.kind)
+        return new
 
-    def _review(
-        self,
-        result: RoundResult,
-        decision: Decision,
-        observation: Observation,
-        analysis: Analysis,
-        current: int,
-        config: PlannerConfig,
-        now: float,
-    ) -> Decision:
-        """The safeguards' review of the policy's decision (agent.safeguards), its findings reported."""
-        review = self.safeguards.review(
-            decision,
-            current=current,
-            now=now,
-            pressure=memory_pressure(observation),
-            workload=analysis.workload_avg,
-            recovery_s=analysis.recovery_times.get(current),
-            target_recovery_s=self.config.target_recovery_time_s,
-        )
-        findings = review.findings
-        cap, why = self._quota
-        if cap is not None and cap == config.max_parallelism:
-            # Whether the policy wanted more than the quota: it said so, or the job at the cap cannot carry the
-            # load it planned for (a policy that clamps its desire to max_parallelism says nothing else).
-            final = review.decision
-            capacity = analysis.capacities.get(cap)
-            upper = analysis.forecast_upper if analysis.forecast_upper is not None else analysis.forecast
-            demand = max(
-                [w for w in (analysis.workload_avg,) if w is not None]
-                + ([float(np.nanmax(upper))] if upper is not None and np.isfinite(upper).any() else []),
-                default=None,
-            )
-            short = capacity is not None and demand is not None and capacity < demand
-            wanted_more = final.desired_parallelism > final.target_parallelism or final.code is ReasonCode.NO_CANDIDATE
-            limited = quota_limit(final, current, cap, why, wanted_more=wanted_more or short)
-        else:
-            limited = None
-        if limited is not None:
-            findings = (*findings, limited)
-        result.findings = findings
-        self.safeguards.report(findings, now=now)
-        return review.decision
+    def execute_succeeded(self) -> None:
+        """The scale target took a rescale: a failure logged before is over."""
+        if self._execute_failure is not None:
+            self.log.info("rescale.recovered", was=self._execute_failure)
+            self._execute_failure = None
 
-    def _judge_scale_out(self, analysis: Analysis, worker_busy: Mapping[str, float], now: float) -> None:
-        """Judge the last scale-out once its capacity is measured (safeguards.effectiveness); say when it fell short."""
-        ineffective = self.safeguards.ineffective
-        if not self.settings.safeguards.effectiveness.enabled or None not in ineffective.pending:
+    def record_rescale(self, result: RoundResult, record: Rescale, *, reached: int | None) -> None:
+        """Keep ``record`` in the history and log it; unless it was a dry run, the grace period starts at it and
+        the round reports ``reached`` (None while pending: the next start confirms it, :meth:`_settle_pending`)."""
+        self.rescales.add(record)
+        if record.dry_run:
+            self.log.info("rescale.dry_run", **record.fields())
             return
-        # Past the grace period and a round, the capacity at the new scale-out is measured, caught up or not: a
-        # scale-out that leaves the job behind is the one that most needs judging (and is measured saturated).
-        settled = (
-            self.last_rescale_at is not None
-            and now - self.last_rescale_at >= self.config.grace_period_s + self.config.loop_interval_s
-        )
-        parallelism = analysis.parallelism
-        record = ineffective.judge(
-            now=now,
-            parallelism=parallelism,
-            capacities=analysis.capacities,
-            settled=settled,
-            cause=skew_cause(
-                worker_busy, parallelism=parallelism or 0, source_partitions=self.settings.source_partitions
-            ),
-        )
-        if record is not None:
-            self._report_ineffective(record)
+        self.last_rescale_at = record.at
+        if record.pending:
+            # The daemon is stopping: Flink finishes the rescale; the next start confirms it.
+            self.log.warning("rescale.pending", **record.fields())
+            return
+        result.rescaled_to = reached
+        self.log.info("rescale", **record.fields())
 
-    def _report_ineffective(self, record: IneffectiveScaleOut) -> None:
+    def report_ineffective(self, record: IneffectiveScaleOut) -> None:
         """A log line and a Warning Event for a scale-out judged ineffective (each judged once)."""
         message = (
             f"scale-out {record.from_parallelism} -> {record.to_parallelism} gained "
@@ -519,7 +480,7 @@ class Agent:
             self._quota = (cap, why)
         return cap
 
-    def _round_config(self) -> PlannerConfig:
+    def round_config(self) -> PlannerConfig:
         """The planner's settings for this round: ``max_parallelism`` lowered to what the scale target can run now
         (a session cluster's free slots, :meth:`FlinkRestScaler.reachable_parallelism`) where it says so, and to
         the job's quota (safeguards.quota)."""
@@ -558,98 +519,8 @@ class Agent:
                 self._reach = reach
         return self.config if self._reach is None else replace(self.config, max_parallelism=self._reach)
 
-    def _plan_input(self, analysis: Analysis, now: float, observation: Observation | None = None) -> PlanInput:
-        throughput = _worker_means(observation.worker_throughput) if observation is not None else {}
-        cpu = _worker_means(observation.worker_cpu) if observation is not None else {}
-        busy = _worker_means(observation.worker_busy) if observation is not None else {}
-        uptime = observation.uptime_s if observation is not None else None
-        return PlanInput(
-            now=now,
-            current_parallelism=analysis.parallelism or 0,
-            workload_avg=analysis.workload_avg,
-            workload_previous=analysis.workload_previous,
-            forecast=analysis.forecast,
-            forecast_upper=analysis.forecast_upper,
-            consumer_lag=analysis.consumer_lag,
-            capacities=analysis.capacities,
-            recovery_times=analysis.recovery_times,
-            last_rescale_at=self.last_rescale_at,
-            recovering=analysis.recovering,
-            recent_recommendations=self.recommendations,
-            capacity_sources=analysis.capacity_sources,
-            worker_cpu_avg=analysis.worker_cpu_avg,
-            worker_throughput=throughput,
-            worker_cpu=cpu,
-            worker_busy=busy,
-            source_rate=sum(throughput.values()) if throughput else None,
-            uptime_s=uptime,
-            job_running=uptime is None or uptime > 0,
-            partition_offsets=observation.partition_offsets if observation is not None else None,
-            policy_state=self.policy_state,
-            rescale_downtimes=analysis.rescale_downtimes,
-            replay_records=analysis.replay_records,
-        )
-
-    def _execute(self, result: RoundResult, decision: Decision, current: int, analysis: Analysis, now: float) -> None:
-        target = decision.target_parallelism
-        dry_run = self.settings.dry_run
-        try:
-            outcome = self.scaler.rescale(target, reasons=decision.reasons, dry_run=dry_run)
-        except ScalerError as exc:
-            # A persistent failure (a 403 until the Role is fixed) fails every round: one line per change.
-            if exc.kind != self._execute_failure:
-                self.log.error("rescale.failed", kind=exc.kind, error=str(exc), target=target, current=current)
-            self._execute_failure = exc.kind
-            result.outcome = RoundOutcome(RoundStatus.FAILED, step="execute", detail=exc.kind)
-            return
-        if self._execute_failure is not None:
-            self.log.info("rescale.recovered", was=self._execute_failure)
-            self._execute_failure = None
-        predicted = analysis.recovery_times.get(target)
-        record = {
-            "at": now,
-            "from": current,
-            "to": target,
-            "confirmed": outcome.confirmed,
-            "dry_run": dry_run,
-            "predicted_recovery_s": predicted if predicted is not None and math.isfinite(predicted) else None,
-            "downtime_s": outcome.downtime_s,
-            "reasons": list(decision.reasons[-3:]),
-        }
-        if outcome.pending:
-            record["pending"] = True
-        self.rescales.append(record)
-        if dry_run:
-            self.log.info("rescale.dry_run", **{k: v for k, v in record.items() if k != "at"})
-            return
-        if outcome.pending:
-            # The daemon is stopping: Flink finishes the rescale; the next start confirms it (_settle_pending).
-            self.last_rescale_at = now
-            self.log.warning("rescale.pending", **{k: v for k, v in record.items() if k != "at"})
-            return
-        if outcome.confirmed != target:
-            # Only what the target confirmed counts; the next round sees the real parallelism.
-            self.log.warning("rescale.unconfirmed", requested=target, confirmed=outcome.confirmed)
-        self.last_rescale_at = now
-        result.rescaled_to = outcome.confirmed
-        if self.settings.safeguards.effectiveness.enabled:
-            self.safeguards.ineffective.watch(
-                now=now,
-                from_parallelism=current,
-                to_parallelism=outcome.confirmed or target,
-                workload=analysis.workload_avg,
-                capacities=analysis.capacities,
-            )
-        self.analyzer.on_rescale(
-            now=now,
-            from_parallelism=current,
-            to_parallelism=outcome.confirmed if outcome.confirmed is not None else target,
-            downtime_s=outcome.downtime_s,
-            resumed_at=outcome.resumed_at,
-        )
-        self.log.info("rescale", **{k: v for k, v in record.items() if k != "at"})
-
-    def _step(self, result: RoundResult, name: str, fn: Any) -> Any:
+    def step(self, result: RoundResult, name: str, fn: Callable[[], T]) -> T | None:
+        """Run one step of the round, timed; an exception ends the round there (logged, the outcome FAILED): None."""
         start = time.perf_counter()  # wall time of the step, for telemetry only
         try:
             return fn()
@@ -725,3 +596,207 @@ class Agent:
                 reason=decision.reasons[-1] if decision.reasons else None,
             )
         self.log.info("loop", **fields)
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    """What a round's plan step is given: the round so far, the validated observation and its analysis."""
+
+    result: RoundResult
+    observation: Observation
+    analysis: Analysis
+    current: int
+    """The job's scale-out now (the analysis', which the scale target confirmed where it could)."""
+    since: float
+    """Start of the interval the round observed."""
+    now: float
+
+
+class PolicyIdentity(Protocol):
+    """What the loop reads of any policy, whole-job or per vertex: its name, forecast need and sync period."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def uses_forecast(self) -> bool: ...
+
+    @property
+    def sync_interval_s(self) -> float | None: ...
+
+
+class Planning(Protocol):
+    """A round's plan and execute steps, composed into the agent when it is built: one scale-out for the whole
+    job (:class:`WholeJobPlanning`) or one parallelism per job vertex (``agent.per_operator.VertexPlanning``)."""
+
+    @property
+    def policy(self) -> PolicyIdentity: ...
+
+    def plan_and_execute(self, agent: Agent, context: RoundContext) -> None:
+        """Plan on the analysed round and apply the decision, recording it in the agent's loop state."""
+        ...
+
+
+class WholeJobPlanning:
+    """The plan and execute steps for one scale-out of the whole job (the scale target's replicas or parallelism)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def plan_and_execute(self, agent: Agent, context: RoundContext) -> None:
+        """Ask the policy, let the safeguards review its decision, and rescale when it changes the scale-out."""
+        result, analysis, current, now = context.result, context.analysis, context.current, context.now
+        plan_input = plan_input_of(agent, analysis, now, context.observation)
+        config = agent.round_config()
+        self.judge_scale_out(agent, analysis, plan_input.worker_busy, now)
+        decision = agent.step(result, "plan", lambda: self.policy.decide(plan_input, config))
+        if decision is None:
+            return
+        decision = self._review(agent, context, decision, config)
+        result.decision = decision
+        agent.remember(decision.policy_state, desired=decision.desired_parallelism, acted=decision.acted, now=now)
+        if decision.rescales_from(current):
+            agent.step(result, "execute", lambda: self._execute(agent, result, decision, current, analysis, now))
+
+    def _review(self, agent: Agent, context: RoundContext, decision: Decision, config: PlannerConfig) -> Decision:
+        """The safeguards' review of the policy's decision (agent.safeguards), its findings reported."""
+        analysis, current, now = context.analysis, context.current, context.now
+        review = agent.safeguards.review(
+            decision,
+            current=current,
+            now=now,
+            pressure=memory_pressure(context.observation),
+            workload=analysis.workload_avg,
+            recovery_s=analysis.recovery_times.get(current),
+            target_recovery_s=agent.config.target_recovery_time_s,
+        )
+        findings = review.findings
+        cap, why = agent.quota
+        if cap is not None and cap == config.max_parallelism:
+            limited = quota_limit(
+                review.decision, current, cap, why, wanted_more=_wanted_more(review.decision, analysis, cap)
+            )
+            findings = findings if limited is None else (*findings, limited)
+        context.result.findings = findings
+        agent.safeguards.report(findings, now=now)
+        return review.decision
+
+    def judge_scale_out(self, agent: Agent, analysis: Analysis, worker_busy: Mapping[str, float], now: float) -> None:
+        """Judge the last scale-out once its capacity is measured (safeguards.effectiveness); say when it fell short."""
+        ineffective = agent.safeguards.ineffective
+        if not agent.settings.safeguards.effectiveness.enabled or None not in ineffective.pending:
+            return
+        # Past the grace period and a round, the capacity at the new scale-out is measured, caught up or not: a
+        # scale-out that leaves the job behind is the one that most needs judging (and is measured saturated).
+        settled = (
+            agent.last_rescale_at is not None
+            and now - agent.last_rescale_at >= agent.config.grace_period_s + agent.config.loop_interval_s
+        )
+        parallelism = analysis.parallelism
+        record = ineffective.judge(
+            now=now,
+            parallelism=parallelism,
+            capacities=analysis.capacities,
+            settled=settled,
+            cause=skew_cause(
+                worker_busy, parallelism=parallelism or 0, source_partitions=agent.settings.source_partitions
+            ),
+        )
+        if record is not None:
+            agent.report_ineffective(record)
+
+    def _execute(
+        self, agent: Agent, result: RoundResult, decision: Decision, current: int, analysis: Analysis, now: float
+    ) -> None:
+        """Rescale the job to the decision's target and record it (dry-run: record and log only)."""
+        target = decision.target_parallelism
+        dry_run = agent.settings.dry_run
+        try:
+            outcome = agent.scaler.rescale(target, reasons=decision.reasons, dry_run=dry_run)
+        except ScalerError as exc:
+            if agent.execute_failed(result, exc):
+                agent.log.error("rescale.failed", kind=exc.kind, error=str(exc), target=target, current=current)
+            return
+        agent.execute_succeeded()
+        predicted = analysis.recovery_times.get(target)
+        record = Rescale(
+            at=now,
+            from_parallelism=current,
+            to_parallelism=target,
+            confirmed=outcome.confirmed,
+            dry_run=dry_run,
+            predicted_recovery_s=predicted if predicted is not None and math.isfinite(predicted) else None,
+            downtime_s=outcome.downtime_s,
+            reasons=tuple(decision.reasons[-3:]),
+            pending=bool(outcome.pending),
+        )
+        settled = not dry_run and not outcome.pending
+        if settled and outcome.confirmed != target:
+            # Only what the target confirmed counts; the next round sees the real parallelism.
+            agent.log.warning("rescale.unconfirmed", requested=target, confirmed=outcome.confirmed)
+        agent.record_rescale(result, record, reached=outcome.confirmed)
+        if not settled:
+            return
+        if agent.settings.safeguards.effectiveness.enabled:
+            agent.safeguards.ineffective.watch(
+                now=now,
+                from_parallelism=current,
+                to_parallelism=outcome.confirmed or target,
+                workload=analysis.workload_avg,
+                capacities=analysis.capacities,
+            )
+        agent.analyzer.on_rescale(
+            now=now,
+            from_parallelism=current,
+            to_parallelism=outcome.confirmed if outcome.confirmed is not None else target,
+            downtime_s=outcome.downtime_s,
+            resumed_at=outcome.resumed_at,
+        )
+
+
+def _wanted_more(final: Decision, analysis: Analysis, cap: int) -> bool:
+    """Whether the policy wanted more than the quota's cap: it said so, or the job at the cap cannot carry the load
+    it planned for (a policy that clamps its desire to max_parallelism says nothing else)."""
+    capacity = analysis.capacities.get(cap)
+    upper = analysis.forecast_upper if analysis.forecast_upper is not None else analysis.forecast
+    demand = max(
+        [w for w in (analysis.workload_avg,) if w is not None]
+        + ([float(np.nanmax(upper))] if upper is not None and np.isfinite(upper).any() else []),
+        default=None,
+    )
+    short = capacity is not None and demand is not None and capacity < demand
+    return final.desired_parallelism > final.target_parallelism or final.code is ReasonCode.NO_CANDIDATE or short
+
+
+def plan_input_of(agent: Agent, analysis: Analysis, now: float, observation: Observation | None = None) -> PlanInput:
+    """The whole-job policy's snapshot of the round: the analysis, the workers' means and the agent's loop state."""
+    throughput = _worker_means(observation.worker_throughput) if observation is not None else {}
+    cpu = _worker_means(observation.worker_cpu) if observation is not None else {}
+    busy = _worker_means(observation.worker_busy) if observation is not None else {}
+    uptime = observation.uptime_s if observation is not None else None
+    return PlanInput(
+        now=now,
+        current_parallelism=analysis.parallelism or 0,
+        workload_avg=analysis.workload_avg,
+        workload_previous=analysis.workload_previous,
+        forecast=analysis.forecast,
+        forecast_upper=analysis.forecast_upper,
+        consumer_lag=analysis.consumer_lag,
+        capacities=analysis.capacities,
+        recovery_times=analysis.recovery_times,
+        last_rescale_at=agent.last_rescale_at,
+        recovering=analysis.recovering,
+        recent_recommendations=agent.recommendations,
+        capacity_sources=analysis.capacity_sources,
+        worker_cpu_avg=analysis.worker_cpu_avg,
+        worker_throughput=throughput,
+        worker_cpu=cpu,
+        worker_busy=busy,
+        source_rate=sum(throughput.values()) if throughput else None,
+        uptime_s=uptime,
+        job_running=uptime is None or uptime > 0,
+        partition_offsets=observation.partition_offsets if observation is not None else None,
+        policy_state=agent.policy_state,
+        rescale_downtimes=analysis.rescale_downtimes,
+        replay_records=analysis.replay_records,
+    )

@@ -1,7 +1,7 @@
 """Settings of the per-operator path: the per-vertex PromQL queries and the knobs of Justin and QEScalor.
 
 The ``operators`` section of the agent's settings tree (``agent.settings.Settings.operators``), read when
-the policy decides per job vertex (``planner.OPERATOR_POLICY_FACTORIES``) on a per-vertex scale target.
+the policy decides per job vertex (``planner.registry``) on a per-vertex scale target.
 Every default needs only Flink's Prometheus reporter; the state queries answer only for vertices with
 keyed state in RocksDB and with its native metrics and latency tracking switched on (see
 docs/flink-metrics.md, "Per vertex"), and an empty answer there means "stateless", not a gap.

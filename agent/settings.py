@@ -29,13 +29,7 @@ from agent.settings_sources import (
 )
 from models.forecast.config import DEFAULT_FORECASTER
 from models.recovery import CHECKPOINT_INTERVAL_S, DOWNTIME_FAILURE_PRIOR_S, DOWNTIME_RESCALE_PRIOR_S
-from planner import (
-    DAG_ONLY_POLICIES,
-    LAB_ONLY_POLICIES,
-    OPERATOR_POLICY_FACTORIES,
-    PER_VERTEX_TARGETS,
-    PRODUCTION_POLICIES,
-)
+from planner import registry
 from planner import defaults
 
 DAY_S = 86_400
@@ -404,7 +398,7 @@ class Settings(BaseSettings):
 
     policy: str = Field(
         "daedalus",
-        description=f"Scaling policy that plans each loop: one of {', '.join(PRODUCTION_POLICIES)}.",
+        description=f"Scaling policy that plans each loop: one of {', '.join(registry.production())}.",
     )
     target_recovery_time_s: float = Field(
         300.0,
@@ -614,11 +608,11 @@ class Settings(BaseSettings):
         "decisions they veto or limit (docs/safeguards.md).",
     )
 
-    runnable_policies: ClassVar[tuple[str, ...]] = PRODUCTION_POLICIES
+    runnable_policies: ClassVar[tuple[str, ...]] = registry.production()
     """Policies this settings tree accepts: what ``perdix run`` runs (the lab widens it)."""
     policy_context: ClassVar[str] = "perdix run"
     refused_policies: ClassVar[dict[str, str]] = {
-        name: f"runs only in the lab ({reason})" for name, reason in LAB_ONLY_POLICIES.items()
+        name: f"runs only in the lab ({spec.lab_only})" for name, spec in registry.SPECS.items() if spec.lab_only
     }
     """Known policies this tree refuses, with why (the message of the one-line error)."""
 
@@ -649,17 +643,18 @@ class Settings(BaseSettings):
     def _per_vertex_target(self) -> Settings:
         # A per-operator-only policy sets one parallelism per job vertex, which a TaskManager workload's
         # replica count cannot express.
-        if self.policy in DAG_ONLY_POLICIES and self.scale_target.kind not in PER_VERTEX_TARGETS:
+        targets = registry.SPECS[self.policy].targets if self.policy in registry.SPECS else None
+        if targets == registry.PER_VERTEX_TARGETS and self.scale_target.kind not in targets:
             raise ValueError(
                 f"policy: {self.policy!r} sets the parallelism of each job vertex: scale_target.kind must be one of "
-                f"{', '.join(PER_VERTEX_TARGETS)}, not {self.scale_target.kind!r}"
+                f"{', '.join(targets)}, not {self.scale_target.kind!r}"
             )
         return self
 
     @model_validator(mode="after")
     def _keda_reads_offsets(self) -> Settings:
         # KEDA's Kafka scaler sums each partition's lag; without the partitions' offsets it could never act.
-        if self.policy != "keda-lag" or self.scale_target.kind == "simulated":
+        if registry.Signal.PARTITION_OFFSETS not in self.policy_spec.signals or self.scale_target.kind == "simulated":
             return self
         for name in PARTITION_OFFSET_QUERIES:
             if not getattr(self.prometheus.queries, name):
@@ -698,19 +693,24 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def policy_spec(self) -> registry.PolicySpec:
+        """The registry's description of ``policy`` (planner.registry)."""
+        return registry.spec(self.policy)
+
+    @property
     def per_operator(self) -> bool:
         """True when the round plans one parallelism per job vertex (a per-operator policy on a per-vertex target)."""
-        return self.policy in OPERATOR_POLICY_FACTORIES and self.scale_target.kind in PER_VERTEX_TARGETS
+        return self.policy_spec.plans_per_vertex(self.scale_target.kind)
 
     @property
     def reads_cpu(self) -> bool:
         """True when something reads the workers' CPU: the capacity model (utilization: cpu) or the hpa policy."""
-        return self.utilization == "cpu" or self.policy == "hpa"
+        return self.utilization == "cpu" or registry.Signal.CPU in self.policy_spec.signals
 
     @property
     def skipped_queries(self) -> frozenset[str]:
         """The utilization query nothing reads (busy time or CPU), which the monitor does not run."""
-        wants_busy = self.utilization == "busy" or self.policy in ("flink-autoscaler", "ds2")
+        wants_busy = self.utilization == "busy" or registry.Signal.BUSY in self.policy_spec.signals
         return frozenset(name for name, wanted in (("cpu", self.reads_cpu), ("busy", wants_busy)) if not wanted)
 
     @classmethod

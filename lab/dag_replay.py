@@ -39,14 +39,12 @@ from lab.inline import InlineExecutor
 from lab.slo import Stop, judge
 from models.forecast import ForecasterConfig, WorkloadForecaster
 from planner.daedalus_per_operator import DaedalusPerOperator
-from planner.ds2_per_operator import Ds2PerOperator
 from planner.history import Recommendations
 from planner.justin import memory_mb
-from planner.justin_per_operator import JustinPerOperator
+from planner import registry
 from planner.per_operator import (
     MemoryProfile,
     OperatorConfig,
-    OperatorDecision,
     OperatorPlanInput,
     OperatorPolicy,
     VertexInput,
@@ -54,19 +52,17 @@ from planner.per_operator import (
     slots,
     subtasks,
 )
-from planner.qescalor_per_operator import ProfileSample, QescalorPerOperator
-from planner.types import PlannerConfig
+from planner.qescalor_per_operator import ProfileSample
+from planner.types import Decision, PlannerConfig
 from simulator.dag import DagMeasurement, DagRun, DagTestbed
 from simulator.trace import Trace
 
 DAG_REPLAY_POLICIES: dict[str, Callable[[], OperatorPolicy]] = {
     "daedalus": lambda: DaedalusPerOperator(uniform=True),
-    "daedalus-per-operator": DaedalusPerOperator,
-    "ds2": Ds2PerOperator,
-    "justin": JustinPerOperator,
-    "qescalor": QescalorPerOperator,
+    **{name: registry.SPECS[name].operator_policy for name in sorted(registry.per_vertex())},
 }
-"""The policies of the testbed replay; ``daedalus`` is whole-job Daedalus (every vertex at one parallelism)."""
+"""The policies of the testbed replay: every policy with a per-vertex form (planner.registry), and ``daedalus``,
+whole-job Daedalus (every vertex at one parallelism) as the baseline they are measured against."""
 
 SERIES_STEP_S = 10
 """Resolution of the series kept for plots."""
@@ -403,7 +399,7 @@ class DagReplay:
         known = [second for second in self.forecasts if second <= now]
         return self.forecasts[max(known)] if known else None
 
-    def _memory(self, decision: OperatorDecision, memory: float) -> float:
+    def _memory(self, decision: Decision, memory: float) -> float:
         """Slot memory after this decision: Justin's levels, or QEScalor's modelled profile; at least level 0."""
         if decision.memory is not None:
             return max(decision.memory.managed_memory_per_slot_mb, self.settings.initial_memory_mb)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from lab.settings import LabSettings
-from planner import DAG_ONLY_POLICIES, POLICY_FACTORIES
+from planner import registry
 
 SERIES_STEP_S = 10
 """Resolution of the per-second series kept for the plots (a 6 h run stays small to ship between processes)."""
@@ -106,7 +106,7 @@ def parse_policies(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     if not names:
         raise EvaluateError("--policies: no policy named")
-    known = set(POLICY_FACTORIES) | set(DAG_ONLY_POLICIES) | {OPTIMAL}
+    known = set(registry.SPECS) | {OPTIMAL}
     for name in names:
         if name not in known:
             raise EvaluateError(f"--policies: unknown policy {name!r}; known: {', '.join(sorted(known))}")
@@ -150,7 +150,7 @@ def plan_runs(
     runs: list[Run] = []
     for trace in traces:
         for policy in policies:
-            if policy in DAG_ONLY_POLICIES:
+            if policy in registry.vertex_only():
                 continue
             runs.append(Run(trace, policy))
             if sweep and policy in SWEEPS and (swept is None or policy in swept):
@@ -192,16 +192,13 @@ def _replay_one(
         return RunResult(run, summary, _thinned(series))
     from lab.replay import Replay
 
-    policy = (
-        POLICY_FACTORIES[run.policy]()
-        if run.knob is None or run.policy == "daedalus"
-        else (POLICY_FACTORIES[run.policy](run.knob))
-    )
+    spec = registry.spec(run.policy)
+    policy = spec.policy(knob=run.knob)
     update: dict[str, Any] = {"policy": run.policy}
     if policy.sync_interval_s is not None:
         update["loop_interval_s"] = policy.sync_interval_s
-    if run.policy == "daedalus" and run.knob is not None:
-        update["target_recovery_time_s"] = run.knob  # the target it plans with; the SLO stays the lab's
+    if spec.knob_setting is not None and run.knob is not None:
+        update[spec.knob_setting] = run.knob  # what it plans with; the SLO stays the lab's
     run_settings = settings.model_copy(update=update)
     replay = Replay(
         trace,
@@ -326,7 +323,7 @@ def dag_lab(trace_path: Path, *, hours: float | None, steps: int = 6) -> dict[st
     return out
 
 
-DAG_REPLAY_TRIGGERS = frozenset(DAG_ONLY_POLICIES)
+DAG_REPLAY_TRIGGERS = frozenset(registry.vertex_only())
 """Naming any of these in ``--policies`` adds the testbed replay (``lab.dag_replay``) to the evaluation."""
 
 

@@ -22,7 +22,7 @@ from lab.inline import InlineExecutor
 from lab.settings import LabSettings
 from lab.simulated import SimulatedMonitor, SimulatedScaler
 from lab.slo import SloJudgement, judge, stops_from
-from planner import Policy
+from planner import Policy, Signal
 from simulator import SimulatedFlinkJob, Trace
 
 
@@ -105,7 +105,7 @@ class Replay:
         """A fresh agent process on this job, loading whatever the knowledge store holds (a restart)."""
         analyzer: Any
         self.background = InlineExecutor()
-        if self.settings.policy == "oracle":
+        if Signal.SIMULATOR_TRUTH in self.settings.policy_spec.signals:
             # The oracle is handed the simulator's truth instead of the online models' estimates.
             from lab.oracle import OracleAnalyzer
 

@@ -17,7 +17,7 @@ from typing import Any
 from lab.evaluate import DAG_POLICIES, OPTIMAL, RunResult, below_front, pareto
 from lab.plots import plot_fronts, plot_replay, plot_trace
 from lab.replay import ReplayResult
-from planner import DAG_ONLY_POLICIES
+from planner import registry
 
 PEERS = ("flink-autoscaler", "hpa", "keda-lag", "ds2")
 """The policies operators run today, whose fronts Daedalus is compared against."""
@@ -69,11 +69,11 @@ def build_summary(results: Sequence[RunResult], policies: Sequence[str]) -> dict
         for row in entry["runs"].values():
             row["worker_hours_vs_optimal"] = _ratio(row["worker_hours"], optimal["worker_hours"] if optimal else None)
         for policy in policies:
-            if policy in DAG_ONLY_POLICIES:
+            if policy in registry.vertex_only():
                 where = " (its testbed replay is under dag_replay)"
                 entry["runs"][policy] = {
                     "status": "n/a",
-                    "reason": f"operator-DAG testbed only: {DAG_ONLY_POLICIES[policy]}{where}",
+                    "reason": f"operator-DAG testbed only: {registry.SPECS[policy].summary}{where}",
                 }
     summary: dict[str, Any] = {"traces": by_trace, "policies": _per_policy(by_trace, policies)}
     fronts, verdicts = _fronts(by_trace)
@@ -92,7 +92,7 @@ def _per_policy(by_trace: dict[str, dict[str, Any]], policies: Sequence[str]) ->
     """Each policy at its default over all traces: × optimal median and worst, misses, misses where optimal has none."""
     out: dict[str, Any] = {}
     for policy in policies:
-        if policy in DAG_ONLY_POLICIES:
+        if policy in registry.vertex_only():
             continue
         ratios, misses, avoidable = [], 0, 0
         for entry in by_trace.values():

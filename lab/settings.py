@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from agent.settings import ScaleTargetKind, ScaleTargetSettings, Settings, load_settings
-from planner import DAG_ONLY_POLICIES, PRODUCTION_POLICIES
+from planner import registry
 from simulator import SimulatorSettings
 
-LAB_POLICIES: tuple[str, ...] = (*(p for p in PRODUCTION_POLICIES if p not in DAG_ONLY_POLICIES), "oracle")
-"""Single-vertex policies a replay can run: the production ones with a single-vertex form, and the oracle."""
+LAB_POLICIES: tuple[str, ...] = registry.whole_job()
+"""Single-vertex policies a replay can run: those with a whole-job form, the lab-only ones included."""
 
 
 RESCALE_COSTS: Mapping[str, Mapping[str, float]] = {
@@ -72,8 +72,9 @@ class LabSettings(Settings):
     runnable_policies: ClassVar[tuple[str, ...]] = LAB_POLICIES
     policy_context: ClassVar[str] = "a replay"
     refused_policies: ClassVar[dict[str, str]] = {
-        name: f"runs on the operator-DAG testbed only ({reason}; perdix evaluate --policies {name})"
-        for name, reason in DAG_ONLY_POLICIES.items()
+        name: f"runs on the operator-DAG testbed only ({spec.summary}; perdix evaluate --policies {name})"
+        for name, spec in registry.SPECS.items()
+        if spec.vertex_only
     }
 
     scale_target: LabScaleTargetSettings = Field(

@@ -441,7 +441,7 @@ class DaedalusPolicy:
         if desired is None:
             desired = _fallback(plan_input, config, reasons)
             target = stabilize(plan_input, config, desired, reasons)
-            return Decision(target, desired, tuple(reasons), ReasonCode.NO_CANDIDATE)
+            return Decision.whole_job(target, desired, tuple(reasons), ReasonCode.NO_CANDIDATE)
         target = stabilize(plan_input, config, desired, reasons)
         return decided(plan_input.current_parallelism, target, desired, reasons)
 

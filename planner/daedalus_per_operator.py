@@ -44,7 +44,6 @@ from planner.daedalus import stabilize
 from planner.ds2_per_operator import Ds2Plan, ds2_plan
 from planner.per_operator import (
     OperatorConfig,
-    OperatorDecision,
     OperatorPlanInput,
     VertexInput,
     bounds,
@@ -55,7 +54,7 @@ from planner.per_operator import (
     slots,
     subtasks,
 )
-from planner.types import PlannerConfig, ReasonCode
+from planner.types import Decision, PlannerConfig, ReasonCode
 
 DEFAULT_DOWNTIME_S = 30.0
 """Downtime assumed for a slot count the recovery predictor has no estimate for (its rescale prior)."""
@@ -175,7 +174,7 @@ class DaedalusPerOperator:
         self.uniform = uniform
         self.name = "daedalus" if uniform else "daedalus-per-operator"
 
-    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> OperatorDecision:
+    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> Decision:
         """Guards → rates → recent-rescale hold → search over the ladder → fallback → stabilization."""
         planner = config.planner
         view = plan_input.whole_job_view(planner)
@@ -213,7 +212,7 @@ class DaedalusPerOperator:
         state = {"desired_cost": chosen.cost}
         reasons.append(f"plan: {describe_plan(target.plan, plan_input.vertices)}")
         code = ReasonCode.NO_CANDIDATE if fallback else operator_code(current, target.plan, chosen.plan)
-        return OperatorDecision(target.plan, chosen.plan, tuple(reasons), code, acted=True, policy_state=state)
+        return Decision(target.plan, chosen.plan, tuple(reasons), code, acted=True, policy_state=state)
 
     # ------------------------------------------------------------------ stages
 
@@ -224,7 +223,7 @@ class DaedalusPerOperator:
         workload: float,
         forecast: np.ndarray,
         capacity_now: float,
-    ) -> OperatorDecision | None:
+    ) -> Decision | None:
         """Algorithm 1's first check: a plan applied recently stays while it carries the load."""
         last = plan_input.last_rescale_at
         if last is None or plan_input.now - last >= planner.recent_rescale_window_s:

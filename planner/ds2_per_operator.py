@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 from planner.per_operator import (
     OperatorConfig,
-    OperatorDecision,
     OperatorPlanInput,
     VertexInput,
     bounds,
@@ -37,7 +36,7 @@ from planner.per_operator import (
     operator_code,
     source_shares,
 )
-from planner.types import PlannerConfig, ReasonCode
+from planner.types import Decision, PlannerConfig, ReasonCode
 
 
 @dataclass(frozen=True)
@@ -103,18 +102,27 @@ def ds2_plan(
         per_subtask[vertex.id] = rate
         selectivity = metrics.selectivity if metrics is not None else None
         output_rate[vertex.id] = incoming * (1.0 if selectivity is None else selectivity)
-        lower, upper = bounds(vertex, config)
         if rate is None:
             unknown.append(vertex.id)
-            parallelism[vertex.id] = min(max(vertex.parallelism, lower), upper)
-            reasons.append(f"{vertex.name}: no true rate this interval (idle or unread): kept at {vertex.parallelism}")
-            continue
-        # The epsilon keeps an input that exactly matches k subtasks from asking for k + 1.
-        optimal = max(1, math.ceil(incoming / rate - 1e-9))
-        parallelism[vertex.id] = min(max(optimal, lower), upper)
-        bounded = "" if parallelism[vertex.id] == optimal else f", bounded to {parallelism[vertex.id]}"
-        reasons.append(f"{vertex.name}: {incoming:,.0f}/s over {rate:,.0f}/s per subtask = {optimal}{bounded}")
+        parallelism[vertex.id], reason = _vertex_parallelism(vertex, incoming, rate, config)
+        reasons.append(reason)
     return Ds2Plan(parallelism, input_rate, per_subtask, tuple(unknown), tuple(reasons))
+
+
+def _vertex_parallelism(
+    vertex: VertexInput, incoming: float, rate: float | None, config: PlannerConfig
+) -> tuple[int, str]:
+    """Eq. 8 for one vertex within its bounds, and the reason: the subtasks its input needs at its true rate per
+    subtask (kept where the rate is unknown)."""
+    lower, upper = bounds(vertex, config)
+    if rate is None:
+        kept = min(max(vertex.parallelism, lower), upper)
+        return kept, f"{vertex.name}: no true rate this interval (idle or unread): kept at {vertex.parallelism}"
+    # The epsilon keeps an input that exactly matches k subtasks from asking for k + 1.
+    optimal = max(1, math.ceil(incoming / rate - 1e-9))
+    parallelism = min(max(optimal, lower), upper)
+    bounded = "" if parallelism == optimal else f", bounded to {parallelism}"
+    return parallelism, f"{vertex.name}: {incoming:,.0f}/s over {rate:,.0f}/s per subtask = {optimal}{bounded}"
 
 
 def significant(current: int, proposed: int, min_scale_down_step: int) -> bool:
@@ -126,7 +134,7 @@ def significant(current: int, proposed: int, min_scale_down_step: int) -> bool:
     return proposed > current or current - proposed >= min_scale_down_step
 
 
-def warm_up_hold(plan_input: OperatorPlanInput, config: OperatorConfig) -> OperatorDecision | None:
+def warm_up_hold(plan_input: OperatorPlanInput, config: OperatorConfig) -> Decision | None:
     """Keep every vertex while the job is down, the workload unknown, or the rates still mix the last attempt."""
     if not plan_input.job_running:
         return keep_all(plan_input, ReasonCode.UNKNOWN_DATA, "the job is not running")
@@ -178,7 +186,7 @@ class Ds2PerOperator:
         self.knob = target_ratio
         self.min_scale_down_step = min_scale_down_step
 
-    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> OperatorDecision:
+    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> Decision:
         """Warm-up → eq. 7/8 over the graph → the manager's minor-change rule, every vertex in one plan."""
         held = warm_up_hold(plan_input, config)
         if held is not None:
@@ -199,4 +207,4 @@ class Ds2PerOperator:
             f"plan: {describe_plan(target, plan_input.vertices)}",
         ]
         code = operator_code(current, target, plan.parallelism)
-        return OperatorDecision(target, plan.parallelism, tuple(reasons), code, acted=True)
+        return Decision(target, plan.parallelism, tuple(reasons), code, acted=True)

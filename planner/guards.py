@@ -41,7 +41,7 @@ def operator_bounds(plan_input: PlanInput, config: PlannerConfig) -> Decision | 
     bounded = min(max(current, config.min_parallelism), config.max_parallelism)
     if bounded == current:
         return None
-    return Decision(
+    return Decision.whole_job(
         bounded,
         bounded,
         (

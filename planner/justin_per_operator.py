@@ -32,17 +32,15 @@ from dataclasses import replace
 from typing import Any
 
 from planner.ds2_per_operator import apply_manager, ds2_plan, warm_up_hold
-from planner.justin import OperatorMemoryState, justin_plan, memory_mb
+from planner.justin import JustinPlan, OperatorMemoryState, justin_plan, memory_mb
 from planner.per_operator import (
-    MemoryRecommendation,
     OperatorConfig,
-    OperatorDecision,
     OperatorPlanInput,
     describe_plan,
     keep_all,
     operator_code,
 )
-from planner.types import ReasonCode
+from planner.types import Decision, MemoryRecommendation, ReasonCode
 
 
 def level_of(managed_memory_per_slot_mb: float | None, *, min_mb: float, max_level: int) -> int | None:
@@ -72,7 +70,7 @@ class JustinPerOperator:
     def __init__(self, *, min_scale_down_step: int = 2) -> None:
         self.min_scale_down_step = min_scale_down_step
 
-    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> OperatorDecision:
+    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> Decision:
         """DS2 → Justin's Algorithm 1 → what the target can apply now, and the memory recommendation."""
         held = warm_up_hold(plan_input, config)
         if held is not None:
@@ -82,31 +80,7 @@ class JustinPerOperator:
         if len(proposal.unknown) == len(plan_input.vertices):
             return keep_all(plan_input, ReasonCode.UNKNOWN_DATA, "no vertex has a true rate this interval")
         current = plan_input.current
-        remembered = _state(plan_input.policy_state)
-        deployed_level = level_of(
-            plan_input.memory.managed_memory_per_slot_mb if plan_input.memory is not None else None,
-            min_mb=config.memory_min_mb,
-            max_level=config.memory_max_level,
-        )
-        states = []
-        for vertex in plan_input.vertices:
-            m = vertex.metrics
-            stateful = m is not None and m.stateful
-            kept = remembered.get(vertex.id, {})
-            level = kept.get("level", deployed_level if stateful else None)
-            states.append(
-                OperatorMemoryState(
-                    name=vertex.id,
-                    stateful=stateful,
-                    parallelism=vertex.parallelism,
-                    memory_level=None if not stateful else (0 if level is None else int(level)),
-                    scaled_up_last=bool(kept.get("scaled_up", False)),
-                    cache_hit_rate=m.cache_hit_rate if m is not None else None,
-                    access_latency_ms=m.state_latency_ms if m is not None else None,
-                    previous_cache_hit_rate=kept.get("theta"),
-                    previous_access_latency_ms=kept.get("tau"),
-                )
-            )
+        states = _memory_states(plan_input, config)
         plan = justin_plan(
             proposal.parallelism,
             states,
@@ -122,62 +96,123 @@ class JustinPerOperator:
         if pressure is not None and any(plan.scaled_up.values()):
             # No memory level is raised under memory pressure: the vertex takes DS2's parallelism instead.
             reasons.append(f"memory levels held ({pressure}): DS2's parallelism where Justin would add memory")
-            kept_levels = {s.name: s.memory_level for s in states}
-            plan = replace(
-                plan,
-                parallelism={
-                    v: proposal.parallelism[v] if plan.scaled_up[v] else p for v, p in plan.parallelism.items()
-                },
-                memory_level={v: kept_levels[v] if plan.scaled_up[v] else lv for v, lv in plan.memory_level.items()},
-                scaled_up={v: False for v in plan.scaled_up},
-            )
-        wanted: dict[str, int] = {}
-        for vertex in plan_input.vertices:
-            traded = plan.scaled_up[vertex.id]
-            # Without a way to apply memory, a scale-out traded for memory would leave the vertex short.
-            wanted[vertex.id] = (
-                plan.parallelism[vertex.id] if applies or not traded else proposal.parallelism[vertex.id]
-            )
-            if traded and not applies:
-                reasons.append(
-                    f"{vertex.name}: memory cannot change in place: DS2's {wanted[vertex.id]} subtasks, "
-                    f"memory level {plan.memory_level[vertex.id]} recommended"
-                )
+            plan = _without_memory_raises(plan, proposal.parallelism, states)
+        wanted = _wanted(plan_input, plan, proposal.parallelism, reasons)
         target, notes = apply_manager(current, wanted, min_scale_down_step=self.min_scale_down_step)
         reasons += notes
-        stateful_levels = [
-            lv for s, lv in ((s, plan.memory_level[s.name]) for s in states) if s.stateful and lv is not None
-        ]
-        slot_mb = max((memory_mb(lv, min_memory_mb=config.memory_min_mb) for lv in stateful_levels), default=0.0)
-        now_mb = plan_input.memory.managed_memory_per_slot_mb if plan_input.memory is not None else None
-        recommendation = MemoryRecommendation(
-            levels=dict(plan.memory_level),
-            managed_memory_per_slot_mb=slot_mb,
-            changes=now_mb is None or abs(now_mb - slot_mb) > 0.5,
-        )
-        if recommendation.changes:
-            reasons.append(
-                f"memory: {slot_mb:.0f} MB managed memory per slot "
-                + ("(applied with the plan)" if applies else "(recommended: the target cannot change memory in place)")
-            )
-        next_state = {
-            "vertices": {
-                s.name: {
-                    "level": plan.memory_level[s.name] if applies else s.memory_level,
-                    "scaled_up": bool(plan.scaled_up[s.name]) and applies,
-                    "theta": s.cache_hit_rate,
-                    "tau": s.access_latency_ms,
-                }
-                for s in states
-            }
-        }
+        recommendation = _recommendation(plan_input, config, plan, states, reasons)
         reasons.append(f"plan: {describe_plan(target, plan_input.vertices)}")
         code = operator_code(current, target, wanted)
         if code is ReasonCode.KEEP and recommendation.changes and applies:
-            code = ReasonCode.SCALE_OUT if slot_mb > (now_mb or 0.0) else ReasonCode.SCALE_IN
-        return OperatorDecision(
-            target, wanted, tuple(reasons), code, acted=True, policy_state=next_state, memory=recommendation
+            now_mb = plan_input.memory.managed_memory_per_slot_mb if plan_input.memory is not None else None
+            grows = recommendation.managed_memory_per_slot_mb > (now_mb or 0.0)
+            code = ReasonCode.SCALE_OUT if grows else ReasonCode.SCALE_IN
+        state = _next_state(plan, states, applies=applies)
+        return Decision(target, wanted, tuple(reasons), code, acted=True, policy_state=state, memory=recommendation)
+
+
+def _memory_states(plan_input: OperatorPlanInput, config: OperatorConfig) -> list[OperatorMemoryState]:
+    """Each vertex's memory state for Algorithm 1: its level (remembered, else what the TaskManagers run), its
+    cache hit rate and state latency now and at the last round."""
+    remembered = _state(plan_input.policy_state)
+    deployed_level = level_of(
+        plan_input.memory.managed_memory_per_slot_mb if plan_input.memory is not None else None,
+        min_mb=config.memory_min_mb,
+        max_level=config.memory_max_level,
+    )
+    states = []
+    for vertex in plan_input.vertices:
+        m = vertex.metrics
+        stateful = m is not None and m.stateful
+        kept = remembered.get(vertex.id, {})
+        level = kept.get("level", deployed_level if stateful else None)
+        states.append(
+            OperatorMemoryState(
+                name=vertex.id,
+                stateful=stateful,
+                parallelism=vertex.parallelism,
+                memory_level=None if not stateful else (0 if level is None else int(level)),
+                scaled_up_last=bool(kept.get("scaled_up", False)),
+                cache_hit_rate=m.cache_hit_rate if m is not None else None,
+                access_latency_ms=m.state_latency_ms if m is not None else None,
+                previous_cache_hit_rate=kept.get("theta"),
+                previous_access_latency_ms=kept.get("tau"),
+            )
         )
+    return states
+
+
+def _without_memory_raises(plan: JustinPlan, ds2: Mapping[str, int], states: list[OperatorMemoryState]) -> JustinPlan:
+    """The plan with every memory raise undone: those vertices at DS2's parallelism and their level kept."""
+    kept_levels = {s.name: s.memory_level for s in states}
+    return replace(
+        plan,
+        parallelism={v: ds2[v] if plan.scaled_up[v] else p for v, p in plan.parallelism.items()},
+        memory_level={v: kept_levels[v] if plan.scaled_up[v] else lv for v, lv in plan.memory_level.items()},
+        scaled_up={v: False for v in plan.scaled_up},
+    )
+
+
+def _wanted(
+    plan_input: OperatorPlanInput, plan: JustinPlan, ds2: Mapping[str, int], reasons: list[str]
+) -> dict[str, int]:
+    """Each vertex's parallelism: Justin's, or DS2's where memory was traded for it but cannot be applied."""
+    applies = plan_input.memory_applies
+    wanted: dict[str, int] = {}
+    for vertex in plan_input.vertices:
+        traded = plan.scaled_up[vertex.id]
+        # Without a way to apply memory, a scale-out traded for memory would leave the vertex short.
+        wanted[vertex.id] = plan.parallelism[vertex.id] if applies or not traded else ds2[vertex.id]
+        if traded and not applies:
+            reasons.append(
+                f"{vertex.name}: memory cannot change in place: DS2's {wanted[vertex.id]} subtasks, "
+                f"memory level {plan.memory_level[vertex.id]} recommended"
+            )
+    return wanted
+
+
+def _recommendation(
+    plan_input: OperatorPlanInput,
+    config: OperatorConfig,
+    plan: JustinPlan,
+    states: list[OperatorMemoryState],
+    reasons: list[str],
+) -> MemoryRecommendation:
+    """The managed memory per slot the plan's levels need (the largest stateful vertex's), and whether it changes
+    what the TaskManagers run now."""
+    stateful_levels = [
+        lv for s, lv in ((s, plan.memory_level[s.name]) for s in states) if s.stateful and lv is not None
+    ]
+    slot_mb = max((memory_mb(lv, min_memory_mb=config.memory_min_mb) for lv in stateful_levels), default=0.0)
+    now_mb = plan_input.memory.managed_memory_per_slot_mb if plan_input.memory is not None else None
+    recommendation = MemoryRecommendation(
+        levels=dict(plan.memory_level),
+        managed_memory_per_slot_mb=slot_mb,
+        changes=now_mb is None or abs(now_mb - slot_mb) > 0.5,
+    )
+    if recommendation.changes:
+        applies = plan_input.memory_applies
+        reasons.append(
+            f"memory: {slot_mb:.0f} MB managed memory per slot "
+            + ("(applied with the plan)" if applies else "(recommended: the target cannot change memory in place)")
+        )
+    return recommendation
+
+
+def _next_state(plan: JustinPlan, states: list[OperatorMemoryState], *, applies: bool) -> dict[str, Any]:
+    """What the next round remembers per vertex: the level (the new one only where it applies), whether memory
+    was raised, and the cache hit rate and latency now."""
+    return {
+        "vertices": {
+            s.name: {
+                "level": plan.memory_level[s.name] if applies else s.memory_level,
+                "scaled_up": bool(plan.scaled_up[s.name]) and applies,
+                "theta": s.cache_hit_rate,
+                "tau": s.access_latency_ms,
+            }
+            for s in states
+        }
+    }
 
 
 def _named(reason: str, names: Mapping[str, str]) -> str:

@@ -37,9 +37,9 @@ def _decision(plan_input: PlanInput, peer: PeerDecision[Any], *, held_codes: fro
     reasons = (f"{peer.code}", *peer.reasons)
     state = peer.state.to_dict()
     if peer.code in held_codes:
-        return Decision(current, current, reasons, ReasonCode.UNKNOWN_DATA, acted=False, policy_state=state)
+        return Decision.whole_job(current, current, reasons, ReasonCode.UNKNOWN_DATA, acted=False, policy_state=state)
     base = decided(current, peer.target_parallelism, peer.desired_parallelism, reasons)
-    return Decision(
+    return Decision.whole_job(
         base.target_parallelism, base.desired_parallelism, base.reasons, base.code, acted=True, policy_state=state
     )
 
@@ -137,7 +137,7 @@ class KedaLag(_PeerAdapter[KedaState]):
         """One HPA sync on the committed-offset lag of every partition."""
         offsets = plan_input.partition_offsets
         if offsets is None:
-            return Decision(
+            return Decision.whole_job(
                 plan_input.current_parallelism,
                 plan_input.current_parallelism,
                 ("keda-lag: partition offsets unknown this round",),

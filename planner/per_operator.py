@@ -18,13 +18,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from planner.history import Recommendations
 from planner.safeguards import MemoryPressure, gc_dominates
-from planner.types import Decision, PlanInput, PlannerConfig, ReasonCode
+from planner.types import (
+    Decision,
+    PlanInput,
+    PlannerConfig,
+    PlanningPolicy,
+    ReasonCode,
+)
 
 MIN_BUSY_FRACTION = 0.01
 """Below this busy fraction a subtask's true rate is undefined (DS2 eq. 1 with W_u -> 0)."""
@@ -217,78 +223,8 @@ class OperatorConfig:
         return None
 
 
-@dataclass(frozen=True)
-class MemoryRecommendation:
-    """Justin's memory decision: a level per vertex and the TaskManager slot memory it implies."""
-
-    levels: Mapping[str, int | None]
-    """Memory level per vertex id; None: the vertex needs no managed memory (Justin's bottom)."""
-    managed_memory_per_slot_mb: float
-    """Managed memory a slot needs: the largest level of a stateful vertex (0 when none is stateful)."""
-    changes: bool
-    """The recommendation differs from what the TaskManagers run now."""
-
-
-@dataclass(frozen=True)
-class ProfileRecommendation:
-    """QEScalor's TaskManager resource profile: what a slot should get, and the model's reasons."""
-
-    cpu_per_slot: float
-    managed_memory_per_slot_mb: float
-    performance: float | None
-    """Predicted records/s one subtask of the bottleneck vertex sustains at this profile (source records)."""
-    cost: float | None
-    """QCESA's cost of the forecast horizon at this profile."""
-    exploring: bool
-    """True while too few profiles were sampled to model: the profile is the next sample (QEScalor's DSA)."""
-    reason: str
-
-
-@dataclass(frozen=True)
-class OperatorDecision:
-    """What a per-operator policy would do and why."""
-
-    parallelism: Mapping[str, int]
-    """Target parallelism per vertex id after this round (equal to the current one: no rescale)."""
-    desired: Mapping[str, int]
-    """What the policy wanted before stabilization held it back."""
-    reasons: tuple[str, ...]
-    code: ReasonCode
-    acted: bool = True
-    policy_state: Mapping[str, Any] | None = None
-    memory: MemoryRecommendation | None = None
-    profile: ProfileRecommendation | None = None
-
-    def changes(self, current: Mapping[str, int]) -> dict[str, int]:
-        """The vertices whose parallelism this decision changes, with their targets."""
-        return {vid: p for vid, p in self.parallelism.items() if current.get(vid) != p}
-
-    def rescales_from(self, current: Mapping[str, int]) -> bool:
-        """True if any vertex changes."""
-        return bool(self.changes(current))
-
-    def summary(self, current: Mapping[str, int], *, shared: bool = True) -> Decision:
-        """The decision as the whole-job loop counts it: the task slots of the target plan."""
-        return Decision(
-            slots(self.parallelism, shared=shared),
-            slots(self.desired, shared=shared),
-            self.reasons,
-            self.code,
-            acted=self.acted,
-            policy_state=self.policy_state,
-        )
-
-
-class OperatorPolicy(Protocol):
-    """A per-operator scaling policy: a pure function of the snapshot and the config."""
-
-    name: str
-    uses_forecast: bool
-    sync_interval_s: float | None
-
-    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> OperatorDecision:
-        """Choose each vertex's parallelism for the next round."""
-        ...
+OperatorPolicy = PlanningPolicy[OperatorPlanInput, OperatorConfig]
+"""A per-vertex policy: one parallelism per job vertex (its decision's plan maps every vertex id)."""
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -400,10 +336,10 @@ def keep_all(
     *reasons: str,
     acted: bool = False,
     policy_state: Mapping[str, Any] | None = None,
-) -> OperatorDecision:
+) -> Decision:
     """A decision that keeps every vertex where it is."""
     current = plan_input.current
-    return OperatorDecision(
+    return Decision(
         current,
         current,
         tuple(reasons),
@@ -413,13 +349,34 @@ def keep_all(
     )
 
 
-def from_whole_job(plan_input: OperatorPlanInput, decision: Decision) -> OperatorDecision:
+def from_whole_job(plan_input: OperatorPlanInput, decision: Decision) -> Decision:
     """A guard's whole-job hold as a per-vertex one (every vertex kept)."""
     return keep_all(plan_input, decision.code, *decision.reasons, acted=decision.acted)
 
 
 def _finite(values: Sequence[float | None]) -> list[float]:
     return [float(v) for v in values if v is not None and math.isfinite(v)]
+
+
+def _true_rates(
+    records_in: Mapping[str, float], records_out: Mapping[str, float], busy: Mapping[str, float]
+) -> tuple[float, float, int]:
+    """DS2's true processing and output rates summed over the subtasks whose busy fraction is defined and above
+    :data:`MIN_BUSY_FRACTION` (eq. 1, 2, 5 and 6), and how many subtasks that is."""
+    true_in = 0.0
+    true_out = 0.0
+    rated = 0
+    for subtask, fraction in busy.items():
+        if not math.isfinite(fraction) or fraction < MIN_BUSY_FRACTION or subtask not in records_in:
+            continue
+        processed = records_in[subtask]
+        if not math.isfinite(processed) or processed < 0:
+            continue
+        useful = min(fraction, 1.0)
+        true_in += processed / useful
+        true_out += max(records_out.get(subtask, 0.0), 0.0) / useful
+        rated += 1
+    return true_in, true_out, rated
 
 
 def metrics_from_subtasks(
@@ -443,19 +400,7 @@ def metrics_from_subtasks(
     >>> m.true_processing_rate, m.true_rate_per_subtask, m.busy_max, m.selectivity
     (800.0, 400.0, 0.75, 0.5)
     """
-    true_in = 0.0
-    true_out = 0.0
-    rated = 0
-    for subtask, fraction in busy.items():
-        if not math.isfinite(fraction) or fraction < MIN_BUSY_FRACTION or subtask not in records_in:
-            continue
-        processed = records_in[subtask]
-        if not math.isfinite(processed) or processed < 0:
-            continue
-        useful = min(fraction, 1.0)
-        true_in += processed / useful
-        true_out += max(records_out.get(subtask, 0.0), 0.0) / useful
-        rated += 1
+    true_in, true_out, rated = _true_rates(records_in, records_out, busy)
     busy_values = _finite(list(busy.values()))
     pressure = _finite(list((backpressure or {}).values()))
 

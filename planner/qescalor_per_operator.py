@@ -30,20 +30,18 @@ from typing import Any
 
 import numpy as np
 
-from planner.ds2_per_operator import apply_manager, ds2_plan, warm_up_hold
+from planner.ds2_per_operator import Ds2Plan, apply_manager, ds2_plan, warm_up_hold
 from planner.justin import memory_mb
 from planner.per_operator import (
     OperatorConfig,
-    OperatorDecision,
     OperatorPlanInput,
-    ProfileRecommendation,
     bounds,
     describe_plan,
     keep_all,
     operator_code,
 )
 from planner.qescalor import PerformanceModel, Provision, Sample, qcesa
-from planner.types import ReasonCode
+from planner.types import Decision, ProfileRecommendation, ReasonCode
 
 EPOCH_S = 60
 """Length of a QCESA epoch, seconds (the agent's loop)."""
@@ -101,6 +99,81 @@ def price(cpu: float, managed_memory_mb: float, memory_cost_per_gb: float) -> fl
     return cpu + managed_memory_mb / 1024.0 * memory_cost_per_gb
 
 
+def _qcesa_plan(
+    plan_input: OperatorPlanInput,
+    config: OperatorConfig,
+    dplan: Ds2Plan,
+    peaks: list[float],
+    running: Provision,
+    reasons: list[str],
+) -> tuple[dict[str, int], tuple[str, float] | None]:
+    """QCESA's subtasks per vertex over the forecast's epoch peaks (DS2's where a vertex has no true rate), and
+    the bottleneck: the vertex with the fewest source records/s per subtask, and that rate."""
+    ratio = dplan.input_ratio(plan_input.workload_avg or 0.0)
+    current = plan_input.current
+    wanted: dict[str, int] = {}
+    bottleneck: tuple[str, float] | None = None
+    for vertex in plan_input.vertices:
+        rate = dplan.per_subtask.get(vertex.id)
+        lower, upper = bounds(vertex, config.planner)
+        if rate is None or rate <= 0:
+            wanted[vertex.id] = dplan.parallelism[vertex.id]
+            continue
+        loads = [max(p * ratio[vertex.id], 0.0) for p in peaks]
+        try:
+            path = qcesa(
+                loads,
+                [running],
+                {"running": rate},
+                {"running": current[vertex.id]},
+                startup_cost=config.startup_cost,
+                shutdown_cost=config.shutdown_cost,
+                max_instances=upper,
+            )
+            count = path[0]["running"]
+        except ValueError:
+            count = upper  # even the most subtasks cannot cover an epoch: run all of them
+            reasons.append(f"{vertex.name}: the forecast needs more than {upper} subtasks")
+        wanted[vertex.id] = min(max(count, lower), upper)
+        reasons.append(
+            f"{vertex.name}: QCESA {wanted[vertex.id]} subtasks at {rate:,.0f}/s each (epoch peak {loads[0]:,.0f}/s)"
+        )
+        per_source_record = rate / ratio[vertex.id] if ratio[vertex.id] > 0 else math.inf
+        if bottleneck is None or per_source_record < bottleneck[1]:
+            bottleneck = (vertex.id, per_source_record)
+    return wanted, bottleneck
+
+
+def _cheapest(
+    model: PerformanceModel, levels: list[float], cpu: float, peaks: list[float], config: OperatorConfig
+) -> tuple[float, Provision, float] | None:
+    """The candidate profile (``cpu`` and each memory level) whose QCESA path over the epoch peaks costs least at
+    the performance the model predicts for it: (cost, profile, performance); None when none covers the peaks."""
+    candidates = [Provision(f"{mb:.0f}MB", cpu, mb, price(cpu, mb, config.memory_cost_per_gb)) for mb in levels]
+    best: tuple[float, Provision, float] | None = None
+    for provision in candidates:
+        performance = model.predict(provision.cpu, provision.memory_mb)
+        if performance <= 0:
+            continue
+        instances = max(1, math.ceil(max(peaks) / performance))
+        try:
+            path = qcesa(
+                peaks,
+                [provision],
+                {provision.name: performance},
+                {},
+                startup_cost=config.startup_cost,
+                shutdown_cost=config.shutdown_cost,
+                max_instances=max(instances, 1) * 2,
+            )
+        except ValueError:
+            continue
+        cost = sum(epoch[provision.name] * provision.price for epoch in path)
+        if best is None or cost < best[0] - 1e-9:
+            best = (cost, provision, performance)
+    return best
+
+
 class QescalorPerOperator:
     """QEScalor over the job graph: QCESA per vertex, the random-forest profile advice (module docstring)."""
 
@@ -112,7 +185,7 @@ class QescalorPerOperator:
         self.min_scale_down_step = min_scale_down_step
         self.seed = seed
 
-    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> OperatorDecision:
+    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> Decision:
         """Warm-up → rates → QCESA per vertex → the profile advice; the state keeps the profile samples."""
         held = warm_up_hold(plan_input, config)
         if held is not None:
@@ -125,7 +198,6 @@ class QescalorPerOperator:
         dplan = ds2_plan(plan_input.vertices, workload, config.planner)
         if len(dplan.unknown) == len(plan_input.vertices):
             return keep_all(plan_input, ReasonCode.UNKNOWN_DATA, "no vertex has a true rate this interval")
-        ratio = dplan.input_ratio(workload)
         peaks = epoch_peaks(forecast)
         # QCESA covers each epoch's peak and the workload seen now (the forecast may start below it).
         peaks[0] = max(peaks[0], workload)
@@ -134,38 +206,8 @@ class QescalorPerOperator:
         slot_mb = profile.managed_memory_per_slot_mb if profile is not None else 0.0
         running = Provision("running", cpu, slot_mb, price(cpu, slot_mb, config.memory_cost_per_gb))
         current = plan_input.current
-        wanted: dict[str, int] = {}
         reasons = [f"qescalor: workload {workload:,.0f}/s, forecast epochs {len(peaks)} of {EPOCH_S} s"]
-        bottleneck: tuple[str, float] | None = None
-        for vertex in plan_input.vertices:
-            rate = dplan.per_subtask.get(vertex.id)
-            lower, upper = bounds(vertex, config.planner)
-            if rate is None or rate <= 0:
-                wanted[vertex.id] = dplan.parallelism[vertex.id]
-                continue
-            loads = [max(p * ratio[vertex.id], 0.0) for p in peaks]
-            try:
-                path = qcesa(
-                    loads,
-                    [running],
-                    {"running": rate},
-                    {"running": current[vertex.id]},
-                    startup_cost=config.startup_cost,
-                    shutdown_cost=config.shutdown_cost,
-                    max_instances=upper,
-                )
-                count = path[0]["running"]
-            except ValueError:
-                count = upper  # even the most subtasks cannot cover an epoch: run all of them
-                reasons.append(f"{vertex.name}: the forecast needs more than {upper} subtasks")
-            wanted[vertex.id] = min(max(count, lower), upper)
-            reasons.append(
-                f"{vertex.name}: QCESA {wanted[vertex.id]} subtasks at {rate:,.0f}/s each "
-                f"(epoch peak {loads[0]:,.0f}/s)"
-            )
-            per_source_record = rate / ratio[vertex.id] if ratio[vertex.id] > 0 else math.inf
-            if bottleneck is None or per_source_record < bottleneck[1]:
-                bottleneck = (vertex.id, per_source_record)
+        wanted, bottleneck = _qcesa_plan(plan_input, config, dplan, peaks, running, reasons)
         target, notes = apply_manager(current, wanted, min_scale_down_step=self.min_scale_down_step)
         reasons += notes
         pressure = config.memory_held(plan_input.memory_pressure)
@@ -178,7 +220,7 @@ class QescalorPerOperator:
         reasons.append(f"plan: {describe_plan(target, plan_input.vertices)}")
         state = {"profiles": [s.to_dict() for s in samples[-MAX_PROFILES:]]}
         code = operator_code(current, target, wanted)
-        return OperatorDecision(target, wanted, tuple(reasons), code, acted=True, policy_state=state, profile=advice)
+        return Decision(target, wanted, tuple(reasons), code, acted=True, policy_state=state, profile=advice)
 
     # ------------------------------------------------------------------ the OPRPM
 
@@ -227,28 +269,7 @@ class QescalorPerOperator:
         model = PerformanceModel(n_estimators=100, seed=self.seed).fit(
             [Sample(s.cpu, s.memory_mb, s.performance) for s in samples]
         )
-        candidates = [Provision(f"{mb:.0f}MB", cpu, mb, price(cpu, mb, config.memory_cost_per_gb)) for mb in levels]
-        best: tuple[float, Provision, float] | None = None
-        for provision in candidates:
-            performance = model.predict(provision.cpu, provision.memory_mb)
-            if performance <= 0:
-                continue
-            instances = max(1, math.ceil(max(peaks) / performance))
-            try:
-                path = qcesa(
-                    peaks,
-                    [provision],
-                    {provision.name: performance},
-                    {},
-                    startup_cost=config.startup_cost,
-                    shutdown_cost=config.shutdown_cost,
-                    max_instances=max(instances, 1) * 2,
-                )
-            except ValueError:
-                continue
-            cost = sum(epoch[provision.name] * provision.price for epoch in path)
-            if best is None or cost < best[0] - 1e-9:
-                best = (cost, provision, performance)
+        best = _cheapest(model, levels, cpu, peaks, config)
         if best is None:
             return ProfileRecommendation(
                 cpu, slot_mb, None, None, exploring=False, reason="no profile covers the forecast"

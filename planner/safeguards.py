@@ -59,8 +59,7 @@ class Finding:
 def vetoed(decision: Decision, current: int, finding: Finding) -> Decision:
     """The decision kept at ``current`` by ``finding``: what the policy wanted stays its desire and its state."""
     return replace(
-        decision,
-        target_parallelism=current,
+        decision.retargeted(current),
         reasons=(*decision.reasons, finding.message),
         code=ReasonCode.VETOED,
     )

@@ -6,9 +6,9 @@ Frozen dataclasses, no I/O: a policy is a pure function ``decide(plan_input, con
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -114,13 +114,49 @@ class ReasonCode(str, Enum):
     an ineffective scale-out it would repeat."""
 
 
+JOB = "job"
+"""The one vertex of a whole-job plan: a policy that plans one scale-out for the job plans ``{JOB: n}``."""
+
+
+@dataclass(frozen=True)
+class MemoryRecommendation:
+    """Justin's memory decision: a level per vertex and the TaskManager slot memory it implies."""
+
+    levels: Mapping[str, int | None]
+    """Memory level per vertex id; None: the vertex needs no managed memory (Justin's bottom)."""
+    managed_memory_per_slot_mb: float
+    """Managed memory a slot needs: the largest level of a stateful vertex (0 when none is stateful)."""
+    changes: bool
+    """The recommendation differs from what the TaskManagers run now."""
+
+
+@dataclass(frozen=True)
+class ProfileRecommendation:
+    """QEScalor's TaskManager resource profile: what a slot should get, and the model's reasons."""
+
+    cpu_per_slot: float
+    managed_memory_per_slot_mb: float
+    performance: float | None
+    """Predicted records/s one subtask of the bottleneck vertex sustains at this profile (source records)."""
+    cost: float | None
+    """QCESA's cost of the forecast horizon at this profile."""
+    exploring: bool
+    """True while too few profiles were sampled to model: the profile is the next sample (QEScalor's DSA)."""
+    reason: str
+
+
 @dataclass(frozen=True)
 class Decision:
-    """What the planner would do and why."""
+    """What a policy would do and why: the plan as a map from job vertex to parallelism, as Flink applies one.
 
-    target_parallelism: int
-    """The scale-out to run at after this round (equal to the current one: no rescale)."""
-    desired_parallelism: int
+    A policy that plans per vertex maps each vertex id to its parallelism; a whole-job policy plans one scale-out,
+    the degenerate map ``{JOB: n}`` (:meth:`whole_job`). Either way :attr:`target_parallelism` is the job's
+    scale-out: the task slots the plan needs when the vertices share slots (its largest parallelism).
+    """
+
+    parallelism: Mapping[str, int]
+    """Target parallelism per vertex after this round (equal to the current one: no rescale)."""
+    desired: Mapping[str, int]
     """What the policy wanted before stabilization held it back."""
     reasons: tuple[str, ...]
     """Human-readable reasons: which constraint ruled out each smaller scale-out, which guard held."""
@@ -130,29 +166,85 @@ class Decision:
     """False when a guard (grace period, missing data) stopped the policy from deciding at all."""
     policy_state: Mapping[str, Any] | None = None
     """JSON the policy wants back next round (a peer's metric window, stabilization, delayed scale-down)."""
+    memory: MemoryRecommendation | None = None
+    """Justin's managed memory per slot, where the policy decides it."""
+    profile: ProfileRecommendation | None = None
+    """QEScalor's TaskManager resource profile (advice), where the policy decides it."""
 
-    def rescales_from(self, current: int) -> bool:
-        """True if this decision changes the scale-out."""
-        return self.target_parallelism != current
+    @classmethod
+    def whole_job(
+        cls,
+        target: int,
+        desired: int,
+        reasons: tuple[str, ...],
+        code: ReasonCode,
+        *,
+        acted: bool = True,
+        policy_state: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """A whole-job decision: run the job at ``target`` (the policy wanted ``desired``)."""
+        return cls({JOB: target}, {JOB: desired}, reasons, code, acted=acted, policy_state=policy_state)
+
+    @property
+    def target_parallelism(self) -> int:
+        """The scale-out to run at after this round: the whole-job target, or the plan's largest parallelism."""
+        return max(self.parallelism.values(), default=0)
+
+    @property
+    def desired_parallelism(self) -> int:
+        """The scale-out the policy wanted before stabilization held it back (as :attr:`target_parallelism`)."""
+        return max(self.desired.values(), default=0)
+
+    def retargeted(self, target: int) -> Decision:
+        """This whole-job decision running at ``target`` instead (a safeguard's veto or limit)."""
+        return replace(self, parallelism={JOB: target})
+
+    def changes(self, current: Mapping[str, int]) -> dict[str, int]:
+        """The vertices whose parallelism this decision changes, with their targets."""
+        return {vid: p for vid, p in self.parallelism.items() if current.get(vid) != p}
+
+    def rescales_from(self, current: int | Mapping[str, int]) -> bool:
+        """True if this decision changes the scale-out (``current`` an int) or any vertex (a map by vertex id)."""
+        if isinstance(current, int):
+            return self.target_parallelism != current
+        return bool(self.changes(current))
 
 
-class Policy(Protocol):
-    """A scaling policy: a pure function of the snapshot and the config."""
+PlanInputT = TypeVar("PlanInputT", contravariant=True)
+ConfigT = TypeVar("ConfigT", contravariant=True)
 
-    name: str
-    uses_forecast: bool
-    """Whether the policy reads ``PlanInput.forecast`` (the agent skips forecasting for those that do not)."""
-    sync_interval_s: float | None
-    """The policy's own sync period (the lab calls it at this period); None: the agent's loop interval."""
 
-    def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
-        """Choose the scale-out for the next round."""
+class PlanningPolicy(Protocol[PlanInputT, ConfigT]):
+    """A scaling policy: a pure function of the round's snapshot and the config, returning a :class:`Decision`.
+
+    One protocol for both kinds: a whole-job policy reads a :class:`PlanInput` (:data:`Policy`), a per-vertex one
+    the job graph's snapshot (``planner.per_operator.OperatorPolicy``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def uses_forecast(self) -> bool:
+        """Whether the policy reads the forecast (the agent skips forecasting for those that do not)."""
         ...
+
+    @property
+    def sync_interval_s(self) -> float | None:
+        """The policy's own sync period (the lab calls it at this period); None: the agent's loop interval."""
+        ...
+
+    def decide(self, plan_input: PlanInputT, config: ConfigT) -> Decision:
+        """Choose the plan for the next round."""
+        ...
+
+
+Policy = PlanningPolicy[PlanInput, PlannerConfig]
+"""A whole-job policy: one scale-out for the job (its decision's plan is ``{JOB: n}``)."""
 
 
 def keep(current: int, code: ReasonCode, *reasons: str, acted: bool = False) -> Decision:
     """A decision that keeps the current scale-out, with the code of why."""
-    return Decision(current, current, tuple(reasons), code, acted=acted)
+    return Decision.whole_job(current, current, tuple(reasons), code, acted=acted)
 
 
 def decided(current: int, target: int, desired: int, reasons: tuple[str, ...] | list[str]) -> Decision:
@@ -163,4 +255,4 @@ def decided(current: int, target: int, desired: int, reasons: tuple[str, ...] | 
         code = ReasonCode.SCALE_IN if target == desired else ReasonCode.STABILIZED
     else:
         code = ReasonCode.STABILIZED if desired < current else ReasonCode.KEEP
-    return Decision(target, desired, tuple(reasons), code, acted=True)
+    return Decision.whole_job(target, desired, tuple(reasons), code, acted=True)

@@ -27,6 +27,7 @@ if str(ROOT) not in sys.path:
 
 from agent.operator_settings import OperatorQueries  # noqa: E402
 from agent.settings import OPTIONAL_QUERIES, PromQLQueries, Settings  # noqa: E402
+from planner import registry  # noqa: E402
 
 CHART = ROOT / "helm" / "perdix"
 SCHEMA = CHART / "values.schema.json"
@@ -137,9 +138,9 @@ def perdix_schema(overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
     source = Settings.model_json_schema()
     schema = _convert(source, source.get("$defs", {}), ())
     schema["description"] = "Perdix agent settings (agent/settings.py), key for key."
-    # What validators know and JSON schema cannot read off pydantic: the policies `perdix run` runs, and
-    # that every PromQL query but the optional ones must be set.
-    _node(schema, "policy")["enum"] = list(Settings.runnable_policies)
+    # What validators know and JSON schema cannot read off pydantic: the policies `perdix run` runs (the
+    # registry's production ones), and that every PromQL query but the optional ones must be set.
+    _node(schema, "policy")["enum"] = list(registry.production())
     for name in PromQLQueries.model_fields:
         if name not in OPTIONAL_QUERIES:
             _node(schema, f"prometheus.queries.{values_key(name)}")["minLength"] = 1

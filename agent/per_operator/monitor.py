@@ -23,7 +23,7 @@ from prometheus_api_client import PrometheusConnect
 
 from agent.execute.flink_rest import FlinkRestScaler
 from agent.logging import get_logger
-from agent.monitor.prometheus import Grid, PrometheusDown, QueryFailed, SeriesStates, _run, connect
+from agent.monitor.prometheus import Grid, PrometheusDown, QueryFailed, SeriesStates, connect, run_query
 from agent.operator_settings import REQUIRED_QUERIES, SUBTASK_LABEL, VERTEX_LABEL, OperatorQueries
 from agent.per_operator.observation import GraphVertex, JobGraph, OperatorObservation, VertexSeries
 from agent.ports import MonitorError, ScalerError
@@ -53,7 +53,7 @@ class VertexMonitor:
         self._states.note(name, problem, detail)
 
     def _range(self, query: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
-        return _run(
+        return run_query(
             lambda: self.client.custom_query_range(query, start, end, f"{self.settings.step_s:g}"), self.settings
         )
 

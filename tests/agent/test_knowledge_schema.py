@@ -116,7 +116,7 @@ def test_a_field_that_does_not_fit_moves_the_document_aside_and_the_agent_starts
     unusable = [e for e in logs if e["event"] in ("knowledge.unusable", "knowledge.restore_failed")]
     assert len(unusable) >= 1 and any(field in str(e) for e in unusable), unusable
     assert "knowledge.restored" not in [e["event"] for e in logs]
-    assert run.agent.rescales == [] and run.agent.last_round_at is None, "the agent did not start fresh"
+    assert run.agent.rescales.to_list() == [] and run.agent.last_round_at is None, "the agent did not start fresh"
     run.run(until_s=300)
     assert raw in store_case.everything_stored(), "the document was not kept byte for byte"
     fresh = store_case.reopen().load()

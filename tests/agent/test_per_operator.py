@@ -31,7 +31,8 @@ from agent.per_operator.execute import (
     MemoryResult,
     parse_memory_mb,
 )
-from agent.per_operator.loop import OperatorAgent
+from agent.loop import Agent
+from agent.per_operator.loop import vertex_planning
 from agent.per_operator.monitor import FlinkGraphReader, VertexMonitor
 from agent.per_operator.observation import GraphVertex, JobGraph, OperatorObservation, VertexSeries
 from agent.ports import RescaleResult, ScalerError
@@ -355,7 +356,7 @@ def agent_for(
     memory_applies: bool = False,
     kind: str = "flink-rest",
     job_scaler: NoScaler | None = None,
-) -> tuple[OperatorAgent, RecordingVertexScaler, Events]:
+) -> tuple[Agent, RecordingVertexScaler, Events]:
     settings = Settings(
         policy=policy,
         dry_run=dry_run,
@@ -367,16 +368,16 @@ def agent_for(
     )
     scaler = RecordingVertexScaler(monitor, memory_applies=memory_applies)
     events = Events()
-    agent = OperatorAgent(
+    telemetry = Telemetry(CollectorRegistry())
+    agent = Agent(
         settings=settings,
         clock=SimulatedClock(NOW),
         monitor=WholeJobMonitor(),
         scaler=job_scaler or NoScaler(),
         knowledge=FileKnowledgeStore(tmp_path / "k.json"),
         events=events,
-        telemetry=Telemetry(CollectorRegistry()),
-        operator_monitor=monitor,
-        vertex_scaler=scaler,  # type: ignore[arg-type]
+        telemetry=telemetry,
+        planning=vertex_planning(settings, monitor=monitor, scaler=scaler, registry=telemetry.registry),  # type: ignore[arg-type]
     )
     return agent, scaler, events
 
@@ -388,7 +389,7 @@ def test_ds2_round_rescales_the_costly_vertex_alone_in_one_write(tmp_path: Path)
         result = agent.round()
     assert result.skipped is None and scaler.calls == [({COST: 3}, False)]
     assert result.decision is not None and result.decision.code is ReasonCode.SCALE_OUT
-    record = agent.rescales[-1]
+    record = agent.rescales.to_list()[-1]
     assert record["vertices"] == {"cost": [2, 3]} and record["downtime_s"] == 0.5
     plan = next(e for e in logs if e["event"] == "operators.plan")
     assert "cost=3" in plan["planned"] and "cost=2" in plan["current"]
@@ -484,11 +485,11 @@ def test_a_per_vertex_rescale_survives_a_restart(tmp_path: Path) -> None:
     monitor = SplitJobMonitor()
     agent, _, _ = agent_for(tmp_path, "ds2", monitor)
     agent.round()
-    assert agent.rescales[-1]["vertices"] == {"cost": [2, 3]}
+    assert agent.rescales.to_list()[-1]["vertices"] == {"cost": [2, 3]}
     with capture_logs() as logs:
         restarted, _, _ = agent_for(tmp_path, "ds2", monitor)
     assert "knowledge.restored" in [e["event"] for e in logs], logs
-    assert restarted.rescales[-1]["vertices"] == {"cost": [2, 3]}
+    assert restarted.rescales.to_list()[-1]["vertices"] == {"cost": [2, 3]}
 
 
 class AbsurdVertexMonitor(SplitJobMonitor):

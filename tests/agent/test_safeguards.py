@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pytest
 
+from agent.loop import WholeJobPlanning
 from agent.observation import Observation
 from agent.safeguard_settings import BlockedPeriodSettings, EffectivenessSettings
 from agent.safeguards import BlockedPeriods, DecisionReporter, IneffectiveScaleOuts, memory_pressure
@@ -318,7 +319,8 @@ def test_the_loop_judges_its_scale_out_reports_it_and_holds_the_next_one() -> No
     )
     agent.last_rescale_at = now - 600
     settled = replace(analysis, parallelism=6, capacities={**analysis.capacities, 6: 40_100.0}, recovering=False)
-    agent._judge_scale_out(settled, {"0": 0.98, "1": 0.3, "2": 0.2}, now)
+    assert isinstance(agent.planning, WholeJobPlanning)
+    agent.planning.judge_scale_out(agent, settled, {"0": 0.98, "1": 0.3, "2": 0.2}, now)
     [record] = agent.safeguards.ineffective.records
     assert (record.from_parallelism, record.to_parallelism, record.measured_capacity) == (4, 6, 40_100.0)
     assert record.cause is not None and "worker 0" in record.cause

@@ -21,6 +21,7 @@ from agent.clock import SimulatedClock
 from agent.knowledge.configmap import KEY, MAX_BYTES, ConfigMapKnowledgeStore
 from agent.knowledge.document import SCHEMA_VERSION
 from agent.loop import Agent, RoundStatus
+from agent.rescales import Rescale, RescaleHistory
 from agent.telemetry import Telemetry
 from lab.replay import Replay
 from lab.settings import load_lab_settings
@@ -54,7 +55,7 @@ def test_bad_knowledge_is_moved_aside_logged_and_the_agent_starts_fresh(store_ca
     assert "knowledge.unusable" in names, names
     (unusable,) = [e for e in logs if e["event"] == "knowledge.unusable"]
     assert unusable["moved_to"] and unusable["reason"]
-    assert agent.last_rescale_at is None and agent.rescales == []
+    assert agent.last_rescale_at is None and agent.rescales.to_list() == []
     assert "knowledge.restored" not in names
 
     run.run(until_s=180)  # rounds save the fresh knowledge over the main key
@@ -101,7 +102,9 @@ def test_a_document_over_the_configmap_limit_is_an_event_and_a_metric_and_the_la
     puts = len(kube_api.log(method="PUT"))
 
     # Whatever makes it grow (here 500 rescale records with long reasons), the document outgrows 1 MiB.
-    agent.rescales = [{"at": 0.0, "from": 4, "to": 5, "reasons": ["x" * 3000]}] * 500
+    agent.rescales = RescaleHistory(
+        [Rescale(at=0.0, from_parallelism=4, to_parallelism=5, reasons=("x" * 3000,))] * 500
+    )
     with capture_logs() as logs:
         run.run(until_s=600)
     grown = run.rounds[-5:]
@@ -115,7 +118,7 @@ def test_a_document_over_the_configmap_limit_is_an_event_and_a_metric_and_the_la
     assert (registry.get_sample_value("perdix_knowledge_bytes") or 0) > MAX_BYTES
     assert [e["kind"] for e in logs if e["event"] == "knowledge.save_failed"] == ["too_large"] * 5
 
-    agent.rescales = []
+    agent.rescales = RescaleHistory()
     with capture_logs() as logs:
         run.run(until_s=660)
     assert "knowledge.save_recovered" in [e["event"] for e in logs]

@@ -159,7 +159,7 @@ def test_a_parallelism_changed_by_someone_else_is_adopted_without_a_panic_rescal
     assert all(t >= recovered_at for t, _ in executed(run)), "no rescale while the job recovers from it"
     # Once it has recovered the planner works from 9 (and may scale back in if 9 is more than it needs).
     run.run(until_s=1800 + int(settings.target_recovery_time_s))
-    assert all(record["from"] == 9 for record in run.agent.rescales[:1])
+    assert all(record["from"] == 9 for record in run.agent.rescales.to_list()[:1])
 
 
 # ------------------------------------------------------------------ workload the job cannot carry / flapping

@@ -203,7 +203,7 @@ def test_a_rescale_the_api_keeps_refusing_is_never_recorded(
     patches = kube_api.log(method="PATCH", path_contains="/scale")
     assert len(patches) == settings.scale_target.max_retries + 1, "capped retries"
     assert kube_api.replicas("deployments", "flink-taskmanager") == 3, "no half-applied state"
-    assert agent.rescales == [] and agent.last_rescale_at is None
+    assert agent.rescales.to_list() == [] and agent.last_rescale_at is None
     saved = agent.knowledge.load()
     assert saved is not None and saved["loop"]["rescales"] == [] and saved["loop"]["last_rescale_at"] is None
     failed = [e for e in logs if e["event"] == "rescale.failed"]
@@ -247,7 +247,7 @@ def test_a_persistent_403_is_one_log_line_and_one_event_then_recovers_when_the_r
     assert events(logs, "scale_target.unusable") == ["scale_target.unusable"]
     warnings = [e for e in kube_api.events if e["type"] == "Warning"]
     assert len(warnings) == 1 and "'patch'" in warnings[0]["note"] and "flink-taskmanager" in warnings[0]["note"]
-    assert agent.rescales == []
+    assert agent.rescales.to_list() == []
 
     kube_api.faults.remove(forbidden)  # the operator fixes the Role
     with capture_logs() as logs:

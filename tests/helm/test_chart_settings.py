@@ -394,10 +394,10 @@ def test_schema_is_at_least_as_strict_as_the_settings(path: str) -> None:
 
 
 def test_the_policy_enum_is_what_perdix_run_runs() -> None:
-    from planner import PRODUCTION_POLICIES
+    from planner import registry
 
     schema = schema_leaves(CHART_SCHEMA["properties"]["perdix"])[("policy",)]
-    assert schema["enum"] == list(PRODUCTION_POLICIES)
+    assert schema["enum"] == list(registry.production())
 
 
 @pytest.mark.parametrize("example", ["flink-deployment", "rest"])

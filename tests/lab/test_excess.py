@@ -27,7 +27,7 @@ from planner.types import Decision, ReasonCode, decided, keep
             keep(9, ReasonCode.KEEP, "rescaled recently and 9 still carries the average", acted=True),
             "keep: recent rescale",
         ),
-        (Decision(14, 14, ("no scale-out meets the target",), ReasonCode.NO_CANDIDATE), "no candidate"),
+        (Decision.whole_job(14, 14, ("no scale-out meets the target",), ReasonCode.NO_CANDIDATE), "no candidate"),
         (None, "guard: other"),
     ],
 )

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner import OPERATOR_POLICY_FACTORIES, PRODUCTION_POLICIES, get_operator_policy
+from planner import registry
 from planner.daedalus_per_operator import DaedalusPerOperator, Rates, ladder
 from planner.ds2 import OperatorRates, ds2_parallelism
 from planner.ds2_per_operator import Ds2PerOperator, ds2_plan, significant
@@ -221,7 +221,7 @@ def test_ds2_policy_guards_and_decision(kwargs: dict[str, object], code: ReasonC
     if code is ReasonCode.SCALE_OUT:
         assert decision.parallelism == {"src": 1, "cost": 3, "sink": 1}
         assert decision.changes({"src": 1, "cost": 2, "sink": 1}) == {"cost": 3}
-        assert decision.summary({"src": 1, "cost": 2, "sink": 1}).target_parallelism == 3
+        assert decision.target_parallelism == 3
 
 
 # ---------------------------------------------------------------------------------------------- Daedalus
@@ -424,7 +424,7 @@ def test_qescalor_keeps_subtasks_that_the_next_epochs_need_again() -> None:
 
 def test_every_per_operator_policy_is_registered_and_runs_in_production() -> None:
     for name in ("ds2", "daedalus-per-operator", "justin", "qescalor"):
-        assert name in OPERATOR_POLICY_FACTORIES and name in PRODUCTION_POLICIES
-        assert get_operator_policy(name).name == name
+        assert name in registry.per_vertex() and name in registry.production()
+        assert registry.spec(name).operator_policy().name == name
     with pytest.raises(KeyError, match="known"):
-        get_operator_policy("hpa")
+        registry.spec("hpa").operator_policy()

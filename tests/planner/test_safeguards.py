@@ -167,7 +167,7 @@ def test_quota_slots(
 
 
 def test_quota_limit_reports_a_decision_held_at_the_cap() -> None:
-    at_cap = Decision(8, 8, ("no candidate",), ReasonCode.NO_CANDIDATE)
+    at_cap = Decision.whole_job(8, 8, ("no candidate",), ReasonCode.NO_CANDIDATE)
     finding = quota_limit(at_cap, 6, 8, "quota of 8 slots", wanted_more=True)
     assert finding is not None and finding.verdict is Verdict.LIMITED and finding.figures["quota_slots"] == 8
     assert quota_limit(at_cap, 6, 8, "quota of 8 slots", wanted_more=False) is None

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lab.dag import cache_hit_rate, run_dag_policy
-from planner import get_policy
+from planner import spec
 from planner.justin import OperatorMemoryState, justin_plan, memory_mb
 from planner.qescalor import PerformanceModel, Provision, Sample, candidates, qcesa
 from simulator.dag import DagTestbed
@@ -57,7 +57,7 @@ def test_memory_levels_double_from_the_minimum() -> None:
 def test_justin_and_qescalor_refuse_the_single_vertex_job_by_name() -> None:
     for name in ("justin", "qescalor"):
         with pytest.raises(KeyError, match="DAG testbed"):
-            get_policy(name)
+            spec(name).policy()
 
 
 def test_candidates_cover_the_workload_without_needless_instances() -> None:
