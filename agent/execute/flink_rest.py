@@ -306,13 +306,22 @@ class CheckpointAligner:
     """
 
     def __init__(
-        self, client: FlinkRestClient, clock: Clock, log: Any, *, wait_s: float, poll_interval_s: float = 0.05
+        self,
+        client: FlinkRestClient,
+        clock: Clock,
+        log: Any,
+        *,
+        wait_s: float,
+        poll_interval_s: float = 0.05,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.client = client
         self.clock = clock
         self.log = log
         self.wait_s = wait_s
         self.poll_interval_s = poll_interval_s
+        self.stopping = stopping
+        """True once the daemon is stopping: the wait ends at once and the rescale goes ahead."""
         self._major: int | None = None
 
     def scheduler_waits(self) -> bool:
@@ -339,7 +348,7 @@ class CheckpointAligner:
             return None
         if not wait:
             return None
-        while True:
+        while not self.stopping():
             remaining = deadline - self.clock.now()
             if remaining <= 0:
                 break
@@ -347,11 +356,12 @@ class CheckpointAligner:
             if outcome is not None:
                 return outcome if outcome >= 0 else None
             self.clock.sleep_until(min(deadline, self.clock.now() + self.poll_interval_s))
-        self.log.warning(
-            "rescale.checkpoint_slow",
-            job=job_id,
-            error=f"the checkpoint did not complete within {self.wait_s:g} s: rescaling without it",
-        )
+        if not self.stopping():
+            self.log.warning(
+                "rescale.checkpoint_slow",
+                job=job_id,
+                error=f"the checkpoint did not complete within {self.wait_s:g} s: rescaling without it",
+            )
         return None
 
     def _status(self, job_id: str, trigger: str, remaining_s: float) -> int | None:
@@ -428,12 +438,14 @@ class FlinkRestScaler:
         self.confirm_timeout_s = confirm_timeout_s
         self.poll_interval_s = poll_interval_s
         self.log = get_logger("perdix.execute", target=f"flink-rest {settings.rest_url}", job=settings.job)
-        self.aligner = CheckpointAligner(self.client, self.clock, self.log, wait_s=settings.checkpoint_wait_s)
         self._job_id: str | None = None
         self._reported: set[str] = set()
         self._stopping = threading.Event()
-        """Set by :meth:`interrupt`: no more waiting for confirmations or retrying requests."""
+        """Set by :meth:`interrupt`: no more waiting for confirmations, checkpoints or retrying requests."""
         self.client.interrupted = self._stopping.is_set
+        self.aligner = CheckpointAligner(
+            self.client, self.clock, self.log, wait_s=settings.checkpoint_wait_s, stopping=self._stopping.is_set
+        )
 
     def interrupt(self) -> None:
         """Cut short any wait for a rescale's confirmation (the daemon is stopping): Flink finishes a rescale

@@ -112,3 +112,17 @@ def test_an_unreadable_version_awaits_the_checkpoint_first(fake: FakeFlinkRest) 
     fake.failures["/config"] = 1
     scaler(fake.url, SimulatedClock()).rescale(3, reasons=("up",), dry_run=False)
     assert writes(fake) == [("POST", "checkpoints"), ("PUT", "resource-requirements")]
+
+
+def test_an_interrupt_ends_the_wait_for_the_checkpoint_and_the_rescale_goes_ahead(fake: FakeFlinkRest) -> None:
+    """SIGTERM while 1.x waits for a checkpoint that hangs: the write is sent at once, and nothing says slow."""
+    fake.version = "1.20.5"
+    job_of(fake).checkpoints = "never"
+    clock = SimulatedClock()
+    stopping = scaler(fake.url, clock, wait_s=30.0)
+    stopping.interrupt()
+    with capture_logs() as logs:
+        result = stopping.rescale(3, reasons=("up",), dry_run=False)
+    assert writes(fake) == [("POST", "checkpoints"), ("PUT", "resource-requirements")]
+    assert clock.now() < 1.0 and not [e for e in logs if e["event"] == "rescale.checkpoint_slow"]
+    assert result.requested == 3
