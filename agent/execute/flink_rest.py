@@ -368,16 +368,16 @@ class CheckpointAligner:
         """The completed checkpoint's id, -1 when it failed (logged), None while it runs or cannot be read."""
         try:
             with self.client.tried_once(min(remaining_s, REACH_TIMEOUT_S)):
-                answer = self.client.get(f"/jobs/{job_id}/checkpoints/{trigger}") or {}
-        except ScalerError:
-            return None  # read again until the deadline
-        if (answer.get("status") or {}).get("id") != "COMPLETED":
-            return None
-        operation = answer.get("operation") or {}
-        if "checkpointId" in operation:
-            return int(operation["checkpointId"])
-        cause = (operation.get("failure-cause") or {}).get("stack-trace") or operation
-        first = str(cause).strip().splitlines()[0][:300] if str(cause).strip() else "no cause given"
+                answer = self.client.get(f"/jobs/{job_id}/checkpoints/{trigger}")
+            if answer["status"]["id"] != "COMPLETED":
+                return None
+            operation = answer.get("operation") or {}
+            if "checkpointId" in operation:
+                return int(operation["checkpointId"])
+            cause = str((operation.get("failure-cause") or {}).get("stack-trace") or operation).strip()
+        except (ScalerError, KeyError, TypeError, ValueError, AttributeError):
+            return None  # unreadable now (or an answer of another shape): read again until the deadline
+        first = cause.splitlines()[0][:300] if cause else "no cause given"
         self.log.warning("rescale.checkpoint_failed", job=job_id, error=f"the checkpoint failed: {first}")
         return -1
 
