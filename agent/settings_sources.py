@@ -87,6 +87,9 @@ def read_settings_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: the config file must hold a mapping of settings, not {type(loaded).__name__}")
+    for key in loaded:
+        if not isinstance(key, str):  # as validation says of a nested one, which it sees
+            raise ConfigError(f"{path}: {key}: Keys should be strings (got {key!r})")
     return loaded
 
 

@@ -31,6 +31,7 @@ CONFIGS: list[tuple[str, bytes | None, str]] = [
     ("nested too deeply", b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "YAML"),
     ("larger than 1 MiB", b"#" * (MAX_CONFIG_BYTES + 1), "larger than 1 MiB"),
     ("unknown key", b"loop_interval: 60\n", "loop_interval: unknown key"),
+    ("a key that is not a name", b"1: x\n", "1: Keys should be strings (got 1)"),
     ("unknown nested key", b"prometheus:\n  uri: http://x\n", "prometheus.uri: unknown key"),
     ("a section that is a string", b"prometheus: notamapping\n", "prometheus:"),
     (
