@@ -174,7 +174,10 @@ class _NullEvents:
 
 
 class Agent:
-    """One Perdix agent: the loop state plus its collaborators (the roles of the MAPE-K loop)."""
+    """One Perdix agent: the loop state plus its collaborators (the roles of the MAPE-K loop).
+
+    ``planning`` is the round's plan and execute steps (default: the whole-job ones with ``policy``, or with the
+    policy the settings name); the per-vertex ones come from ``agent.per_operator``."""
 
     def __init__(
         self,
@@ -190,8 +193,6 @@ class Agent:
         analyzer: Analyzer | None = None,
         telemetry: RoundTelemetry | None = None,
     ) -> None:
-        """``planning``: the round's plan and execute steps (default: the whole-job ones with ``policy``, or with the
-        policy the settings name)."""
         self.settings = settings
         self.clock = clock
         self.monitor = monitor

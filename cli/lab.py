@@ -35,7 +35,8 @@ from cli.app import (
 )
 from cli.extras import require_extra
 from lab.evaluate import DEFAULT_POLICIES
-from lab.settings import RESCALE_COST_DEFAULT, RESCALE_COSTS, LabSettings, rescale_cost_overrides
+from lab.settings import LAB_POLICIES, RESCALE_COST_DEFAULT, RESCALE_COSTS, LabSettings, rescale_cost_overrides
+from planner import registry
 from simulator import Trace, TraceError, load_trace
 
 if TYPE_CHECKING:  # the lab's StreamBed parts load with the command that uses them
@@ -71,7 +72,7 @@ def _load_trace(path: Path) -> Trace:
 def simulate(
     trace: Path = typer.Option(..., "--trace", help="Workload trace CSV (header time_s,rate).", dir_okay=False),
     policy: str = typer.Option(
-        None, "--policy", help=setting_help("Scaling policy: daedalus, static, ...", LabSettings, "policy")
+        None, "--policy", help=setting_help(f"Scaling policy: one of {', '.join(LAB_POLICIES)}.", LabSettings, "policy")
     ),
     out: Path = typer.Option(Path("out/simulate"), "--out", help="Directory for summary.json and the plot."),
     hours: float = typer.Option(
@@ -196,7 +197,7 @@ def evaluate(
     policies: str = typer.Option(
         ",".join(DEFAULT_POLICIES),
         "--policies",
-        help="Comma-separated policies to compare (optimal: the offline schedule).",
+        help=f"Comma-separated policies to compare, of {', '.join(registry.SPECS)} and optimal (the offline schedule).",
     ),
     sweep: bool = typer.Option(
         False, "--sweep", help="Also run each policy over its main knob and plot worker-hours against SLO misses."
