@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.ds2 import OperatorRates, ds2_parallelism, mean_true_rate
-from planner.peer_types import PeerDecision
+from planner.peer_types import PeerDecision, integer_from_json, items_from_json
 
 
 class ActivationRule(enum.StrEnum):
@@ -112,7 +112,7 @@ class Ds2State:
     deployed: int | None = None
     """The scale-out DS2 last saw or set; a different current one means the job was rescaled."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready."""
         return {
             "intervals_since_rescale": self.intervals_since_rescale,
@@ -121,13 +121,13 @@ class Ds2State:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Ds2State:
+    def from_dict(cls, data: Mapping[str, object]) -> Ds2State:
         """The inverse of :meth:`to_dict`."""
         deployed = data.get("deployed")
         return cls(
-            intervals_since_rescale=int(data.get("intervals_since_rescale", 0)),
-            decisions=tuple(int(d) for d in data.get("decisions", ())),
-            deployed=None if deployed is None else int(deployed),
+            intervals_since_rescale=integer_from_json(data.get("intervals_since_rescale", 0)),
+            decisions=tuple(integer_from_json(d) for d in items_from_json(data.get("decisions", ()))),
+            deployed=None if deployed is None else integer_from_json(deployed),
         )
 
 

@@ -85,7 +85,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from planner.peer_types import PeerDecision, float_from_json, float_to_json
+from planner.peer_types import (
+    PeerDecision,
+    float_from_json,
+    float_to_json,
+    integer_from_json,
+    items_from_json,
+    number_from_json,
+    object_from_json,
+)
 
 
 class AlignmentMode(enum.StrEnum):
@@ -191,7 +199,7 @@ class MetricSample:
     observed_tpr: float | None
     """Observed true processing rate (``OBSERVED_TPR``), possibly infinite; None when not sampled."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready."""
         return {
             "time": self.time,
@@ -202,12 +210,12 @@ class MetricSample:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MetricSample:
+    def from_dict(cls, data: Mapping[str, object]) -> MetricSample:
         """The inverse of :meth:`to_dict`."""
         return cls(
-            time=float(data["time"]),
+            time=number_from_json(data["time"]),
             source_rate=float_from_json(data["source_rate"]),
-            lag=float(data["lag"]),
+            lag=number_from_json(data["lag"]),
             load=float_from_json(data["load"]),
             observed_tpr=float_from_json(data["observed_tpr"]),
         )
@@ -287,14 +295,14 @@ class MetricWindow:
         """Backlog in the newest sample."""
         return self.samples[-1].lag if self.samples else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready."""
         return {"samples": [s.to_dict() for s in self.samples]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MetricWindow:
+    def from_dict(cls, data: Mapping[str, object]) -> MetricWindow:
         """The inverse of :meth:`to_dict`."""
-        return cls(tuple(MetricSample.from_dict(s) for s in data.get("samples", ())))
+        return cls(tuple(MetricSample.from_dict(object_from_json(s)) for s in items_from_json(data.get("samples", ()))))
 
 
 @dataclass(frozen=True)
@@ -333,7 +341,7 @@ class DelayedScaleDown:
             raise ValueError("max_recommended needs a recommendation recorded this round")
         return kept[0], DelayedScaleDown(self.first_trigger_time, kept)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready."""
         return {
             "first_trigger_time": self.first_trigger_time,
@@ -344,13 +352,18 @@ class DelayedScaleDown:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DelayedScaleDown:
+    def from_dict(cls, data: Mapping[str, object]) -> DelayedScaleDown:
         """The inverse of :meth:`to_dict`."""
+        recommendations = (object_from_json(r) for r in items_from_json(data.get("recommendations", ())))
         return cls(
-            float(data["first_trigger_time"]),
+            number_from_json(data["first_trigger_time"]),
             tuple(
-                Recommendation(float(r["time"]), int(r["parallelism"]), bool(r["outside_utilization_bound"]))
-                for r in data.get("recommendations", ())
+                Recommendation(
+                    number_from_json(r["time"]),
+                    integer_from_json(r["parallelism"]),
+                    bool(r["outside_utilization_bound"]),
+                )
+                for r in recommendations
             ),
         )
 
@@ -362,7 +375,7 @@ class FlinkAutoscalerState:
     window: MetricWindow = field(default_factory=MetricWindow)
     delayed_scale_down: DelayedScaleDown | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready."""
         return {
             "window": self.window.to_dict(),
@@ -370,12 +383,12 @@ class FlinkAutoscalerState:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FlinkAutoscalerState:
+    def from_dict(cls, data: Mapping[str, object]) -> FlinkAutoscalerState:
         """The inverse of :meth:`to_dict`."""
         delayed = data.get("delayed_scale_down")
         return cls(
-            window=MetricWindow.from_dict(data.get("window", {})),
-            delayed_scale_down=None if delayed is None else DelayedScaleDown.from_dict(delayed),
+            window=MetricWindow.from_dict(object_from_json(data.get("window", {}))),
+            delayed_scale_down=None if delayed is None else DelayedScaleDown.from_dict(object_from_json(delayed)),
         )
 
 

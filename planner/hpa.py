@@ -50,7 +50,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.peer_types import PeerDecision
+from planner.peer_types import PeerDecision, integer_from_json, items_from_json, number_from_json
 
 HPA_SYNC_PERIOD_S = 15.0
 """``--horizontal-pod-autoscaler-sync-period``."""
@@ -164,7 +164,7 @@ class HpaState:
     scale_up_events: tuple[TimedValue, ...] = ()
     scale_down_events: tuple[TimedValue, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready."""
         return {
             name: [[item.time, item.value] for item in getattr(self, name)]
@@ -172,13 +172,17 @@ class HpaState:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HpaState:
+    def from_dict(cls, data: Mapping[str, object]) -> HpaState:
         """The inverse of :meth:`to_dict`."""
+
+        def timed_values(name: str) -> tuple[TimedValue, ...]:
+            pairs = (items_from_json(pair) for pair in items_from_json(data.get(name, ())))
+            return tuple(TimedValue(number_from_json(t), integer_from_json(v)) for t, v in pairs)
+
         return cls(
-            **{
-                name: tuple(TimedValue(float(t), int(v)) for t, v in data.get(name, ()))
-                for name in ("recommendations", "scale_up_events", "scale_down_events")
-            }
+            recommendations=timed_values("recommendations"),
+            scale_up_events=timed_values("scale_up_events"),
+            scale_down_events=timed_values("scale_down_events"),
         )
 
 

@@ -57,7 +57,13 @@ from planner.hpa import (
     external_per_pod_replicas,
     reconcile,
 )
-from planner.peer_types import PeerDecision
+from planner.peer_types import (
+    PeerDecision,
+    integer_from_json,
+    items_from_json,
+    number_from_json,
+    object_from_json,
+)
 
 KEDA_POLLING_INTERVAL_S = 30.0
 """``pollingInterval`` default of a ScaledObject."""
@@ -239,7 +245,7 @@ class KedaState:
     """The metric value served from the cache (``useCachedMetrics``)."""
     cached_at: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready."""
         return {
             "hpa": self.hpa.to_dict(),
@@ -249,15 +255,16 @@ class KedaState:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> KedaState:
+    def from_dict(cls, data: Mapping[str, object]) -> KedaState:
         """The inverse of :meth:`to_dict`."""
         cached_at = data.get("cached_at")
         cached_lag = data.get("cached_lag")
+        offsets = (items_from_json(pair) for pair in items_from_json(data.get("previous_offsets", ())))
         return cls(
-            hpa=HpaState.from_dict(data.get("hpa", {})),
-            previous_offsets=tuple((int(i), int(o)) for i, o in data.get("previous_offsets", ())),
-            cached_lag=None if cached_lag is None else int(cached_lag),
-            cached_at=None if cached_at is None else float(cached_at),
+            hpa=HpaState.from_dict(object_from_json(data.get("hpa", {}))),
+            previous_offsets=tuple((integer_from_json(i), integer_from_json(o)) for i, o in offsets),
+            cached_lag=None if cached_lag is None else integer_from_json(cached_lag),
+            cached_at=None if cached_at is None else number_from_json(cached_at),
         )
 
 

@@ -11,6 +11,7 @@ restarts of the agent.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -53,14 +54,44 @@ def float_to_json(value: float | None) -> JsonFloat:
     return float(value)
 
 
-def float_from_json(value: JsonFloat) -> float | None:
-    """The inverse of :func:`float_to_json`.
+def float_from_json(value: object) -> float | None:
+    """The inverse of :func:`float_to_json` (TypeError or ValueError for what it cannot have written).
 
     >>> float_from_json("inf"), float_from_json(2), float_from_json(None)
     (inf, 2.0, None)
     """
     if value is None:
         return None
-    if isinstance(value, str):
+    return number_from_json(value)
+
+
+def number_from_json(value: object) -> float:
+    """A stored number (or numeral) as a float; TypeError for any other JSON value, as ``float()`` raises.
+
+    >>> number_from_json(3), number_from_json("1.5")
+    (3.0, 1.5)
+    """
+    if isinstance(value, int | float | str):
         return float(value)
-    return float(value)
+    raise TypeError(f"not a number: {value!r}")
+
+
+def integer_from_json(value: object) -> int:
+    """A stored whole number (or numeral) as an int; TypeError for any other JSON value, as ``int()`` raises."""
+    if isinstance(value, int | float | str):
+        return int(value)
+    raise TypeError(f"not a whole number: {value!r}")
+
+
+def items_from_json(value: object) -> Sequence[object]:
+    """A stored array's items; TypeError for any other JSON value."""
+    if isinstance(value, list | tuple):
+        return value
+    raise TypeError(f"not an array: {value!r}")
+
+
+def object_from_json(value: object) -> Mapping[str, object]:
+    """A stored object; TypeError for any other JSON value."""
+    if isinstance(value, dict):
+        return value
+    raise TypeError(f"not an object: {value!r}")
