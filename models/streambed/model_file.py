@@ -40,7 +40,7 @@ class CapacityModelFile:
     """Task slots per unit of scale-out (per TaskManager in the agent's job)."""
     capacities: Mapping[int, float]
     """Predicted capacity (records/s) per scale-out: the agent's prior."""
-    validation: Mapping[str, Any]
+    validation: Mapping[str, object]
     """Validation errors: selection rule, LOOCV and extrapolation RMSE per family."""
     target_rate: float | None = None
     task_slots_for_target: int | None = None
@@ -48,7 +48,7 @@ class CapacityModelFile:
     headroom: float = 1.1
     observations: tuple[Mapping[str, Any], ...] = ()
     testbed_runs: int = 0
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, object] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         """The JSON document."""
