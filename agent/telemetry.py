@@ -208,9 +208,11 @@ class Telemetry:
             self.knowledge_bytes.set(_num(result.knowledge.size_bytes))
             if result.knowledge.failure is not None:
                 self.knowledge_failures.labels(kind=result.knowledge.failure).inc()
-        self._update_readiness(has_data, outcome.message)
+        self.update_readiness(has_data, outcome.message)
 
-    def _update_readiness(self, has_data: bool, skipped: str | None) -> None:
+    def update_readiness(self, has_data: bool, skipped: str | None) -> None:
+        """Count a round with data (ready from now on) or without (``skipped``: why; not ready after
+        ``not_ready_after_failed_loops`` in a row); a change of readiness is logged once."""
         with self._lock:
             was_ready = self._ready_locked()
             if has_data:

@@ -162,7 +162,7 @@ def test_probe_server_serves_metrics_health_and_readiness_and_stops_cleanly() ->
         assert http_get(f"{server.url}/healthz") == (200, "ok\n")
         status, body = http_get(f"{server.url}/readyz")
         assert status == 503 and body.startswith("not ready")
-        telemetry._update_readiness(True, None)
+        telemetry.update_readiness(True, None)
         assert http_get(f"{server.url}/readyz") == (200, "ready\n")
         assert http_get(f"{server.url}/nope")[0] == 404
     finally:
