@@ -280,16 +280,17 @@ class ScaleTargetSettings(_Section):
         True,
         description="Kind flink-rest: align each rescale with a checkpoint triggered for it "
         "(POST /jobs/{id}/checkpoints, Flink 1.19+), so the restart replays next to nothing. On Flink 1.x the "
-        "checkpoint completes before the new resource requirements are written; on 2.x, whose adaptive scheduler "
-        "waits for a checkpoint before it rescales, it is triggered right after them. A checkpoint that fails or "
-        "takes longer than checkpoint_wait_s is logged and the rescale goes ahead.",
+        "checkpoint is awaited before the new resource requirements are written (one that fails or takes longer "
+        "than checkpoint_wait_s is logged and the rescale goes ahead); on 2.x, whose adaptive scheduler waits for "
+        "a checkpoint before it rescales (at most its rescale-trigger.max-delay), it is triggered right after them "
+        "and ends that wait.",
     )
     checkpoint_wait_s: float = Field(
         5.0,
         gt=0,
         le=60,
-        description="Longest wait for the checkpoint of checkpoint_before_rescale, seconds; the job runs on "
-        "meanwhile. At most a minute: a rescale must not wait on a checkpoint that cannot complete.",
+        description="Longest wait for the checkpoint of checkpoint_before_rescale (Flink 1.x), seconds; the job "
+        "runs on meanwhile. At most a minute: a rescale must not wait on a checkpoint that cannot complete.",
     )
     recommendation_events: bool = Field(
         True, description="In dry-run, emit a RescaleRecommended Event instead of rescaling."
