@@ -108,7 +108,7 @@ def compare(before: Path, after: Path) -> int:
         differences.append(f"no summary of {before} is in {after}")
     for file in files:
         other = after / file.name
-        _diff(json.loads(file.read_text()), json.loads(other.read_text()), file.stem, differences)
+        _diff(_strip(json.loads(file.read_text())), _strip(json.loads(other.read_text())), file.stem, differences)
     for line in differences:
         print(line)
     print(f"{len(differences)} difference(s) over {len(files)} summaries")
