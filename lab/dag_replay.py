@@ -215,6 +215,33 @@ class _Down:
     memory_mb: float
 
 
+@dataclass
+class _Progress:
+    """Where one replay stands: the deployment running or the restart in progress, and what happened so far."""
+
+    plan: dict[str, int]
+    memory_mb: float
+    run: DagRun
+    duration: int
+    deployed_at: int = 0
+    down: _Down | None = None
+    last_rescale: float | None = None
+    recommendations: Recommendations = field(default_factory=Recommendations)
+    stops: list[Stop] = field(default_factory=list)
+    rescales: int = 0
+    lost: int = 0
+    lag: np.ndarray = field(init=False)
+    """Consumer lag per second."""
+    used_slots: np.ndarray = field(init=False)
+    managed: np.ndarray = field(init=False)
+    """Managed memory per second, MB."""
+
+    def __post_init__(self) -> None:
+        self.lag = np.zeros(self.duration)
+        self.used_slots = np.zeros(self.duration)
+        self.managed = np.zeros(self.duration)
+
+
 @dataclass(frozen=True)
 class DagReplayResult:
     """The summary and the thinned series of one replay."""
@@ -275,106 +302,117 @@ class DagReplay:
     def run(self) -> DagReplayResult:
         """Replay the trace; the summary is the lab's (slots, memory, SLO, rescales)."""
         s = self.settings
-        names = self.testbed.operator_names
         duration = duration_of(self.trace, s.hours)
         rates = self.trace.per_second(0, duration)
         failures = self.failure_times(duration)
         sync = int(self.policy.sync_interval_s or s.loop_interval_s)
-        plan = {name: s.initial_parallelism for name in names}
-        memory = s.initial_memory_mb
-        run = self._deploy(plan, memory, 0)
-        deployed_at = 0
-        down: _Down | None = None
-        last_rescale: float | None = None
-        recommendations = Recommendations()
-        lag = np.zeros(duration)
-        used_slots = np.zeros(duration)
-        managed = np.zeros(duration)
-        stops: list[Stop] = []
-        rescales = 0
-        lost = 0
-        stateful = [op.windowed for op in self.testbed.job.operators]
-        plans_seen: list[dict[str, int]] = []
-
+        plan = {name: s.initial_parallelism for name in self.testbed.operator_names}
+        progress = _Progress(plan, s.initial_memory_mb, self._deploy(plan, s.initial_memory_mb, 0), duration)
         for t in range(duration):
-            rate = float(rates[t])
-            if down is not None and t >= down.resume_s:
-                lost += run.accounting.lost
-                plan, memory = down.plan, down.memory_mb
-                run = self._deploy(plan, memory, t)
-                run.carry_backlog(int(round(down.backlog)))
-                deployed_at, down = t, None
-            if down is not None:
-                down.backlog += rate
-                lag[t] = down.backlog
-                used_slots[t] = max(slots(plan, shared=False), slots(down.plan, shared=False))
-                managed[t] = sum(p for p, w in zip(plan.values(), stateful) if w) * memory
-                continue
-            run.set_rate(rate)
-            run.step()
-            # The consumer lag, as Flink's pendingRecords reports it: records the source has not read yet
-            # (records in the operators' input buffers are in flight, not behind).
-            lag[t] = run.pending
-            used_slots[t] = slots(plan, shared=False)
-            managed[t] = sum(p for p, w in zip(plan.values(), stateful) if w) * memory
-            now = t + 1
-            if t in failures:
-                down = self._stop(
-                    run, "failure", plan, memory, now, deployed_at, s.failure_downtime(slots(plan, shared=False))
-                )
-                stops.append(Stop("failure", now, down.resume_s))
-                continue
-            if now % sync or now - deployed_at < 1:
-                continue
-            measurement = run.measure(min(sync, now - deployed_at))
-            plan_input = OperatorPlanInput(
-                now=float(now),
-                vertices=vertex_inputs(self.testbed, measurement, memory, self.config.planner),
-                workload_avg=float(np.mean(rates[max(0, now - sync) : now])),
-                forecast=self._forecast(now),
-                consumer_lag=float(run.pending),
-                recent_workload=float(np.mean(rates[max(0, now - s.checkpoint_interval_s) : now])),
-                downtimes_s={n: float(s.rescale_downtime(n)) for n in range(1, 3 * s.max_parallelism + 1)},
-                failure_downtime_s=float(s.failure_downtime(slots(plan, shared=False))),
-                uptime_s=float(now - deployed_at),
-                last_rescale_at=last_rescale,
-                recent_recommendations=recommendations,
-                memory=MemoryProfile(memory),
-                memory_applies=True,
-                policy_state=self.policy_state,
+            self._second(progress, t, rates, failures, sync)
+        progress.lost += progress.run.accounting.lost
+        return self._result(progress, rates, duration, sync)
+
+    def _second(self, progress: _Progress, t: int, rates: np.ndarray, failures: set[int], sync: int) -> None:
+        """Second ``t``: a restart resumes or goes on, or the job runs a second, fails, or its policy decides."""
+        rate = float(rates[t])
+        down = progress.down
+        if down is not None and t >= down.resume_s:
+            progress.lost += progress.run.accounting.lost
+            progress.plan, progress.memory_mb = down.plan, down.memory_mb
+            progress.run = self._deploy(progress.plan, progress.memory_mb, t)
+            progress.run.carry_backlog(int(round(down.backlog)))
+            progress.deployed_at, progress.down = t, None
+        if progress.down is not None:
+            progress.down.backlog += rate
+            progress.lag[t] = progress.down.backlog
+            progress.used_slots[t] = max(slots(progress.plan, shared=False), slots(progress.down.plan, shared=False))
+            progress.managed[t] = self._managed_mb(progress.plan, progress.memory_mb)
+            return
+        run = progress.run
+        run.set_rate(rate)
+        run.step()
+        # The consumer lag, as Flink's pendingRecords reports it: records the source has not read yet
+        # (records in the operators' input buffers are in flight, not behind).
+        progress.lag[t] = run.pending
+        progress.used_slots[t] = slots(progress.plan, shared=False)
+        progress.managed[t] = self._managed_mb(progress.plan, progress.memory_mb)
+        now = t + 1
+        if t in failures:
+            downtime = self.settings.failure_downtime(slots(progress.plan, shared=False))
+            progress.down = self._stop(
+                run, "failure", progress.plan, progress.memory_mb, now, progress.deployed_at, downtime
             )
-            decision = self.policy.decide(plan_input, self.config)
-            if decision.policy_state is not None:
-                self.policy_state = dict(decision.policy_state)
-            if decision.acted:
-                keep_s = max(s.scale_down_stabilization_s, s.loop_interval_s) * 2
-                recommendations = recommendations.add(float(now), subtasks(decision.desired), keep_s=keep_s)
-            new_plan = {name: int(decision.parallelism[name]) for name in names}
-            new_memory = self._memory(decision, memory)
-            if new_plan != plan or new_memory != memory:
-                downtime = s.rescale_downtime(max(slots(plan, shared=False), slots(new_plan, shared=False)))
-                down = self._stop(run, "rescale", new_plan, new_memory, now, deployed_at, downtime)
-                stops.append(Stop("rescale", now, down.resume_s))
-                rescales += 1
-                last_rescale = float(now)
-                plans_seen.append(new_plan)
-        lost += run.accounting.lost
-        verdict = judge(lag, rates, stops, target_recovery_time_s=s.target_recovery_time_s)
-        final = down.plan if down is not None else plan
+            progress.stops.append(Stop("failure", now, progress.down.resume_s))
+            return
+        if now % sync or now - progress.deployed_at < 1:
+            return
+        self._decide(progress, now, rates, sync)
+
+    def _decide(self, progress: _Progress, now: int, rates: np.ndarray, sync: int) -> None:
+        """The policy's round at ``now``: its decision, remembered, and a restart when it changes the plan."""
+        s = self.settings
+        decision = self.policy.decide(self._plan_input(progress, now, rates, sync), self.config)
+        if decision.policy_state is not None:
+            self.policy_state = dict(decision.policy_state)
+        if decision.acted:
+            keep_s = max(s.scale_down_stabilization_s, s.loop_interval_s) * 2
+            progress.recommendations = progress.recommendations.add(
+                float(now), subtasks(decision.desired), keep_s=keep_s
+            )
+        plan, memory = progress.plan, progress.memory_mb
+        new_plan = {name: int(decision.parallelism[name]) for name in self.testbed.operator_names}
+        new_memory = self._memory(decision, memory)
+        if new_plan != plan or new_memory != memory:
+            downtime = s.rescale_downtime(max(slots(plan, shared=False), slots(new_plan, shared=False)))
+            progress.down = self._stop(
+                progress.run, "rescale", new_plan, new_memory, now, progress.deployed_at, downtime
+            )
+            progress.stops.append(Stop("rescale", now, progress.down.resume_s))
+            progress.rescales += 1
+            progress.last_rescale = float(now)
+
+    def _plan_input(self, progress: _Progress, now: int, rates: np.ndarray, sync: int) -> OperatorPlanInput:
+        """What the policy sees at ``now``: the testbed's measurement since the last decision (or deployment),
+        the workload, the forecast and the restart costs."""
+        s = self.settings
+        measurement = progress.run.measure(min(sync, now - progress.deployed_at))
+        return OperatorPlanInput(
+            now=float(now),
+            vertices=vertex_inputs(self.testbed, measurement, progress.memory_mb, self.config.planner),
+            workload_avg=float(np.mean(rates[max(0, now - sync) : now])),
+            forecast=self._forecast(now),
+            consumer_lag=float(progress.run.pending),
+            recent_workload=float(np.mean(rates[max(0, now - s.checkpoint_interval_s) : now])),
+            downtimes_s={n: float(s.rescale_downtime(n)) for n in range(1, 3 * s.max_parallelism + 1)},
+            failure_downtime_s=float(s.failure_downtime(slots(progress.plan, shared=False))),
+            uptime_s=float(now - progress.deployed_at),
+            last_rescale_at=progress.last_rescale,
+            recent_recommendations=progress.recommendations,
+            memory=MemoryProfile(progress.memory_mb),
+            memory_applies=True,
+            policy_state=self.policy_state,
+        )
+
+    def _result(self, progress: _Progress, rates: np.ndarray, duration: int, sync: int) -> DagReplayResult:
+        """The lab's summary of the replay (slots, memory, SLO verdict, rescales) and its thinned series."""
+        lag, used_slots = progress.lag, progress.used_slots
+        verdict = judge(lag, rates, progress.stops, target_recovery_time_s=self.settings.target_recovery_time_s)
+        final = progress.down.plan if progress.down is not None else progress.plan
         summary: dict[str, Any] = {
             "trace": self.trace.name,
             "policy": self.name,
             "duration_s": duration,
             "slot_hours": round(float(used_slots.sum()) / 3600.0, 2),
-            "managed_memory_gb_hours": round(float(managed.sum()) / 1024.0 / 3600.0, 2),
+            "managed_memory_gb_hours": round(float(progress.managed.sum()) / 1024.0 / 3600.0, 2),
             "mean_slots": round(float(used_slots.mean()), 2),
             "peak_slots": int(used_slots.max()),
-            "rescales": rescales,
-            "failures": sum(1 for stop in stops if stop.kind == "failure"),
+            "rescales": progress.rescales,
+            "failures": sum(1 for stop in progress.stops if stop.kind == "failure"),
             "max_lag": round(float(lag.max()), 1),
             "final_parallelism": dict(final),
-            "final_slot_memory_mb": memory,
-            "records_lost": int(lost),
+            "final_slot_memory_mb": progress.memory_mb,
+            "records_lost": int(progress.lost),
             "sync_interval_s": sync,
             **verdict.to_summary(),
         }
@@ -386,6 +424,11 @@ class DagReplay:
             "lag": lag[keep],
         }
         return DagReplayResult(self.trace.name, self.name, summary, series)
+
+    def _managed_mb(self, plan: Mapping[str, int], memory: float) -> float:
+        """Managed memory of ``plan``: the slot memory of the stateful (windowed) vertices' tasks."""
+        stateful = [op.windowed for op in self.testbed.job.operators]
+        return sum(p for p, w in zip(plan.values(), stateful, strict=False) if w) * memory
 
     # ------------------------------------------------------------------ helpers
 
