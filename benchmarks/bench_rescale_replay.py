@@ -1,17 +1,21 @@
 """What aligning a rescale with a checkpoint buys on a real Flink job: replayed records, stop, delay.
 
-A rescale in place restarts the job from its latest completed checkpoint: every record processed between
-that checkpoint's barrier and the stop is processed again (replayed). Per release (Flink 2.3 and 1.20 LTS), this
-starts a loopback session cluster (three one-slot TaskManagers, adaptive scheduler, checkpoints every
-``--interval`` s), submits the datagen -> calc -> aggregate -> blackhole job at a fixed ``--rate``, and
-rescales it 1 -> 2 -> 1 ... through the flink-rest scaler, with ``checkpoint_before_rescale`` off (plain) and on
-(aligned) in the order plain, aligned, aligned, plain, ... (each mode as often up as down), each after a random
-pause (seeded) so the rescales fall at every phase of the checkpoint cycle. Per rescale, from the job's REST API:
+A rescale in place restarts the job from its latest completed checkpoint: a source that reads from checkpointed
+positions (Kafka, a log) re-reads every record it had read between that checkpoint's barrier and the stop, and
+the job processes them again (replayed). Per release (Flink 2.3 and 1.20 LTS), this starts a loopback session
+cluster (three one-slot TaskManagers, adaptive scheduler, checkpoints every ``--interval`` s), submits a job at a
+fixed ``--rate`` (``--job datagen``: the SQL datagen -> calc -> aggregate -> blackhole job, whose random source
+restarts from the same point but re-reads nothing; ``--job trace``: the trace-source log job, whose source re-reads
+from its checkpointed offsets and whose sink verifies every offset, its lost and duplicated records printed at the
+end), and rescales it 1 -> 2 -> 1 ... through the flink-rest scaler, with ``checkpoint_before_rescale`` off (plain)
+and on (aligned) in the order plain, aligned, aligned, plain, ... (each mode as often up as down), each after a
+random pause (seeded) so the rescales fall at every phase of the checkpoint cycle. Per rescale, from the job's REST
+API:
 
 - replay window: the new execution graph's creation (the old one has just been cancelled: where processing
   stopped) minus the trigger time of the checkpoint the new graph restored (``/jobs/{id}/checkpoints``,
-  ``latest.restored``; its barrier enters the sources at that moment). Replayed records = window x rate (the
-  source emits at the fixed rate and the job keeps up);
+  ``latest.restored``; its barrier enters the sources at that moment). Replayed records = window x rate (what a
+  source that keeps up read in that window);
 - downtime: new graph created -> last subtask RUNNING (the scaler's measure);
 - delay: the decision (the call of ``rescale``) -> the new graph's creation (what waiting for a checkpoint costs).
 
@@ -20,7 +24,7 @@ On 2.x the adaptive scheduler holds a rescale until a checkpoint completes or
 one more than ``rescale-trigger.max-checkpoint-failures``, 2); ``--max-delay`` sets it (``default``: Flink's).
 
 Run: flock /tmp/perdix-flink.lock .venv/bin/python -m benchmarks.bench_rescale_replay \\
-         [--versions 2.3,1.20] [--pairs 6] [--interval 10] [--rate 5000] [--max-delay default]
+         [--versions 2.3,1.20] [--pairs 6] [--interval 10] [--rate 5000] [--max-delay default] [--job trace]
 (needs scripts/install-flink.sh; about 4 minutes per release at the defaults).
 """
 
@@ -38,6 +42,7 @@ from typing import Any
 from agent.execute.flink_rest import FlinkRestScaler
 from agent.logging import configure_logging
 from agent.settings import ScaleTargetSettings
+from lab.flink import trace_job
 from lab.flink.cluster import flink_major, flink_release, rest_get
 from tests.fixtures.flink import FlinkCluster, flink_home
 
@@ -104,7 +109,7 @@ def run_release(series: str, args: argparse.Namespace, rng: random.Random) -> li
         )
         try:
             cluster.start()
-            job_id = cluster.submit(name="perdix-bench-replay", parallelism=1, rows_per_second=args.rate)
+            job_id = submit(cluster, args)
             scalers = {
                 mode: FlinkRestScaler(
                     ScaleTargetSettings(
@@ -133,9 +138,26 @@ def run_release(series: str, args: argparse.Namespace, rng: random.Random) -> li
                     f"{_fmt(row.downtime_s):>10} {_fmt(row.delay_s):>7}",
                     flush=True,
                 )
+            if args.job == "trace":
+                time.sleep(3)  # the verifier's gauges of the last attempt
+                counts = trace_job.read_counts(cluster.rest_url, job_id)
+                print(f"trace job's verifier: {counts.lost} records lost, {counts.duplicates} duplicated")
         finally:
             cluster.stop()
     return rows
+
+
+def submit(cluster: FlinkCluster, args: argparse.Namespace) -> str:
+    """Submit the job ``--job`` names at parallelism 1; its id once every subtask runs."""
+    if args.job == "datagen":
+        return cluster.submit(name="perdix-bench-replay", parallelism=1, rows_per_second=args.rate)
+    options = trace_job.TraceJobOptions(
+        job_name="perdix-bench-replay",
+        rate_per_s=float(args.rate),
+        capacity_per_subtask=0.0,  # no per-record cost: one slot keeps up, so every record is read as produced
+        checkpoint_interval_s=float(args.interval),
+    )
+    return trace_job.submit(cluster.rest_url, options, jar=trace_job.build_jar(home=cluster.home)).job_id
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -172,6 +194,13 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=4.0, help="least seconds between two rescales")
     parser.add_argument("--max-delay", default="default", help="2.x rescale-trigger.max-delay: default or e.g. '1 s'")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--job",
+        choices=("datagen", "trace"),
+        default="datagen",
+        help="datagen: the SQL datagen -> aggregate job; trace: the trace-source log job, whose source re-reads "
+        "from its checkpointed offsets and whose sink verifies every offset (lost, duplicated)",
+    )
     args = parser.parse_args()
     configure_logging("console", "warning")
     rng = random.Random(args.seed)
