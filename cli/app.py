@@ -156,7 +156,7 @@ def default_of(model: type[BaseModel], key: str) -> str:
 
 def setting_help(text: str, model: type[BaseModel], key: str) -> str:
     """A flag's help that ends with the setting it overrides and that setting's default."""
-    return f"{text} (default: the setting {key}, {default_of(model, key)})."
+    return f"{text.rstrip('.')} (default: the setting {key}, {default_of(model, key)})."
 
 
 def settings_from(config: Path | None, overrides: dict[str, Any], model: type[SettingsT]) -> SettingsT:
