@@ -729,7 +729,7 @@ class WholeJobPlanning:
             predicted_recovery_s=predicted if predicted is not None and math.isfinite(predicted) else None,
             downtime_s=outcome.downtime_s,
             reasons=tuple(decision.reasons[-3:]),
-            pending=bool(outcome.pending),
+            pending=True if outcome.pending else None,
         )
         settled = not dry_run and not outcome.pending
         if settled and outcome.confirmed != target:

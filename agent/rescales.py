@@ -32,14 +32,16 @@ class Rescale:
     predicted_recovery_s: float | None = None
     downtime_s: float | None = None
     reasons: tuple[str, ...] = ()
-    pending: bool = False
-    """Requested, but the daemon stopped before the scale target confirmed it; the next start reads the outcome."""
+    pending: bool | None = None
+    """True: requested, but the daemon stopped before the scale target confirmed it (the next start reads the
+    outcome); False: such a rescale since settled, or a record read back from the knowledge document; None: a
+    rescale confirmed (or refused) in its own round. The document carries the key when it is not None."""
     vertices: Mapping[str, tuple[int, int]] | None = field(default=None)
     """A per-vertex rescale: each changed vertex's parallelism before and after, by name; None: whole-job."""
 
     def to_dict(self) -> dict[str, Any]:
         """The knowledge document's form (a whole-job record carries its predicted recovery, a per-vertex one the
-        vertices; ``pending`` only while it is)."""
+        vertices; ``pending`` once a stop left it so, false when settled)."""
         record: dict[str, Any] = {"at": self.at, "from": self.from_parallelism, "to": self.to_parallelism}
         if self.vertices is not None:
             record["vertices"] = {name: [before, after] for name, (before, after) in self.vertices.items()}
@@ -47,8 +49,8 @@ class Rescale:
         if self.vertices is None:
             record["predicted_recovery_s"] = self.predicted_recovery_s
         record.update(downtime_s=self.downtime_s, reasons=list(self.reasons))
-        if self.pending:
-            record["pending"] = True
+        if self.pending is not None:
+            record["pending"] = self.pending
         return record
 
     def fields(self) -> dict[str, Any]:
@@ -68,12 +70,12 @@ class RescaleHistory:
 
     def pending(self) -> list[Rescale]:
         """The rescales left pending at a stop, oldest first."""
-        return [record for record in self._records if record.pending]
+        return [record for record in self._records if record.pending is True]
 
     def settle(self, reached: int) -> None:
         """Every pending rescale ended at ``reached`` (what the scale target reads now)."""
         self._records = deque(
-            (replace(r, pending=False, confirmed=reached) if r.pending else r for r in self._records),
+            (replace(r, pending=False, confirmed=reached) if r.pending is True else r for r in self._records),
             maxlen=MAX_HISTORY,
         )
 
@@ -94,7 +96,7 @@ class RescaleHistory:
                 predicted_recovery_s=r.predicted_recovery_s,
                 downtime_s=r.downtime_s,
                 reasons=tuple(r.reasons),
-                pending=r.pending,
+                pending=r.pending if "pending" in r.model_fields_set else None,
                 vertices=None if r.vertices is None else {k: (int(a), int(b)) for k, (a, b) in r.vertices.items()},
             )
             for r in stored

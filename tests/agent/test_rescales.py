@@ -53,6 +53,6 @@ def test_pending_rescales_settle_at_what_the_target_reached_and_round_trip_throu
     assert [r.to_parallelism for r in history.pending()] == [4]
     assert history.to_list()[0]["pending"] is True
     history.settle(4)
-    assert history.pending() == [] and history[0].confirmed == 4 and "pending" not in history.to_list()[0]
+    assert history.pending() == [] and history[0].confirmed == 4 and history.to_list()[0]["pending"] is False
     stored = [RescaleRecord.model_validate(row) for row in history.to_list()]
     assert RescaleHistory.from_stored(stored).to_list() == history.to_list()
