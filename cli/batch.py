@@ -46,9 +46,7 @@ def export_history(
 ) -> None:
     """Write a job's workload history as Parquet partitioned by job and date (re-exports replace, never duplicate)."""
     require_extra("export-history", "batch", *(["lab"] if from_simulation is not None else []))
-    from datetime import UTC, datetime
-
-    from spark.export import ExportError, describe, export_from_prometheus, parse_range, prometheus_client
+    from spark.export import ExportError, describe
     from spark.history import HistoryError
 
     if (prometheus is None) == (from_simulation is None):
@@ -71,25 +69,33 @@ def export_history(
         else:
             if since is None:
                 fail("--since is required with --prometheus (an ISO time or a duration like 14d)")
-            # The wall clock is read once, here at the edge, only to default --until.
-            start, end = parse_range(since, until, now=datetime.now(UTC))
-            client = prometheus_client(settings.prometheus.url, timeout_s=settings.prometheus.timeout_s)
-            result = export_from_prometheus(
-                client=client,
-                job=job,
-                since=start,
-                until=end,
-                out=out,
-                queries={
-                    name: settings.prometheus.render(query)
-                    for name, query in settings.prometheus.queries.model_dump().items()
-                },
-                worker_label=settings.prometheus.worker_label,
-                step_s=float(step_s),
-            )
+            result = _export_from_prometheus(settings, job=job, out=out, since=since, until=until, step_s=step_s)
     except (ExportError, HistoryError, OSError) as exc:
         fail(str(exc))
     print(describe(result))
+
+
+def _export_from_prometheus(
+    settings: LabSettings, *, job: str, out: str, since: str, until: str | None, step_s: int
+) -> ExportResult:
+    """``job``'s history over [since, until) from the Prometheus of ``settings``, read by its queries."""
+    from datetime import UTC, datetime
+
+    from spark.export import export_from_prometheus, parse_range, prometheus_client
+
+    # The wall clock is read once, here at the edge, only to default --until.
+    start, end = parse_range(since, until, now=datetime.now(UTC))
+    prometheus = settings.prometheus
+    return export_from_prometheus(
+        client=prometheus_client(prometheus.url, timeout_s=prometheus.timeout_s),
+        job=job,
+        since=start,
+        until=end,
+        out=out,
+        queries={name: prometheus.render(query) for name, query in prometheus.queries.model_dump().items()},
+        worker_label=prometheus.worker_label,
+        step_s=float(step_s),
+    )
 
 
 def export_from_simulation(
