@@ -137,9 +137,6 @@ def run_query(fn: Callable[[], T], settings: PrometheusSettings) -> T:
         raise QueryFailed("bad_answer", f"unreadable answer from Prometheus: {exc}") from None
 
 
-_run = run_query
-
-
 def _unreachable(exc: requests.exceptions.RequestException, settings: PrometheusSettings) -> tuple[str, str]:
     """(kind, message) of a request that got no answer: a timeout, a name that does not resolve, a refusal."""
     # With retries off, urllib3 wraps the cause in MaxRetryError, which requests reports as a
