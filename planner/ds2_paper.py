@@ -44,7 +44,7 @@ import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict, Unpack
 
 from planner.ds2 import OperatorRates, ds2_parallelism, mean_true_rate
 from planner.peer_types import PeerDecision, integer_from_json, items_from_json
@@ -173,12 +173,23 @@ def activated_decision(decisions: tuple[int, ...], window: int, rule: Activation
     return recent[-1]
 
 
+class Ds2Options(TypedDict, total=False):
+    """The :class:`Ds2Settings` besides the target rate ratio, as keyword arguments of :class:`Ds2PaperPolicy`."""
+
+    over_provisioning: float
+    policy_interval_s: float
+    warm_up_intervals: int
+    activation_intervals: int
+    activation_rule: ActivationRule
+    min_scale_down_step: int
+
+
 class Ds2PaperPolicy:
     """DS2 with its scaling manager (policy interval, warm-up, activation, target rate ratio)."""
 
     name = "ds2-paper"
 
-    def __init__(self, target_rate_ratio: float | None = 1.0, **options: Any) -> None:
+    def __init__(self, target_rate_ratio: float | None = 1.0, **options: Unpack[Ds2Options]) -> None:
         self.settings = Ds2Settings(target_rate_ratio=target_rate_ratio, **options)
         self.sync_interval_s: float = self.settings.policy_interval_s
 

@@ -83,7 +83,7 @@ import enum
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TypedDict, Unpack
 
 from planner.peer_types import (
     PeerDecision,
@@ -617,6 +617,27 @@ def _fmt(rate: float) -> str:
     return f"{rate:,.0f}/s" if math.isfinite(rate) else str(rate)
 
 
+class FlinkAutoscalerOptions(TypedDict, total=False):
+    """The :class:`FlinkAutoscalerSettings` besides the target utilization, as keyword arguments of
+    :class:`FlinkAutoscalerPolicy`."""
+
+    utilization_boundary: float
+    utilization_max: float | None
+    utilization_min: float | None
+    metrics_window_s: float
+    stabilization_s: float
+    catch_up_duration_s: float
+    restart_time_s: float
+    backlog_processing_lag_threshold_s: float
+    observed_tpr_lag_threshold_s: float
+    observed_tpr_switch_threshold: float
+    observed_tpr_min_observations: int
+    max_scale_down_factor: float
+    max_scale_up_factor: float
+    scale_down_interval_s: float
+    alignment_mode: AlignmentMode
+
+
 @dataclass
 class _Round:
     """One reconcile's reasons, and the decision that keeps the current parallelism."""
@@ -655,7 +676,7 @@ class FlinkAutoscalerPolicy:
     sync_interval_s: float = 15.0
     """One round per operator reconcile (the Helm chart's ``kubernetes.operator.reconcile.interval``)."""
 
-    def __init__(self, target_utilization: float = 0.7, **options: Any) -> None:
+    def __init__(self, target_utilization: float = 0.7, **options: Unpack[FlinkAutoscalerOptions]) -> None:
         self.settings = FlinkAutoscalerSettings(target_utilization=target_utilization, **options)
 
     @staticmethod

@@ -48,7 +48,7 @@ import enum
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict, Unpack
 
 from planner.peer_types import PeerDecision, integer_from_json, items_from_json, number_from_json
 
@@ -690,13 +690,21 @@ class HpaSettings:
         object.__setattr__(self, "target_percent", percent)
 
 
+class HpaOptions(TypedDict, total=False):
+    """The :class:`HpaSettings` besides the target, as keyword arguments of :class:`KubernetesHpaPolicy`."""
+
+    tolerance: float
+    downscale_stabilization_s: float
+    behavior: HpaBehavior | None
+
+
 class KubernetesHpaPolicy:
     """The Kubernetes HPA on TaskManager CPU utilization."""
 
     name = "hpa-controller"
     sync_interval_s: float = HPA_SYNC_PERIOD_S
 
-    def __init__(self, target_cpu: float = 0.8, **options: Any) -> None:
+    def __init__(self, target_cpu: float = 0.8, **options: Unpack[HpaOptions]) -> None:
         self.settings = HpaSettings(target_cpu=target_cpu, **options)
 
     @staticmethod

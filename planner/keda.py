@@ -46,7 +46,7 @@ import enum
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TypedDict, Unpack
 
 from planner.hpa import (
     HPA_DOWNSCALE_STABILIZATION_S,
@@ -282,6 +282,28 @@ class KedaSettings:
     """``advanced.horizontalPodAutoscalerConfig.behavior``; None by default."""
 
 
+class KafkaTriggerOptions(TypedDict, total=False):
+    """The :class:`KafkaTrigger` fields besides ``lagThreshold``, as ``trigger_options`` of :class:`KedaPolicy`."""
+
+    activation_lag_threshold: int
+    offset_reset_policy: OffsetResetPolicy
+    allow_idle_consumers: bool
+    exclude_persistent_lag: bool
+    scale_to_zero_on_invalid_offset: bool
+    limit_to_partitions_with_lag: bool
+    ensure_even_distribution_of_partitions: bool
+
+
+class KedaOptions(TypedDict, total=False):
+    """The :class:`KedaSettings` besides the trigger, as keyword arguments of :class:`KedaPolicy`."""
+
+    polling_interval_s: float
+    use_cached_metrics: bool
+    tolerance: float
+    downscale_stabilization_s: float
+    behavior: HpaBehavior | None
+
+
 class KedaPolicy:
     """KEDA's Kafka scaler (committed-offset lag, ``lagThreshold`` per replica) through the HPA."""
 
@@ -290,9 +312,13 @@ class KedaPolicy:
     """The HPA's sync: each one asks KEDA's metrics adapter, which reads the offsets afresh."""
 
     def __init__(
-        self, lag_threshold: int = 10, *, trigger_options: Mapping[str, Any] | None = None, **options: Any
+        self,
+        lag_threshold: int = 10,
+        *,
+        trigger_options: KafkaTriggerOptions | None = None,
+        **options: Unpack[KedaOptions],
     ) -> None:
-        trigger = KafkaTrigger(lag_threshold=int(lag_threshold), **dict(trigger_options or {}))
+        trigger = KafkaTrigger(lag_threshold=int(lag_threshold), **(trigger_options or KafkaTriggerOptions()))
         self.settings = KedaSettings(trigger=trigger, **options)
 
     @staticmethod
