@@ -56,7 +56,8 @@ def policy_for(settings: Settings) -> Policy:
 
 
 def planner_config(settings: Settings) -> PlannerConfig:
-    """The planner's projection of the settings."""
+    """The planner's projection of the settings (the per-vertex policies' knobs from ``operators`` included)."""
+    ops = settings.operators
     return PlannerConfig(
         min_parallelism=settings.min_parallelism,
         max_parallelism=settings.max_parallelism,
@@ -68,6 +69,18 @@ def planner_config(settings: Settings) -> PlannerConfig:
         holds=settings.holds,
         static_parallelism=settings.static_parallelism,
         source_partitions=settings.source_partitions,
+        checkpoint_interval_s=settings.checkpoint_interval_s,
+        warm_up_s=max(ops.warm_up_s, 0.0),
+        slot_sharing=True,
+        memory_min_mb=ops.memory_min_mb,
+        memory_max_level=ops.memory_max_level,
+        cache_hit_threshold=ops.cache_hit_threshold,
+        latency_threshold_ms=ops.latency_threshold_ms,
+        memory_cost_per_gb=ops.memory_cost_per_gb,
+        startup_cost=ops.startup_cost,
+        shutdown_cost=ops.shutdown_cost,
+        heap_usage_threshold=settings.safeguards.memory.heap_usage_threshold,
+        gc_pressure_threshold=settings.safeguards.memory.gc_pressure_threshold,
     )
 
 
@@ -200,7 +213,7 @@ class Agent:
         self.knowledge = knowledge
         self.events = events or _NullEvents()
         self.planning: Planning = planning or WholeJobPlanning(policy or policy_for(settings))
-        self.policy: PolicyIdentity = self.planning.policy
+        self.policy: Policy = self.planning.policy
         self.analyzer = analyzer or Analyzer(settings)
         if not self.policy.uses_forecast and isinstance(self.analyzer, Analyzer):
             self.analyzer.set_forecasting(False)
@@ -613,25 +626,12 @@ class RoundContext:
     now: float
 
 
-class PolicyIdentity(Protocol):
-    """What the loop reads of any policy, whole-job or per vertex: its name, forecast need and sync period."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def uses_forecast(self) -> bool: ...
-
-    @property
-    def sync_interval_s(self) -> float | None: ...
-
-
 class Planning(Protocol):
     """A round's plan and execute steps, composed into the agent when it is built: one scale-out for the whole
     job (:class:`WholeJobPlanning`) or one parallelism per job vertex (``agent.per_operator.VertexPlanning``)."""
 
     @property
-    def policy(self) -> PolicyIdentity: ...
+    def policy(self) -> Policy: ...
 
     def plan_and_execute(self, agent: Agent, context: RoundContext) -> None:
         """Plan on the analysed round and apply the decision, recording it in the agent's loop state."""

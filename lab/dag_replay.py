@@ -42,22 +42,14 @@ from planner.daedalus_per_operator import DaedalusPerOperator
 from planner.history import Recommendations
 from planner.justin import memory_mb
 from planner import registry
-from planner.per_operator import (
-    MemoryProfile,
-    OperatorConfig,
-    OperatorPlanInput,
-    OperatorPolicy,
-    VertexInput,
-    VertexMetrics,
-    slots,
-    subtasks,
-)
+from planner.graph import MemoryProfile, VertexInput, VertexMetrics
+from planner.per_operator import slots, subtasks
 from planner.qescalor_per_operator import ProfileSample
-from planner.types import Decision, PlannerConfig
+from planner.types import Decision, PlanInput, PlannerConfig, Policy
 from simulator.dag import DagMeasurement, DagRun, DagTestbed
 from simulator.trace import Trace
 
-DAG_REPLAY_POLICIES: dict[str, Callable[[], OperatorPolicy]] = {
+DAG_REPLAY_POLICIES: dict[str, Callable[[], Policy]] = {
     "daedalus": lambda: DaedalusPerOperator(uniform=True),
     **{name: registry.SPECS[name].operator_policy for name in sorted(registry.per_vertex())},
 }
@@ -101,18 +93,16 @@ class DagReplaySettings:
         """Seconds a failure at ``task_slots`` slots stops the job."""
         return max(1, int(round(self.failure_downtime_base_s + self.failure_downtime_per_slot_s * task_slots)))
 
-    def operator_config(self) -> OperatorConfig:
+    def planner_config(self) -> PlannerConfig:
         """What every policy of the replay is configured with."""
-        return OperatorConfig(
-            planner=PlannerConfig(
-                min_parallelism=1,
-                max_parallelism=self.max_parallelism,
-                target_recovery_time_s=self.target_recovery_time_s,
-                loop_interval_s=float(self.loop_interval_s),
-                grace_period_s=self.grace_period_s,
-                recent_rescale_window_s=self.recent_rescale_window_s,
-                scale_down_stabilization_s=self.scale_down_stabilization_s,
-            ),
+        return PlannerConfig(
+            min_parallelism=1,
+            max_parallelism=self.max_parallelism,
+            target_recovery_time_s=self.target_recovery_time_s,
+            loop_interval_s=float(self.loop_interval_s),
+            grace_period_s=self.grace_period_s,
+            recent_rescale_window_s=self.recent_rescale_window_s,
+            scale_down_stabilization_s=self.scale_down_stabilization_s,
             checkpoint_interval_s=float(self.checkpoint_interval_s),
             warm_up_s=30.0,
             slot_sharing=False,
@@ -274,7 +264,7 @@ class DagReplay:
         self.policy = DAG_REPLAY_POLICIES[policy]()
         self.settings = settings or DagReplaySettings()
         self.testbed = testbed or DagTestbed()
-        self.config = self.settings.operator_config()
+        self.config = self.settings.planner_config()
         self.forecasts = forecast_by_second
         if self.policy.uses_forecast and forecast_by_second is None:
             self.forecasts = forecasts(
@@ -372,14 +362,16 @@ class DagReplay:
             progress.rescales += 1
             progress.last_rescale = float(now)
 
-    def _plan_input(self, progress: _Progress, now: int, rates: np.ndarray, sync: int) -> OperatorPlanInput:
+    def _plan_input(self, progress: _Progress, now: int, rates: np.ndarray, sync: int) -> PlanInput:
         """What the policy sees at ``now``: the testbed's measurement since the last decision (or deployment),
         the workload, the forecast and the restart costs."""
         s = self.settings
         measurement = progress.run.measure(min(sync, now - progress.deployed_at))
-        return OperatorPlanInput(
+        vertices = vertex_inputs(self.testbed, measurement, progress.memory_mb, self.config)
+        return PlanInput(
             now=float(now),
-            vertices=vertex_inputs(self.testbed, measurement, progress.memory_mb, self.config.planner),
+            current_parallelism=slots({v.id: v.parallelism for v in vertices}),
+            vertices=vertices,
             workload_avg=float(np.mean(rates[max(0, now - sync) : now])),
             forecast=self._forecast(now),
             consumer_lag=float(progress.run.pending),

@@ -42,10 +42,8 @@ from models.recovery import recovery_time
 from planner import guards
 from planner.daedalus import stabilize
 from planner.ds2_per_operator import Ds2Plan, ds2_plan
+from planner.graph import VertexInput
 from planner.per_operator import (
-    OperatorConfig,
-    OperatorPlanInput,
-    VertexInput,
     bounds,
     describe_plan,
     from_whole_job,
@@ -54,7 +52,7 @@ from planner.per_operator import (
     slots,
     subtasks,
 )
-from planner.types import Decision, PlannerConfig, ReasonCode
+from planner.types import Decision, PlanInput, PlannerConfig, ReasonCode
 
 DEFAULT_DOWNTIME_S = 30.0
 """Downtime assumed for a slot count the recovery predictor has no estimate for (its rescale prior)."""
@@ -174,11 +172,9 @@ class DaedalusPerOperator:
         self.uniform = uniform
         self.name = "daedalus" if uniform else "daedalus-per-operator"
 
-    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> Decision:
+    def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """Guards → rates → recent-rescale hold → search over the ladder → fallback → stabilization."""
-        planner = config.planner
-        view = plan_input.whole_job_view(planner)
-        held = guards.first_holding(guards.grace_period(view, planner), guards.recovering(view, planner))
+        held = guards.first_holding(guards.grace_period(plan_input, config), guards.recovering(plan_input, config))
         if held is not None:
             return from_whole_job(plan_input, held)
         workload, forecast = plan_input.workload_avg, plan_input.forecast
@@ -188,7 +184,7 @@ class DaedalusPerOperator:
             return keep_all(plan_input, ReasonCode.UNKNOWN_DATA, "no workload forecast yet: keeping every vertex")
         if not plan_input.job_running:
             return keep_all(plan_input, ReasonCode.UNKNOWN_DATA, "the job is not running")
-        dplan = ds2_plan(plan_input.vertices, workload, planner)
+        dplan = ds2_plan(plan_input.vertices, workload, config)
         rates = Rates.of(plan_input.vertices, dplan, workload)
         if all(k is None for k in rates.per_subtask.values()):
             return keep_all(
@@ -196,7 +192,7 @@ class DaedalusPerOperator:
             )
         current = plan_input.current
         capacity_now = rates.capacity_now(current)
-        hold = self._recent_rescale_hold(plan_input, planner, workload, forecast, capacity_now)
+        hold = self._recent_rescale_hold(plan_input, config, workload, forecast, capacity_now)
         if hold is not None:
             return hold
         candidates = self._candidates(plan_input, config, rates, capacity_now)
@@ -204,11 +200,11 @@ class DaedalusPerOperator:
             f"{'uniform' if self.uniform else 'per-vertex'} ladder of {len(candidates)} plans; "
             f"job capacity now {_fmt(capacity_now)}"
         ]
-        chosen = self._search(plan_input, planner, candidates, workload, forecast, reasons)
+        chosen = self._search(plan_input, config, candidates, workload, forecast, reasons)
         fallback = chosen is None
         if chosen is None:
-            chosen = self._fallback(candidates, planner, reasons)
-        target = self._stabilize(plan_input, planner, candidates, chosen, reasons)
+            chosen = self._fallback(candidates, config, reasons)
+        target = self._stabilize(plan_input, config, candidates, chosen, reasons)
         state = {"desired_cost": chosen.cost}
         reasons.append(f"plan: {describe_plan(target.plan, plan_input.vertices)}")
         code = ReasonCode.NO_CANDIDATE if fallback else operator_code(current, target.plan, chosen.plan)
@@ -218,7 +214,7 @@ class DaedalusPerOperator:
 
     def _recent_rescale_hold(
         self,
-        plan_input: OperatorPlanInput,
+        plan_input: PlanInput,
         planner: PlannerConfig,
         workload: float,
         forecast: np.ndarray,
@@ -240,7 +236,7 @@ class DaedalusPerOperator:
         return None
 
     def _candidates(
-        self, plan_input: OperatorPlanInput, config: OperatorConfig, rates: Rates, capacity_now: float
+        self, plan_input: PlanInput, config: PlannerConfig, rates: Rates, capacity_now: float
     ) -> list[Candidate]:
         """The ladder's rungs and the current plan, by cost (the current plan first among equals)."""
         current = plan_input.current
@@ -268,7 +264,7 @@ class DaedalusPerOperator:
                 True,
             )
         ]
-        for rung in ladder(plan_input.vertices, rates, config.planner, uniform=self.uniform):
+        for rung in ladder(plan_input.vertices, rates, config, uniform=self.uniform):
             if rung == current:
                 continue
             capacity = rates.capacity(rung)
@@ -277,7 +273,7 @@ class DaedalusPerOperator:
 
     def _search(
         self,
-        plan_input: OperatorPlanInput,
+        plan_input: PlanInput,
         planner: PlannerConfig,
         candidates: Sequence[Candidate],
         workload: float,
@@ -329,7 +325,7 @@ class DaedalusPerOperator:
 
     @staticmethod
     def _stabilize(
-        plan_input: OperatorPlanInput,
+        plan_input: PlanInput,
         planner: PlannerConfig,
         candidates: Sequence[Candidate],
         chosen: Candidate,
@@ -339,7 +335,7 @@ class DaedalusPerOperator:
         if chosen.current:
             return chosen
         current = next(c for c in candidates if c.current)
-        view = replace(plan_input.whole_job_view(planner), current_parallelism=current.cost)
+        view = replace(plan_input, current_parallelism=current.cost)
         allowed = stabilize(
             view, replace(planner, max_parallelism=max(current.cost, chosen.cost)), chosen.cost, reasons
         )

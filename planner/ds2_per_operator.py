@@ -26,17 +26,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from planner.graph import VertexInput
 from planner.per_operator import (
-    OperatorConfig,
-    OperatorPlanInput,
-    VertexInput,
     bounds,
     describe_plan,
     keep_all,
     operator_code,
     source_shares,
 )
-from planner.types import Decision, PlannerConfig, ReasonCode
+from planner.types import Decision, PlanInput, PlannerConfig, ReasonCode
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,7 @@ def ds2_plan(
 ) -> Ds2Plan:
     """Eq. 7 and 8 over the job graph for ``workload`` records/s at the sources (see the module docstring).
 
-    >>> from planner.per_operator import VertexMetrics
+    >>> from planner.graph import VertexMetrics
     >>> from planner.types import PlannerConfig
     >>> graph = [
     ...     VertexInput("s", "source", 1, metrics=VertexMetrics(3000, 3000, 0.1, 0.1, true_processing_rate=30000,
@@ -134,7 +132,7 @@ def significant(current: int, proposed: int, min_scale_down_step: int) -> bool:
     return proposed > current or current - proposed >= min_scale_down_step
 
 
-def warm_up_hold(plan_input: OperatorPlanInput, config: OperatorConfig) -> Decision | None:
+def warm_up_hold(plan_input: PlanInput, config: PlannerConfig) -> Decision | None:
     """Keep every vertex while the job is down, the workload unknown, or the rates still mix the last attempt."""
     if not plan_input.job_running:
         return keep_all(plan_input, ReasonCode.UNKNOWN_DATA, "the job is not running")
@@ -186,13 +184,13 @@ class Ds2PerOperator:
         self.knob = target_ratio
         self.min_scale_down_step = min_scale_down_step
 
-    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> Decision:
+    def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """Warm-up → eq. 7/8 over the graph → the manager's minor-change rule, every vertex in one plan."""
         held = warm_up_hold(plan_input, config)
         if held is not None:
             return held
         assert plan_input.workload_avg is not None
-        plan = ds2_plan(plan_input.vertices, plan_input.workload_avg, config.planner, target_ratio=self.target_ratio)
+        plan = ds2_plan(plan_input.vertices, plan_input.workload_avg, config, target_ratio=self.target_ratio)
         if len(plan.unknown) == len(plan_input.vertices):
             return keep_all(
                 plan_input, ReasonCode.UNKNOWN_DATA, "no vertex has a true rate this interval", *plan.reasons

@@ -33,14 +33,8 @@ from typing import Any
 
 from planner.ds2_per_operator import apply_manager, ds2_plan, warm_up_hold
 from planner.justin import JustinPlan, OperatorMemoryState, justin_plan, memory_mb
-from planner.per_operator import (
-    OperatorConfig,
-    OperatorPlanInput,
-    describe_plan,
-    keep_all,
-    operator_code,
-)
-from planner.types import Decision, MemoryRecommendation, ReasonCode
+from planner.per_operator import describe_plan, keep_all, memory_held, operator_code
+from planner.types import Decision, MemoryRecommendation, PlanInput, PlannerConfig, ReasonCode
 
 
 def level_of(managed_memory_per_slot_mb: float | None, *, min_mb: float, max_level: int) -> int | None:
@@ -70,13 +64,13 @@ class JustinPerOperator:
     def __init__(self, *, min_scale_down_step: int = 2) -> None:
         self.min_scale_down_step = min_scale_down_step
 
-    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> Decision:
+    def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """DS2 → Justin's Algorithm 1 → what the target can apply now, and the memory recommendation."""
         held = warm_up_hold(plan_input, config)
         if held is not None:
             return held
         assert plan_input.workload_avg is not None
-        proposal = ds2_plan(plan_input.vertices, plan_input.workload_avg, config.planner)
+        proposal = ds2_plan(plan_input.vertices, plan_input.workload_avg, config)
         if len(proposal.unknown) == len(plan_input.vertices):
             return keep_all(plan_input, ReasonCode.UNKNOWN_DATA, "no vertex has a true rate this interval")
         current = plan_input.current
@@ -92,7 +86,7 @@ class JustinPerOperator:
         reasons = [f"justin: workload {plan_input.workload_avg:,.0f}/s", *proposal.reasons]
         reasons += [_named(r, names) for r in plan.reasons]
         applies = plan_input.memory_applies
-        pressure = config.memory_held(plan_input.memory_pressure)
+        pressure = memory_held(config, plan_input.memory_pressure)
         if pressure is not None and any(plan.scaled_up.values()):
             # No memory level is raised under memory pressure: the vertex takes DS2's parallelism instead.
             reasons.append(f"memory levels held ({pressure}): DS2's parallelism where Justin would add memory")
@@ -111,7 +105,7 @@ class JustinPerOperator:
         return Decision(target, wanted, tuple(reasons), code, acted=True, policy_state=state, memory=recommendation)
 
 
-def _memory_states(plan_input: OperatorPlanInput, config: OperatorConfig) -> list[OperatorMemoryState]:
+def _memory_states(plan_input: PlanInput, config: PlannerConfig) -> list[OperatorMemoryState]:
     """Each vertex's memory state for Algorithm 1: its level (remembered, else what the TaskManagers run), its
     cache hit rate and state latency now and at the last round."""
     remembered = _state(plan_input.policy_state)
@@ -153,9 +147,7 @@ def _without_memory_raises(plan: JustinPlan, ds2: Mapping[str, int], states: lis
     )
 
 
-def _wanted(
-    plan_input: OperatorPlanInput, plan: JustinPlan, ds2: Mapping[str, int], reasons: list[str]
-) -> dict[str, int]:
+def _wanted(plan_input: PlanInput, plan: JustinPlan, ds2: Mapping[str, int], reasons: list[str]) -> dict[str, int]:
     """Each vertex's parallelism: Justin's, or DS2's where memory was traded for it but cannot be applied."""
     applies = plan_input.memory_applies
     wanted: dict[str, int] = {}
@@ -172,8 +164,8 @@ def _wanted(
 
 
 def _recommendation(
-    plan_input: OperatorPlanInput,
-    config: OperatorConfig,
+    plan_input: PlanInput,
+    config: PlannerConfig,
     plan: JustinPlan,
     states: list[OperatorMemoryState],
     reasons: list[str],

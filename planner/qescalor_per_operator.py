@@ -32,16 +32,9 @@ import numpy as np
 
 from planner.ds2_per_operator import Ds2Plan, apply_manager, ds2_plan, warm_up_hold
 from planner.justin import memory_mb
-from planner.per_operator import (
-    OperatorConfig,
-    OperatorPlanInput,
-    bounds,
-    describe_plan,
-    keep_all,
-    operator_code,
-)
+from planner.per_operator import bounds, describe_plan, keep_all, memory_held, operator_code
 from planner.qescalor import PerformanceModel, Provision, Sample, qcesa
-from planner.types import Decision, ProfileRecommendation, ReasonCode
+from planner.types import Decision, PlanInput, PlannerConfig, ProfileRecommendation, ReasonCode
 
 EPOCH_S = 60
 """Length of a QCESA epoch, seconds (the agent's loop)."""
@@ -100,8 +93,8 @@ def price(cpu: float, managed_memory_mb: float, memory_cost_per_gb: float) -> fl
 
 
 def _qcesa_plan(
-    plan_input: OperatorPlanInput,
-    config: OperatorConfig,
+    plan_input: PlanInput,
+    config: PlannerConfig,
     dplan: Ds2Plan,
     peaks: list[float],
     running: Provision,
@@ -115,7 +108,7 @@ def _qcesa_plan(
     bottleneck: tuple[str, float] | None = None
     for vertex in plan_input.vertices:
         rate = dplan.per_subtask.get(vertex.id)
-        lower, upper = bounds(vertex, config.planner)
+        lower, upper = bounds(vertex, config)
         if rate is None or rate <= 0:
             wanted[vertex.id] = dplan.parallelism[vertex.id]
             continue
@@ -145,7 +138,7 @@ def _qcesa_plan(
 
 
 def _cheapest(
-    model: PerformanceModel, levels: list[float], cpu: float, peaks: list[float], config: OperatorConfig
+    model: PerformanceModel, levels: list[float], cpu: float, peaks: list[float], config: PlannerConfig
 ) -> tuple[float, Provision, float] | None:
     """The candidate profile (``cpu`` and each memory level) whose QCESA path over the epoch peaks costs least at
     the performance the model predicts for it: (cost, profile, performance); None when none covers the peaks."""
@@ -185,7 +178,7 @@ class QescalorPerOperator:
         self.min_scale_down_step = min_scale_down_step
         self.seed = seed
 
-    def decide(self, plan_input: OperatorPlanInput, config: OperatorConfig) -> Decision:
+    def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """Warm-up → rates → QCESA per vertex → the profile advice; the state keeps the profile samples."""
         held = warm_up_hold(plan_input, config)
         if held is not None:
@@ -195,7 +188,7 @@ class QescalorPerOperator:
         forecast = plan_input.forecast
         if forecast is None or len(forecast) == 0 or workload <= 0:
             return keep_all(plan_input, ReasonCode.UNKNOWN_DATA, "no workload forecast yet: keeping every vertex")
-        dplan = ds2_plan(plan_input.vertices, workload, config.planner)
+        dplan = ds2_plan(plan_input.vertices, workload, config)
         if len(dplan.unknown) == len(plan_input.vertices):
             return keep_all(plan_input, ReasonCode.UNKNOWN_DATA, "no vertex has a true rate this interval")
         peaks = epoch_peaks(forecast)
@@ -210,7 +203,7 @@ class QescalorPerOperator:
         wanted, bottleneck = _qcesa_plan(plan_input, config, dplan, peaks, running, reasons)
         target, notes = apply_manager(current, wanted, min_scale_down_step=self.min_scale_down_step)
         reasons += notes
-        pressure = config.memory_held(plan_input.memory_pressure)
+        pressure = memory_held(config, plan_input.memory_pressure)
         if pressure is not None:
             # What the bottleneck reached under GC or a full heap is not the profile's performance.
             reasons.append(f"profile sample not learned this round ({pressure})")
@@ -247,7 +240,7 @@ class QescalorPerOperator:
         peaks: list[float],
         cpu: float,
         slot_mb: float,
-        config: OperatorConfig,
+        config: PlannerConfig,
         *,
         current_bottleneck: tuple[str, float] | None,
     ) -> ProfileRecommendation:

@@ -20,7 +20,6 @@ from planner.ds2_per_operator import Ds2PerOperator
 from planner.justin_per_operator import JustinPerOperator
 from planner.oracle import OraclePolicy
 from planner.peers import Ds2, FlinkAutoscaler, Hpa, KedaLag
-from planner.per_operator import OperatorPolicy
 from planner.qescalor_per_operator import QescalorPerOperator
 from planner.types import Policy
 
@@ -71,7 +70,7 @@ class PolicySpec:
     """What it does, in a clause (it ...), for the messages that name it."""
     whole_job: Callable[[], Policy] | None = None
     """The policy at its defaults planning one scale-out for the job; None: it only plans per vertex."""
-    per_vertex: Callable[[], OperatorPolicy] | None = None
+    per_vertex: Callable[[], Policy] | None = None
     """The policy planning one parallelism per job vertex; None: it only plans the whole job."""
     signals: frozenset[Signal] = frozenset()
     lab_only: str | None = None
@@ -119,7 +118,7 @@ class PolicySpec:
             return self.with_options(options)
         return self.whole_job()
 
-    def operator_policy(self) -> OperatorPolicy:
+    def operator_policy(self) -> Policy:
         """The per-vertex policy at its defaults; KeyError when it only plans the whole job."""
         if self.per_vertex is None:
             raise KeyError(

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from planner.graph import MemoryPressure
 from planner.types import Decision, ReasonCode
 
 
@@ -66,18 +67,6 @@ def vetoed(decision: Decision, current: int, finding: Finding) -> Decision:
 
 
 # ---------------------------------------------------------------- memory pressure
-
-
-@dataclass(frozen=True)
-class MemoryPressure:
-    """The worst TaskManager's heap usage and GC time over the round (None: not read, or no value)."""
-
-    heap_usage: float | None = None
-    """Heap used over heap max (0..1) of the fullest TaskManager, its mean over the round."""
-    heap_taskmanager: str | None = None
-    gc_pressure: float | None = None
-    """Fraction of time (0..1) the busiest TaskManager spent in GC over the round."""
-    gc_taskmanager: str | None = None
 
 
 def memory_veto(

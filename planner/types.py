@@ -1,6 +1,8 @@
-"""The planner's shared types: what it is given (PlanInput), what it returns (Decision).
+"""The planner's shared types: what it is given (PlanInput, PlannerConfig), what it returns (Decision).
 
-Frozen dataclasses, no I/O: a policy is a pure function ``decide(plan_input, config) -> Decision``.
+Frozen dataclasses, no I/O: a policy is a pure function ``decide(plan_input, config) -> Decision``. A job is a map
+of vertices to parallelism: a per-vertex policy reads every vertex of the input and plans each, a whole-job policy
+plans the degenerate map of one vertex (:data:`JOB`).
 """
 
 from __future__ import annotations
@@ -8,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import numpy as np
 
 from planner import defaults
+from planner.graph import MemoryPressure, MemoryProfile, VertexInput, check_topological
 from planner.history import Recommendations
 
 
@@ -34,22 +37,54 @@ class PlannerConfig:
     source_partitions: int | None = None
     """Partitions of the source topic; KEDA's Kafka scaler never asks for more consumers than this."""
 
+    # What the per-vertex policies read beyond the above (a whole-job policy reads none of it).
+    checkpoint_interval_s: float = 10.0
+    warm_up_s: float = 30.0
+    """Rounds this soon after a (re)start only watch: rates still mix the old attempt (DS2's warm-up)."""
+    slot_sharing: bool = True
+    """True: the vertices share slots (Flink's default group), a job needs its largest parallelism in slots;
+    False: every subtask has a slot of its own (the operator-DAG testbed), a job needs their sum."""
+    memory_min_mb: float = 128.0
+    """Justin's memory level 0: managed memory per slot of a stateful vertex, MB."""
+    memory_max_level: int = 3
+    """Justin's maxLevel: levels 0 .. max_level - 1 double the memory."""
+    cache_hit_threshold: float = 0.8
+    """Justin's Delta_theta: below this cache hit rate a stateful vertex is memory-bound."""
+    latency_threshold_ms: float = 1.0
+    """Justin's Delta_tau: above this state access latency a stateful vertex is memory-bound."""
+    memory_cost_per_gb: float = 0.125
+    """QEScalor's price of 1 GB of slot memory relative to one CPU core per epoch."""
+    startup_cost: float = 0.5
+    """QEScalor's p_u: cost of starting one subtask, in slot-epochs."""
+    shutdown_cost: float = 0.25
+    """QEScalor's p_d: cost of stopping one subtask, in slot-epochs."""
+    heap_usage_threshold: float | None = None
+    """The memory guard's heap usage (0..1) above which no managed memory is added (safeguards.memory)."""
+    gc_pressure_threshold: float | None = None
+    """The memory guard's GC time (0..1) above which what a round measured is not learned (safeguards.memory)."""
+
 
 @dataclass(frozen=True, eq=False)
 class PlanInput:
-    """A snapshot of what was observed and predicted, taken once per loop."""
+    """A snapshot of what was observed and predicted, taken once per loop.
+
+    For a per-vertex policy it holds the job graph too (:attr:`vertices` and the fields after it); without
+    vertices the job is its one vertex :data:`JOB` at :attr:`current_parallelism`.
+    """
 
     now: float
     current_parallelism: int
+    """The job's scale-out now (with vertices: the task slots it runs on, its largest parallelism)."""
     workload_avg: float | None
     """Mean workload since the last loop, records/s; None if unknown."""
-    forecast: np.ndarray | None
+    forecast: np.ndarray | None = None
     """Forecast workload per second over the horizon, records/s; None if unknown."""
-    consumer_lag: float | None
+    consumer_lag: float | None = None
     """Records waiting at the source now; None if unknown."""
-    capacities: Mapping[int, float | None]
-    """Sustainable records/s per candidate scale-out; None where unknown."""
-    recovery_times: Mapping[int, float]
+    capacities: Mapping[int, float | None] = field(default_factory=dict)
+    """Sustainable records/s per candidate scale-out; None where unknown (a per-vertex policy sizes from the
+    vertices' rates instead)."""
+    recovery_times: Mapping[int, float] = field(default_factory=dict)
     """Predicted recovery time per candidate scale-out (rescale to it, or failure at the current one), s."""
     forecast_upper: np.ndarray | None = None
     """The workload as high as it may rise over the horizon (a quantile of its recent rises), records/s;
@@ -86,6 +121,33 @@ class PlanInput:
     rescales, a prior before), s; empty when unknown."""
     replay_records: float | None = None
     """Records a stop now replays (those since the last checkpoint, expected); None if unknown."""
+
+    # The job graph, for the per-vertex policies (empty for a whole-job one).
+    vertices: tuple[VertexInput, ...] = ()
+    """Every vertex, in topological order (each after all its upstream vertices)."""
+    recent_workload: float | None = None
+    """Mean workload over the last checkpoint interval: what a restart replays per second of it."""
+    downtimes_s: Mapping[int, float] = field(default_factory=dict)
+    """Expected downtime of a rescale to a job that needs ``n`` task slots, s (the recovery predictor's)."""
+    failure_downtime_s: float | None = None
+    """Expected downtime of a failure at the current plan, s."""
+    memory: MemoryProfile | None = None
+    """The TaskManagers' profile now; None if unknown."""
+    memory_applies: bool = False
+    """True when the scale target can change the TaskManagers' memory (a FlinkDeployment); otherwise memory
+    decisions are recommendations only."""
+    memory_pressure: MemoryPressure = field(default_factory=MemoryPressure)
+    """The fullest TaskManager's heap usage and the busiest one's GC time this round (the memory guard's)."""
+
+    def __post_init__(self) -> None:
+        check_topological(self.vertices)
+
+    @property
+    def current(self) -> dict[str, int]:
+        """Parallelism of every vertex now, by id (without vertices: ``{JOB: current_parallelism}``)."""
+        if not self.vertices:
+            return {JOB: self.current_parallelism}
+        return {v.id: v.parallelism for v in self.vertices}
 
 
 class ReasonCode(str, Enum):
@@ -210,15 +272,11 @@ class Decision:
         return bool(self.changes(current))
 
 
-PlanInputT = TypeVar("PlanInputT", contravariant=True)
-ConfigT = TypeVar("ConfigT", contravariant=True)
-
-
-class PlanningPolicy(Protocol[PlanInputT, ConfigT]):
+class Policy(Protocol):
     """A scaling policy: a pure function of the round's snapshot and the config, returning a :class:`Decision`.
 
-    One protocol for both kinds: a whole-job policy reads a :class:`PlanInput` (:data:`Policy`), a per-vertex one
-    the job graph's snapshot (``planner.per_operator.OperatorPolicy``)."""
+    A whole-job policy plans one scale-out (its decision's plan is ``{JOB: n}``); a per-vertex one reads the job
+    graph (:attr:`PlanInput.vertices`) and plans every vertex."""
 
     @property
     def name(self) -> str: ...
@@ -233,13 +291,9 @@ class PlanningPolicy(Protocol[PlanInputT, ConfigT]):
         """The policy's own sync period (the lab calls it at this period); None: the agent's loop interval."""
         ...
 
-    def decide(self, plan_input: PlanInputT, config: ConfigT) -> Decision:
+    def decide(self, plan_input: PlanInput, config: PlannerConfig) -> Decision:
         """Choose the plan for the next round."""
         ...
-
-
-Policy = PlanningPolicy[PlanInput, PlannerConfig]
-"""A whole-job policy: one scale-out for the job (its decision's plan is ``{JOB: n}``)."""
 
 
 def keep(current: int, code: ReasonCode, *reasons: str, acted: bool = False) -> Decision:

@@ -21,7 +21,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Gauge
 
 from agent.analyze import Analysis
-from agent.loop import Agent, RoundContext, RoundOutcome, RoundResult, RoundStatus, planner_config
+from agent.loop import Agent, RoundContext, RoundOutcome, RoundResult, RoundStatus
 from agent.per_operator.execute import VertexScaler
 from agent.per_operator.monitor import OperatorMonitor
 from agent.per_operator.observation import OperatorObservation, screened_operators
@@ -29,36 +29,9 @@ from agent.ports import ScalerError
 from agent.rescales import Rescale
 from agent.safeguards import memory_pressure
 from agent.settings import Settings
-from planner.per_operator import (
-    OperatorConfig,
-    OperatorPlanInput,
-    OperatorPolicy,
-    describe_plan,
-    slots,
-    subtasks,
-)
+from planner.per_operator import describe_plan, slots, subtasks
 from planner.safeguards import stabilization_limit, vertex_cause
-from planner.types import Decision, ReasonCode
-
-
-def operator_config(settings: Settings) -> OperatorConfig:
-    """The per-operator policies' projection of the settings."""
-    ops = settings.operators
-    return OperatorConfig(
-        planner=planner_config(settings),
-        checkpoint_interval_s=settings.checkpoint_interval_s,
-        warm_up_s=max(ops.warm_up_s, 0.0),
-        slot_sharing=True,
-        memory_min_mb=ops.memory_min_mb,
-        memory_max_level=ops.memory_max_level,
-        cache_hit_threshold=ops.cache_hit_threshold,
-        latency_threshold_ms=ops.latency_threshold_ms,
-        memory_cost_per_gb=ops.memory_cost_per_gb,
-        startup_cost=ops.startup_cost,
-        shutdown_cost=ops.shutdown_cost,
-        heap_usage_threshold=settings.safeguards.memory.heap_usage_threshold,
-        gc_pressure_threshold=settings.safeguards.memory.gc_pressure_threshold,
-    )
+from planner.types import Decision, PlanInput, Policy, ReasonCode
 
 
 class OperatorTelemetry:
@@ -99,7 +72,7 @@ class OperatorTelemetry:
         for gauge in (self.memory, self.profile_memory, self.profile_cpu):
             gauge.set(math.nan)
 
-    def record(self, observation: OperatorObservation, plan: OperatorPlanInput, decision: Decision) -> None:
+    def record(self, observation: OperatorObservation, plan: PlanInput, decision: Decision) -> None:
         """Update every gauge from one planned round."""
         for vertex in plan.vertices:
             label = vertex.name or vertex.id
@@ -119,7 +92,7 @@ class OperatorRound:
     """What the per-operator part of a round saw and decided (for logs, tests and the next round)."""
 
     observation: OperatorObservation
-    plan_input: OperatorPlanInput
+    plan_input: PlanInput
     decision: Decision
     applied: dict[str, int] | None = None
     """The vertices written and their targets, when a rescale was applied (not in dry-run)."""
@@ -130,11 +103,10 @@ class VertexPlanning:
 
     def __init__(
         self,
-        policy: OperatorPolicy,
+        policy: Policy,
         *,
         monitor: OperatorMonitor,
         scaler: VertexScaler,
-        config: OperatorConfig,
         telemetry: OperatorTelemetry | None = None,
     ) -> None:
         self.policy = policy
@@ -142,7 +114,6 @@ class VertexPlanning:
         """Every vertex's subtask series and the job graph (``agent.per_operator.monitor``)."""
         self.scaler = scaler
         """Writes every changed vertex in one request (``agent.per_operator.execute``)."""
-        self.config = config
         self.telemetry = telemetry
         self.last_round: OperatorRound | None = None
         self._recommended: tuple[float, float] | None = None
@@ -157,7 +128,7 @@ class VertexPlanning:
         plan_input = agent.step(result, "plan", lambda: self._plan_input(agent, seen, context))
         if plan_input is None:
             return
-        config = self._round_config(agent)
+        config = agent.round_config()
         self._judge_vertices(agent, plan_input, now)
         decision = agent.step(result, "plan", lambda: self.policy.decide(plan_input, config))
         if decision is None:
@@ -196,9 +167,7 @@ class VertexPlanning:
             return None
         return seen
 
-    def _review(
-        self, agent: Agent, context: RoundContext, decision: Decision, plan_input: OperatorPlanInput
-    ) -> Decision:
+    def _review(self, agent: Agent, context: RoundContext, decision: Decision, plan_input: PlanInput) -> Decision:
         """The safeguards' review of the per-vertex plan (agent.safeguards), its findings reported."""
         before = plan_input.current
         names = {v.id: v.name or v.id for v in plan_input.vertices}
@@ -226,7 +195,7 @@ class VertexPlanning:
         agent.safeguards.report(findings, now=now)
         return decision
 
-    def _judge_vertices(self, agent: Agent, plan_input: OperatorPlanInput, now: float) -> None:
+    def _judge_vertices(self, agent: Agent, plan_input: PlanInput, now: float) -> None:
         """Judge each vertex's last scale-out once its true rate is measured at it (safeguards.effectiveness): the
         vertex's capacity is its true processing rate (records/s at full load, DS2's), predicted as the rate per
         subtask before times its new parallelism."""
@@ -234,7 +203,7 @@ class VertexPlanning:
         if not agent.settings.safeguards.effectiveness.enabled:
             return
         # Past the grace period, the warm-up (rates no longer mix the old attempt) and a round, caught up or not.
-        wait_s = max(agent.config.grace_period_s, self.config.warm_up_s) + agent.config.loop_interval_s
+        wait_s = max(agent.config.grace_period_s, agent.config.warm_up_s) + agent.config.loop_interval_s
         settled = agent.last_rescale_at is not None and now - agent.last_rescale_at >= wait_s
         for vertex in plan_input.vertices:
             pending = ineffective.pending.get(vertex.id)
@@ -260,16 +229,7 @@ class VertexPlanning:
             if record is not None:
                 agent.report_ineffective(record)
 
-    def _round_config(self, agent: Agent) -> OperatorConfig:
-        """The per-operator settings for this round: every vertex's upper bound lowered to what the cluster can run
-        now (:meth:`Agent.round_config`). With slot sharing a job takes as many slots as its widest vertex, so
-        the job-wide reach bounds each vertex; without it a vertex past the free slots was refused at the write."""
-        planner = agent.round_config()
-        if planner.max_parallelism == self.config.planner.max_parallelism:
-            return self.config
-        return replace(self.config, planner=planner)
-
-    def _plan_input(self, agent: Agent, seen: OperatorObservation, context: RoundContext) -> OperatorPlanInput:
+    def _plan_input(self, agent: Agent, seen: OperatorObservation, context: RoundContext) -> PlanInput:
         """The planner's snapshot: the graph with every vertex's metrics, and the whole-job signals."""
         settings, observation, analysis = agent.settings, context.observation, context.analysis
         interval = max(1, int(round(settings.checkpoint_interval_s / settings.prometheus.step_s)))
@@ -281,12 +241,13 @@ class VertexPlanning:
         downtimes = {n: recovery.downtime("rescale", n) for n in range(1, largest + 1)} if recovery is not None else {}
         current_slots = slots({v.id: v.parallelism for v in vertices})
         uptime = observation.uptime_s
-        return OperatorPlanInput(
+        return PlanInput(
             now=context.now,
-            vertices=vertices,
+            current_parallelism=current_slots,
             workload_avg=analysis.workload_avg,
             forecast=analysis.forecast,
             consumer_lag=analysis.consumer_lag,
+            vertices=vertices,
             recent_workload=float(finite.mean()) if finite.size else analysis.workload_avg,
             downtimes_s=downtimes,
             failure_downtime_s=recovery.downtime("failure", current_slots) if recovery is not None else None,
@@ -302,7 +263,7 @@ class VertexPlanning:
         )
 
     def _execute(
-        self, agent: Agent, context: RoundContext, decision: Decision, plan_input: OperatorPlanInput
+        self, agent: Agent, context: RoundContext, decision: Decision, plan_input: PlanInput
     ) -> dict[str, int] | None:
         """Write every changed vertex in one request; record the rescale like the whole-job steps do."""
         result, now = context.result, context.now
@@ -340,9 +301,7 @@ class VertexPlanning:
         )
         return changes
 
-    def _watch(
-        self, agent: Agent, decision: Decision, plan_input: OperatorPlanInput, analysis: Analysis, now: float
-    ) -> None:
+    def _watch(self, agent: Agent, decision: Decision, plan_input: PlanInput, analysis: Analysis, now: float) -> None:
         """Watch each rescaled vertex's capacity for the effectiveness safeguard (its true rate times subtasks)."""
         if not agent.settings.safeguards.effectiveness.enabled:
             return
@@ -418,14 +377,13 @@ def vertex_planning(
     monitor: OperatorMonitor,
     scaler: VertexScaler,
     registry: CollectorRegistry | None = None,
-    policy: OperatorPolicy | None = None,
+    policy: Policy | None = None,
 ) -> VertexPlanning:
-    """The per-vertex planning part for ``settings``: its policy's per-vertex form (or ``policy``), the per-vertex
-    settings, and the per-vertex gauges on ``registry`` (None: none)."""
+    """The per-vertex planning part for ``settings``: its policy's per-vertex form (or ``policy``) and the per-vertex
+    gauges on ``registry`` (None: none). Its config is the agent's round config (``agent.loop.planner_config``)."""
     return VertexPlanning(
         policy or settings.policy_spec.operator_policy(),
         monitor=monitor,
         scaler=scaler,
-        config=operator_config(settings),
         telemetry=OperatorTelemetry(registry) if registry is not None else None,
     )

@@ -28,7 +28,7 @@ from agent.operator_settings import REQUIRED_QUERIES, SUBTASK_LABEL, VERTEX_LABE
 from agent.per_operator.observation import GraphVertex, JobGraph, OperatorObservation, VertexSeries
 from agent.ports import MonitorError, ScalerError
 from agent.settings import PrometheusSettings
-from planner.per_operator import MemoryProfile
+from planner.graph import MemoryProfile
 
 
 class VertexMonitor:

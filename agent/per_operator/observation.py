@@ -18,7 +18,8 @@ import numpy as np
 
 from agent.observation import MAX_FRACTION, MAX_RATE, MAX_RECORDS
 
-from planner.per_operator import MemoryProfile, VertexInput, VertexMetrics, metrics_from_subtasks, topological
+from planner.graph import MemoryProfile, VertexInput, VertexMetrics
+from planner.per_operator import metrics_from_subtasks, topological
 
 LIVE_TAIL_POINTS = 3
 """A subtask counts as running if its series has a value in the last few grid points (a scale-in ends the others)."""

@@ -38,7 +38,7 @@ from agent.per_operator.observation import GraphVertex, JobGraph, OperatorObserv
 from agent.ports import RescaleResult, ScalerError
 from agent.settings import ConfigError, PrometheusSettings, ScaleTargetSettings, Settings, load_settings
 from agent.telemetry import Telemetry
-from planner.per_operator import MemoryProfile
+from planner.graph import MemoryProfile
 from planner.types import ReasonCode
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.prometheus_api import Canned, FakePrometheus

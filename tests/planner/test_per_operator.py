@@ -7,6 +7,7 @@ the numbers are ours. Each table case says what it checks.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,31 +20,30 @@ from planner.ds2 import OperatorRates, ds2_parallelism
 from planner.ds2_per_operator import Ds2PerOperator, ds2_plan, significant
 from planner.history import Recommendations
 from planner.justin_per_operator import JustinPerOperator, level_of
+from planner.graph import MemoryProfile, VertexInput, VertexMetrics, check_topological
 from planner.per_operator import (
-    MemoryProfile,
-    OperatorConfig,
-    OperatorPlanInput,
-    VertexInput,
-    VertexMetrics,
-    check_topological,
     metrics_from_subtasks,
     slots,
     source_shares,
     topological,
 )
 from planner.qescalor_per_operator import QescalorPerOperator, epoch_peaks
-from planner.types import PlannerConfig, ReasonCode
+from planner.types import PlanInput, PlannerConfig, ReasonCode
 
-CONFIG = OperatorConfig(
-    PlannerConfig(
-        min_parallelism=1,
-        max_parallelism=8,
-        target_recovery_time_s=300.0,
-        grace_period_s=0.0,
-        recent_rescale_window_s=0.0,
-        scale_down_stabilization_s=0.0,
-    )
+CONFIG = PlannerConfig(
+    min_parallelism=1,
+    max_parallelism=8,
+    target_recovery_time_s=300.0,
+    grace_period_s=0.0,
+    recent_rescale_window_s=0.0,
+    scale_down_stabilization_s=0.0,
 )
+
+
+def graph_input(vertices: tuple[VertexInput, ...], **kwargs: object) -> PlanInput:
+    """The round's snapshot of a job graph: its scale-out the slots its vertices share."""
+    current = slots({v.id: v.parallelism for v in vertices})
+    return PlanInput(current_parallelism=current, vertices=vertices, **kwargs)  # type: ignore[arg-type]
 
 
 def rated(rate_in: float, busy: float, subtasks: int, *, selectivity: float = 1.0, **extra: float) -> VertexMetrics:
@@ -59,7 +59,7 @@ def rated(rate_in: float, busy: float, subtasks: int, *, selectivity: float = 1.
 
 def split_job(
     *, workload: float = 6000.0, cost_parallelism: int = 2, cost_busy: float | None = None, **kwargs: object
-) -> OperatorPlanInput:
+) -> PlanInput:
     """The trace job's split shape at ``workload``: a cheap source, a map of 2000/s per subtask, a cheap sink.
 
     The map is saturated (busy 1) when it gets less than the workload; otherwise its busy time is
@@ -88,7 +88,7 @@ def split_job(
         downtimes_s={n: 2.0 for n in range(1, 9)},
     )
     defaults.update(kwargs)
-    return OperatorPlanInput(vertices=vertices, **defaults)  # type: ignore[arg-type]
+    return graph_input(vertices, **defaults)
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -165,7 +165,7 @@ def test_slots_shared_and_separate_and_source_shares() -> None:
 def test_ds2_plan_sizes_the_costly_vertex_and_leaves_the_cheap_ones(
     workload: float, cost_parallelism: int, expected_cost: int
 ) -> None:
-    plan = ds2_plan(split_job(workload=workload, cost_parallelism=cost_parallelism).vertices, workload, CONFIG.planner)
+    plan = ds2_plan(split_job(workload=workload, cost_parallelism=cost_parallelism).vertices, workload, CONFIG)
     assert plan.parallelism == {"src": 1, "cost": expected_cost, "sink": 1}
 
 
@@ -197,7 +197,7 @@ def test_ds2_plan_on_a_chain_equals_planner_ds2(chain: list[tuple[int, float, fl
 def test_ds2_keeps_an_idle_vertex_and_names_it() -> None:
     job = split_job()
     idle = VertexInput("sink", "sink", 2, ("cost",), metrics=VertexMetrics(0.0, 0.0, 0.0, 0.0))
-    plan = ds2_plan((*job.vertices[:2], idle), 6000.0, CONFIG.planner)
+    plan = ds2_plan((*job.vertices[:2], idle), 6000.0, CONFIG)
     assert plan.parallelism["sink"] == 2 and plan.unknown == ("sink",)
 
 
@@ -229,9 +229,9 @@ def test_ds2_policy_guards_and_decision(kwargs: dict[str, object], code: ReasonC
 
 def test_ladder_grows_the_bottleneck_one_subtask_at_a_time() -> None:
     job = split_job()
-    plan = ds2_plan(job.vertices, 6000.0, CONFIG.planner)
+    plan = ds2_plan(job.vertices, 6000.0, CONFIG)
     rates = Rates.of(job.vertices, plan, 6000.0)
-    rungs = ladder(job.vertices, rates, CONFIG.planner)
+    rungs = ladder(job.vertices, rates, CONFIG)
     capacities = [rates.capacity(r) for r in rungs]
     assert rungs[0] == {"src": 1, "cost": 1, "sink": 1}
     assert all(sum(b.values()) == sum(a.values()) + 1 for a, b in zip(rungs, rungs[1:]))
@@ -287,8 +287,8 @@ def test_daedalus_per_operator_keeps_a_plan_that_qualifies() -> None:
 
 
 def test_daedalus_per_operator_holds_a_scale_in_for_the_stabilization_window() -> None:
-    config = OperatorConfig(
-        PlannerConfig(1, 8, 300.0, grace_period_s=0.0, recent_rescale_window_s=0.0, scale_down_stabilization_s=600.0)
+    config = PlannerConfig(
+        1, 8, 300.0, grace_period_s=0.0, recent_rescale_window_s=0.0, scale_down_stabilization_s=600.0
     )
     job = split_job(workload=3000.0, cost_parallelism=6, recent_recommendations=Recommendations())
     decision = DaedalusPerOperator().decide(job, config)
@@ -317,7 +317,7 @@ def stateful_job(
     policy_state: object = None,
     memory_applies: bool = False,
     managed_mb: float = 128.0,
-) -> OperatorPlanInput:
+) -> PlanInput:
     base = split_job()
     sink = VertexInput(
         "sink",
@@ -328,9 +328,9 @@ def stateful_job(
             4000.0, 0.2, 1, selectivity=0.0, state_size_bytes=1e9, cache_hit_rate=hit, state_latency_ms=latency_ms
         ),
     )
-    return OperatorPlanInput(
+    return graph_input(
+        (*base.vertices[:2], sink),
         now=base.now,
-        vertices=(*base.vertices[:2], sink),
         workload_avg=base.workload_avg,
         uptime_s=600.0,
         memory=MemoryProfile(managed_mb),
@@ -365,9 +365,9 @@ def test_justin_trades_a_scale_out_for_memory_only_where_memory_applies() -> Non
         metrics=rated(4000.0, 0.9, 1, selectivity=0.0, state_size_bytes=1e9, cache_hit_rate=0.5, state_latency_ms=0.1),
     )
     for applies in (False, True):
-        job = OperatorPlanInput(
+        job = graph_input(
+            (*hot.vertices[:2], busy_sink),
             now=hot.now,
-            vertices=(*hot.vertices[:2], busy_sink),
             workload_avg=6000.0,
             uptime_s=600.0,
             memory=MemoryProfile(128.0),
@@ -414,7 +414,7 @@ def test_qescalor_keeps_subtasks_that_the_next_epochs_need_again() -> None:
     # A dip to 2000/s for one epoch between 6000/s epochs: restarting a subtask costs more than running it.
     forecast = np.full(900, 6000.0)
     forecast[:60] = 2000.0
-    config = OperatorConfig(CONFIG.planner, startup_cost=5.0, shutdown_cost=5.0)
+    config = replace(CONFIG, startup_cost=5.0, shutdown_cost=5.0)
     decision = QescalorPerOperator().decide(split_job(workload=2000.0, cost_parallelism=3, forecast=forecast), config)
     assert decision.parallelism["cost"] == 3, decision.reasons
 

@@ -198,8 +198,8 @@ def test_justin_adds_no_memory_under_heap_or_gc_pressure() -> None:
     from dataclasses import replace as copy_with
 
     from planner.justin_per_operator import JustinPerOperator
-    from planner.per_operator import MemoryProfile, OperatorConfig, OperatorPlanInput, VertexInput
-    from tests.planner.test_per_operator import CONFIG, rated, stateful_job
+    from planner.graph import MemoryProfile, VertexInput
+    from tests.planner.test_per_operator import CONFIG, graph_input, rated, stateful_job
 
     hot = stateful_job(hit=0.5)
     sink = hot.vertices[2]
@@ -210,15 +210,15 @@ def test_justin_adds_no_memory_under_heap_or_gc_pressure() -> None:
         sink.upstream,
         metrics=rated(4000.0, 0.9, 1, selectivity=0.0, state_size_bytes=1e9, cache_hit_rate=0.5, state_latency_ms=0.1),
     )
-    job = OperatorPlanInput(
+    job = graph_input(
+        (*hot.vertices[:2], busy_sink),
         now=hot.now,
-        vertices=(*hot.vertices[:2], busy_sink),
         workload_avg=6000.0,
         uptime_s=600.0,
         memory=MemoryProfile(128.0),
         memory_applies=True,
     )
-    guarded = OperatorConfig(CONFIG.planner, heap_usage_threshold=0.9, gc_pressure_threshold=0.3)
+    guarded = copy_with(CONFIG, heap_usage_threshold=0.9, gc_pressure_threshold=0.3)
     # Calm: Justin trades the sink's scale-out for a memory level (as without the guard).
     calm = JustinPerOperator().decide(copy_with(job, memory_pressure=CALM), guarded)
     assert calm.memory is not None and calm.memory.levels["sink"] == 1 and calm.parallelism["sink"] == 1
@@ -233,13 +233,13 @@ def test_justin_adds_no_memory_under_heap_or_gc_pressure() -> None:
 def test_qescalor_learns_no_profile_from_a_round_under_gc_pressure() -> None:
     from dataclasses import replace as copy_with
 
-    from planner.per_operator import MemoryProfile, OperatorConfig
+    from planner.graph import MemoryProfile
     from planner.qescalor_per_operator import QescalorPerOperator
     from tests.planner.test_per_operator import CONFIG, split_job
 
     state = {"profiles": [{"cpu": 1.0, "memory_mb": 128.0, "performance": 2000.0, "count": 5}]}
     job = split_job(memory=MemoryProfile(128.0), policy_state=state)
-    guarded = OperatorConfig(CONFIG.planner, gc_pressure_threshold=0.3)
+    guarded = copy_with(CONFIG, gc_pressure_threshold=0.3)
     learned = QescalorPerOperator().decide(copy_with(job, memory_pressure=CALM), guarded)
     assert learned.policy_state["profiles"][0]["count"] == 6  # type: ignore[index]
     held = QescalorPerOperator().decide(copy_with(job, memory_pressure=BUSY_GC), guarded)
