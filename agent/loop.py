@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from agent.analyze import Analysis, Analyzer
+from agent.analyze import Analysis, AnalyzeStage, Analyzer
 from agent.clock import Clock
 from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge, encode_document
 from agent.knowledge.schema import validate_document
@@ -203,7 +203,7 @@ class Agent:
         events: EventSink | None = None,
         policy: Policy | None = None,
         planning: Planning | None = None,
-        analyzer: Analyzer | None = None,
+        analyzer: AnalyzeStage | None = None,
         telemetry: RoundTelemetry | None = None,
     ) -> None:
         self.settings = settings
@@ -214,8 +214,8 @@ class Agent:
         self.events = events or _NullEvents()
         self.planning: Planning = planning or WholeJobPlanning(policy or policy_for(settings))
         self.policy: Policy = self.planning.policy
-        self.analyzer = analyzer or Analyzer(settings)
-        if not self.policy.uses_forecast and isinstance(self.analyzer, Analyzer):
+        self.analyzer: AnalyzeStage = analyzer or Analyzer(settings)
+        if not self.policy.uses_forecast:
             self.analyzer.set_forecasting(False)
         self.policy_state: dict[str, Any] | None = None
         """What the policy asked to keep after its last round (a peer's window, delays, history)."""

@@ -122,6 +122,11 @@ class ModelReloader:
         event = "model_reload.unscored" if kind == "unscored" else "model_reload.corrupt"
         self._once(version, event, reason=reason)
 
+    def set_current_version(self, version: str) -> None:
+        """The forecaster runs registry model ``version`` (restored with the knowledge): only a newer one replaces
+        it."""
+        self.current_version = version
+
     def take_refused(self) -> tuple[str, ...]:
         """The kinds of the artifacts refused since the last call (for the telemetry), oldest first."""
         refused, self._refused = tuple(self._refused), []

@@ -172,7 +172,7 @@ class AblationReplay(Replay):
             monitor=self.monitor,
             scaler=self.scaler,
             knowledge=self.knowledge,
-            analyzer=analyzer,  # type: ignore[arg-type]
+            analyzer=analyzer,
         )
 
 

@@ -20,6 +20,7 @@ import sys
 import numpy as np
 
 import agent.analyze.capacity
+from agent.analyze import Analyzer
 from agent.logging import configure_logging
 from benchmarks.common import TRACES
 from lab.replay import Replay
@@ -43,7 +44,9 @@ def churned(hours: float, retention_s: float, rounds_per_generation: int) -> tup
         run.run(until_s=until)
         knowledge = run.rounds[-1].knowledge
         size = knowledge.size_bytes if knowledge is not None and knowledge.size_bytes is not None else 0
-        trail.append((len(churn.names_seen), size, len(run.agent.analyzer.capacity.model.regressions)))
+        analyzer = run.agent.analyzer
+        regressions = len(analyzer.capacity.model.regressions) if isinstance(analyzer, Analyzer) else 0
+        trail.append((len(churn.names_seen), size, regressions))
     return run, trail
 
 

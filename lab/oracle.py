@@ -77,6 +77,14 @@ class OracleAnalyzer:
         """The oracle observes nothing: it knows."""
         return []
 
+    def set_forecasting(self, enabled: bool) -> None:
+        """Nothing to switch: the oracle reads the trace's true future, it forecasts nothing."""
+        return None
+
+    def downtime(self, kind: str, parallelism: int) -> float:
+        """The simulated job's downtime of a stop at ``parallelism`` (its quantile, as :meth:`analyze` reads)."""
+        return self._downtime_s(kind, parallelism, parallelism)
+
     def on_rescale(
         self,
         *,

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from agent.analyze import Analyzer
+from agent.analyze import AnalyzeStage, Analyzer
 from agent.clock import SimulatedClock
 from agent.loop import Agent, RoundResult
 from agent.ports import KnowledgeStore, MetricSource
@@ -103,7 +103,7 @@ class Replay:
 
     def start_agent(self) -> Agent:
         """A fresh agent process on this job, loading whatever the knowledge store holds (a restart)."""
-        analyzer: Any
+        analyzer: AnalyzeStage
         self.background = InlineExecutor()
         if Signal.SIMULATOR_TRUTH in self.settings.policy_spec.signals:
             # The oracle is handed the simulator's truth instead of the online models' estimates.

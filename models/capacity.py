@@ -563,6 +563,10 @@ class CapacityModel:
             return self.prior[parallelism], "prior"
         return None, "unknown"
 
+    def set_prior(self, prior: Mapping[int, float]) -> None:
+        """Take ``prior`` (capacity per scale-out, records/s; the positive ones) as the offline prior."""
+        self.prior = {int(n): float(c) for n, c in prior.items() if _positive(c)}
+
     # ------------------------------------------------------------------ persistence
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,12 +9,14 @@ One part per concern, each owning its state and its piece of the knowledge docum
   it teaches the recovery predictor;
 * ``candidates``: the evaluation of every candidate scale-out (capacity, downtime, recovery);
 * ``analyzer``: :class:`Analyzer`, which runs them as one chain each round and returns an
-  :class:`Analysis` (``analysis``).
+  :class:`Analysis` (``analysis``);
+* ``stage``: :class:`AnalyzeStage`, what the agent needs of an analyze stage (the Analyzer, or the lab's oracle).
 """
 
 from agent.analyze.analysis import Analysis
 from agent.analyze.analyzer import Analyzer
 from agent.analyze.capacity import load_prior
 from agent.analyze.recovery import MeasuredRecovery, WatchedRecovery
+from agent.analyze.stage import AnalyzeStage
 
-__all__ = ["Analysis", "Analyzer", "MeasuredRecovery", "WatchedRecovery", "load_prior"]
+__all__ = ["Analysis", "AnalyzeStage", "Analyzer", "MeasuredRecovery", "WatchedRecovery", "load_prior"]

@@ -99,6 +99,11 @@ class Analyzer:
         """What hot-reloads registry models, when a registry is set."""
         return self.forecasting.reloader
 
+    def downtime(self, kind: str, parallelism: int) -> float:
+        """Expected downtime of a stop (``rescale`` to ``parallelism``, or ``failure`` at it), s: the recovery
+        predictor's, learned per scale-out."""
+        return self.recovery.downtime(kind, parallelism)
+
     def observed_scale_outs(self) -> list[int]:
         """Scale-outs whose capacity was observed (not estimated)."""
         return self.capacity.observed_scale_outs()

@@ -119,4 +119,4 @@ class CapacityTracker:
         prior = self.model.prior
         self.model = CapacityModel.from_dict(state["capacity"])
         if prior and not self.model.prior:
-            self.model.prior = dict(prior)
+            self.model.set_prior(prior)

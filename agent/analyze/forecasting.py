@@ -151,7 +151,7 @@ class Forecasting:
         self.forecaster.restore(state["forecaster"])
         if self.reloader is not None and isinstance(self.forecaster.model, ReloadedForecaster):
             # The registry model survived the restart: only a newer version may replace it.
-            self.reloader.current_version = self.forecaster.model.version
+            self.reloader.set_current_version(self.forecaster.model.version)
         self.envelope.restore(state.get("envelope") or {})
 
     def close(self) -> None:

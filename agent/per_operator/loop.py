@@ -235,10 +235,9 @@ class VertexPlanning:
         interval = max(1, int(round(settings.checkpoint_interval_s / settings.prometheus.step_s)))
         tail = observation.workload[-interval:]
         finite = tail[np.isfinite(tail)]
-        recovery = getattr(agent.analyzer, "recovery", None)
         vertices = seen.plan_vertices()
         largest = max(settings.max_parallelism, max((v.parallelism for v in vertices), default=1))
-        downtimes = {n: recovery.downtime("rescale", n) for n in range(1, largest + 1)} if recovery is not None else {}
+        downtimes = {n: agent.analyzer.downtime("rescale", n) for n in range(1, largest + 1)}
         current_slots = slots({v.id: v.parallelism for v in vertices})
         uptime = observation.uptime_s
         return PlanInput(
@@ -250,7 +249,7 @@ class VertexPlanning:
             vertices=vertices,
             recent_workload=float(finite.mean()) if finite.size else analysis.workload_avg,
             downtimes_s=downtimes,
-            failure_downtime_s=recovery.downtime("failure", current_slots) if recovery is not None else None,
+            failure_downtime_s=agent.analyzer.downtime("failure", current_slots),
             uptime_s=uptime,
             job_running=uptime is None or uptime > 0,
             last_rescale_at=agent.last_rescale_at,

@@ -438,3 +438,39 @@ def test_the_settings_state_no_forecasting_default_of_their_own() -> None:
     settings = load_lab_settings(None, {"telemetry.log_level": "error"})
     assert forecaster_config(settings) == ForecasterConfig()
     assert Analyzer(settings).forecaster.config == ForecasterConfig()
+
+
+@pytest.mark.parametrize(("policy", "switched"), [("hpa", [False]), ("daedalus", [])])
+def test_the_agent_switches_forecasting_off_on_any_analyze_stage_for_a_policy_that_reads_none(
+    policy: str, switched: list[bool]
+) -> None:
+    """The lab's oracle is an analyze stage too: the agent tells it, as it tells the Analyzer, that the policy reads
+    no forecast (and says nothing to a stage whose policy reads one)."""
+    from lab.oracle import OracleAnalyzer
+
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "policy": policy})
+    run = Replay(Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0])), settings, hours=0.1)
+    calls: list[bool] = []
+
+    class RecordingOracle(OracleAnalyzer):
+        def set_forecasting(self, enabled: bool) -> None:
+            calls.append(enabled)
+
+    oracle = RecordingOracle(run.job, settings)
+    agent = Agent(
+        settings=settings,
+        clock=run.clock,
+        monitor=run.monitor,
+        scaler=run.scaler,
+        knowledge=MemoryKnowledgeStore(),
+        analyzer=oracle,
+    )
+    assert agent.analyzer is oracle and calls == switched
+
+
+def test_the_analyzer_answers_downtimes_from_its_recovery_predictor() -> None:
+    """The per-vertex plan reads a stop's expected downtime through the stage: the recovery predictor's."""
+    analyzer = Analyzer(load_lab_settings(None, {"telemetry.log_level": "error"}))
+    for kind in ("rescale", "failure"):
+        for n in (1, 4, 12):
+            assert analyzer.downtime(kind, n) == analyzer.recovery.downtime(kind, n) > 0

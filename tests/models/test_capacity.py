@@ -464,3 +464,13 @@ def test_input_shares_count_each_sample_over_the_monitors_step_and_end_at_the_la
         ["a", "b"], {"a": grown, "b": np.concatenate([np.full(10, 300.0), [np.nan, np.nan]])}, sample_s=5.0
     )
     assert model.shares() == pytest.approx({"a": 2 / 3, "b": 1 / 3})
+
+
+def test_set_prior_takes_the_positive_capacities_as_the_prior() -> None:
+    """A prior given at start replaces the model's (a restored one stored without): non-positive, NaN or
+    non-numeric capacities are left out, as the constructor leaves them out."""
+    model = CapacityModel(prior={1: 50.0})
+    model.set_prior({2: 100.0, 3: -1.0, 4: float("nan"), 5: 0.0})
+    assert model.prior == {2: 100.0}
+    assert model.capacity_at(2) == (100.0, "prior")
+    assert model.capacity_at(1) == (None, "unknown")
