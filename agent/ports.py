@@ -9,13 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
+from agent.json_types import JsonObject
 from agent.observation import Observation
 from planner.safeguards import SlotResources
 
 
-JsonValue: TypeAlias = "str | int | float | bool | None | list[JsonValue] | dict[str, JsonValue]"
-"""A value JSON can hold."""
-KnowledgeDocument: TypeAlias = dict[str, JsonValue]
+KnowledgeDocument: TypeAlias = JsonObject
 """The knowledge document: a JSON object (validated against its schema by the agent when loaded)."""
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from agent.execute.kubernetes import Backoff, FatalApiError, RetriesExhausted
+from agent.execute.kubernetes import ApiFailure, Backoff, FatalApiError, RetriesExhausted
+from agent.json_types import JsonObject
 from agent.knowledge.document import KnowledgeError, KnowledgeTooLarge, check_document, encode_document
 from agent.logging import get_logger
 
@@ -28,6 +29,8 @@ KEY = "knowledge.json"
 """The ConfigMap key holding the document."""
 MAX_BYTES = 1024 * 1024
 """The API server's limit on a ConfigMap's data: every key and value together."""
+
+T = TypeVar("T")
 
 
 class KnowledgeStoreError(Exception):
@@ -62,11 +65,11 @@ class ConfigMapKnowledgeStore:
     def _where(self) -> str:
         return f"ConfigMap {self.namespace}/{self.name}"
 
-    def _count(self, failure: Any) -> None:
+    def _count(self, failure: ApiFailure) -> None:
         if self.on_error is not None:
             self.on_error(failure.kind)
 
-    def _call(self, fn: Callable[[], Any], verb: str) -> Any:
+    def _call(self, fn: Callable[[], T], verb: str) -> T:
         try:
             return self.backoff.call(fn, on_failure=self._count)
         except FatalApiError as exc:
@@ -95,7 +98,7 @@ class ConfigMapKnowledgeStore:
         self._stale = False
         return configmap
 
-    def load(self) -> dict[str, Any] | None:
+    def load(self) -> JsonObject | None:
         """The stored document, or None for a fresh start (absent, or unusable and moved aside)."""
         configmap = self._read()
         self._loaded = True
@@ -181,7 +184,7 @@ class ConfigMapKnowledgeStore:
             limit_bytes=MAX_BYTES,
         )
 
-    def save(self, document: dict[str, Any]) -> None:
+    def save(self, document: JsonObject) -> None:
         """Write the document to the main key, keeping every other key; retried on conflicts.
 
         A write the API server would refuse for size raises :class:`KnowledgeTooLarge` before any

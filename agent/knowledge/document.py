@@ -7,8 +7,8 @@ Shared by every store (file, ConfigMap) so they validate it the same way: the ve
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from agent.json_types import JsonObject
 from agent.knowledge.schema import validate_document
 
 SCHEMA_VERSION = 1
@@ -18,7 +18,7 @@ class KnowledgeError(ValueError):
     """A stored document that cannot be used (corrupt, wrong shape, or from a newer Perdix)."""
 
 
-def check_document(document: Any) -> dict[str, Any]:
+def check_document(document: object) -> JsonObject:
     """Return the document if this Perdix can read it, every field checked against the schema
     (:mod:`agent.knowledge.schema`); raise KnowledgeError naming why not (the first field that does not fit)."""
     if not isinstance(document, dict):
@@ -46,6 +46,6 @@ class KnowledgeTooLarge(ValueError):
         self.limit_bytes = limit_bytes
 
 
-def encode_document(document: dict[str, Any]) -> str:
+def encode_document(document: JsonObject) -> str:
     """The document as every store writes it: compact JSON, no NaN (raises ValueError on one)."""
     return json.dumps(document, separators=(",", ":"), allow_nan=False)

@@ -6,8 +6,8 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
+from agent.json_types import JsonObject
 from agent.knowledge.document import KnowledgeError, check_document, encode_document
 from agent.logging import get_logger
 
@@ -24,7 +24,7 @@ class FileKnowledgeStore:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
 
-    def load(self) -> dict[str, Any] | None:
+    def load(self) -> JsonObject | None:
         """The stored document, or None if there is none or it was unusable (then moved aside)."""
         try:
             data = self.path.read_bytes()
@@ -82,7 +82,7 @@ class FileKnowledgeStore:
         log.warning("knowledge.unusable", path=str(self.path), reason=reason, moved_to=str(aside))
         return str(aside)
 
-    def save(self, document: dict[str, Any]) -> None:
+    def save(self, document: JsonObject) -> None:
         """Write the document to a temp file beside the target, fsync it, then rename over the target."""
         text = encode_document(document)
         self.path.parent.mkdir(parents=True, exist_ok=True)

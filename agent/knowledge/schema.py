@@ -14,7 +14,8 @@ back without what it did not read. A newer Perdix that adds fields bumps ``versi
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -182,7 +183,7 @@ class ForecasterState(_Part):
     fits_started: Count = 0
     fits_failed: Count = 0
     skipped: Count = 0
-    model: dict[str, Any] | None = None
+    model: dict[str, object] | None = None
     seasonal: SeasonalNaiveState | None = None
     scores: ScoresState | None = None
 
@@ -230,7 +231,7 @@ class PolicyState(_Part):
     """What a policy asked to keep (its own shape, read by the policy; here: its name and an object)."""
 
     policy: Name
-    state: dict[str, Any]
+    state: dict[str, object]
 
 
 class IneffectiveScaleOutRecord(_Part):
@@ -269,12 +270,12 @@ class KnowledgeDocument(_Part):
 
     @field_validator("analyzer", mode="before")
     @classmethod
-    def _nothing_kept(cls, value: Any) -> Any:
+    def _nothing_kept(cls, value: object) -> object:
         # An analyzer that learns nothing (the lab's oracle) keeps an empty object.
         return None if value == {} else value
 
 
-def _non_finite(value: Any, path: str = "") -> str | None:
+def _non_finite(value: object, path: str = "") -> str | None:
     """The path of the first NaN or infinite number anywhere in ``value`` (the JSON parser accepts them)."""
     if isinstance(value, float):
         return path or "(document)" if not math.isfinite(value) else None
@@ -291,7 +292,7 @@ def _non_finite(value: Any, path: str = "") -> str | None:
     return None
 
 
-def validate_document(document: dict[str, Any]) -> KnowledgeDocument:
+def validate_document(document: Mapping[str, object]) -> KnowledgeDocument:
     """The document read field by field; raises ValueError naming the first field that does not fit."""
     try:
         typed = KnowledgeDocument.model_validate(document)
@@ -299,7 +300,7 @@ def validate_document(document: dict[str, Any]) -> KnowledgeDocument:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(document)"
         raise ValueError(f"{where}: {first['msg']} ({exc.error_count()} field(s) do not fit)") from None
-    # The fields typed Any (a policy's state, a model's own state) hold no NaN either: nothing writes one.
+    # The fields of no fixed shape (a policy's state, a model's own state) hold no NaN either: nothing writes one.
     found = _non_finite(document)
     if found is not None:
         raise ValueError(f"{found}: a number that is NaN or infinite")
