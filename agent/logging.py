@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, TextIO, cast
+from typing import TextIO, cast
 
 import structlog
+from structlog.typing import FilteringBoundLogger, Processor
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -21,9 +22,9 @@ class _CurrentStderr:
         sys.stderr.flush()
 
 
-def configure_logging(fmt: str = "json", level: str = "info", stream: Any = None) -> None:
+def configure_logging(fmt: str = "json", level: str = "info", stream: TextIO | None = None) -> None:
     """Set up structlog for the whole process (call once, at the CLI entry)."""
-    renderer: Any
+    renderer: Processor
     if fmt == "console":
         renderer = structlog.dev.ConsoleRenderer(colors=stream is None and sys.stderr.isatty())
     else:
@@ -44,7 +45,7 @@ def configure_logging(fmt: str = "json", level: str = "info", stream: Any = None
     )
 
 
-def get_logger(name: str | None = None, **bound: Any) -> Any:
+def get_logger(name: str | None = None, **bound: object) -> FilteringBoundLogger:
     """A structlog logger, optionally bound to key/values."""
-    logger = structlog.get_logger(name)
+    logger: FilteringBoundLogger = structlog.get_logger(name)
     return logger.bind(**bound) if bound else logger

@@ -13,13 +13,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import numpy as np
 from apscheduler.triggers.cron import CronTrigger
 
+from agent.json_types import JsonObject
 from agent.knowledge.schema import IneffectiveScaleOutRecord
 from agent.logging import get_logger
 from agent.observation import Observation
@@ -70,7 +70,7 @@ def memory_pressure(observation: Observation | None) -> MemoryPressure:
 @dataclass(frozen=True)
 class _Period:
     text: str
-    daily: tuple[Any, Any] | None
+    daily: tuple[time, time] | None
     cron: CronTrigger | None
 
 
@@ -97,7 +97,7 @@ class BlockedPeriods:
         return None
 
 
-def _within_daily(local: datetime, start: Any, end: Any) -> bool:
+def _within_daily(local: datetime, start: time, end: time) -> bool:
     clock = local.time().replace(tzinfo=None)
     if start <= end:
         return bool(start <= clock <= end)
@@ -140,11 +140,11 @@ class IneffectiveScaleOuts:
         self.pending: dict[str | None, _Pending] = {}
         """The scale-outs applied and not judged yet, by vertex id (None: the whole job)."""
 
-    def to_list(self) -> list[dict[str, Any]]:
+    def to_list(self) -> list[JsonObject]:
         """The records as plain data for the knowledge document."""
         return [asdict(record) for record in self.records]
 
-    def restore(self, data: Iterable[IneffectiveScaleOutRecord | Mapping[str, Any]] | None) -> None:
+    def restore(self, data: Iterable[IneffectiveScaleOutRecord | Mapping[str, object]] | None) -> None:
         """Read the records back (the knowledge schema's, or plain data checked against it); None is none, a
         malformed entry raises (the document is set aside)."""
         if data is None:
