@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
+from agent.json_types import JsonObject
 from agent.knowledge.schema import RescaleRecord
 
 MAX_HISTORY = 500
@@ -39,10 +39,10 @@ class Rescale:
     vertices: Mapping[str, tuple[int, int]] | None = field(default=None)
     """A per-vertex rescale: each changed vertex's parallelism before and after, by name; None: whole-job."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The knowledge document's form (a whole-job record carries its predicted recovery, a per-vertex one the
         vertices; ``pending`` once a stop left it so, false when settled)."""
-        record: dict[str, Any] = {"at": self.at, "from": self.from_parallelism, "to": self.to_parallelism}
+        record: JsonObject = {"at": self.at, "from": self.from_parallelism, "to": self.to_parallelism}
         if self.vertices is not None:
             record["vertices"] = {name: [before, after] for name, (before, after) in self.vertices.items()}
         record.update(confirmed=self.confirmed, dry_run=self.dry_run)
@@ -53,7 +53,7 @@ class Rescale:
             record["pending"] = self.pending
         return record
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> JsonObject:
         """:meth:`to_dict` without the time (the fields of the log line)."""
         return {k: v for k, v in self.to_dict().items() if k != "at"}
 
@@ -79,7 +79,7 @@ class RescaleHistory:
             maxlen=MAX_HISTORY,
         )
 
-    def to_list(self) -> list[dict[str, Any]]:
+    def to_list(self) -> list[JsonObject]:
         """The knowledge document's form, oldest first."""
         return [record.to_dict() for record in self._records]
 

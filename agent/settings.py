@@ -7,8 +7,9 @@ with one line naming the key (see :func:`load_settings` and :class:`ConfigError`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar, overload
+from typing import ClassVar, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
@@ -731,18 +732,18 @@ SettingsT = TypeVar("SettingsT", bound=Settings)
 
 
 @overload
-def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings: ...
+def load_settings(config_file: Path | None = None, overrides: Mapping[str, object] | None = None) -> Settings: ...
 
 
 @overload
 def load_settings(
-    config_file: Path | None = None, overrides: dict[str, Any] | None = None, *, model: type[SettingsT]
+    config_file: Path | None = None, overrides: Mapping[str, object] | None = None, *, model: type[SettingsT]
 ) -> SettingsT: ...
 
 
 def load_settings(
     config_file: Path | None = None,
-    overrides: dict[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
     *,
     model: type[Settings] = Settings,
 ) -> Settings:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import yaml
 from pydantic import ValidationError
@@ -26,6 +26,8 @@ ENV_PREFIX = "PERDIX_"
 ENV_NESTED_DELIMITER = "__"
 MAX_CONFIG_BYTES = 2**20
 """Largest settings file read: the Helm chart renders it into a ConfigMap, which holds 1 MiB."""
+Location: TypeAlias = tuple[int | str, ...]
+"""Where in the settings tree a value sits (a validation error's ``loc``): keys, or indices of lists."""
 
 
 class ConfigError(Exception):
@@ -36,8 +38,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """YAML's safe loader that refuses a key given twice in one mapping (plain YAML keeps the last silently)."""
 
 
-def _mapping_with_unique_keys(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    first_line: dict[Any, int] = {}
+def _mapping_with_unique_keys(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[object, object]:
+    first_line: dict[object, int] = {}
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":
             continue
@@ -72,7 +74,7 @@ def _read_text(path: Path) -> str:
         raise ConfigError(f"{path}:{line}: config file is not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
 
 
-def read_settings_file(path: Path) -> dict[str, Any]:
+def read_settings_file(path: Path) -> dict[str, object]:
     """The settings file's mapping: at most MAX_CONFIG_BYTES of UTF-8 YAML, no key twice (ConfigError otherwise)."""
     text = _read_text(path)
     try:
@@ -117,11 +119,12 @@ class SettingsFileSource(YamlConfigSettingsSource):
         super().__init__(settings_cls, yaml_file=_SETTINGS_FILE.get())
 
     def _read_files(self, files: ConfigFileSourceType | None, deep_merge: bool = False) -> dict[str, Any]:
+        # The signature is the base class's (PydanticBaseSettingsSource), Any included.
         return read_settings_file(Path(str(files))) if files is not None else {}
 
 
 def format_validation_error(
-    exc: ValidationError, source: str | None = None, source_of: Callable[[tuple[Any, ...]], str | None] | None = None
+    exc: ValidationError, source: str | None = None, source_of: Callable[[Location], str | None] | None = None
 ) -> str:
     """One line per problem: where it was set, the dotted key, the problem and, where it helps, the bad value.
 
@@ -144,7 +147,7 @@ def format_validation_error(
     return "; ".join(lines)
 
 
-def environment_variable(loc: tuple[Any, ...]) -> str | None:
+def environment_variable(loc: Location) -> str | None:
     """The PERDIX_* variable that set the value at ``loc`` (the leaf's, or a section's JSON), if one did."""
     names = {name.upper(): name for name in os.environ}
     for end in range(len(loc), 0, -1):
@@ -169,8 +172,9 @@ def env_settings_error(exc: SettingsError) -> str:
     )
 
 
-def flag_tree(overrides: dict[str, Any] | None) -> dict[str, Any]:
+def flag_tree(overrides: Mapping[str, object] | None) -> dict[str, Any]:
     """The flags' dotted keys (``{"scale_target.kind": "deployment"}``) as nested mappings; None: not given."""
+    # Any: the tree is unpacked into the settings' constructor, whose keyword arguments pydantic validates.
     tree: dict[str, Any] = {}
     for key, value in (overrides or {}).items():
         if value is None:
@@ -178,24 +182,27 @@ def flag_tree(overrides: dict[str, Any] | None) -> dict[str, Any]:
         node = tree
         *parents, leaf = key.split(".")
         for part in parents:
-            node = node.setdefault(part, {})
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise TypeError(f"flag {key!r}: {part!r} is given a value of its own")
+            node = child
         node[leaf] = value
     return tree
 
 
-def _given(data: dict[str, Any], loc: tuple[Any, ...]) -> bool:
-    node: Any = data
+def _given(data: Mapping[str, object], loc: Location) -> bool:
+    node: object = data
     for part in loc:
-        if not isinstance(node, dict) or part not in node:
+        if not isinstance(node, Mapping) or part not in node:
             return False
         node = node[part]
     return True
 
 
-def origin_naming(flags: dict[str, Any]) -> Callable[[tuple[Any, ...]], str | None]:
+def origin_naming(flags: Mapping[str, object]) -> Callable[[Location], str | None]:
     """Where the value at a location came from: the command line, an environment variable, or None (the file)."""
 
-    def origin(loc: tuple[Any, ...]) -> str | None:
+    def origin(loc: Location) -> str | None:
         if _given(flags, loc):
             return "command line"
         variable = environment_variable(loc)
