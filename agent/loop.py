@@ -22,13 +22,12 @@ from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge, encode_d
 from agent.knowledge.schema import validate_document
 from agent.logging import get_logger
 from agent.observation import Observation, ReadingBounds, screened
+from agent.plan_bounds import PlanBounds
 from agent.ports import (
-    BoundedScaler,
     EventSink,
     KnowledgeStore,
     MetricSource,
     ProbedScaler,
-    ResourceReporter,
     Scaler,
     ScalerError,
 )
@@ -37,7 +36,7 @@ from agent.safeguards import Safeguards, memory_pressure
 from agent.settings import Settings
 from planner import Decision, PlanInput, PlannerConfig, Policy
 from planner.history import Recommendations
-from planner.safeguards import Finding, IneffectiveScaleOut, SlotResources, quota_limit, quota_slots, skew_cause
+from planner.safeguards import Finding, IneffectiveScaleOut, quota_limit, skew_cause
 from planner.types import ReasonCode
 
 KNOWLEDGE_SAVE_INTERVAL_S = 60.0
@@ -226,9 +225,8 @@ class Agent:
         self.last_rescale_at: float | None = None
         self.rescales = RescaleHistory()
         self.recommendations = Recommendations()
-        self._reach: int | None = None
-        """The scale-out the scale target could run at most when it was below max_parallelism (logs changes)."""
-        self._reach_unread = False
+        self.bounds = PlanBounds()
+        """The round's max_parallelism: the scale target's reach and the quota, as last read."""
         self._execute_failure: str | None = None
         """Kind of the last failed rescale until one succeeds (logs state changes, not rounds)."""
         self._knowledge_failure: str | None = None
@@ -240,9 +238,6 @@ class Agent:
         self._disagreement: tuple[int | None, int] | None = None
         """Prometheus' and the scale target's parallelism when they last disagreed (logged once per pair)."""
         self.safeguards = Safeguards(settings.safeguards, self.events)
-        self._quota: tuple[int | None, str | None] = (None, None)
-        """The slots the quota allows and why, as last read (logs changes)."""
-        self._slot_resources: SlotResources | None = None
         self._restore()
 
     # ---------------------------------------------------------------- knowledge
@@ -410,7 +405,7 @@ class Agent:
     @property
     def quota(self) -> tuple[int | None, str | None]:
         """The slots the quota allows and why, as last read (None: no quota)."""
-        return self._quota
+        return self.bounds.quota
 
     def remember(self, policy_state: Mapping[str, Any] | None, *, desired: int, acted: bool, now: float) -> None:
         """Keep what the policy asked to keep and, when it decided, the scale-out it wanted (for scale-down
@@ -464,74 +459,10 @@ class Agent:
         )
         self.events.emit(reason="IneffectiveScaling", message=message, type_="Warning")
 
-    def _quota_cap(self) -> int | None:
-        """The slots the quota allows this round (None: no quota), read through the target's per-slot resources."""
-        quota = self.settings.safeguards.quota
-        if not quota.enabled:
-            return None
-        if (quota.cpu is not None or quota.memory_mb is not None) and isinstance(self.scaler, ResourceReporter):
-            try:
-                self._slot_resources = self.scaler.slot_resources()
-            except Exception as exc:  # unread this round: the last figures read stand
-                self.log.debug("planner.slot_resources_unread", error=f"{type(exc).__name__}: {exc}")
-        cap, why = quota_slots(
-            slots=quota.slots, cpu=quota.cpu, memory_mb=quota.memory_mb, per_slot=self._slot_resources
-        )
-        if (cap, why) != self._quota:
-            if cap is not None:
-                self.log.warning(
-                    "planner.capped",
-                    max_parallelism=cap,
-                    configured=self.config.max_parallelism,
-                    error=f"the job's quota allows {cap} slots ({why}): planning within it",
-                )
-            else:
-                self.log.warning(
-                    "planner.quota_unread",
-                    error="the quota's CPU or memory cannot be read into slots: "
-                    "the scale target reports no resources per slot",
-                )
-            self._quota = (cap, why)
-        return cap
-
     def round_config(self) -> PlannerConfig:
         """The planner's settings for this round: ``max_parallelism`` lowered to what the scale target can run now
-        (a session cluster's free slots, :meth:`FlinkRestScaler.reachable_parallelism`) where it says so, and to
-        the job's quota (safeguards.quota)."""
-        config = self._reachable_config()
-        cap = self._quota_cap()
-        if cap is None or cap >= config.max_parallelism:
-            return config
-        return replace(config, max_parallelism=max(cap, config.min_parallelism))
-
-    def _reachable_config(self) -> PlannerConfig:
-        """The planner's settings lowered to the scale target's reach (see :meth:`_round_config`)."""
-        if not isinstance(self.scaler, BoundedScaler):
-            return self.config
-        configured = self.config.max_parallelism
-        try:
-            cap = self.scaler.reachable_parallelism(configured)
-        except Exception as exc:  # unread this round: the last bound read stands (said once until it reads)
-            if not self._reach_unread:
-                self.log.warning("planner.reach_unread", error=f"{type(exc).__name__}: {exc}", kept=self._reach)
-            self._reach_unread = True
-        else:
-            self._reach_unread = False
-            reach = None if cap is None else max(self.config.min_parallelism, cap)
-            reach = reach if reach is not None and reach < configured else None
-            if reach != self._reach:
-                if reach is not None:
-                    self.log.warning(
-                        "planner.capped",
-                        max_parallelism=reach,
-                        configured=configured,
-                        error=f"the scale target can run the job at {cap} at most now (the cluster's free slots, "
-                        f"the job's max parallelism): planning up to {reach}, not max_parallelism {configured}",
-                    )
-                else:
-                    self.log.info("planner.uncapped", max_parallelism=configured)
-                self._reach = reach
-        return self.config if self._reach is None else replace(self.config, max_parallelism=self._reach)
+        and to the job's quota (:class:`agent.plan_bounds.PlanBounds`)."""
+        return self.bounds.round_config(self.config, quota=self.settings.safeguards.quota, scaler=self.scaler)
 
     def step(self, result: RoundResult, name: str, fn: Callable[[], T]) -> T | None:
         """Run one step of the round, timed; an exception ends the round there (logged, the outcome FAILED): None."""

@@ -15,7 +15,7 @@ hit rate alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,18 +134,9 @@ def run_dag_policy(
         if policy == "ds2":
             parallelism = tuple(proposal[name] for name in names)
             continue
-        states = [
-            OperatorMemoryState(
-                name=name,
-                stateful=windowed[i],
-                parallelism=parallelism[i],
-                memory_level=level if windowed[i] else None,
-                scaled_up_last=scaled_up_last[name],
-                cache_hit_rate=hits[name],
-                previous_cache_hit_rate=previous_hit[name],
-            )
-            for i, name in enumerate(names)
-        ]
+        states = _memory_states(
+            names, windowed, parallelism, level, scaled_up_last=scaled_up_last, hits=hits, previous_hit=previous_hit
+        )
         plan = justin_plan(proposal, states)
         parallelism = tuple(plan.parallelism[name] for name in names)
         # The testbed gives every slot the same memory: the stateful operators' level sets it.
@@ -153,3 +144,29 @@ def run_dag_policy(
         level = max((lv for lv in stateful_levels if lv is not None), default=0)
         scaled_up_last, previous_hit = dict(plan.scaled_up), hits
     return history
+
+
+def _memory_states(
+    names: Sequence[str],
+    windowed: Sequence[bool],
+    parallelism: Sequence[int],
+    level: int | None,
+    *,
+    scaled_up_last: Mapping[str, bool],
+    hits: Mapping[str, float | None],
+    previous_hit: Mapping[str, float | None],
+) -> list[OperatorMemoryState]:
+    """Justin's view of every operator: its parallelism, memory level (the stateful ones'), cache hit rates now and
+    before, and whether its last change was a scale-up."""
+    return [
+        OperatorMemoryState(
+            name=name,
+            stateful=windowed[i],
+            parallelism=parallelism[i],
+            memory_level=level if windowed[i] else None,
+            scaled_up_last=scaled_up_last[name],
+            cache_hit_rate=hits[name],
+            previous_cache_hit_rate=previous_hit[name],
+        )
+        for i, name in enumerate(names)
+    ]
