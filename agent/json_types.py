@@ -8,3 +8,50 @@ JsonValue: TypeAlias = "str | int | float | bool | None | list[JsonValue] | dict
 """A value JSON can hold."""
 JsonObject: TypeAlias = "dict[str, JsonValue]"
 """A JSON object."""
+
+
+def member(obj: JsonObject, key: str) -> JsonObject:
+    """The object under ``key`` (an empty one when absent, null or empty); TypeError when it holds another value."""
+    value = obj.get(key) or {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{key!r}: expected a JSON object, found {type(value).__name__}")
+    return value
+
+
+def as_object(value: JsonValue) -> JsonObject:
+    """``value`` as a JSON object (an empty one for null or an empty value); TypeError when it is another value."""
+    value = value or {}
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a JSON object, found {type(value).__name__}")
+    return value
+
+
+def as_int(value: JsonValue) -> int:
+    """``int(value)`` for a JSON string or number; TypeError, as ``int()`` raises, for anything else."""
+    if isinstance(value, (str, int, float)):
+        return int(value)
+    raise TypeError(f"expected a number, found {type(value).__name__}")
+
+
+def objects(value: JsonValue) -> list[JsonObject]:
+    """The items of a JSON list of objects; TypeError when ``value`` is not a list or an item not an object."""
+    if not isinstance(value, list):
+        raise TypeError(f"expected a JSON list, found {type(value).__name__}")
+    items: list[JsonObject] = []
+    for item in value:
+        if not isinstance(item, dict):
+            raise TypeError(f"expected a JSON object in the list, found {type(item).__name__}")
+        items.append(item)
+    return items
+
+
+def as_str(value: JsonValue) -> str | None:
+    """``str(value)``, or None for null."""
+    return None if value is None else str(value)
+
+
+def as_float(value: JsonValue) -> float:
+    """``float(value)`` for a JSON string or number; TypeError, as ``float()`` raises, for anything else."""
+    if isinstance(value, (str, int, float)):
+        return float(value)
+    raise TypeError(f"expected a number, found {type(value).__name__}")

@@ -41,9 +41,10 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from structlog.typing import FilteringBoundLogger
 
 from agent.clock import Clock, WallClock
+from agent.json_types import JsonObject, JsonValue, as_int, as_object, as_str, member, objects
 from agent.logging import get_logger
 from agent.ports import RescaleResult, ScalerError
 from agent.settings import ScaleTargetSettings
@@ -97,7 +98,7 @@ class FlinkRestClient:
         self.interrupted: Callable[[], bool] = lambda: False
         """True once the caller is stopping: a failed request is not retried."""
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str) -> JsonValue:
         """GET ``path`` and return its JSON body."""
         return self._call("GET", path, None)
 
@@ -112,15 +113,15 @@ class FlinkRestClient:
         finally:
             self.max_retries, self.timeout_s = saved
 
-    def put(self, path: str, body: Any) -> Any:
+    def put(self, path: str, body: JsonValue) -> JsonValue:
         """PUT ``body`` as JSON to ``path`` and return the JSON answer (None if empty)."""
         return self._call("PUT", path, body)
 
-    def post(self, path: str, body: Any) -> Any:
+    def post(self, path: str, body: JsonValue) -> JsonValue:
         """POST ``body`` as JSON to ``path`` and return the JSON answer (None if empty)."""
         return self._call("POST", path, body)
 
-    def _once(self, method: str, path: str, body: Any) -> Any:
+    def _once(self, method: str, path: str, body: JsonValue) -> JsonValue:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(
             self.rest_url + path,
@@ -153,7 +154,7 @@ class FlinkRestClient:
         except ValueError:
             raise ScalerError(f"{method} {self.rest_url}{path}: answer is not JSON", kind="rejected") from None
 
-    def _call(self, method: str, path: str, body: Any) -> Any:
+    def _call(self, method: str, path: str, body: JsonValue) -> JsonValue:
         attempt = 0
         while True:
             try:
@@ -264,28 +265,28 @@ class FlinkJobStatus:
         return all(v.fully_running and (v.id not in targets or v.parallelism == targets[v.id]) for v in self.vertices)
 
     @classmethod
-    def from_rest(cls, body: Mapping[str, Any]) -> FlinkJobStatus:
+    def from_rest(cls, body: JsonObject) -> FlinkJobStatus:
         """Parse a /jobs/{jobId} answer."""
         vertices = tuple(
             Vertex(
                 id=str(v["id"]),
                 name=str(v.get("name", "")),
-                parallelism=int(v["parallelism"]),
-                max_parallelism=int(v.get("maxParallelism") or v.get("max-parallelism") or 0),
-                running_subtasks=int((v.get("tasks") or {}).get("RUNNING", 0)),
-                slot_sharing_group=v.get("slotSharingGroupId"),
-                finished_subtasks=int((v.get("tasks") or {}).get("FINISHED", 0)),
+                parallelism=as_int(v["parallelism"]),
+                max_parallelism=as_int(v.get("maxParallelism") or v.get("max-parallelism") or 0),
+                running_subtasks=as_int(member(v, "tasks").get("RUNNING", 0)),
+                slot_sharing_group=as_str(v.get("slotSharingGroupId")),
+                finished_subtasks=as_int(member(v, "tasks").get("FINISHED", 0)),
             )
-            for v in body.get("vertices") or []
+            for v in objects(body.get("vertices") or [])
         )
-        timestamps = body.get("timestamps") or {}
+        timestamps = member(body, "timestamps")
         return cls(
             job_id=str(body["jid"]),
             name=str(body.get("name", "")),
             state=str(body.get("state", "")),
-            scheduler=body.get("schedulerType"),
+            scheduler=as_str(body.get("schedulerType")),
             vertices=vertices,
-            created_at_ms=int(timestamps.get("CREATED") or 0),
+            created_at_ms=as_int(timestamps.get("CREATED") or 0),
         )
 
 
@@ -309,7 +310,7 @@ class CheckpointAligner:
         self,
         client: FlinkRestClient,
         clock: Clock,
-        log: Any,
+        log: FilteringBoundLogger,
         *,
         wait_s: float,
         poll_interval_s: float = 0.05,
@@ -329,9 +330,9 @@ class CheckpointAligner:
         if self._major is None:
             try:
                 with self.client.tried_once(REACH_TIMEOUT_S):
-                    version = str((self.client.get("/config") or {}).get("flink-version", ""))
+                    version = str(as_object(self.client.get("/config")).get("flink-version", ""))
                 self._major = int(version.split(".", 1)[0])
-            except (ScalerError, ValueError, AttributeError):
+            except (ScalerError, ValueError, TypeError):
                 return False  # unknown for now: awaiting the checkpoint first is right on every release
         return self._major >= 2
 
@@ -341,7 +342,7 @@ class CheckpointAligner:
         deadline = self.clock.now() + self.wait_s
         try:
             with self.client.tried_once(min(self.wait_s, REACH_TIMEOUT_S)):
-                answer = self.client.post(f"/jobs/{job_id}/checkpoints", {}) or {}
+                answer = as_object(self.client.post(f"/jobs/{job_id}/checkpoints", {}))
             trigger = str(answer["request-id"])
         except (ScalerError, KeyError, TypeError) as exc:
             self.log.warning("rescale.checkpoint_failed", job=job_id, error=f"the checkpoint was not triggered: {exc}")
@@ -368,13 +369,13 @@ class CheckpointAligner:
         """The completed checkpoint's id, -1 when it failed (logged), None while it runs or cannot be read."""
         try:
             with self.client.tried_once(min(remaining_s, REACH_TIMEOUT_S)):
-                answer = self.client.get(f"/jobs/{job_id}/checkpoints/{trigger}")
-            if answer["status"]["id"] != "COMPLETED":
+                answer = as_object(self.client.get(f"/jobs/{job_id}/checkpoints/{trigger}"))
+            if member(answer, "status")["id"] != "COMPLETED":
                 return None
-            operation = answer.get("operation") or {}
+            operation = member(answer, "operation")
             if "checkpointId" in operation:
-                return int(operation["checkpointId"])
-            cause = str((operation.get("failure-cause") or {}).get("stack-trace") or operation).strip()
+                return as_int(operation["checkpointId"])
+            cause = str(member(operation, "failure-cause").get("stack-trace") or operation).strip()
         except (ScalerError, KeyError, TypeError, ValueError, AttributeError):
             return None  # unreadable now (or an answer of another shape): read again until the deadline
         first = cause.splitlines()[0][:300] if cause else "no cause given"
@@ -400,19 +401,17 @@ def _slots_at(job: FlinkJobStatus, wanted: Mapping[str, int]) -> int:
     ).slots_needed
 
 
-def _requirements_body(
-    job: FlinkJobStatus, wanted: Mapping[str, int], current: Mapping[str, Any]
-) -> tuple[dict[str, Any], bool]:
+def _requirements_body(job: FlinkJobStatus, wanted: Mapping[str, int], current: JsonObject) -> tuple[JsonObject, bool]:
     """The resource requirements to PUT (every vertex: lower bound 1, upper bound its target or its bound now),
     and whether the bounds now already are the targets."""
-    body: dict[str, Any] = {}
+    body: JsonObject = {}
     for vertex in job.vertices:
-        bounds = dict((current.get(vertex.id) or {}).get("parallelism") or {})
-        upper = wanted.get(vertex.id, int(bounds.get("upperBound", vertex.parallelism)))
+        bounds = member(member(current, vertex.id), "parallelism")
+        upper = wanted.get(vertex.id, as_int(bounds.get("upperBound", vertex.parallelism)))
         # Lower bound 1: with too few slots the job keeps running at what it gets instead of stopping.
         body[vertex.id] = {"parallelism": {"lowerBound": 1, "upperBound": upper}}
     settled = all(
-        int(((current.get(vid) or {}).get("parallelism") or {}).get("upperBound", -1)) == upper
+        as_int(member(member(current, vid), "parallelism").get("upperBound", -1)) == upper
         for vid, upper in wanted.items()
     )
     return body, settled
@@ -461,8 +460,8 @@ class FlinkRestScaler:
 
     def find_job(self) -> str:
         """The id of the job to scale: ``scale_target.job`` as id or name, else the only running job."""
-        overview = self.client.get("/jobs/overview") or {}
-        jobs = [j for j in overview.get("jobs", []) if j.get("state") not in TERMINAL_STATES]
+        overview = as_object(self.client.get("/jobs/overview"))
+        jobs = [j for j in objects(overview.get("jobs", [])) if j.get("state") not in TERMINAL_STATES]
         wanted = self.settings.job
         if wanted:
             matches = [j for j in jobs if j.get("jid") == wanted or j.get("name") == wanted]
@@ -490,7 +489,7 @@ class FlinkRestScaler:
                 raise
             self._job_id = self.find_job()
             body = self.client.get(f"/jobs/{self._job_id}")
-        state = FlinkJobStatus.from_rest(body)
+        state = FlinkJobStatus.from_rest(as_object(body))
         if state.state in TERMINAL_STATES:
             self._job_id = None
             raise ScalerError(f"job {state.name} ({state.job_id}) is {state.state}", kind="not_found")
@@ -516,11 +515,11 @@ class FlinkRestScaler:
         """Parallelism of every vertex by vertex name (for per-operator policies)."""
         return {v.name: v.parallelism for v in self.job_state().vertices}
 
-    def resource_requirements(self) -> dict[str, Any]:
+    def resource_requirements(self) -> JsonObject:
         """The job's current resource requirements, as Flink returns them."""
         if self._job_id is None:
             self._job_id = self.find_job()
-        return dict(self.client.get(f"/jobs/{self._job_id}/resource-requirements") or {})
+        return dict(as_object(self.client.get(f"/jobs/{self._job_id}/resource-requirements")))
 
     # ------------------------------------------------------------------ writing
 
@@ -555,7 +554,7 @@ class FlinkRestScaler:
         self.log.info("rescale.requested", job=before.job_id, current=before.parallelism, target=requested, reason=why)
         return self._confirm(before, wanted, requested)
 
-    def _write_requirements(self, before: FlinkJobStatus, body: Mapping[str, Any]) -> None:
+    def _write_requirements(self, before: FlinkJobStatus, body: JsonObject) -> None:
         """PUT the new resource requirements, aligned with a checkpoint where ``checkpoint_before_rescale`` asks."""
         align = self.settings.checkpoint_before_rescale
         after_write = align and self.aligner.scheduler_waits()
@@ -652,8 +651,9 @@ class FlinkRestScaler:
         vertex's, or a vertex's own target above its), too few free slots."""
         scheduler = job.scheduler
         if scheduler is None:
-            config = self.client.get(f"/jobs/{job.job_id}/jobmanager/config") or []
-            values = {entry.get("key"): entry.get("value") for entry in config if isinstance(entry, dict)}
+            config = self.client.get(f"/jobs/{job.job_id}/jobmanager/config")
+            entries = config if isinstance(config, list) else []
+            values = {entry.get("key"): entry.get("value") for entry in entries if isinstance(entry, dict)}
             scheduler = "Adaptive" if str(values.get("jobmanager.scheduler", "")).lower() == "adaptive" else "Default"
         if scheduler.lower() != "adaptive":
             raise self._once_error("not_adaptive", self._not_adaptive(job))
@@ -733,14 +733,14 @@ class FlinkRestScaler:
             raise ScalerError(f"the TaskManagers' resources cannot be read: {exc}", kind="unreadable") from None
         cpus: list[float] = []
         memories: list[float] = []
-        for taskmanager in answer.get("taskmanagers", []) if isinstance(answer, Mapping) else []:
+        for taskmanager in objects(answer.get("taskmanagers", [])) if isinstance(answer, dict) else []:
             slots = taskmanager.get("slotsNumber")
             if not isinstance(slots, int) or slots <= 0:
                 continue
-            cpu = (taskmanager.get("totalResource") or {}).get("cpuCores")
+            cpu = member(taskmanager, "totalResource").get("cpuCores")
             if isinstance(cpu, (int, float)) and math.isfinite(cpu) and cpu > 0:
                 cpus.append(float(cpu) / slots)
-            memory = (taskmanager.get("memoryConfiguration") or {}).get("totalProcessMemory")
+            memory = member(taskmanager, "memoryConfiguration").get("totalProcessMemory")
             if isinstance(memory, (int, float)) and math.isfinite(memory) and memory > 0:
                 memories.append(float(memory) / 2**20 / slots)
         if not cpus and not memories:
@@ -753,18 +753,18 @@ class FlinkRestScaler:
         After a scale-in the scheduler keeps idle slots a while and /overview counts them as taken, so the
         job may use every slot the other jobs do not need.
         """
-        overview = self.client.get("/overview") or {}
-        return int(overview.get("slots-total", 0)), self._slots_of_other_jobs(job_id)
+        overview = as_object(self.client.get("/overview"))
+        return as_int(overview.get("slots-total", 0)), self._slots_of_other_jobs(job_id)
 
     def _slots_of_other_jobs(self, job_id: str) -> int:
         """Slots the other running jobs of the cluster occupy."""
-        overview = self.client.get("/jobs/overview") or {}
+        overview = as_object(self.client.get("/jobs/overview"))
         others = 0
-        for entry in overview.get("jobs", []):
+        for entry in objects(overview.get("jobs", [])):
             if entry.get("jid") == job_id or entry.get("state") in TERMINAL_STATES:
                 continue
             try:
-                others += FlinkJobStatus.from_rest(self.client.get(f"/jobs/{entry['jid']}") or {}).slots_needed
+                others += FlinkJobStatus.from_rest(as_object(self.client.get(f"/jobs/{entry['jid']}"))).slots_needed
             except (ScalerError, KeyError, ValueError, TypeError):
                 continue  # a job that vanished meanwhile needs no slots
         return others
@@ -811,12 +811,12 @@ class FlinkRestScaler:
         last_running = 0
         for vertex in after.vertices:
             try:
-                times = self.client.get(f"/jobs/{after.job_id}/vertices/{vertex.id}/subtasktimes") or {}
+                times = as_object(self.client.get(f"/jobs/{after.job_id}/vertices/{vertex.id}/subtasktimes"))
             except ScalerError as exc:
                 self.log.warning("rescale.downtime_unknown", kind=exc.kind, error=str(exc))
                 return None
-            for subtask in times.get("subtasks", []):
-                running = int((subtask.get("timestamps") or {}).get("RUNNING") or 0)
+            for subtask in objects(times.get("subtasks", [])):
+                running = as_int(member(subtask, "timestamps").get("RUNNING") or 0)
                 if running <= 0:
                     return None
                 last_running = max(last_running, running)

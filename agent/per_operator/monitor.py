@@ -16,14 +16,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 from prometheus_api_client import PrometheusConnect
 
 from agent.execute.flink_rest import FlinkRestScaler
+from agent.json_types import as_float, as_int, as_object, member, objects
 from agent.logging import get_logger
-from agent.monitor.prometheus import Grid, PrometheusDown, QueryFailed, SeriesStates, connect, run_query
+from agent.monitor.prometheus import (
+    Grid,
+    PrometheusDown,
+    PromSeries,
+    QueryFailed,
+    SeriesStates,
+    connect,
+    run_query,
+)
 from agent.operator_settings import REQUIRED_QUERIES, SUBTASK_LABEL, VERTEX_LABEL, OperatorQueries
 from agent.per_operator.observation import GraphVertex, JobGraph, OperatorObservation, VertexSeries
 from agent.ports import MonitorError, ScalerError
@@ -52,7 +60,8 @@ class VertexMonitor:
     def _note(self, name: str, problem: str | None, detail: str = "") -> None:
         self._states.note(name, problem, detail)
 
-    def _range(self, query: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    def _range(self, query: str, start: datetime, end: datetime) -> list[PromSeries]:
+        # The HTTP API's matrix result, as the client returns it: a list of PromSeries.
         return run_query(
             lambda: self.client.custom_query_range(query, start, end, f"{self.settings.step_s:g}"), self.settings
         )
@@ -90,8 +99,8 @@ class VertexMonitor:
             elif name not in gaps:
                 self._note(name, None)
         self._note("prometheus", None)
-        series = {vid: VertexSeries(vid, queries) for vid, queries in by_vertex.items()}
-        return grid.times, series, gaps
+        series_by_vertex = {vid: VertexSeries(vid, queries) for vid, queries in by_vertex.items()}
+        return grid.times, series_by_vertex, gaps
 
 
 class FlinkGraphReader:
@@ -103,11 +112,11 @@ class FlinkGraphReader:
     def read(self) -> JobGraph:
         """The job's vertices in topological order with their edges; ScalerError if the REST API cannot say."""
         job = self.scaler.job_state()
-        plan = self.scaler.client.get(f"/jobs/{job.job_id}/plan") or {}
-        nodes = {str(n.get("id")): n for n in (plan.get("plan") or {}).get("nodes", [])}
+        plan = as_object(self.scaler.client.get(f"/jobs/{job.job_id}/plan"))
+        nodes = {str(n.get("id")): n for n in objects(member(plan, "plan").get("nodes", []))}
         vertices: list[GraphVertex] = []
         for vertex in job.vertices:
-            inputs = (nodes.get(vertex.id) or {}).get("inputs") or []
+            inputs = objects((nodes.get(vertex.id) or {}).get("inputs") or [])
             upstream = tuple(str(i["id"]) for i in inputs if "id" in i)
             vertices.append(GraphVertex(vertex.id, vertex.name, vertex.parallelism, vertex.max_parallelism, upstream))
         known = {v.id for v in vertices}
@@ -123,16 +132,16 @@ class FlinkGraphReader:
     def _profile(self) -> MemoryProfile | None:
         """Managed memory and CPU per slot of the first TaskManager (None when none reports it)."""
         try:
-            answer = self.scaler.client.get("/taskmanagers") or {}
+            answer = self.scaler.client.get("/taskmanagers")
         except ScalerError:
             return None
-        for tm in answer.get("taskmanagers", []):
-            slots = int(tm.get("slotsNumber") or 0)
-            total: Mapping[str, Any] = tm.get("totalResource") or {}
+        for tm in objects(as_object(answer).get("taskmanagers", [])):
+            slots = as_int(tm.get("slotsNumber") or 0)
+            total = member(tm, "totalResource")
             if slots > 0 and "managedMemory" in total:
                 return MemoryProfile(
-                    managed_memory_per_slot_mb=float(total["managedMemory"]) / slots,
-                    cpu_per_slot=float(total.get("cpuCores") or slots) / slots,
+                    managed_memory_per_slot_mb=as_float(total["managedMemory"]) / slots,
+                    cpu_per_slot=as_float(total.get("cpuCores") or slots) / slots,
                 )
         return None
 
