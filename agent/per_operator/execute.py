@@ -17,14 +17,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from kubernetes import client as k8s
 
 from agent.execute.flink_rest import FlinkRestScaler
 from agent.execute.kubernetes import MERGE_PATCH, Backoff, FatalApiError, RetriesExhausted, TargetRef
+from agent.json_types import JsonObject, JsonValue, as_int, member
 from agent.logging import get_logger
 from agent.ports import EventSink, RescaleResult, ScalerError
 from agent.settings import ScaleTargetSettings
@@ -34,11 +35,13 @@ OVERRIDES_KEY = "pipeline.jobvertex-parallelism-overrides"
 MANAGED_KEY = "taskmanager.memory.managed.size"
 SLOTS_KEY = "taskmanager.numberOfTaskSlots"
 
+T = TypeVar("T")
+
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _UNIT_MB = {"": 1 / 1024**2, "b": 1 / 1024**2, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0**2}
 
 
-def parse_memory_mb(text: str | int | float) -> float:
+def parse_memory_mb(text: JsonValue) -> float:
     """Flink or Kubernetes memory (``2048m``, ``2g``, ``1.5Gi``, ``512mb``, bytes as a number) in MiB.
 
     >>> parse_memory_mb("2048m"), parse_memory_mb("2Gi"), parse_memory_mb("512 mb"), parse_memory_mb(1048576)
@@ -122,7 +125,7 @@ class FlinkDeploymentVertexScaler:
 
     # ------------------------------------------------------------------ API
 
-    def _call(self, fn: Any, verb: str) -> Any:
+    def _call(self, fn: Callable[[], T], verb: str) -> T:
         try:
             return self.backoff.call(fn)
         except FatalApiError as exc:
@@ -134,7 +137,7 @@ class FlinkDeploymentVertexScaler:
                 f"{verb} {self.target.describe()}: {exc}", kind=exc.failure.kind, retryable=True
             ) from None
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> JsonObject:
         t = self.target
         obj = self._call(
             lambda: self.custom.get_namespaced_custom_object(
@@ -151,7 +154,7 @@ class FlinkDeploymentVertexScaler:
             raise ScalerError(f"{t.describe()}: unexpected answer {type(obj).__name__}", kind="invalid_target")
         return obj
 
-    def _patch(self, body: dict[str, Any]) -> None:
+    def _patch(self, body: JsonObject) -> None:
         t = self.target
         self._call(
             lambda: self.custom.patch_namespaced_custom_object(
@@ -170,9 +173,9 @@ class FlinkDeploymentVertexScaler:
     # ------------------------------------------------------------------ parallelism
 
     @staticmethod
-    def overrides(obj: Mapping[str, Any]) -> dict[str, int]:
+    def overrides(obj: JsonObject) -> dict[str, int]:
         """The per-vertex overrides the FlinkDeployment holds now."""
-        text = str(((obj.get("spec") or {}).get("flinkConfiguration") or {}).get(OVERRIDES_KEY) or "")
+        text = str(member(member(obj, "spec"), "flinkConfiguration").get(OVERRIDES_KEY) or "")
         out: dict[str, int] = {}
         for item in filter(None, (part.strip() for part in text.split(","))):
             vertex, _, value = item.partition(":")
@@ -187,7 +190,7 @@ class FlinkDeploymentVertexScaler:
         before = self._read()
         merged = {**self.overrides(before), **{str(k): int(v) for k, v in targets.items()}}
         requested = max(merged.values()) if merged else 0
-        current_job = int(((before.get("spec") or {}).get("job") or {}).get("parallelism") or 0)
+        current_job = as_int(member(member(before, "spec"), "job").get("parallelism") or 0)
         why = reasons[-1] if reasons else "no reason given"
         if dry_run:
             if self.events is not None and self.settings.recommendation_events:
@@ -196,7 +199,7 @@ class FlinkDeploymentVertexScaler:
                     message=f"dry-run: would set {OVERRIDES_KEY} to {_format(merged)}: {why}",
                 )
             return RescaleResult(requested=requested, confirmed=current_job, dry_run=True)
-        spec: dict[str, Any] = {"flinkConfiguration": {OVERRIDES_KEY: _format(merged)}}
+        spec: JsonObject = {"flinkConfiguration": {OVERRIDES_KEY: _format(merged)}}
         if requested > current_job:
             spec["job"] = {"parallelism": requested}
         self._patch({"spec": spec})
@@ -226,10 +229,10 @@ class FlinkDeploymentVertexScaler:
     ) -> MemoryResult:
         """Set the managed memory per TaskManager and grow or shrink its process memory by the difference."""
         obj = self._read()
-        spec = obj.get("spec") or {}
-        config = spec.get("flinkConfiguration") or {}
+        spec = member(obj, "spec")
+        config = member(spec, "flinkConfiguration")
         slots = int(str(config.get(SLOTS_KEY) or 1))
-        resource = (spec.get("taskManager") or {}).get("resource") or {}
+        resource = member(member(spec, "taskManager"), "resource")
         if "memory" not in resource:
             raise ScalerError(
                 f"{self.target.describe()} has no spec.taskManager.resource.memory", kind="invalid_target"
@@ -260,7 +263,7 @@ class FlinkDeploymentVertexScaler:
                 }
             }
         )
-        after = (self._read().get("spec") or {}).get("flinkConfiguration") or {}
+        after = member(member(self._read(), "spec"), "flinkConfiguration")
         confirmed = parse_memory_mb(after[MANAGED_KEY]) / slots if MANAGED_KEY in after else None
         if self.events is not None:
             self.events.emit(reason="MemoryChanged", message=f"set {message}")
