@@ -89,43 +89,59 @@ def justin_plan(
     scaled_up: dict[str, bool] = {}
     reasons: list[str] = []
     for op in operators:
-        proposed = ds2[op.name]
-        parallelism[op.name], levels[op.name], scaled_up[op.name] = proposed, op.memory_level, False
-        if not op.stateful:
-            levels[op.name] = None
-            continue
-        level = op.memory_level or 0
-        if proposed == op.parallelism:
-            continue
-        can_raise = level + 1 < max_level
-        if op.scaled_up_last:
-            if _improved(op):
-                if can_raise:
-                    parallelism[op.name], levels[op.name], scaled_up[op.name] = op.parallelism, level + 1, True
-                    reasons.append(
-                        f"{op.name}: last scale-up helped: memory level {level + 1} instead of {proposed} tasks"
-                    )
-                else:
-                    reasons.append(
-                        f"{op.name}: last scale-up helped but level {level} is the highest: {proposed} tasks"
-                    )
-            else:
-                levels[op.name] = max(0, level - 1)
-                reasons.append(
-                    f"{op.name}: last scale-up did not help: back to level {levels[op.name]}, {proposed} tasks"
-                )
-            continue
-        hit, latency = op.cache_hit_rate, op.access_latency_ms
-        memory_bound = (hit is not None and hit < hit_threshold) or (
-            latency is not None and latency > latency_threshold_ms
-        )
-        if memory_bound and can_raise:
-            parallelism[op.name], levels[op.name], scaled_up[op.name] = op.parallelism, level + 1, True
-            shown = "?" if hit is None else f"{hit:.0%}"
-            reasons.append(
-                f"{op.name}: cache hit rate {shown} < {hit_threshold:.0%}: memory level {level + 1} "
-                f"instead of {proposed} tasks"
-            )
-        else:
-            reasons.append(f"{op.name}: DS2's {proposed} tasks at memory level {level}")
+        step = _operator_step(op, ds2[op.name], hit_threshold, latency_threshold_ms, max_level)
+        parallelism[op.name], levels[op.name], scaled_up[op.name] = step.parallelism, step.level, step.scaled_up
+        if step.reason is not None:
+            reasons.append(step.reason)
     return JustinPlan(parallelism, levels, scaled_up, tuple(reasons))
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One operator's outcome of Algorithm 1: its parallelism, memory level, whether memory was raised, why."""
+
+    parallelism: int
+    level: int | None
+    scaled_up: bool = False
+    reason: str | None = None
+
+
+def _operator_step(
+    op: OperatorMemoryState, proposed: int, hit_threshold: float, latency_threshold_ms: float, max_level: int
+) -> _Step:
+    """DS2's ``proposed`` parallelism for ``op``, or a memory level up instead where its state access asks for it."""
+    if not op.stateful:
+        return _Step(proposed, None)
+    level = op.memory_level or 0
+    if proposed == op.parallelism:
+        return _Step(proposed, op.memory_level)
+    can_raise = level + 1 < max_level
+    if op.scaled_up_last:
+        return _after_scale_up(op, proposed, level, can_raise)
+    hit, latency = op.cache_hit_rate, op.access_latency_ms
+    memory_bound = (hit is not None and hit < hit_threshold) or (latency is not None and latency > latency_threshold_ms)
+    if memory_bound and can_raise:
+        shown = "?" if hit is None else f"{hit:.0%}"
+        reason = (
+            f"{op.name}: cache hit rate {shown} < {hit_threshold:.0%}: memory level {level + 1} "
+            f"instead of {proposed} tasks"
+        )
+        return _Step(op.parallelism, level + 1, True, reason)
+    return _Step(proposed, op.memory_level, reason=f"{op.name}: DS2's {proposed} tasks at memory level {level}")
+
+
+def _after_scale_up(op: OperatorMemoryState, proposed: int, level: int, can_raise: bool) -> _Step:
+    """An operator whose memory was raised last time: raise it again if that helped, else step it back down."""
+    if not _improved(op):
+        back = max(0, level - 1)
+        return _Step(
+            proposed, back, reason=f"{op.name}: last scale-up did not help: back to level {back}, {proposed} tasks"
+        )
+    if can_raise:
+        reason = f"{op.name}: last scale-up helped: memory level {level + 1} instead of {proposed} tasks"
+        return _Step(op.parallelism, level + 1, True, reason)
+    return _Step(
+        proposed,
+        op.memory_level,
+        reason=f"{op.name}: last scale-up helped but level {level} is the highest: {proposed} tasks",
+    )
