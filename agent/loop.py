@@ -18,6 +18,7 @@ import numpy as np
 
 from agent.analyze import Analysis, AnalyzeStage, Analyzer
 from agent.clock import Clock
+from agent.json_types import member
 from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge, encode_document
 from agent.knowledge.schema import validate_document
 from agent.logging import get_logger
@@ -158,7 +159,7 @@ class RoundResult:
         return self.outcome.message
 
 
-def _worker_means(series: Any) -> dict[str, float]:
+def _worker_means(series: Mapping[str, np.ndarray]) -> dict[str, float]:
     """Mean of each worker's finite samples (workers without any are left out)."""
     means: dict[str, float] = {}
     for worker, values in series.items():
@@ -254,7 +255,7 @@ class Agent:
         try:
             # Read field by field (every store checked it already; a store of the lab's may not have).
             loop = validate_document(document).loop
-            self.analyzer.restore(document.get("analyzer") or {})
+            self.analyzer.restore(member(document, "analyzer"))
             self.last_rescale_at = loop.last_rescale_at
             self.last_round_at = loop.last_round_at
             self.rescales = RescaleHistory.from_stored(loop.rescales)
@@ -526,7 +527,7 @@ class Agent:
 
     def _log_round(self, result: RoundResult) -> None:
         analysis, decision = result.analysis, result.decision
-        fields: dict[str, Any] = {
+        fields: dict[str, object] = {
             "outcome": result.outcome.status.value,
             "skipped": result.skipped,
             "ms": {k: round(v, 2) for k, v in result.durations_ms.items()},

@@ -7,7 +7,7 @@ monitor (MetricSource) -> analyze (models/) -> plan (planner/) -> execute (Scale
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Protocol, TypeAlias, runtime_checkable
 
 from agent.json_types import JsonObject
 from agent.observation import Observation
@@ -113,7 +113,7 @@ class ResourceReporter(Protocol):
 class KnowledgeStore(Protocol):
     """Keeps the knowledge document across restarts; one atomic write per loop."""
 
-    def load(self) -> dict[str, Any] | None:
+    def load(self) -> KnowledgeDocument | None:
         """The stored document, or None for a fresh start (a corrupt one is moved aside, never deleted). Its
         values are read from storage and not yet checked: the agent validates the document before using it."""
         ...
