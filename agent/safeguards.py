@@ -5,7 +5,7 @@ measured (the TaskManagers' heap and GC time, the clock against the blocked peri
 scale-outs it remembers) and vetoes or limits it (``planner.safeguards`` judges; this module measures,
 remembers and reports). Every veto or limit is a :class:`planner.safeguards.Finding`, reported by
 :class:`DecisionReporter` as a Kubernetes Event and a log line, at most one per reason code per interval.
-The quota lowers what every policy plans within (``Agent._round_config``), as the cluster's free slots do.
+The quota lowers what every policy plans within (``Agent.round_config``), as the cluster's free slots do.
 """
 
 from __future__ import annotations

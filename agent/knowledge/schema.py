@@ -209,7 +209,7 @@ class AnalyzerState(_Part):
 
 
 class RescaleRecord(_Part):
-    """One rescale the agent applied or proposed (``agent.loop.Agent._execute``)."""
+    """One rescale the agent applied or proposed (``agent.rescales.Rescale``, kept by ``RescaleHistory``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
