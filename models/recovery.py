@@ -329,11 +329,16 @@ class RecoveryPredictor:
         checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
         downtime_rescale_prior_s: float = DOWNTIME_RESCALE_PRIOR_S,
         downtime_failure_prior_s: float = DOWNTIME_FAILURE_PRIOR_S,
+        *,
+        aligned_rescales: bool = False,
     ) -> None:
-        """Priors are the downtimes assumed before any recovery of that kind was measured."""
+        """Priors are the downtimes assumed before any recovery of that kind was measured; ``aligned_rescales``:
+        the scale target aligns each rescale with a checkpoint triggered for it, so a rescale replays next to
+        nothing (a failure still replays what came since the last checkpoint)."""
         if checkpoint_interval_s <= 0:
             raise ValueError(f"checkpoint_interval_s must be positive, got {checkpoint_interval_s}")
         self.checkpoint_interval_s = float(checkpoint_interval_s)
+        self.aligned_rescales = aligned_rescales
         self.priors = {"rescale": float(downtime_rescale_prior_s), "failure": float(downtime_failure_prior_s)}
         self._per_scale_out: dict[tuple[str, int], _Estimate] = {}
         self._per_kind: dict[str, _Estimate] = {}
@@ -398,7 +403,7 @@ class RecoveryPredictor:
         return recovery_time(
             capacity=capacity,
             forecast=series,
-            replay_records=self.replay_records(rate),
+            replay_records=self.replay_records(rate, kind),
             downtime_s=downtime,
             profile=profile,
             held_records=lag,
@@ -419,7 +424,8 @@ class RecoveryPredictor:
         before a checkpoint completes (a whole interval replayed) and the workload rises as ``upper`` says
         (the rise envelope) while the job catches up. What a rescale that is only an option, a scale-in, must
         recover within; the expected case (:meth:`predict`) is what the watch compares with, and this one is
-        not recorded for learning."""
+        not recorded for learning. An aligned rescale's bad case is the same: its checkpoint may fail or miss
+        its bound, and the rescale then goes ahead from the last one."""
         inputs = _inputs(capacity, upper, recent_workload_rate, current_lag)
         if inputs is None:
             return math.inf
@@ -433,9 +439,12 @@ class RecoveryPredictor:
             held_records=lag,
         )
 
-    def replay_records(self, recent_workload_rate: float) -> float:
-        """Records a stop replays: those since the last checkpoint (half an interval of the recent workload,
-        the expected replay of a stop at a random moment). The lag already waiting comes on top."""
+    def replay_records(self, recent_workload_rate: float, kind: str = "failure") -> float:
+        """Records a stop of ``kind`` replays: those since the last checkpoint (half an interval of the recent
+        workload, the expected replay of a stop at a random moment), none for a rescale aligned with a
+        checkpoint. The lag already waiting comes on top."""
+        if kind == "rescale" and self.aligned_rescales:
+            return 0.0
         return recent_workload_rate * self.checkpoint_interval_s / 2
 
     def last_context(self, kind: str, parallelism: int) -> PredictionContext | None:
@@ -469,17 +478,17 @@ class RecoveryPredictor:
             context = PredictionContext.given(capacity, forecast, recent_workload_rate, current_lag, profile)
         downtime = None
         if math.isfinite(measured_s) and measured_s >= 0 and context is not None:
-            downtime = self._implied_downtime(context, measured_s)
+            downtime = self._implied_downtime(context, measured_s, kind)
         if downtime is None:
             self.unexplained += 1
             return None
         self._fold(kind, _key(kind, parallelism, current), downtime)
         return downtime
 
-    def _implied_downtime(self, context: PredictionContext, measured_s: float) -> float | None:
+    def _implied_downtime(self, context: PredictionContext, measured_s: float, kind: str) -> float | None:
         """The downtime that makes the prediction in ``context`` equal ``measured_s`` (bisection: recovery time
         grows with downtime); 0 when even none predicts longer; None when no downtime predicts a recovery."""
-        replay = self.replay_records(context.rate)
+        replay = self.replay_records(context.rate, kind)
 
         def predicted(downtime: float) -> float:
             return recovery_time(

@@ -120,7 +120,8 @@ class PlanInput:
     """Expected downtime of a rescale from the current scale-out to each candidate (learned from measured
     rescales, a prior before), s; empty when unknown."""
     replay_records: float | None = None
-    """Records a stop now replays (those since the last checkpoint, expected); None if unknown."""
+    """Records a rescale now replays (those since the last checkpoint, expected; none where the scale target
+    aligns rescales with a checkpoint); None if unknown."""
 
     # The job graph, for the per-vertex policies (empty for a whole-job one).
     vertices: tuple[VertexInput, ...] = ()

@@ -42,7 +42,8 @@ class Analysis:
     rescale_downtimes: Mapping[int, float] = field(default_factory=dict)
     """Expected downtime of a rescale from the current scale-out to each candidate, s (the recovery predictor's)."""
     replay_records: float | None = None
-    """Records a stop now replays, expected (the recovery predictor's), or None."""
+    """Records a rescale now replays, expected (the recovery predictor's: none where rescales are aligned with a
+    checkpoint), or None."""
 
     def summary(self) -> dict[str, Any]:
         """The fields of the ``loop`` log event."""

@@ -226,7 +226,7 @@ class Analyzer:
             recoveries=tuple(recoveries),
             refused_artifacts=refused,
             rescale_downtimes=scale_outs.downtimes,
-            replay_records=None if rate is None else self.recovery.replay_records(rate),
+            replay_records=None if rate is None else self.recovery.replay_records(rate, "rescale"),
         )
 
 

@@ -14,6 +14,7 @@ from agent.analyze.recovery import falling_behind
 from agent.analyze.forecasting import forecaster_config
 from agent.analyze.restarts import RestartDetector, stopped_at
 from agent.observation import Observation
+from agent.settings import load_settings
 from agent.loop import Agent
 from lab.replay import MemoryKnowledgeStore, Replay
 from lab.settings import LabSettings, load_lab_settings
@@ -474,3 +475,19 @@ def test_the_analyzer_answers_downtimes_from_its_recovery_predictor() -> None:
     for kind in ("rescale", "failure"):
         for n in (1, 4, 12):
             assert analyzer.downtime(kind, n) == analyzer.recovery.downtime(kind, n) > 0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "aligned"),
+    [
+        ({"scale_target.kind": "flink-rest"}, True),
+        ({"scale_target.kind": "flink-rest", "scale_target.checkpoint_before_rescale": False}, False),
+        ({"scale_target.kind": "deployment"}, False),
+    ],
+)
+def test_rescales_replay_nothing_only_where_the_scale_target_aligns_them_with_a_checkpoint(
+    overrides: dict[str, object], aligned: bool
+) -> None:
+    analyzer = Analyzer(load_settings(None, overrides))
+    assert analyzer.recovery.aligned_rescales is aligned
+    assert (analyzer.recovery.replay_records(1_000.0, "rescale") == 0.0) is aligned

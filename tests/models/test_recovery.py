@@ -354,3 +354,25 @@ def test_the_fast_recovery_equals_the_plain_definition(
         assert math.isinf(fast)
     else:
         assert fast == pytest.approx(plain, rel=1e-6, abs=1e-6)
+
+
+def test_an_aligned_rescale_replays_nothing_and_recovers_sooner_while_a_failure_replays_as_before() -> None:
+    plain = RecoveryPredictor(checkpoint_interval_s=60, downtime_rescale_prior_s=2.0)
+    aligned = RecoveryPredictor(checkpoint_interval_s=60, downtime_rescale_prior_s=2.0, aligned_rescales=True)
+    forecast = np.full(900, 1_000.0)
+    assert plain.replay_records(1_000.0, "rescale") == 30_000.0
+    assert aligned.replay_records(1_000.0, "rescale") == 0.0
+    assert aligned.replay_records(1_000.0, "failure") == plain.replay_records(1_000.0, "failure") == 30_000.0
+    rescale = {"kind": "rescale", "parallelism": 4}
+    sooner = aligned.predict(1_500.0, forecast, 1_000.0, **rescale)
+    later = plain.predict(1_500.0, forecast, 1_000.0, **rescale)
+    assert sooner < later
+    failure = {"kind": "failure", "parallelism": 4}
+    assert aligned.predict(1_500.0, forecast, 1_000.0, **failure) == plain.predict(
+        1_500.0, forecast, 1_000.0, **failure
+    )
+    # The bad case of a scale-in assumes the checkpoint failed and a whole interval is replayed, aligned or not.
+    bad = {"parallelism": 3, "current": 4}
+    assert aligned.predict_bad_case(1_500.0, forecast, 1_000.0, **bad) == plain.predict_bad_case(
+        1_500.0, forecast, 1_000.0, **bad
+    )
