@@ -308,45 +308,11 @@ class Safeguards:
                 findings.append(held)
         if target == current:
             return Review(decision, tuple(findings))
-        memory = self.settings.memory
-        blocked = self.settings.blocked_periods
-        period = self.blocked.active(now) if blocked.periods else None
-        effectiveness = self.settings.effectiveness
-        veto = (
-            (
-                memory_veto(
-                    current,
-                    target,
-                    pressure,
-                    heap_threshold=memory.heap_usage_threshold,
-                    gc_threshold=memory.gc_pressure_threshold,
-                )
-                if memory.enabled
-                else None
-            )
-            or blocked_veto(
-                current,
-                target,
-                period,
-                recovery_s=recovery_s,
-                target_recovery_s=target_recovery_s,
-                recovery_scale_out=blocked.recovery_scale_out,
-            )
-            or (
-                ineffective_veto(
-                    current,
-                    target,
-                    self.ineffective.live(now),
-                    workload=workload,
-                    tolerance=effectiveness.workload_tolerance,
-                )
-                if effectiveness.enabled
-                else None
-            )
-        )
+        round_ = self._round(now, pressure, recovery_s, target_recovery_s, workload)
+        veto = round_.veto(current, target)
         if veto is not None:
             return Review(vetoed(decision, current, veto), (*findings, veto))
-        note = blocked_recovery_note(current, target, period, recovery_s)
+        note = blocked_recovery_note(current, target, round_.period, recovery_s)
         if note is not None:
             decision = replace(decision, reasons=(*decision.reasons, note))
         return Review(decision, tuple(findings))
@@ -366,50 +332,14 @@ class Safeguards:
         """A per-vertex plan reviewed vertex by vertex: a vertex the memory guard, a blocked period or one of its
         own ineffective scale-outs holds keeps its parallelism (a scale-in of one vertex is still a scale-in); the
         others go ahead."""
-        memory = self.settings.memory
-        blocked = self.settings.blocked_periods
-        period = self.blocked.active(now) if blocked.periods else None
-        effectiveness = self.settings.effectiveness
-        records = self.ineffective.live(now) if effectiveness.enabled else ()
+        round_ = self._round(now, pressure, recovery_s, target_recovery_s, workload)
         kept = dict(planned)
         findings: list[Finding] = []
         for vertex, target in planned.items():
             current = before.get(vertex, target)
             if target == current:
                 continue
-            veto = (
-                (
-                    memory_veto(
-                        current,
-                        target,
-                        pressure,
-                        heap_threshold=memory.heap_usage_threshold,
-                        gc_threshold=memory.gc_pressure_threshold,
-                    )
-                    if memory.enabled
-                    else None
-                )
-                or blocked_veto(
-                    current,
-                    target,
-                    period,
-                    recovery_s=recovery_s,
-                    target_recovery_s=target_recovery_s,
-                    recovery_scale_out=blocked.recovery_scale_out,
-                )
-                or (
-                    ineffective_veto(
-                        current,
-                        target,
-                        records,
-                        workload=workload,
-                        tolerance=effectiveness.workload_tolerance,
-                        vertex=vertex,
-                    )
-                    if records
-                    else None
-                )
-            )
+            veto = round_.veto(current, target, vertex=vertex)
             if veto is not None:
                 kept[vertex] = current
                 name = names.get(vertex, vertex)
@@ -418,7 +348,74 @@ class Safeguards:
                 )
         return kept, tuple(findings)
 
+    def _round(
+        self,
+        now: float,
+        pressure: MemoryPressure,
+        recovery_s: float | None,
+        target_recovery_s: float,
+        workload: float | None,
+    ) -> _RoundVetoes:
+        """This round's vetoes: the settings with the blocked period and the ineffective scale-outs live now."""
+        return _RoundVetoes(
+            settings=self.settings,
+            pressure=pressure,
+            period=self.blocked.active(now) if self.settings.blocked_periods.periods else None,
+            ineffective=self.ineffective.live(now) if self.settings.effectiveness.enabled else (),
+            recovery_s=recovery_s,
+            target_recovery_s=target_recovery_s,
+            workload=workload,
+        )
+
     def report(self, findings: tuple[Finding, ...], *, now: float) -> None:
         """Report the findings (rate-limited per reason code)."""
         if findings:
             self.reporter.report(findings, now=now)
+
+
+@dataclass(frozen=True)
+class _RoundVetoes:
+    """The safeguards that can veto a rescale this round, checked in order: memory pressure, a blocked period,
+    a repeated ineffective scale-out."""
+
+    settings: SafeguardSettings
+    pressure: MemoryPressure
+    period: str | None
+    """The blocked period in force (as configured), or None."""
+    ineffective: tuple[IneffectiveScaleOut, ...]
+    recovery_s: float | None
+    target_recovery_s: float
+    workload: float | None
+
+    def veto(self, current: int, target: int, *, vertex: str | None = None) -> Finding | None:
+        """The first safeguard that holds a rescale ``current`` -> ``target`` (of ``vertex``, None: the whole job)."""
+        memory = self.settings.memory
+        effectiveness = self.settings.effectiveness
+        if memory.enabled:
+            held = memory_veto(
+                current,
+                target,
+                self.pressure,
+                heap_threshold=memory.heap_usage_threshold,
+                gc_threshold=memory.gc_pressure_threshold,
+            )
+            if held is not None:
+                return held
+        held = blocked_veto(
+            current,
+            target,
+            self.period,
+            recovery_s=self.recovery_s,
+            target_recovery_s=self.target_recovery_s,
+            recovery_scale_out=self.settings.blocked_periods.recovery_scale_out,
+        )
+        if held is not None or not self.ineffective:
+            return held
+        return ineffective_veto(
+            current,
+            target,
+            self.ineffective,
+            workload=self.workload,
+            tolerance=effectiveness.workload_tolerance,
+            vertex=vertex,
+        )
