@@ -51,7 +51,7 @@ from simulator.trace import Trace
 
 DAG_REPLAY_POLICIES: dict[str, Callable[[], Policy]] = {
     "daedalus": lambda: DaedalusPerOperator(uniform=True),
-    **{name: registry.SPECS[name].operator_policy for name in sorted(registry.per_vertex())},
+    **{name: registry.SPECS[name].vertex_policy for name in sorted(registry.per_vertex())},
 }
 """The policies of the testbed replay: every policy with a per-vertex form (planner.registry), and ``daedalus``,
 whole-job Daedalus (every vertex at one parallelism) as the baseline they are measured against."""

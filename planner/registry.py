@@ -118,7 +118,7 @@ class PolicySpec:
             return self.with_options(options)
         return self.whole_job()
 
-    def operator_policy(self) -> Policy:
+    def vertex_policy(self) -> Policy:
         """The per-vertex policy at its defaults; KeyError when it only plans the whole job."""
         if self.per_vertex is None:
             raise KeyError(

@@ -381,7 +381,7 @@ def vertex_planning(
     """The per-vertex planning part for ``settings``: its policy's per-vertex form (or ``policy``) and the per-vertex
     gauges on ``registry`` (None: none). Its config is the agent's round config (``agent.loop.planner_config``)."""
     return VertexPlanning(
-        policy or settings.policy_spec.operator_policy(),
+        policy or settings.policy_spec.vertex_policy(),
         monitor=monitor,
         scaler=scaler,
         telemetry=OperatorTelemetry(registry) if registry is not None else None,

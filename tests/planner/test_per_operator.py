@@ -425,6 +425,6 @@ def test_qescalor_keeps_subtasks_that_the_next_epochs_need_again() -> None:
 def test_every_per_operator_policy_is_registered_and_runs_in_production() -> None:
     for name in ("ds2", "daedalus-per-operator", "justin", "qescalor"):
         assert name in registry.per_vertex() and name in registry.production()
-        assert registry.spec(name).operator_policy().name == name
+        assert registry.spec(name).vertex_policy().name == name
     with pytest.raises(KeyError, match="known"):
-        registry.spec("hpa").operator_policy()
+        registry.spec("hpa").vertex_policy()

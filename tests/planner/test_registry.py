@@ -15,7 +15,7 @@ def test_each_spec_builds_its_forms_under_its_name_and_declares_the_forecast_it_
     spec = SPECS[name]
     assert spec.whole_job is not None or spec.per_vertex is not None, name
     forms = [spec.policy()] if spec.whole_job is not None else []
-    forms += [spec.operator_policy()] if spec.per_vertex is not None else []
+    forms += [spec.vertex_policy()] if spec.per_vertex is not None else []
     for policy in forms:
         assert policy.name == name
         # The agent skips forecasting for a policy that does not read it: the spec must say the same.
