@@ -6,8 +6,8 @@ Every default needs only Flink's Prometheus reporter; the state queries answer o
 keyed state in RocksDB and with its native metrics and latency tracking switched on (see
 docs/flink-metrics.md, "Per vertex"), and an empty answer there means "stateless", not a gap.
 
-Series measured on Flink 2.3 and 1.20 (the same): task-scope ``numRecordsIn``/``numRecordsOut`` count what a vertex (a chain
-of operators) takes in and emits, a source's ``numRecordsIn`` what it read; every task- and
+Series measured on Flink 2.3 and 1.20 (the same): task-scope ``numRecordsIn``/``numRecordsOut`` count what
+a vertex (a chain of operators) takes in and emits, a source's ``numRecordsIn`` what it read; every task- and
 operator-scope series carries ``task_id`` (the job vertex id of ``/jobs/{id}``) and ``subtask_index``.
 """
 

@@ -80,13 +80,14 @@ class PromQLQueries(_Section):
         " or vector(0))",
         description="Records/s arriving at the source: what the sources read (numRecordsOut counters) plus the "
         "growth of their backlog (FLIP-33 pendingRecords) over the same window, both per reader (each reader's "
-        "two series are scraped together, so both terms cover the same stretch of the window). A source that reports no "
-        "pendingRecords in the whole window (datagen, connectors without FLIP-33) adds no growth term: its "
+        "two series are scraped together, so both terms cover the same stretch of the window). A source that "
+        "reports no pendingRecords in the whole window (datagen, connectors without FLIP-33) adds no growth term: its "
         "workload is what it reads, which falls short of the demand while the job is saturated. "
         "Needs: numRecordsOut; pendingRecords where the source has it.",
     )
     throughput: str = Field(
-        f"sum by ({{worker_label}}) (rate(flink_taskmanager_job_task_operator_numRecordsOut{{{_SOURCE}}}[{{window}}s]))",
+        f"sum by ({{worker_label}}) "
+        f"(rate(flink_taskmanager_job_task_operator_numRecordsOut{{{_SOURCE}}}[{{window}}s]))",
         description="Records/s the source reads per worker. Needs: the sources' numRecordsOut.",
     )
     busy: str = Field(
@@ -414,7 +415,8 @@ class Settings(BaseSettings):
         gt=0,
         le=DAY_S,
         description="Time between two rounds of the MAPE-K loop, seconds."
-        " At most a day (DAY_S): the scheduler's timer holds it, and a round reads back at most five intervals of metrics.",
+        " At most a day (DAY_S): the scheduler's timer holds it, and a round reads back at most five intervals"
+        " of metrics.",
     )
     min_parallelism: int = Field(
         1,
@@ -459,8 +461,8 @@ class Settings(BaseSettings):
         le=DAY_S,
         description="After a rescale within this window, keep the scale-out while it still carries "
         "the load (Daedalus Algorithm 1, first check), seconds. With holds: cost and a cheap rescale, the longest: "
-        "Daedalus keeps it until a one-worker scale-in would have paid for its rescale (at least a loop). At most a day "
-        "(DAY_S).",
+        "Daedalus keeps it until a one-worker scale-in would have paid for its rescale (at least a loop). "
+        "At most a day (DAY_S).",
     )
     scale_down_stabilization_s: float = Field(
         defaults.SCALE_DOWN_STABILIZATION_S,

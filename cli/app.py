@@ -188,7 +188,10 @@ def hours_done(done_s: int, total_s: int) -> str:
 def _episode_line(episode: dict[str, Any]) -> str:
     """``rescale at 7,320 s: 312 s, 1 stop``: one missed episode of a summary."""
     stops = episode["stops"]
-    line = f"{episode['kind']} at {episode['start_s']:,} s: {episode['length_s']:,} s, {stops} stop{'s' if stops != 1 else ''}"
+    line = (
+        f"{episode['kind']} at {episode['start_s']:,} s: {episode['length_s']:,} s, "
+        f"{stops} stop{'s' if stops != 1 else ''}"
+    )
     if episode["end_s"] is None:
         line += ", still open at the end"
     return line + (f", {episode['falling_behind_s']} s falling behind" if episode["falling_behind_s"] else "")

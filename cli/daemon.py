@@ -28,7 +28,10 @@ def run(
         None, "--log-level", help=setting_help("debug, info, warning or error", Settings, "telemetry.log_level")
     ),
 ) -> None:
-    """Run the production daemon: Prometheus monitor, Kubernetes executor, /metrics /healthz /readyz; stops on SIGTERM."""
+    """Run the production daemon: Prometheus monitor, Kubernetes executor, /metrics /healthz /readyz.
+
+    Stops on SIGTERM.
+    """
     from agent.daemon import Daemon, StartupError
 
     settings = settings_from(

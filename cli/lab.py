@@ -433,7 +433,8 @@ def capacity_plan(
         None,
         "--max-rate",
         max=1e12,
-        help="Flink: records/s injected during each run's warmup, above its MST (default: 2x capacity per slot x slots).",
+        help="Flink: records/s injected during each run's warmup, above its MST "
+        "(default: 2x capacity per slot x slots).",
     ),
     min_rate_fraction: float = typer.Option(
         0.8,
@@ -590,7 +591,8 @@ def _flink_plan(
 
     if not 1 <= min_slots < max_slots:
         fail(
-            f"--min-slots {min_slots}, --max-slots {max_slots}: need 1 <= min < max (two budgets at least, to fit how capacity grows)"
+            f"--min-slots {min_slots}, --max-slots {max_slots}: need 1 <= min < max "
+            "(two budgets at least, to fit how capacity grows)"
         )
     if measure_s < 3:
         fail(f"--measure-s: at least 3 s of samples to see the backlog grow, got {measure_s}")

@@ -40,8 +40,10 @@ from planner.types import Decision, MemoryRecommendation, PlanInput, PlannerConf
 def level_of(managed_memory_per_slot_mb: float | None, *, min_mb: float, max_level: int) -> int | None:
     """The memory level a slot's managed memory corresponds to (nearest doubling of ``min_mb``); None for none.
 
-    >>> level_of(256, min_mb=128, max_level=3), level_of(0, min_mb=128, max_level=3), level_of(5000, min_mb=128, max_level=3)
-    (1, None, 2)
+    >>> level_of(256, min_mb=128, max_level=3), level_of(0, min_mb=128, max_level=3)
+    (1, None)
+    >>> level_of(5000, min_mb=128, max_level=3)
+    2
     """
     if managed_memory_per_slot_mb is None or managed_memory_per_slot_mb <= 0:
         return None

@@ -274,6 +274,6 @@ class QescalorPerOperator:
             performance,
             cost,
             exploring=False,
-            reason=f"{provision.memory_mb:.0f} MB per slot: {performance:,.0f}/s per bottleneck subtask, cost {cost:.1f} "
-            f"over the horizon (model of {len(samples)} profiles)",
+            reason=f"{provision.memory_mb:.0f} MB per slot: {performance:,.0f}/s per bottleneck subtask, "
+            f"cost {cost:.1f} over the horizon (model of {len(samples)} profiles)",
         )

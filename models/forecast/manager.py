@@ -442,7 +442,8 @@ class WorkloadForecaster:
         executor: Executor | None = None,
         model_factory: Callable[[], Forecaster] | None = None,
     ) -> WorkloadForecaster:
-        """A forecaster set as ``config`` but with the stored horizon, window and resolution, restored from ``state``."""
+        """A forecaster set as ``config`` but with the stored horizon, window and resolution, restored from
+        ``state``."""
         stored = replace(
             config,
             horizon_s=int(state.get("horizon_s", config.horizon_s)),

@@ -44,8 +44,8 @@ def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _loaded_after(code: str) -> dict[str, list[str]]:
     probe = (
-        code
-        + f"\nimport json, sys\nprint(json.dumps(sorted(m for m in {LAB_AND_SPARK_ONLY + ('pyarrow',)!r} if m in sys.modules)))"
+        code + "\nimport json, sys\n"
+        f"print(json.dumps(sorted(m for m in {LAB_AND_SPARK_ONLY + ('pyarrow',)!r} if m in sys.modules)))"
     )
     result = _python(probe)
     assert result.returncode == 0, result.stderr

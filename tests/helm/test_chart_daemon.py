@@ -223,7 +223,8 @@ def test_the_default_install_runs_ready_in_dry_run_within_its_role(world: dict[s
         api.stop()
         counts: dict[str, int] = {}
         for request in api.requests:
-            key = f"{request.method} {request.group or 'core'}/{request.resource} {'allowed' if request.allowed else 'DENIED'}"
+            verdict = "allowed" if request.allowed else "DENIED"
+            key = f"{request.method} {request.group or 'core'}/{request.resource} {verdict}"
             counts[key] = counts.get(key, 0) + 1
         print("\nrequests under the rendered Role:\n" + "\n".join(f"  {n:4d}  {k}" for k, n in sorted(counts.items())))
         print("events: " + ", ".join(event["reason"] for event in api.events))

@@ -1,4 +1,5 @@
-"""The chart rendered by the real helm: lint, Kubernetes schema validity, the four modes, RBAC, pod security, monitors."""
+"""The chart rendered by the real helm: lint, Kubernetes schema validity, the four modes, RBAC, pod security,
+monitors."""
 
 from __future__ import annotations
 

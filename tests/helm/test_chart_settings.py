@@ -74,19 +74,29 @@ DISTINCT = {
     "prometheus.source_operator": "Source:_orders.*",
     "prometheus.flink_job": "orders",
     "prometheus.queries.busy": "max by ({worker_label}) (flink_taskmanager_job_task_busyTimeMsPerSecond) / 1000",
-    "prometheus.queries.workload": 'sum(kafka_server_brokertopicmetrics_messagesinpersec_oneminuterate{topic="orders"})',
-    "prometheus.queries.throughput": 'sum(rate(flink_taskmanager_job_task_numRecordsOut{task_name=~"Source.*"}[1m])) by ({worker_label})',
+    "prometheus.queries.workload": (
+        'sum(kafka_server_brokertopicmetrics_messagesinpersec_oneminuterate{topic="orders"})'
+    ),
+    "prometheus.queries.throughput": (
+        'sum(rate(flink_taskmanager_job_task_numRecordsOut{task_name=~"Source.*"}[1m])) by ({worker_label})'
+    ),
     "prometheus.queries.cpu": "max(flink_taskmanager_Status_JVM_CPU_Load) by ({worker_label})",
     "prometheus.queries.consumer_lag": 'sum(kafka_consumergroup_lag{group="orders"})',
     "prometheus.queries.worker_backlog": "sum by ({worker_label}) (flink_taskmanager_job_task_operator_pendingRecords)",
     "prometheus.queries.parallelism": "count(flink_taskmanager_Status_JVM_CPU_Load)",
     "prometheus.queries.uptime": 'max(flink_jobmanager_job_uptime{job_name="orders"})',
-    "prometheus.queries.partition_end_offsets": 'max by (partition) (kafka_topic_partition_current_offset{topic="orders"})',
+    "prometheus.queries.partition_end_offsets": (
+        'max by (partition) (kafka_topic_partition_current_offset{topic="orders"})'
+    ),
     "prometheus.queries.partition_committed_offsets": (
         'max by (partition) (kafka_consumergroup_current_offset{consumergroup="orders-job",topic="orders"})'
     ),
-    "prometheus.queries.heap_usage": "max by (tm_id) (flink_taskmanager_Status_JVM_Memory_Heap_Used / flink_taskmanager_Status_JVM_Memory_Heap_Max)",
-    "prometheus.queries.gc_time": "sum by (tm_id) (rate(flink_taskmanager_Status_JVM_GarbageCollector_G1_Young_Generation_Time[1m])) / 1000",
+    "prometheus.queries.heap_usage": (
+        "max by (tm_id) (flink_taskmanager_Status_JVM_Memory_Heap_Used / flink_taskmanager_Status_JVM_Memory_Heap_Max)"
+    ),
+    "prometheus.queries.gc_time": (
+        "sum by (tm_id) (rate(flink_taskmanager_Status_JVM_GarbageCollector_G1_Young_Generation_Time[1m])) / 1000"
+    ),
     "safeguards.memory.heap_usage_threshold": 0.9,
     "safeguards.memory.gc_pressure_threshold": 0.3,
     "safeguards.blocked_periods.periods": ["09:00-09:30", "* 9-16 * * mon-fri"],
@@ -121,12 +131,22 @@ DISTINCT = {
     "telemetry.metrics_host": "127.0.0.1",
     "telemetry.metrics_port": 9400,
     "telemetry.not_ready_after_failed_loops": 5,
-    "operators.queries.records_in": 'sum by (task_id, subtask_index) (rate(flink_taskmanager_job_task_numRecordsIn{job_name="orders"}[1m]))',
-    "operators.queries.records_out": 'sum by (task_id, subtask_index) (rate(flink_taskmanager_job_task_numRecordsOut{job_name="orders"}[1m]))',
+    "operators.queries.records_in": (
+        'sum by (task_id, subtask_index) (rate(flink_taskmanager_job_task_numRecordsIn{job_name="orders"}[1m]))'
+    ),
+    "operators.queries.records_out": (
+        'sum by (task_id, subtask_index) (rate(flink_taskmanager_job_task_numRecordsOut{job_name="orders"}[1m]))'
+    ),
     "operators.queries.busy": "max by (task_id, subtask_index) (flink_taskmanager_job_task_busyTimeMsPerSecond) / 1000",
-    "operators.queries.backpressure": "max by (task_id, subtask_index) (flink_taskmanager_job_task_backPressuredTimeMsPerSecond) / 1000",
-    "operators.queries.state_size": "sum by (task_id, subtask_index) (flink_taskmanager_job_task_operator_rocksdb_total_sst_files_size)",
-    "operators.queries.managed_memory_used": "max by (task_id, subtask_index) (flink_taskmanager_job_task_operator_rocksdb_block_cache_usage)",
+    "operators.queries.backpressure": (
+        "max by (task_id, subtask_index) (flink_taskmanager_job_task_backPressuredTimeMsPerSecond) / 1000"
+    ),
+    "operators.queries.state_size": (
+        "sum by (task_id, subtask_index) (flink_taskmanager_job_task_operator_rocksdb_total_sst_files_size)"
+    ),
+    "operators.queries.managed_memory_used": (
+        "max by (task_id, subtask_index) (flink_taskmanager_job_task_operator_rocksdb_block_cache_usage)"
+    ),
     "operators.queries.cache_hit_rate": "avg by (task_id, subtask_index) (orders_cache_hit_ratio)",
     "operators.queries.state_latency": 'max by (task_id, subtask_index) (orders_state_latency_ms{quantile="0.99"})',
     "flink_autoscaler.target_utilization": 0.8,
