@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TypeAlias
 
 JsonValue: TypeAlias = "str | int | float | bool | None | list[JsonValue] | dict[str, JsonValue]"
@@ -10,7 +11,7 @@ JsonObject: TypeAlias = "dict[str, JsonValue]"
 """A JSON object."""
 
 
-def member(obj: JsonObject, key: str) -> JsonObject:
+def member(obj: Mapping[str, JsonValue], key: str) -> JsonObject:
     """The object under ``key`` (an empty one when absent, null or empty); TypeError when it holds another value."""
     value = obj.get(key) or {}
     if not isinstance(value, dict):
@@ -55,3 +56,25 @@ def as_float(value: JsonValue) -> float:
     if isinstance(value, (str, int, float)):
         return float(value)
     raise TypeError(f"expected a number, found {type(value).__name__}")
+
+
+def object_at(obj: Mapping[str, JsonValue], key: str) -> JsonObject:
+    """The object under ``key``: KeyError when absent, TypeError when it holds another value."""
+    value = obj[key]
+    if not isinstance(value, dict):
+        raise TypeError(f"{key!r}: expected a JSON object, found {type(value).__name__}")
+    return value
+
+
+def as_list(value: JsonValue) -> list[JsonValue]:
+    """``value`` as a JSON list; TypeError when it is another value."""
+    if not isinstance(value, list):
+        raise TypeError(f"expected a JSON list, found {type(value).__name__}")
+    return value
+
+
+def optional_int(value: JsonValue) -> int | None:
+    """``value`` when it is an integer, None for null; TypeError for another value."""
+    if value is None or isinstance(value, int):
+        return value
+    raise TypeError(f"expected an integer, found {type(value).__name__}")

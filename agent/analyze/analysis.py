@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -45,7 +44,7 @@ class Analysis:
     """Records a rescale now replays, expected (the recovery predictor's: none where rescales are aligned with a
     checkpoint), or None."""
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """The fields of the ``loop`` log event."""
         current = self.parallelism
         capacity = self.capacities.get(current) if current is not None else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from agent.analyze.capacity import CapacityTracker, load_prior
 from agent.analyze.forecasting import Forecasting, WorkloadOutlook, finite_mean
 from agent.analyze.recovery import MeasuredRecovery, RecoveryTracker
 from agent.analyze.restarts import Restart, RestartDetector
+from agent.json_types import JsonObject, JsonValue
 from agent.observation import Observation
 from agent.settings import Settings
 from models.anomaly import RecoveryWatch
@@ -110,7 +111,7 @@ class Analyzer:
 
     # -------------------------------------------------------------- persistence
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """Model states for the knowledge document: each part's fields, in one object."""
         return {
             **self.capacity.to_dict(),
@@ -119,7 +120,7 @@ class Analyzer:
             **self.restarts.to_dict(),
         }
 
-    def restore(self, state: Mapping[str, Any]) -> None:
+    def restore(self, state: Mapping[str, JsonValue]) -> None:
         """Load model states written by :meth:`to_dict`."""
         if not state:
             return

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from agent.json_types import JsonObject, JsonValue, object_at
 from agent.logging import get_logger
 from agent.observation import Observation
 from agent.safeguards import memory_pressure
@@ -110,13 +110,13 @@ class CapacityTracker:
             return
         self.model.observe_partition_records(ends - before)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """This part's field of the analyzer's knowledge document."""
         return {"capacity": self.model.to_dict()}
 
-    def restore(self, state: Mapping[str, Any]) -> None:
+    def restore(self, state: Mapping[str, JsonValue]) -> None:
         """Read :meth:`to_dict`'s field; a prior given at start outlives a document stored without one."""
         prior = self.model.prior
-        self.model = CapacityModel.from_dict(state["capacity"])
+        self.model = CapacityModel.from_dict(object_at(state, "capacity"))
         if prior and not self.model.prior:
             self.model.set_prior(prior)

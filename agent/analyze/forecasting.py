@@ -11,10 +11,11 @@ import math
 from collections.abc import Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from agent.json_types import JsonObject, JsonValue, member, object_at
 from agent.logging import get_logger
 from agent.observation import Observation
 from agent.settings import Settings
@@ -142,17 +143,17 @@ class Forecasting:
         if model is not None:
             self.forecaster.adopt(model)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """This part's fields of the analyzer's knowledge document."""
         return {"forecaster": self.forecaster.to_dict(), "envelope": self.envelope.to_dict()}
 
-    def restore(self, state: Mapping[str, Any]) -> None:
+    def restore(self, state: Mapping[str, JsonValue]) -> None:
         """Read :meth:`to_dict`'s fields from the analyzer's document."""
-        self.forecaster.restore(state["forecaster"])
+        self.forecaster.restore(object_at(state, "forecaster"))
         if self.reloader is not None and isinstance(self.forecaster.model, ReloadedForecaster):
             # The registry model survived the restart: only a newer version may replace it.
             self.reloader.set_current_version(self.forecaster.model.version)
-        self.envelope.restore(state.get("envelope") or {})
+        self.envelope.restore(member(state, "envelope"))
 
     def close(self) -> None:
         """Stop the forecaster's own background thread, if it made one."""

@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any
 
 import numpy as np
 
 from agent.analyze.restarts import Restart
+from agent.json_types import JsonObject, JsonValue, as_object, as_str, object_at
 from agent.logging import get_logger
 from agent.observation import Observation
 from agent.settings import Settings
@@ -50,12 +50,12 @@ class WatchedRecovery:
     from_parallelism: int | None = None
     """The scale-out the job stopped at, for a rescale (its downtime depends on both)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The knowledge document's form."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, state: Mapping[str, Any]) -> WatchedRecovery:
+    def from_dict(cls, state: Mapping[str, JsonValue]) -> WatchedRecovery:
         """Read :meth:`to_dict`'s form."""
         return cls(**{name: state.get(name) for name in cls.__dataclass_fields__ if name in state})  # type: ignore[arg-type]
 
@@ -300,7 +300,7 @@ class RecoveryTracker:
 
     # -------------------------------------------------------------- knowledge
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """This part's fields of the analyzer's knowledge document."""
         return {
             "recovery": self.predictor.to_dict(),
@@ -309,10 +309,10 @@ class RecoveryTracker:
             "watch_signal": self._signal,
         }
 
-    def restore(self, state: Mapping[str, Any]) -> None:
+    def restore(self, state: Mapping[str, JsonValue]) -> None:
         """Read :meth:`to_dict`'s fields from the analyzer's document."""
-        self.predictor = RecoveryPredictor.from_dict(state["recovery"])
-        self.watch = RecoveryWatch.from_dict(state["watch"])
+        self.predictor = RecoveryPredictor.from_dict(object_at(state, "recovery"))
+        self.watch = RecoveryWatch.from_dict(object_at(state, "watch"))
         watched = state.get("watch_meta")
-        self._watched = WatchedRecovery.from_dict(watched) if watched else None
-        self._signal = state.get("watch_signal")
+        self._watched = WatchedRecovery.from_dict(as_object(watched)) if watched else None
+        self._signal = as_str(state.get("watch_signal"))

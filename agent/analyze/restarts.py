@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from agent.json_types import JsonObject, JsonValue, as_float, as_list, optional_int
 from agent.logging import get_logger
 from agent.observation import Observation
 
@@ -117,15 +117,15 @@ class RestartDetector:
             return f"parallelism changed outside Perdix ({expected} -> {parallelism})"
         return None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """This part's fields of the analyzer's knowledge document."""
         return {
-            "last_uptime": list(self._last_uptime) if self._last_uptime else None,
+            "last_uptime": list[JsonValue](self._last_uptime) if self._last_uptime else None,
             "expected_parallelism": self._expected_parallelism,
         }
 
-    def restore(self, state: Mapping[str, Any]) -> None:
+    def restore(self, state: Mapping[str, JsonValue]) -> None:
         """Read :meth:`to_dict`'s fields from the analyzer's document."""
-        last = state.get("last_uptime")
-        self._last_uptime = (float(last[0]), float(last[1])) if last else None
-        self._expected_parallelism = state.get("expected_parallelism")
+        last = as_list(state.get("last_uptime") or [])
+        self._last_uptime = (as_float(last[0]), as_float(last[1])) if last else None
+        self._expected_parallelism = optional_int(state.get("expected_parallelism"))

@@ -4,9 +4,10 @@ lab's oracle (``lab.oracle.OracleAnalyzer``, the simulated job's truth) another.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from agent.analyze.analysis import Analysis
+from agent.json_types import JsonObject, JsonValue
 from agent.observation import Observation
 
 
@@ -41,11 +42,11 @@ class AnalyzeStage(Protocol):
         """Scale-outs whose capacity was observed (for the restore log line)."""
         ...
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The stage's part of the knowledge document."""
         ...
 
-    def restore(self, state: Mapping[str, Any]) -> None:
+    def restore(self, state: Mapping[str, JsonValue]) -> None:
         """Load what :meth:`to_dict` wrote."""
         ...
 
