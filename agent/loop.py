@@ -217,7 +217,7 @@ class Agent:
         self.analyzer: AnalyzeStage = analyzer or Analyzer(settings)
         if not self.policy.uses_forecast:
             self.analyzer.set_forecasting(False)
-        self.policy_state: dict[str, Any] | None = None
+        self.policy_state: dict[str, object] | None = None
         """What the policy asked to keep after its last round (a peer's window, delays, history)."""
         self.telemetry = telemetry
         self.config = planner_config(settings)
@@ -408,7 +408,7 @@ class Agent:
         """The slots the quota allows and why, as last read (None: no quota)."""
         return self.bounds.quota
 
-    def remember(self, policy_state: Mapping[str, Any] | None, *, desired: int, acted: bool, now: float) -> None:
+    def remember(self, policy_state: Mapping[str, object] | None, *, desired: int, acted: bool, now: float) -> None:
         """Keep what the policy asked to keep and, when it decided, the scale-out it wanted (for scale-down
         stabilization; per vertex: the desired plan's cost)."""
         if policy_state is not None:
