@@ -1,9 +1,10 @@
 """Code and documentation say what the code does, not how it came to be.
 
 The history of the work lives in the commits and the research record (docs/research/, written as
-experiments). Everywhere else a tracked file must not narrate it: which round or session of work, which
-issue, what was tried and dropped. The patterns are narrow on purpose: a Flink or Spark *session cluster*,
-a ``SparkSession``, pytest's ``scope="session"`` and a loop's *round* are what the code does and pass.
+experiments). Everywhere else a tracked file must not narrate it: the order of the work, the tracker's
+numbers, the trials that were dropped. The patterns are narrow on purpose: a Flink or Spark *session cluster*,
+a ``SparkSession``, pytest's ``scope="session"`` and a loop's *round* are what the code does and pass. This file
+passes its own check: the lines its patterns must catch are written in pieces, joined when the test runs.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 EXEMPT_PREFIXES = ("docs/research/",)
 """The lab's record of its experiments, where the order of the work is part of the story."""
-EXEMPT_FILES = {"tests/test_wording.py", "CHANGELOG.md"}
-"""This check's own word list, and the release notes (history by design)."""
+EXEMPT_FILES = {"CHANGELOG.md"}
+"""The release notes (history by design)."""
 EXEMPT_SUFFIXES = (".csv", ".parquet", ".png", ".jar", ".json.gz")
 
 _ORDINALS = (
@@ -33,13 +34,13 @@ NARRATION = {
     ),
     "a turn of work": re.compile(r"\bturn[ _-]?1(?![0-9])|\bturn \d+'s\b", re.IGNORECASE),
     "an issue number": re.compile(r"\bissues? #?\d+\b", re.IGNORECASE),
-    # "a running fit is not kept" says what the code does; "(tried, not kept)" narrates a trial.
-    "what was tried and dropped": re.compile(
+    # "a running fit is not kept" says what the code does; a trial reported as dropped narrates.
+    "a trial dropped": re.compile(
         r"(?<!\bare )(?<!\bis )(?<!\bwas )(?<!\bwere )(?<!\bif )\bnot kept\b|\btried,? (?:and )?dropped\b",
         re.IGNORECASE,
     ),
-    "a round of work": re.compile(
-        r"\b(?:this|that|previous|next|earlier|later|last)\s+round of work\b|\bround(?:s)? of work\b|"
+    "a numbered or relative round": re.compile(
+        r"\b(?:this|that|previous|next|earlier|later|last)\s+round[ ]of[ ]work\b|\bround(?:s)?[ ]of[ ]work\b|"
         r"\b(?:this|the previous|an earlier) round's (?:fixes|changes|work)\b",
         re.IGNORECASE,
     ),
@@ -85,22 +86,24 @@ def test_no_tracked_file_narrates_how_the_code_came_to_be() -> None:
     assert not hits, "say what the code does (experiments go to docs/research/):\n" + "\n".join(hits)
 
 
-# Made-up lines of the shape each pattern catches (X stands for any subject), one or more per pattern.
+# Made-up lines of the shape each pattern catches (X stands for any subject), one or more per pattern, each
+# in pieces joined as the test runs, so that this file does not read as narration itself.
 @pytest.mark.parametrize(
-    "line",
+    "pieces",
     [
-        "the fourteenth session changed X",
-        "until the tenth session of issue 0, X was",
-        "TURN_1_X = {}",
-        "turn 1's X",
-        "two changes to X were tried this session and not kept",
-        "fixtures of X (issue 0)",
-        "X takes 1 s (session 0: 2 s)",
-        "X re-measured on 2000-01-01",
-        "before this round's fixes",
+        ("the fourteenth ", "session changed X"),
+        ("until the tenth ", "session of issue", " 0, X was"),
+        ("TURN", "_1_X = {}"),
+        ("turn", " 1's X"),
+        ("two changes to X were tried this ", "session and not", " kept"),
+        ("fixtures of X (issue", " 0)"),
+        ("X takes 1 s (session", " 0: 2 s)"),
+        ("X re-measured on ", "2000-01-01"),
+        ("before this round", "'s fixes"),
     ],
 )
-def test_narration_is_caught(line: str) -> None:
+def test_narration_is_caught(pieces: tuple[str, ...]) -> None:
+    line = "".join(pieces)
     assert narration_in(line), line
 
 
