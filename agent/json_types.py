@@ -1,4 +1,7 @@
-"""The shape of JSON as the agent reads and writes it (knowledge documents, REST bodies, ConfigMap data)."""
+"""The shape of JSON as the agent reads and writes it (knowledge documents, REST bodies, ConfigMap data).
+
+A number read from JSON goes through ``planner.peer_types.integer_from_json`` / ``number_from_json``, the readers
+the peers' stored state uses too."""
 
 from __future__ import annotations
 
@@ -27,13 +30,6 @@ def as_object(value: JsonValue) -> JsonObject:
     return value
 
 
-def as_int(value: JsonValue) -> int:
-    """``int(value)`` for a JSON string or number; TypeError, as ``int()`` raises, for anything else."""
-    if isinstance(value, (str, int, float)):
-        return int(value)
-    raise TypeError(f"expected a number, found {type(value).__name__}")
-
-
 def objects(value: JsonValue) -> list[JsonObject]:
     """The items of a JSON list of objects; TypeError when ``value`` is not a list or an item not an object."""
     if not isinstance(value, list):
@@ -49,13 +45,6 @@ def objects(value: JsonValue) -> list[JsonObject]:
 def as_str(value: JsonValue) -> str | None:
     """``str(value)``, or None for null."""
     return None if value is None else str(value)
-
-
-def as_float(value: JsonValue) -> float:
-    """``float(value)`` for a JSON string or number; TypeError, as ``float()`` raises, for anything else."""
-    if isinstance(value, (str, int, float)):
-        return float(value)
-    raise TypeError(f"expected a number, found {type(value).__name__}")
 
 
 def object_at(obj: Mapping[str, JsonValue], key: str) -> JsonObject:

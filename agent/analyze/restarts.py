@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agent.json_types import JsonObject, JsonValue, as_float, as_list, optional_int
+from agent.json_types import JsonObject, JsonValue, as_list, optional_int
 from agent.logging import get_logger
 from agent.observation import Observation
+from planner.peer_types import number_from_json
 
 UPTIME_SLACK_S = 5.0
 """Uptime may lag the wall clock by a scrape or two; a bigger shortfall is a restart."""
@@ -127,5 +128,5 @@ class RestartDetector:
     def restore(self, state: Mapping[str, JsonValue]) -> None:
         """Read :meth:`to_dict`'s fields from the analyzer's document."""
         last = as_list(state.get("last_uptime") or [])
-        self._last_uptime = (as_float(last[0]), as_float(last[1])) if last else None
+        self._last_uptime = (number_from_json(last[0]), number_from_json(last[1])) if last else None
         self._expected_parallelism = optional_int(state.get("expected_parallelism"))

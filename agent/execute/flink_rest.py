@@ -41,13 +41,15 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+
 from structlog.typing import FilteringBoundLogger
 
 from agent.clock import Clock, WallClock
-from agent.json_types import JsonObject, JsonValue, as_int, as_object, as_str, member, objects
+from agent.json_types import JsonObject, JsonValue, as_object, as_str, member, objects
 from agent.logging import get_logger
 from agent.ports import RescaleResult, ScalerError
 from agent.settings import ScaleTargetSettings
+from planner.peer_types import integer_from_json
 from planner.safeguards import SlotResources
 
 TERMINAL_STATES = frozenset({"FINISHED", "CANCELED", "FAILED", "SUSPENDED"})
@@ -271,11 +273,11 @@ class FlinkJobStatus:
             Vertex(
                 id=str(v["id"]),
                 name=str(v.get("name", "")),
-                parallelism=as_int(v["parallelism"]),
-                max_parallelism=as_int(v.get("maxParallelism") or v.get("max-parallelism") or 0),
-                running_subtasks=as_int(member(v, "tasks").get("RUNNING", 0)),
+                parallelism=integer_from_json(v["parallelism"]),
+                max_parallelism=integer_from_json(v.get("maxParallelism") or v.get("max-parallelism") or 0),
+                running_subtasks=integer_from_json(member(v, "tasks").get("RUNNING", 0)),
                 slot_sharing_group=as_str(v.get("slotSharingGroupId")),
-                finished_subtasks=as_int(member(v, "tasks").get("FINISHED", 0)),
+                finished_subtasks=integer_from_json(member(v, "tasks").get("FINISHED", 0)),
             )
             for v in objects(body.get("vertices") or [])
         )
@@ -286,7 +288,7 @@ class FlinkJobStatus:
             state=str(body.get("state", "")),
             scheduler=as_str(body.get("schedulerType")),
             vertices=vertices,
-            created_at_ms=as_int(timestamps.get("CREATED") or 0),
+            created_at_ms=integer_from_json(timestamps.get("CREATED") or 0),
         )
 
 
@@ -374,7 +376,7 @@ class CheckpointAligner:
                 return None
             operation = member(answer, "operation")
             if "checkpointId" in operation:
-                return as_int(operation["checkpointId"])
+                return integer_from_json(operation["checkpointId"])
             cause = str(member(operation, "failure-cause").get("stack-trace") or operation).strip()
         except (ScalerError, KeyError, TypeError, ValueError, AttributeError):
             return None  # unreadable now (or an answer of another shape): read again until the deadline
@@ -407,11 +409,11 @@ def _requirements_body(job: FlinkJobStatus, wanted: Mapping[str, int], current: 
     body: JsonObject = {}
     for vertex in job.vertices:
         bounds = member(member(current, vertex.id), "parallelism")
-        upper = wanted.get(vertex.id, as_int(bounds.get("upperBound", vertex.parallelism)))
+        upper = wanted.get(vertex.id, integer_from_json(bounds.get("upperBound", vertex.parallelism)))
         # Lower bound 1: with too few slots the job keeps running at what it gets instead of stopping.
         body[vertex.id] = {"parallelism": {"lowerBound": 1, "upperBound": upper}}
     settled = all(
-        as_int(member(member(current, vid), "parallelism").get("upperBound", -1)) == upper
+        integer_from_json(member(member(current, vid), "parallelism").get("upperBound", -1)) == upper
         for vid, upper in wanted.items()
     )
     return body, settled
@@ -754,7 +756,7 @@ class FlinkRestScaler:
         job may use every slot the other jobs do not need.
         """
         overview = as_object(self.client.get("/overview"))
-        return as_int(overview.get("slots-total", 0)), self._slots_of_other_jobs(job_id)
+        return integer_from_json(overview.get("slots-total", 0)), self._slots_of_other_jobs(job_id)
 
     def _slots_of_other_jobs(self, job_id: str) -> int:
         """Slots the other running jobs of the cluster occupy."""
@@ -816,7 +818,7 @@ class FlinkRestScaler:
                 self.log.warning("rescale.downtime_unknown", kind=exc.kind, error=str(exc))
                 return None
             for subtask in objects(times.get("subtasks", [])):
-                running = as_int(member(subtask, "timestamps").get("RUNNING") or 0)
+                running = integer_from_json(member(subtask, "timestamps").get("RUNNING") or 0)
                 if running <= 0:
                     return None
                 last_running = max(last_running, running)

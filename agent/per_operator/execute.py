@@ -25,10 +25,11 @@ from kubernetes import client as k8s
 
 from agent.execute.flink_rest import FlinkRestScaler
 from agent.execute.kubernetes import MERGE_PATCH, Backoff, FatalApiError, RetriesExhausted, TargetRef
-from agent.json_types import JsonObject, JsonValue, as_int, member
+from agent.json_types import JsonObject, JsonValue, member
 from agent.logging import get_logger
 from agent.ports import EventSink, RescaleResult, ScalerError
 from agent.settings import ScaleTargetSettings
+from planner.peer_types import integer_from_json
 
 OVERRIDES_KEY = "pipeline.jobvertex-parallelism-overrides"
 """Flink's per-vertex parallelism overrides (``vertexId:parallelism,...``), as the operator's autoscaler sets them."""
@@ -190,7 +191,7 @@ class FlinkDeploymentVertexScaler:
         before = self._read()
         merged = {**self.overrides(before), **{str(k): int(v) for k, v in targets.items()}}
         requested = max(merged.values()) if merged else 0
-        current_job = as_int(member(member(before, "spec"), "job").get("parallelism") or 0)
+        current_job = integer_from_json(member(member(before, "spec"), "job").get("parallelism") or 0)
         why = reasons[-1] if reasons else "no reason given"
         if dry_run:
             if self.events is not None and self.settings.recommendation_events:

@@ -21,7 +21,7 @@ import numpy as np
 from prometheus_api_client import PrometheusConnect
 
 from agent.execute.flink_rest import FlinkRestScaler
-from agent.json_types import as_float, as_int, as_object, member, objects
+from agent.json_types import as_object, member, objects
 from agent.logging import get_logger
 from agent.monitor.prometheus import (
     Grid,
@@ -37,6 +37,7 @@ from agent.per_operator.observation import GraphVertex, JobGraph, OperatorObserv
 from agent.ports import MonitorError, ScalerError
 from agent.settings import PrometheusSettings
 from planner.graph import MemoryProfile
+from planner.peer_types import integer_from_json, number_from_json
 
 
 class VertexMonitor:
@@ -136,12 +137,12 @@ class FlinkGraphReader:
         except ScalerError:
             return None
         for tm in objects(as_object(answer).get("taskmanagers", [])):
-            slots = as_int(tm.get("slotsNumber") or 0)
+            slots = integer_from_json(tm.get("slotsNumber") or 0)
             total = member(tm, "totalResource")
             if slots > 0 and "managedMemory" in total:
                 return MemoryProfile(
-                    managed_memory_per_slot_mb=as_float(total["managedMemory"]) / slots,
-                    cpu_per_slot=as_float(total.get("cpuCores") or slots) / slots,
+                    managed_memory_per_slot_mb=number_from_json(total["managedMemory"]) / slots,
+                    cpu_per_slot=number_from_json(total.get("cpuCores") or slots) / slots,
                 )
         return None
 
