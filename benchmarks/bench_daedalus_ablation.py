@@ -37,9 +37,11 @@ import argparse
 import dataclasses
 import json
 import statistics
+import importlib
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from agent.analyze import Analyzer
@@ -90,9 +92,25 @@ PATCHED: dict[str, dict[str, Any]] = {
     "no rise gap while falling": {"RISE_GAP_WHILE_FALLING": False},
     "conditioned rises and no gap while falling": {"RISE_GAP_WHILE_FALLING": False},
     "fixed holds as before": {"RISE_GAP_WHILE_FALLING": True},
+    "no rise checks": {"RISING_MARGIN": 1e9, "CLIMB_MARGIN": 1e9},
+    "holds at the cost alone": {"MIN_HOLD_LOOPS": 0.0},
+    "holds at the cost alone and no gap check": {"MIN_HOLD_LOOPS": 0.0, "RISING_MARGIN": 1e9},
+    "forecast errors": {"agent.analyze.forecasting.UPPER_BOUND": "forecast_errors"},
+    "forecast errors without rise checks": {
+        "agent.analyze.forecasting.UPPER_BOUND": "forecast_errors",
+        "RISING_MARGIN": 1e9,
+        "CLIMB_MARGIN": 1e9,
+    },
+    "no forecast gap check": {"RISING_MARGIN": 1e9},
+    "forecast errors without the gap check": {
+        "agent.analyze.forecasting.UPPER_BOUND": "forecast_errors",
+        "RISING_MARGIN": 1e9,
+    },
 }
-"""Variant name -> constants of ``planner.daedalus`` set for its replay alone: one part of the priced holds
-turned back to the setting (an effectively endless minimum is the ceiling), the rest priced."""
+"""Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
+by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an
+endless margin never binds), or the analyze stage's upper bound (experiments 15 and 16 of
+docs/research/experiments.md)."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
 VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})
 VARIANTS["fixed holds as before"] = (frozenset(), {"holds": "fixed", "rise_conditioned": False})
@@ -201,13 +219,11 @@ def run_variant(
 
     truths, overrides = VARIANTS[variant]
     settings = _settings({**rescale_cost_overrides(rescale_cost), **overrides, **_seeded(failure_seed)})
-    import planner.daedalus
-
-    patched = PATCHED.get(variant, {})
-    saved = {constant: getattr(planner.daedalus, constant) for constant in patched}
+    patched = {_constant(name): value for name, value in PATCHED.get(variant, {}).items()}
+    saved = {(module, name): getattr(module, name) for module, name in patched}
     try:  # a worker process runs one replay at a time; the constants are put back after it
-        for constant, value in patched.items():
-            setattr(planner.daedalus, constant, value)
+        for (module, name), value in patched.items():
+            setattr(module, name, value)
         start = time.perf_counter()
         replay = AblationReplay.__new__(AblationReplay)
         replay.truths = truths
@@ -219,9 +235,16 @@ def run_variant(
         if replay.recorder is not None:
             summary["recovery_errors"] = stop_errors(replay.job, replay.recorder.snapshots)
     finally:
-        for constant, value in saved.items():
-            setattr(planner.daedalus, constant, value)
+        for (module, name), value in saved.items():
+            setattr(module, name, value)
     return trace.name, variant, settings.simulator.failure_schedule_seed, summary, time.perf_counter() - start
+
+
+def _constant(name: str) -> tuple[ModuleType, str]:
+    """The module and name of a patched constant: ``planner.daedalus``'s by its bare name, any other module's by
+    its dotted path."""
+    module, _, constant = name.rpartition(".")
+    return importlib.import_module(module or "planner.daedalus"), constant
 
 
 def _seeded(failure_seed: int | None) -> dict[str, Any]:

@@ -9,9 +9,14 @@ exceeded ``1 - q`` of the time; one exceeded less is higher than it says (it cos
 lower (it costs misses). Both forms are measured: the rises from every past moment (*unconditional*) and those
 from moments where the workload stood in the same part of its recent range as now (*conditioned*), overall
 and from the top third of the range, where the unconditional envelope expects the rises of the troughs.
+A third form is the conformal bound of ``upper_bound: forecast_errors`` (``models.forecast.conformal``): the
+agent's forecaster (its settings' defaults) forecasts at every loop, and the bound is the forecast's peak within
+the lead times the quantile of how far the workload went above the earlier forecasts' peaks (conditioned on the
+part of the range, as the agent reads it); before twenty forecasts of a lead are scored the envelope stands in
+and the loop is not counted for that form.
 
 Run: .venv/bin/python -m benchmarks.bench_envelope_calibration [--half dev|held-out|all] [--hours 6]
-     [--quantile 0.8] [--jobs 2]
+     [--quantile 0.8] [--jobs 2] [--traces NAME,...]
 """
 
 from __future__ import annotations
@@ -22,8 +27,12 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+from agent.analyze.forecasting import forecaster_config
 from lab.corpus import CorpusTrace, select
+from lab.inline import InlineExecutor
 from lab.settings import load_lab_settings
+from models.forecast import WorkloadForecaster
+from models.forecast.conformal import ForecastErrors
 from models.forecast.envelope import POSITION_BINS, POSITION_WINDOW_S, RiseEnvelope, position_bin, positions
 from simulator import SimulatedFlinkJob, load_trace
 
@@ -33,8 +42,10 @@ LOOP_S = 60
 WARMUP_S = 1800
 RESOLUTION_S = 10
 
-Row = tuple[str, bool, int, bool, float, float]
-"""(trace, conditioned, lead, from the top third, covered (0/1), bound / level)."""
+FORMS = ("unconditional", "conditioned", "forecast errors", "errors over level")
+
+Row = tuple[str, int, int, bool, float, float]
+"""(trace, form (an index of FORMS), lead, from the top third, covered (0/1), bound / level)."""
 
 
 def calibrate(trace: CorpusTrace, hours: float, quantile: float) -> list[Row]:
@@ -45,22 +56,36 @@ def calibrate(trace: CorpusTrace, hours: float, quantile: float) -> list[Row]:
     workload = job.environment.workload(0, duration)
     tens = workload[: duration // RESOLUTION_S * RESOLUTION_S].reshape(-1, RESOLUTION_S).mean(axis=1)
     rows: list[Row] = []
-    for conditioned in (False, True):
-        envelope = RiseEnvelope(quantile=quantile, conditioned=conditioned)
+    for form in range(len(FORMS)):
+        envelope = RiseEnvelope(quantile=quantile, conditioned=form == 1)
+        errors = ForecastErrors(quantile=quantile) if form >= 2 else None
+        forecaster = (
+            WorkloadForecaster(forecaster_config(settings), executor=InlineExecutor()) if errors is not None else None
+        )
         for end in range(LOOP_S, duration - max(LEADS_S) + 1, LOOP_S):
-            envelope.update(workload[end - LOOP_S : end])
-            if end < WARMUP_S:
+            loop = workload[end - LOOP_S : end]
+            envelope.update(loop)
+            bound_at: np.ndarray | None = None
+            if forecaster is not None and errors is not None:
+                errors.update(np.arange(end - LOOP_S, end, dtype=float), loop)
+                forecast = forecaster.step(loop).values
+                if forecast is not None:
+                    part = envelope.part(float(loop.mean()))
+                    floor = float(loop.mean()) if form == 3 else None
+                    bound_at = errors.upper(forecast, part=part, level=floor)
+                    errors.record(float(end), forecast, part=part, level=floor)
+            if end < WARMUP_S or (errors is not None and bound_at is None):
                 continue
-            level = float(workload[end - LOOP_S : end].mean())
+            level = float(loop.mean())
             recent = tens[max(0, end // RESOLUTION_S - POSITION_WINDOW_S // RESOLUTION_S + 1) : end // RESOLUTION_S]
             top = (
                 position_bin(float(positions(np.concatenate((recent, [level])), recent.size + 1)[-1]))
                 == POSITION_BINS - 1
             )
             for lead in LEADS_S:
-                bound = level * envelope.ratio(lead, level)
+                bound = float(bound_at[lead - 1]) if bound_at is not None else level * envelope.ratio(lead, level)
                 realised = float(tens[end // RESOLUTION_S : (end + lead) // RESOLUTION_S].max())
-                rows.append((trace.name, conditioned, lead, top, float(realised <= bound), bound / level))
+                rows.append((trace.name, form, lead, top, float(realised <= bound), bound / level))
     return rows
 
 
@@ -71,9 +96,13 @@ def main() -> None:
     parser.add_argument("--hours", type=float, default=6.0)
     parser.add_argument("--quantile", type=float, default=0.8)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--traces", default="", help="comma-separated trace names of the half (default: all of it)")
     args = parser.parse_args()
     started = time.perf_counter()
     traces = select(args.half)
+    if args.traces:
+        names = set(args.traces.split(","))
+        traces = [trace for trace in traces if trace.name in names]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         rows = [
             row
@@ -86,16 +115,16 @@ def main() -> None:
         f"(calibrated: covered {args.quantile:.0%} of the time)"
     )
     print(
-        f"{'form':<14} {'lead':>5} {'covered':>8} {'bound/level':>11} "
+        f"{'form':<16} {'lead':>5} {'covered':>8} {'bound/level':>11} "
         f"{'covered (top third)':>20} {'bound/level (top)':>18}"
     )
-    for conditioned in (0.0, 1.0):
+    for form, name in enumerate(FORMS):
         for lead in LEADS_S:
-            mask = (data[:, 0] == conditioned) & (data[:, 1] == lead)
+            mask = (data[:, 0] == form) & (data[:, 1] == lead)
             top = mask & (data[:, 2] == 1.0)
             print(
-                f"{'conditioned' if conditioned else 'unconditional':<14} {lead:>5} {data[mask, 3].mean():>8.3f} "
-                f"{data[mask, 4].mean():>11.3f} {data[top, 3].mean():>20.3f} {data[top, 4].mean():>18.3f}"
+                f"{name:<16} {lead:>5} {data[mask, 3].mean():>8.3f} {data[mask, 4].mean():>11.3f} "
+                f"{data[top, 3].mean():>20.3f} {data[top, 4].mean():>18.3f}  ({int(mask.sum())} loops)"
             )
     print(f"{time.perf_counter() - started:.0f} s")
 

@@ -157,8 +157,7 @@ class RiseEnvelope:
             computed = self._compute(bins)
             self._ratios = computed.pop(-1)
             self._binned = computed
-        now = positions(np.concatenate((y[-(window - 1) :], [level])), window)[-1]
-        binned = self._binned[position_bin(float(now))]
+        binned = self._binned[self.part(level)]
         # A lead that part of the range has too little history for takes the unconditional ratio; the rise
         # still grows with the lead.
         table: dict[int, float] = {}
@@ -167,6 +166,15 @@ class RiseEnvelope:
             value = binned[lead] if math.isfinite(binned[lead]) else self._ratios[lead]
             table[lead] = previous = max(previous, value)
         return table
+
+    def part(self, level: float | None) -> int:
+        """The part of its last half hour's range (0 .. POSITION_BINS - 1) the workload stands in at ``level``
+        (the middle without a level or history)."""
+        if level is None or not math.isfinite(level) or not self.levels:
+            return POSITION_BINS // 2
+        y = np.asarray(self.levels, dtype=float)
+        window = max(2, POSITION_WINDOW_S // self.resolution_s)
+        return position_bin(float(positions(np.concatenate((y[-(window - 1) :], [level])), window)[-1]))
 
     def ratio(self, lead_s: float, level: float | None = None) -> float:
         """The rise ratio within ``lead_s`` (1 with too little history), interpolated between measured leads;

@@ -491,3 +491,32 @@ def test_rescales_replay_nothing_only_where_the_scale_target_aligns_them_with_a_
     analyzer = Analyzer(load_settings(None, overrides))
     assert analyzer.recovery.aligned_rescales is aligned
     assert (analyzer.recovery.replay_records(1_000.0, "rescale") == 0.0) is aligned
+
+
+def test_with_the_conformal_bound_a_cheap_round_plans_for_the_forecasts_own_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``UPPER_BOUND = "forecast_errors"`` (experiment 16): a steady workload whose every 10-s mean the forecast
+    meets gives a bound at the level where a rescale is cheap; a dear round keeps the rise envelope, and the
+    default keeps the envelope everywhere without scoring any forecast."""
+    from agent.analyze import forecasting
+
+    settings = load_lab_settings(None, {"policy": "daedalus", "forecast_horizon_s": 300})
+    monkeypatch.setattr(forecasting, "UPPER_BOUND", "forecast_errors")
+    part = forecasting.Forecasting(settings, executor=None, enabled=True)
+    for minute in range(1, 40):
+        forecast = part.step(lagless(60.0 * minute, parallelism=2, uptime_s=60.0 * minute, rate=1500.0), 60.0 * minute)
+    assert part.errors.ratios(), "forecasts scored"
+    cheap = part.outlook(forecast, span=60, cheap_rescale=True)
+    assert cheap.upper is not None and np.allclose(cheap.upper, 1500.0, rtol=1e-6)
+    bound = part.errors.upper(forecast.values, part=part.envelope.part(1500.0), level=1500.0)  # type: ignore[arg-type]
+    assert bound is not None and np.array_equal(cheap.upper, bound)
+    dear = part.outlook(forecast, span=60, cheap_rescale=False)
+    expected = part.envelope.upper(forecast.values, 1500.0, conditioned=False)  # type: ignore[arg-type]
+    assert dear.upper is not None and np.array_equal(dear.upper, expected)
+    part.close()
+    monkeypatch.setattr(forecasting, "UPPER_BOUND", "rises")
+    default = forecasting.Forecasting(settings, executor=None, enabled=True)
+    default.step(lagless(60.0, parallelism=2, uptime_s=60.0, rate=1500.0), 60.0)
+    assert not default.errors._pending  # noqa: SLF001 (nothing recorded: the default does not score forecasts)
+    default.close()
