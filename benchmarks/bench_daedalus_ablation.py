@@ -96,6 +96,10 @@ PATCHED: dict[str, dict[str, Any]] = {
     "holds at the cost alone": {"MIN_HOLD_LOOPS": 0.0},
     "holds at the cost alone and no gap check": {"MIN_HOLD_LOOPS": 0.0, "RISING_MARGIN": 1e9},
     "forecast errors": {"agent.analyze.forecasting.UPPER_BOUND": "forecast_errors"},
+    "forecast errors on the forecast alone": {
+        "agent.analyze.forecasting.UPPER_BOUND": "forecast_errors",
+        "agent.analyze.forecasting.CONFORMAL_FROM_LEVEL": False,
+    },
     "forecast errors without rise checks": {
         "agent.analyze.forecasting.UPPER_BOUND": "forecast_errors",
         "RISING_MARGIN": 1e9,

@@ -38,6 +38,11 @@ the realised peak at its stated rate (0.79-0.80 at quantile 0.8 on the held-out 
 more worker-hours at the median trace of the dev half for one miss more (docs/research/experiments.md,
 experiment 16), so the rises stand."""
 
+CONFORMAL_FROM_LEVEL = True
+"""With ``UPPER_BOUND`` ``forecast_errors``: the errors are measured against the forecast's peak never below the
+level it started from (False: against the forecast's peak alone, which covers at the same rate with a higher
+bound)."""
+
 
 @dataclass(frozen=True, eq=False)
 class WorkloadOutlook:
@@ -115,7 +120,7 @@ class Forecasting:
             origin = float(observation.times[-1]) + 1.0
             self.recent.record(origin, self.forecaster.model, self.forecaster.model_forecast)
             if conformal and forecast.values is not None:
-                level = finite_mean(self.recent.last(60))
+                level = finite_mean(self.recent.last(60)) if CONFORMAL_FROM_LEVEL else None
                 self.errors.record(origin, forecast.values, part=self.envelope.part(level), level=level)
         self._hot_reload(now)
         return forecast
@@ -155,7 +160,8 @@ class Forecasting:
         """The workload as high as it may rise: the forecast's own errors where a rescale is cheap and they are
         scored (:data:`UPPER_BOUND`), else the rise envelope."""
         if UPPER_BOUND == "forecast_errors" and cheap_rescale:
-            bound = self.errors.upper(values, part=self.envelope.part(level), level=level)
+            floor = level if CONFORMAL_FROM_LEVEL else None
+            bound = self.errors.upper(values, part=self.envelope.part(level), level=floor)
             if bound is not None:
                 return bound
         return self.envelope.upper(values, level, conditioned=cheap_rescale)
