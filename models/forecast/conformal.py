@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from models.forecast.scoring import place_on_grid
+
 LEADS_S = (10, 30, 60, 120, 180, 300, 450, 600, 900)
 """Lead times the errors are scored at; in between, the ratio is interpolated."""
 
@@ -93,17 +95,8 @@ class ForecastErrors:
         samples = np.asarray(samples, dtype=float)
         if times.size == 0:
             return
-        seconds = np.floor(times)
         keep = max(LEADS_S) + RESOLUTION_S
-        if self._start_s is None or seconds[-1] - keep >= self._start_s + self._values.size:
-            self._start_s, self._values = float(seconds[0]), np.empty(0)
-        end = max(self._start_s + self._values.size, float(seconds[-1]) + 1)
-        grown = np.full(int(end - self._start_s), np.nan)
-        grown[: self._values.size] = self._values
-        index = (seconds - self._start_s).astype(np.int64)
-        inside = index >= 0
-        grown[index[inside]] = samples[inside]
-        self._values = grown
+        self._start_s, self._values, _ = place_on_grid(self._start_s, self._values, times, samples, keep)
         for pending in self._pending:
             self._score(pending)
         while self._pending and self._pending[0].scored == len(LEADS_S):

@@ -113,17 +113,9 @@ class RecentWorkload:
         values = np.asarray(values, dtype=float)
         if times.size == 0:
             return
-        seconds = np.floor(times)
-        if self._start_s is None or seconds[-1] - self.spec.window_s >= self._start_s + self._values.size:
-            # First samples, or a gap longer than the window: nothing kept is recent any more.
-            self._start_s, self._values = float(seconds[0]), np.empty(0)
+        self._start_s, grown, fresh = place_on_grid(self._start_s, self._values, times, values, self.spec.window_s)
+        if fresh:  # first samples, or a gap longer than the window: nothing kept is recent any more
             self._issued.clear()
-        end = max(self._start_s + self._values.size, float(seconds[-1]) + 1)
-        grown = np.full(int(end - self._start_s), np.nan)
-        grown[: self._values.size] = self._values
-        index = (seconds - self._start_s).astype(np.int64)
-        inside = index >= 0
-        grown[index[inside]] = values[inside]
         excess = grown.size - self.spec.window_s
         if excess > 0:
             grown = grown[excess:]
@@ -240,3 +232,23 @@ class RecentWorkload:
             return None
         wape = float(np.abs(actual[known] - forecast[known]).sum() / total)
         return WindowScore(wape=wape, origins=tuple(origins), horizon_s=self.spec.horizon_s, step_s=self.spec.step_s)
+
+
+def place_on_grid(
+    start_s: float | None, grid: np.ndarray, times: np.ndarray, samples: np.ndarray, window_s: int
+) -> tuple[float, np.ndarray, bool]:
+    """``(start_s, grid, fresh)``: ``samples`` placed by their ``times`` on the 1-s ``grid`` that starts at
+    ``start_s`` (a resent second overwrites; the grid grows to the last sample, NaN in between). A grid the new
+    samples lie ``window_s`` or more beyond, or none yet, starts afresh at them (``fresh``). Not trimmed.
+    ``times`` must not be empty."""
+    seconds = np.floor(times)
+    fresh = start_s is None or seconds[-1] - window_s >= start_s + grid.size
+    if start_s is None or fresh:
+        start_s, grid = float(seconds[0]), np.empty(0)
+    end = max(start_s + grid.size, float(seconds[-1]) + 1)
+    grown = np.full(int(end - start_s), np.nan)
+    grown[: grid.size] = grid
+    index = (seconds - start_s).astype(np.int64)
+    inside = index >= 0
+    grown[index[inside]] = samples[inside]
+    return start_s, grown, fresh
