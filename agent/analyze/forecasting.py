@@ -92,7 +92,7 @@ class Forecasting:
                 agent_step_s=float(self.forecaster.resolution_s),
                 executor=executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="perdix-reload-score"),
             )
-        self.recent = RecentWorkload(ScoringSpec(horizon_s=settings.forecast_horizon_s))
+        self.recent = RecentWorkload(ScoringSpec.for_horizon(settings.forecast_horizon_s))
         """The last hour of workload and the running model's forecasts over it (rates, hot reload)."""
         self.envelope = RiseEnvelope(quantile=settings.forecast_quantile or 0.5, conditioned=settings.rise_conditioned)
         """How far the workload has risen within each lead time (the upper forecast decisions plan for)."""

@@ -55,6 +55,15 @@ class ScoringSpec:
         if self.horizon_s % self.step_s or self.warmup_s % self.step_s:
             raise ValueError("horizon_s and warmup_s must be multiples of step_s")
 
+    @classmethod
+    def for_horizon(cls, horizon_s: int) -> ScoringSpec:
+        """The spec that scores forecasts of ``horizon_s`` (any whole number of seconds): the default step, or where
+        it does not divide the horizon and the warm-up, the longest step under it that divides both (a 150-s
+        horizon is scored in 50-s steps, 61 s in 1-s steps)."""
+        common = math.gcd(int(horizon_s), cls.warmup_s)
+        step = max(d for d in range(1, min(cls.step_s, common) + 1) if common % d == 0)
+        return cls(horizon_s=int(horizon_s), step_s=step)
+
     @property
     def window_s(self) -> int:
         """Workload kept: the warm-up, the span of the origins and the horizon of the last one (an hour by default)."""

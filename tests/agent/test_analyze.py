@@ -520,3 +520,14 @@ def test_with_the_conformal_bound_a_cheap_round_plans_for_the_forecasts_own_erro
     default.step(lagless(60.0, parallelism=2, uptime_s=60.0, rate=1500.0), 60.0)
     assert not default.errors._pending  # noqa: SLF001 (nothing recorded: the default does not score forecasts)
     default.close()
+
+
+@pytest.mark.parametrize("horizon", [90, 150, 61])
+def test_a_forecast_horizon_off_the_minute_builds_and_runs_the_analyze_stage(horizon: int) -> None:
+    """``forecast_horizon_s`` accepts any whole number of seconds from 60; the stage scoring the forecasts used to
+    refuse one that was not a multiple of its minute step, and ``perdix run`` ended in a traceback."""
+    settings = load_lab_settings(None, {"policy": "daedalus", "forecast_horizon_s": horizon})
+    analyzer = Analyzer(settings)
+    for minute in range(1, 4):
+        analysis = analyzer.analyze(lagless(60.0 * minute, parallelism=2, uptime_s=60.0 * minute), now=60.0 * minute)
+    assert analysis.forecast is not None and len(analysis.forecast) == horizon

@@ -107,3 +107,14 @@ def test_spec_checks_its_units() -> None:
     with pytest.raises(ValueError, match="multiples"):
         ScoringSpec(horizon_s=90, step_s=60)
     assert ScoringSpec().window_s == 3600
+
+
+@pytest.mark.parametrize(
+    ("horizon", "step"), [(900, 60), (60, 60), (1800, 60), (86_400, 60), (90, 45), (150, 50), (61, 1)]
+)
+def test_any_horizon_the_settings_accept_gets_a_spec_whose_step_divides_it(horizon: int, step: int) -> None:
+    """The agent's forecast horizon may be any whole number of seconds from 60 (a time-compressed replay sets
+    150): its scoring steps divide it and the warm-up, at most the default minute."""
+    spec = ScoringSpec.for_horizon(horizon)
+    assert (spec.horizon_s, spec.step_s) == (horizon, step)
+    assert spec.horizon_s % spec.step_s == 0 and spec.warmup_s % spec.step_s == 0
