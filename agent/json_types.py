@@ -14,28 +14,27 @@ JsonObject: TypeAlias = "dict[str, JsonValue]"
 """A JSON object."""
 
 
+def _object(value: JsonValue, where: str = "") -> JsonObject:
+    """``value`` if it is a JSON object; TypeError naming ``where`` (a key, or nothing) when it is another value."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{where}expected a JSON object, found {type(value).__name__}")
+    return value
+
+
 def member(obj: Mapping[str, JsonValue], key: str) -> JsonObject:
     """The object under ``key`` (an empty one when absent, null or empty); TypeError when it holds another value."""
-    value = obj.get(key) or {}
-    if not isinstance(value, dict):
-        raise TypeError(f"{key!r}: expected a JSON object, found {type(value).__name__}")
-    return value
+    return _object(obj.get(key) or {}, f"{key!r}: ")
 
 
 def as_object(value: JsonValue) -> JsonObject:
     """``value`` as a JSON object (an empty one for null or an empty value); TypeError when it is another value."""
-    value = value or {}
-    if not isinstance(value, dict):
-        raise TypeError(f"expected a JSON object, found {type(value).__name__}")
-    return value
+    return _object(value or {})
 
 
 def objects(value: JsonValue) -> list[JsonObject]:
     """The items of a JSON list of objects; TypeError when ``value`` is not a list or an item not an object."""
-    if not isinstance(value, list):
-        raise TypeError(f"expected a JSON list, found {type(value).__name__}")
     items: list[JsonObject] = []
-    for item in value:
+    for item in as_list(value):
         if not isinstance(item, dict):
             raise TypeError(f"expected a JSON object in the list, found {type(item).__name__}")
         items.append(item)
@@ -49,10 +48,7 @@ def as_str(value: JsonValue) -> str | None:
 
 def object_at(obj: Mapping[str, JsonValue], key: str) -> JsonObject:
     """The object under ``key``: KeyError when absent, TypeError when it holds another value."""
-    value = obj[key]
-    if not isinstance(value, dict):
-        raise TypeError(f"{key!r}: expected a JSON object, found {type(value).__name__}")
-    return value
+    return _object(obj[key], f"{key!r}: ")
 
 
 def as_list(value: JsonValue) -> list[JsonValue]:
