@@ -33,7 +33,7 @@ from lab.inline import InlineExecutor
 from lab.settings import load_lab_settings
 from models.forecast import WorkloadForecaster
 from models.forecast.conformal import ForecastErrors
-from models.forecast.envelope import POSITION_BINS, POSITION_WINDOW_S, RiseEnvelope, position_bin, positions
+from models.forecast.envelope import POSITION_BINS, RiseEnvelope
 from simulator import SimulatedFlinkJob, load_trace
 
 LEADS_S = (60, 180, 300, 600)
@@ -64,24 +64,20 @@ def calibrate(trace: CorpusTrace, hours: float, quantile: float) -> list[Row]:
         )
         for end in range(LOOP_S, duration - max(LEADS_S) + 1, LOOP_S):
             loop = workload[end - LOOP_S : end]
+            level = float(loop.mean())
             envelope.update(loop)
             bound_at: np.ndarray | None = None
             if forecaster is not None and errors is not None:
                 errors.update(np.arange(end - LOOP_S, end, dtype=float), loop)
                 forecast = forecaster.step(loop).values
                 if forecast is not None:
-                    part = envelope.part(float(loop.mean()))
-                    floor = float(loop.mean()) if form == 3 else None
+                    part = envelope.part(level)
+                    floor = level if form == 3 else None
                     bound_at = errors.upper(forecast, part=part, level=floor)
                     errors.record(float(end), forecast, part=part, level=floor)
             if end < WARMUP_S or (errors is not None and bound_at is None):
                 continue
-            level = float(loop.mean())
-            recent = tens[max(0, end // RESOLUTION_S - POSITION_WINDOW_S // RESOLUTION_S + 1) : end // RESOLUTION_S]
-            top = (
-                position_bin(float(positions(np.concatenate((recent, [level])), recent.size + 1)[-1]))
-                == POSITION_BINS - 1
-            )
+            top = envelope.part(level) == POSITION_BINS - 1
             for lead in LEADS_S:
                 bound = float(bound_at[lead - 1]) if bound_at is not None else level * envelope.ratio(lead, level)
                 realised = float(tens[end // RESOLUTION_S : (end + lead) // RESOLUTION_S].max())
