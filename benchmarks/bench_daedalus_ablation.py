@@ -106,6 +106,9 @@ PATCHED: dict[str, dict[str, Any]] = {
         "CLIMB_MARGIN": 1e9,
     },
     "no forecast gap check": {"RISING_MARGIN": 1e9},
+    "forecast gap vetoes": {"RISE_GAP": "veto"},
+    "scale-outs sized on the horizon": {"SCALE_OUT_SIZED_ON": "horizon"},
+    "scale-outs sized on the horizon and the gap vetoes": {"SCALE_OUT_SIZED_ON": "horizon", "RISE_GAP": "veto"},
     "forecast errors without the gap check": {
         "agent.analyze.forecasting.UPPER_BOUND": "forecast_errors",
         "RISING_MARGIN": 1e9,
@@ -113,7 +116,7 @@ PATCHED: dict[str, dict[str, Any]] = {
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an
-endless margin never binds), or the analyze stage's upper bound (experiments 15 and 16 of
+endless margin never binds), or the analyze stage's upper bound (experiments 15, 16 and 17 of
 docs/research/experiments.md)."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
 VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})

@@ -72,14 +72,43 @@ def state_of(result: RoundResult) -> str:
     return {"SCALE_OUT": "scale out", "SCALE_IN": "scale in", "NO_CANDIDATE": "no candidate"}.get(code, "guard: other")
 
 
+REFUSALS = (
+    ("rising: above the forecast", "runs above the forecast for the next loop"),
+    ("rising: climbed", "over the loop before: no scale-in"),
+    ("hold peak", "of its"),
+    ("unpaid", "not more than its rescale"),
+    ("catching up", "still catching up"),
+    ("recovery", "> target"),
+    ("while recovering", "while recovering"),
+    ("average workload", "<= average workload"),
+    ("capacity unknown", "capacity unknown"),
+)
+"""The check that refused the scale-out one below the current one in a ``keep: search`` round: a label and
+a fragment of the reason :mod:`planner.daedalus` gives for it, tried in order."""
+
+
+def refused_by(result: RoundResult) -> str:
+    """Which check refused a scale-in by one worker in a ``keep: search`` round ("at the minimum" when there is
+    no smaller scale-out to try)."""
+    decision = result.decision
+    if decision is None:
+        return "other"
+    below = f"{decision.target_parallelism - 1}: "
+    reason = next((r for r in decision.reasons if r.startswith(below)), None)
+    if reason is None:
+        return "at the minimum"
+    return next((label for label, fragment in REFUSALS if fragment in reason), "other")
+
+
 def excess(
     trace: CorpusTrace,
     hours: float,
     failure_seed: int | None,
     rescale_cost: str | None = None,
     overrides: dict[str, Any] | None = None,
-) -> tuple[str, float, float, dict[str, float]]:
-    """``(name, Daedalus worker-hours, floor worker-hours, worker-hours above the floor by state)``."""
+) -> tuple[str, float, float, dict[str, float], dict[str, float]]:
+    """``(name, Daedalus worker-hours, floor worker-hours, worker-hours above the floor by state, those of the
+    ``keep: search`` rounds by the check that refused one worker fewer)``."""
     settings = _settings({**rescale_cost_overrides(rescale_cost), **(overrides or {}), **_seeded(failure_seed)})
     run = Replay(load_trace(trace.path), settings, hours=hours, failures_per_hour=1.0)
     run.run()
@@ -89,12 +118,19 @@ def excess(
     seconds = min(len(used), len(floor))
     used, floor = used[:seconds], floor[:seconds]
     states = np.full(seconds, STATES.index("before the first round"))
+    refusals = np.full(seconds, -1)
+    labels = [label for label, _ in REFUSALS] + ["at the minimum", "other"]
     starts = [int(r.now) for r in result.rounds] + [seconds]
     for round_, start, end in zip(result.rounds, starts, starts[1:]):
-        states[max(0, start) : max(0, min(end, seconds))] = STATES.index(state_of(round_))
+        span = slice(max(0, start), max(0, min(end, seconds)))
+        state = state_of(round_)
+        states[span] = STATES.index(state)
+        if state == "keep: search":
+            refusals[span] = labels.index(refused_by(round_))
     above = used - floor
     by_state = {state: float(above[states == i].sum()) / 3600 for i, state in enumerate(STATES)}
-    return trace.name, float(used.sum()) / 3600, float(floor.sum()) / 3600, by_state
+    by_check = {label: float(above[refusals == i].sum()) / 3600 for i, label in enumerate(labels)}
+    return trace.name, float(used.sum()) / 3600, float(floor.sum()) / 3600, by_state, by_check
 
 
 def main() -> None:
@@ -140,7 +176,10 @@ def main() -> None:
         + "  ".join(f"{s:>{max(8, len(s))}}" for s in shown)
     )
     totals: dict[str, float] = defaultdict(float)
-    for name, used, floor, by_state in rows:
+    checks: dict[str, float] = defaultdict(float)
+    for name, used, floor, by_state, by_check in rows:
+        for label, value in by_check.items():
+            checks[label] += value
         for state, value in by_state.items():
             totals[state] += value
         print(
@@ -157,6 +196,10 @@ def main() -> None:
     for state in sorted(totals, key=lambda s: -totals[s]):
         if abs(totals[state]) >= 0.05:
             print(f"  {state:<24} {totals[state]:7.1f} worker-hours  {totals[state] / above_total:6.1%}")
+    print("the keep: search rounds, by the check that refused one worker fewer:")
+    for label in sorted(checks, key=lambda c: -checks[c]):
+        if abs(checks[label]) >= 0.05:
+            print(f"  {label:<24} {checks[label]:7.1f} worker-hours  {checks[label] / above_total:6.1%}")
     print(f"{time.perf_counter() - started:.0f} s")
 
 

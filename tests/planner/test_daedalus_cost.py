@@ -105,3 +105,40 @@ def test_a_scale_in_the_forecast_undoes_before_it_pays_is_not_taken() -> None:
         forecast=[65_000.0] * 500 + [75_000.0] * 400, workload=65_000, downtime=5.0, replay=2_000_000, history=history
     )
     assert POLICY.decide(later, CONFIG).target_parallelism == 7  # 500 s of one worker pays for both
+
+
+def test_a_cheap_scale_out_carries_its_hold_a_costly_one_the_horizons_peak() -> None:
+    # 3 workers (30,000/s) fall short of 35,000/s; the forecast stays there for 400 s, then doubles. A scale-out
+    # that costs a second carries the 180-s hold (4 workers); a restart's carries the horizon's peak (8).
+    forecast = [35_000.0] * 400 + [75_000.0] * 500
+    cheap = POLICY.decide(plan(current=3, workload=35_000, forecast=forecast), CONFIG)
+    assert cheap.target_parallelism == 4 and cheap.code is ReasonCode.SCALE_OUT
+    assert any("4: carries the peak 35,000/s of its 180 s hold" in r for r in cheap.reasons)
+    costly = POLICY.decide(plan(current=3, workload=35_000, forecast=forecast, downtime=22.0), CONFIG)
+    assert costly.target_parallelism == 8
+    assert POLICY.decide(plan(current=3, workload=35_000, forecast=forecast), FIXED).target_parallelism == 8
+
+
+def test_a_forecast_behind_the_workload_raises_a_cheap_scale_ins_bound_instead_of_refusing_it() -> None:
+    # The last loop ran at 28,500/s, 9.6 % above the forecast for the next one (26,000/s), which then rises to
+    # 28,000/s within the hold: raised by the gap that is 30,692/s, above 3 workers' 30,000/s, so 4.
+    forecast = [26_000.0] * 60 + [28_000.0] * 840
+    history = ((NOW - 60, 4),)
+    cheap = POLICY.decide(plan(workload=28_500, forecast=forecast, history=history), CONFIG)
+    assert cheap.desired_parallelism == 4 and cheap.target_parallelism == 4
+    assert any("raised by the gap (x1.096)" in r for r in cheap.reasons)
+    assert any(r.startswith("3: capacity 30,000/s < forecast peak 30,692/s") for r in cheap.reasons)
+    # A restart's scale-in is refused on the gap, as is every scale-in of a workload that climbed over the loop before.
+    assert (
+        POLICY.decide(
+            plan(workload=28_500, forecast=forecast, history=history, downtime=22.0), CONFIG
+        ).desired_parallelism
+        == 8
+    )
+    climbing = dataclasses.replace(
+        plan(workload=28_500, forecast=forecast, history=history), workload_previous=24_000.0
+    )
+    decision = POLICY.decide(climbing, CONFIG)
+    assert decision.desired_parallelism == 8
+    assert any(r.startswith("3: ") and "no scale-in on a rising workload" in r for r in decision.reasons)
+    assert not any("raised by the gap" in r for r in decision.reasons)
