@@ -107,6 +107,7 @@ PATCHED: dict[str, dict[str, Any]] = {
     },
     "no forecast gap check": {"RISING_MARGIN": 1e9},
     "forecast gap vetoes": {"RISE_GAP": "veto"},
+    "holds end when the undo lands": {"HOLD_LANDS": "downtime"},
     "scale-outs sized on the horizon": {"SCALE_OUT_SIZED_ON": "horizon"},
     "scale-outs sized on the horizon and the gap vetoes": {"SCALE_OUT_SIZED_ON": "horizon", "RISE_GAP": "veto"},
     "forecast errors without the gap check": {

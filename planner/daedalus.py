@@ -333,7 +333,7 @@ def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: i
     if n < plan_input.current_parallelism:
         return _scale_in_qualifies(plan_input, config, known, n, capacity, recovery, rising)
     if SCALE_OUT_SIZED_ON == "hold" and _priced(plan_input, config):
-        hold_s = decision_hold_s(recovery, config)
+        hold_s = _hold_s(plan_input, config, recovery)
         hold_peak = _forecast_max(known.upper, hold_s)
         if capacity > hold_peak:
             return True, f"carries the peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity {_fmt(capacity)})"
@@ -357,7 +357,7 @@ def _scale_in_qualifies(
     lag = plan_input.consumer_lag
     if lag is not None and capacity < lag:
         return False, f"consumer lag {lag:,.0f} > capacity {_fmt(capacity)}: still catching up"
-    hold_s = decision_hold_s(recovery, config)
+    hold_s = _hold_s(plan_input, config, recovery)
     hold_peak = _forecast_max(known.upper, hold_s)
     if capacity <= hold_peak:
         return False, f"capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
@@ -430,11 +430,26 @@ def _climbing(workload: float, previous: float | None) -> str:
     return ""
 
 
-def decision_hold_s(recovery_s: float, config: PlannerConfig) -> float:
+def decision_hold_s(recovery_s: float, config: PlannerConfig, landing_s: float | None = None) -> float:
     """How long a rescale's capacity must carry the forecast before the agent could undo it: its recovery,
-    then until the agent may act again (the grace period or the next loop, whichever is later), then one
-    loop for that decision to land. A scale-in carries its peak; a scale-out behind a rise, the rise's."""
-    return recovery_s + max(config.grace_period_s, config.loop_interval_s) + config.loop_interval_s
+    then until the agent may act again (the grace period or the next loop, whichever is later), then the time
+    that decision takes to land (``landing_s``, a loop unless given). A scale-in carries its peak; a scale-out
+    behind a rise, the rise's."""
+    landing = config.loop_interval_s if landing_s is None else landing_s
+    return recovery_s + max(config.grace_period_s, config.loop_interval_s) + landing
+
+
+HOLD_LANDS = "loop"
+"""Where a rescale is cheap, how long the undo of a decision takes to land in its hold: ``loop`` or ``downtime``
+(the measured downtime of a rescale from the current scale-out)."""
+
+
+def _hold_s(plan_input: PlanInput, config: PlannerConfig, recovery_s: float) -> float:
+    """The hold of a decision this round (:func:`decision_hold_s`)."""
+    landing = None
+    if HOLD_LANDS == "downtime" and _priced(plan_input, config):
+        landing = plan_input.rescale_downtimes.get(plan_input.current_parallelism)
+    return decision_hold_s(recovery_s, config, landing)
 
 
 def _fallback(plan_input: PlanInput, config: PlannerConfig, reasons: list[str]) -> int:
