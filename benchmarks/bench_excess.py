@@ -14,7 +14,10 @@ the run is put under the state the round in force left it in:
 The workers above the floor in each state, summed over the seconds, say which part of the rule holds the
 job above what a failure-ready schedule with full knowledge would run: the ``keep: search`` rounds are the
 scale-ins the checks refuse (the rise envelope, the bad case), ``stabilizing`` the wait before a wanted
-one. The floor knows the future and rescales for nothing, so no online policy reaches it; the breakdown
+one. The ``keep: search`` hours are split again by the check that refused one worker fewer (:data:`REFUSALS`,
+read from the round's reasons: the workload rising, the hold's peak, the predicted recovery, ...).
+
+The floor knows the future and rescales for nothing, so no online policy reaches it; the breakdown
 says where the distance is, not that it can all be closed.
 
 Run: .venv/bin/python -m benchmarks.bench_excess [--half dev|held-out|all] [--hours 6] [--jobs 2]
