@@ -3,8 +3,9 @@
 The history of the work lives in the commits and the research record (docs/research/, written as
 experiments). Everywhere else a tracked file must not narrate it: the order of the work, the tracker's
 numbers, the trials that were dropped. The patterns, and the lines each must catch or pass, are the check's
-vocabulary in ``tests/data/narration.toml``; they are narrow on purpose, so that a Flink or Spark session
-cluster, a ``SparkSession``, pytest's fixture scopes and a loop's round, which are what the code does, pass.
+vocabulary in ``tests/data/narration.toml``, which passes the check itself; they are narrow on purpose, so that a
+Flink or Spark session cluster, a ``SparkSession``, pytest's fixture scopes and a loop's round, which are what the
+code does, pass.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCABULARY = Path(__file__).with_name("data") / "narration.toml"
-"""The patterns and their samples (the check's word list, which it does not read as prose)."""
+"""The patterns and their samples (the lines to catch in pieces, joined when the test runs)."""
 
 EXEMPT_PREFIXES = ("docs/research/",)
 """The lab's record of its experiments, where the order of the work is part of the story."""
-EXEMPT_FILES = {"CHANGELOG.md", str(VOCABULARY.relative_to(ROOT))}
-"""The release notes (history by design) and the check's own vocabulary."""
+EXEMPT_FILES = {"CHANGELOG.md"}
+"""The release notes (history by design)."""
 EXEMPT_SUFFIXES = (".csv", ".parquet", ".png", ".jar", ".json.gz")
 
 _WORDS = tomllib.loads(VOCABULARY.read_text(encoding="utf-8"))
@@ -69,7 +70,11 @@ def test_no_tracked_file_narrates_how_the_code_came_to_be() -> None:
     assert not hits, "say what the code does (experiments go to docs/research/):\n" + "\n".join(hits)
 
 
-@pytest.mark.parametrize("line", _WORDS["samples"]["caught"])
+CAUGHT = ["".join(pieces) for pieces in _WORDS["samples"]["caught"]]
+"""Made-up lines of narration, each joined from its pieces."""
+
+
+@pytest.mark.parametrize("line", CAUGHT)
 def test_narration_is_caught(line: str) -> None:
     assert narration_in(line), line
 
@@ -80,5 +85,5 @@ def test_what_the_code_does_passes(line: str) -> None:
 
 
 def test_every_pattern_catches_a_sample() -> None:
-    caught = {what for line in _WORDS["samples"]["caught"] for _, what, _ in narration_in(line)}
+    caught = {what for line in CAUGHT for _, what, _ in narration_in(line)}
     assert caught == set(NARRATION), set(NARRATION) - caught
