@@ -336,16 +336,13 @@ def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: i
         return True, f"current scale-out qualifies (recovery {recovery:.0f} s)"
     if n < plan_input.current_parallelism:
         return _scale_in_qualifies(plan_input, config, known, n, capacity, recovery, rising)
-    if SCALE_OUT_SIZED_ON == "hold" and _priced(plan_input, config):
-        hold_s = _hold_s(plan_input, config, recovery)
-        hold_peak = _forecast_max(known.upper, hold_s)
-        if capacity > hold_peak:
-            return True, (
-                f"carries the peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity {_fmt(capacity)}) "
-                f"and recovers in {recovery:.0f} s"
-            )
-        return False, f"capacity {_fmt(capacity)} < the peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
-    return _scale_out_qualifies(config, known, capacity, recovery, rising)
+    return _scale_out_qualifies(plan_input, config, known, capacity, recovery, rising)
+
+
+def _hold_peak(plan_input: PlanInput, config: PlannerConfig, known: _Known, recovery: float) -> tuple[float, float]:
+    """``(hold, peak)``: a decision's hold this round (:func:`_hold_s`) and the upper bound's peak over it."""
+    hold_s = _hold_s(plan_input, config, recovery)
+    return hold_s, _forecast_max(known.upper, hold_s)
 
 
 def _scale_in_qualifies(
@@ -364,8 +361,7 @@ def _scale_in_qualifies(
     lag = plan_input.consumer_lag
     if lag is not None and capacity < lag:
         return False, f"consumer lag {lag:,.0f} > capacity {_fmt(capacity)}: still catching up"
-    hold_s = _hold_s(plan_input, config, recovery)
-    hold_peak = _forecast_max(known.upper, hold_s)
+    hold_s, hold_peak = _hold_peak(plan_input, config, known, recovery)
     if capacity <= hold_peak:
         return False, f"capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
     unpaid = _unpaid(plan_input, config, known, n, capacity)
@@ -378,10 +374,19 @@ def _scale_in_qualifies(
 
 
 def _scale_out_qualifies(
-    config: PlannerConfig, known: _Known, capacity: float, recovery: float, rising: str
+    plan_input: PlanInput, config: PlannerConfig, known: _Known, capacity: float, recovery: float, rising: str
 ) -> tuple[bool, str]:
-    """A scale-out (or the current one's successor): it carries the forecast peak over the horizon, or, on a
-    rising workload, the rise envelope until the agent can act again if that is higher."""
+    """A scale-out: where a rescale is cheap (:data:`SCALE_OUT_SIZED_ON`), it carries the upper bound's peak over
+    its hold; else the forecast peak over the horizon, or, on a rising workload, the rise envelope until the agent
+    can act again if that is higher."""
+    if SCALE_OUT_SIZED_ON == "hold" and _priced(plan_input, config):
+        hold_s, hold_peak = _hold_peak(plan_input, config, known, recovery)
+        if capacity > hold_peak:
+            return True, (
+                f"carries the peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity {_fmt(capacity)}) "
+                f"and recovers in {recovery:.0f} s"
+            )
+        return False, f"capacity {_fmt(capacity)} < the peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
     peak, what = float(np.max(known.forecast)), "the forecast peak"
     if rising:
         # A rise under way: the scale-out must carry what the rise envelope says until the agent can act
