@@ -66,18 +66,18 @@ def calibrate(trace: CorpusTrace, hours: float, quantile: float) -> list[Row]:
             loop = workload[end - LOOP_S : end]
             level = float(loop.mean())
             envelope.update(loop)
+            part = envelope.part(level)
             bound_at: np.ndarray | None = None
             if forecaster is not None and errors is not None:
                 errors.update(np.arange(end - LOOP_S, end, dtype=float), loop)
                 forecast = forecaster.step(loop).values
                 if forecast is not None:
-                    part = envelope.part(level)
                     floor = level if form == 3 else None
                     bound_at = errors.upper(forecast, part=part, level=floor)
                     errors.record(float(end), forecast, part=part, level=floor)
             if end < WARMUP_S or (errors is not None and bound_at is None):
                 continue
-            top = envelope.part(level) == POSITION_BINS - 1
+            top = part == POSITION_BINS - 1
             for lead in LEADS_S:
                 bound = float(bound_at[lead - 1]) if bound_at is not None else level * envelope.ratio(lead, level)
                 realised = float(tens[end // RESOLUTION_S : (end + lead) // RESOLUTION_S].max())

@@ -88,6 +88,8 @@ REFUSALS = (
 )
 """The check that refused the scale-out one below the current one in a ``keep: search`` round: a label and
 a fragment of the reason :mod:`planner.daedalus` gives for it, tried in order."""
+CHECKS = tuple(label for label, _ in REFUSALS) + ("at the minimum", "other")
+"""Every label :func:`refused_by` returns."""
 
 
 def refused_by(result: RoundResult) -> str:
@@ -122,17 +124,16 @@ def excess(
     used, floor = used[:seconds], floor[:seconds]
     states = np.full(seconds, STATES.index("before the first round"))
     refusals = np.full(seconds, -1)
-    labels = [label for label, _ in REFUSALS] + ["at the minimum", "other"]
     starts = [int(r.now) for r in result.rounds] + [seconds]
     for round_, start, end in zip(result.rounds, starts, starts[1:]):
         span = slice(max(0, start), max(0, min(end, seconds)))
         state = state_of(round_)
         states[span] = STATES.index(state)
         if state == "keep: search":
-            refusals[span] = labels.index(refused_by(round_))
+            refusals[span] = CHECKS.index(refused_by(round_))
     above = used - floor
     by_state = {state: float(above[states == i].sum()) / 3600 for i, state in enumerate(STATES)}
-    by_check = {label: float(above[refusals == i].sum()) / 3600 for i, label in enumerate(labels)}
+    by_check = {label: float(above[refusals == i].sum()) / 3600 for i, label in enumerate(CHECKS)}
     return trace.name, float(used.sum()) / 3600, float(floor.sum()) / 3600, by_state, by_check
 
 
