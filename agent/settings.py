@@ -707,6 +707,12 @@ class Settings(BaseSettings):
         return self.policy_spec.plans_per_vertex(self.scale_target.kind)
 
     @property
+    def rescales_aligned(self) -> bool:
+        """True when the scale target aligns each rescale with a checkpoint triggered for it (flink-rest with
+        ``checkpoint_before_rescale``): a rescale replays next to nothing."""
+        return self.scale_target.kind == "flink-rest" and self.scale_target.checkpoint_before_rescale
+
+    @property
     def reads_cpu(self) -> bool:
         """True when something reads the workers' CPU: the capacity model (utilization: cpu) or the hpa policy."""
         return self.utilization == "cpu" or registry.Signal.CPU in self.policy_spec.signals

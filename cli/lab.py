@@ -54,7 +54,7 @@ RescaleCostOption = typer.Option(
 )
 
 
-def _rescale_cost(name: str | None) -> dict[str, float]:
+def _rescale_cost(name: str | None) -> dict[str, float | bool]:
     try:
         return rescale_cost_overrides(name)
     except ValueError as exc:

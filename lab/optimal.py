@@ -285,6 +285,7 @@ class _Horizon:
         self.partitions = config.partitions
         self.workers = workers
         self.checkpoint_interval_s = config.checkpoint_interval_s
+        self.rescale_aligned = config.rescale_aligned
         self.environment = environment
         arrivals = environment.arrivals(0, duration_s).astype(float)
         self.end_after = np.cumsum(arrivals, axis=0)
@@ -443,6 +444,9 @@ class _Rows:
     def _stop(self, t: int, rows: np.ndarray, kind: int, targets: np.ndarray) -> None:
         horizon = self.horizon
         downtime = horizon.downtimes_s(kind, t, self.parallelism[rows], targets)
+        if kind == _RESCALE and horizon.rescale_aligned:
+            # A checkpoint triggered for the rescale completes as the job stops (SimulatedFlinkJob._stop).
+            self.committed[rows] = self.position[rows]
         # Progress since the last completed checkpoint is rolled back and will be replayed.
         self.position[rows] = self.committed[rows]
         self.position_sum[rows] = self.committed[rows].sum(axis=1)
@@ -851,7 +855,8 @@ def _hopeless(rows: _Rows, choices: np.ndarray, boundary: int, interval: int, bo
     """``[state, choice]``: choosing it now makes a miss certain, and one more miss cannot beat ``bound``.
 
     The same lower bound on the lag as :func:`_certain_misses`, tightened by the choice: after the
-    stop it causes (the uncommitted records replayed, no reading for the true downtime), the job
+    stop it causes (the uncommitted records replayed unless the rescale is aligned with a checkpoint, no reading for
+    the true downtime), the job
     reads at most what the chosen scale-out's workers can, until the next boundary.
     """
     count = rows.count
@@ -893,7 +898,8 @@ def _hopeless(rows: _Rows, choices: np.ndarray, boundary: int, interval: int, bo
     high = np.minimum(deadline - boundary, span - 1)
     # Lag at boundary + j is at least base + margin[c, j] once the job reads again (j >= downtime).
     read_before = np.where(downtime > 0, read[choice, np.clip(downtime - 1, 0, span - 1)], 0.0)
-    base = rows.lag[state] + np.where(stops, rows.uncommitted[state], 0.0) + read_before
+    replayed = stops & (not horizon.rescale_aligned)
+    base = rows.lag[state] + np.where(replayed, rows.uncommitted[state], 0.0) + read_before
     closable = np.zeros(len(state), dtype=bool)
     query = judged & (low <= high)
     if query.any():

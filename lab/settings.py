@@ -20,7 +20,7 @@ LAB_POLICIES: tuple[str, ...] = registry.whole_job()
 """Single-vertex policies a replay can run: those with a whole-job form, the lab-only ones included."""
 
 
-RESCALE_COSTS: Mapping[str, Mapping[str, float]] = {
+RESCALE_COSTS: Mapping[str, Mapping[str, float | bool]] = {
     "restart": {
         "simulator.rescale_downtime_base_s": 10.0,
         "simulator.rescale_downtime_per_worker_s": 1.5,
@@ -31,6 +31,12 @@ RESCALE_COSTS: Mapping[str, Mapping[str, float]] = {
         "simulator.rescale_downtime_per_worker_s": 0.05,
         "downtime_rescale_prior_s": 2.0,
     },
+    "in-place-aligned": {
+        "simulator.rescale_downtime_base_s": 1.0,
+        "simulator.rescale_downtime_per_worker_s": 0.05,
+        "simulator.rescale_aligned": True,
+        "downtime_rescale_prior_s": 2.0,
+    },
 }
 """What a rescale of the simulated job costs, by name (``--rescale-cost`` of ``perdix simulate``, ``perdix evaluate``
 and the benchmarks): the simulated job's rescale downtime and the agent's prior for it before one was measured.
@@ -38,15 +44,19 @@ and the benchmarks): the simulated job's rescale downtime and the agent's prior 
 * ``restart`` (the defaults): Flink's reactive mode restarting with new pods, 10 s + 1.5 s per worker of the
   larger scale-out (about 30 s at 14 workers), then the replay of the records since the last checkpoint;
 * ``in-place``: the REST API rescaling in place on the adaptive scheduler, which stops a real job for
-  0.1-0.3 s (``benchmarks.bench_flink_rescale``): 1 s + 0.05 s per worker, the replay as above.
+  0.1-0.3 s (``benchmarks.bench_flink_rescale``): 1 s + 0.05 s per worker, the replay as above;
+* ``in-place-aligned``: the same with each rescale aligned with a checkpoint triggered for it, as the flink-rest
+  target does by default (``scale_target.checkpoint_before_rescale``): no replay; the agent knows it
+  (``rescales_aligned``). On the real job aligned rescales replayed 0.04-0.09 s of records against 5 s
+  (docs/research/rescale-checkpoint-alignment.md).
 
-Failures cost the same in both (a TaskManager is lost either way)."""
+Failures cost the same in every profile (a TaskManager is lost either way)."""
 
 RESCALE_COST_DEFAULT = "restart"
 """The profile the lab's settings describe without ``--rescale-cost``."""
 
 
-def rescale_cost_overrides(name: str | None) -> dict[str, float]:
+def rescale_cost_overrides(name: str | None) -> dict[str, float | bool]:
     """The dotted setting overrides of a :data:`RESCALE_COSTS` profile (``{}`` for None); ValueError naming the
     known profiles for any other name."""
     if name is None:
@@ -81,6 +91,13 @@ class LabSettings(Settings):
         default_factory=LabScaleTargetSettings, description="Scale target: the simulated job by default."
     )
     simulator: SimulatorSettings = Field(default_factory=SimulatorSettings, description="Embedded simulated job.")
+
+    @property
+    def rescales_aligned(self) -> bool:
+        """The simulated job's rescales are aligned with a checkpoint when its settings say so."""
+        if self.scale_target.kind == "simulated":
+            return self.simulator.rescale_aligned
+        return super().rescales_aligned
 
     @model_validator(mode="after")
     def _simulated_partitions(self) -> LabSettings:

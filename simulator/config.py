@@ -61,6 +61,11 @@ class SimulatorSettings(BaseModel):
         le=86_400,
         description="Extra rescale downtime per worker of the larger scale-out, seconds. At most a day.",
     )
+    rescale_aligned: bool = Field(
+        False,
+        description="Whether a rescale is aligned with a checkpoint that completes as the job stops (the flink-rest"
+        " target's checkpoint_before_rescale): it replays nothing. A failure replays since the last checkpoint.",
+    )
     failure_downtime_base_s: float = Field(
         8.0, ge=0, le=86_400, description="Downtime of a failure at parallelism 0, seconds. At most a day."
     )

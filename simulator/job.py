@@ -441,6 +441,10 @@ class SimulatedFlinkJob:
         return True
 
     def _stop(self, kind: StopKind, next_parallelism: int, downtime: int) -> None:
+        if kind == "rescale" and self.config.rescale_aligned:
+            # A checkpoint triggered for the rescale completes as the job stops: it commits every record read.
+            self._committed_total += int((self._position - self._committed).sum())
+            self._committed[:] = self._position
         # Progress since the last completed checkpoint is lost and will be replayed.
         replayed = int((self._position - self._committed).sum())
         self._replayed += replayed

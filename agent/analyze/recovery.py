@@ -107,8 +107,7 @@ class RecoveryTracker:
             checkpoint_interval_s=settings.checkpoint_interval_s,
             downtime_rescale_prior_s=settings.downtime_rescale_prior_s,
             downtime_failure_prior_s=settings.downtime_failure_prior_s,
-            aligned_rescales=settings.scale_target.kind == "flink-rest"
-            and settings.scale_target.checkpoint_before_rescale,
+            aligned_rescales=settings.rescales_aligned,
         )
         self.watch = RecoveryWatch()
         self._watched: WatchedRecovery | None = None

@@ -51,6 +51,7 @@ def replays(draw: st.DrawFn) -> tuple[Trace, SimulatorSettings, list[tuple[int, 
         downtime_jitter=draw(st.floats(0, 0.5)),
         rescale_downtime_base_s=draw(st.floats(0, 40)),
         failure_downtime_base_s=draw(st.floats(0, 20)),
+        rescale_aligned=draw(st.booleans()),
     )
     seconds = 400
     asks = draw(st.lists(st.tuples(st.integers(1, seconds - 1), st.integers(1, partitions)), max_size=8))
@@ -121,15 +122,17 @@ BRUTE_CASES = {
 }
 
 
+@pytest.mark.parametrize("aligned", [False, True], ids=["rescales replay", "rescales aligned"])
 @pytest.mark.parametrize("name", list(BRUTE_CASES))
-def test_the_dp_finds_the_lexicographic_minimum_of_every_schedule(name: str) -> None:
+def test_the_dp_finds_the_lexicographic_minimum_of_every_schedule(name: str, aligned: bool) -> None:
     case = BRUTE_CASES[name]
+    job = SMALL.model_copy(update={"rescale_aligned": aligned})
     interval = 60
     duration = (case.loops + 1) * interval
     boundaries = [interval * (k + 1) for k in range(case.loops)]
     schedules = [list(zip(boundaries, picks)) for picks in itertools.product(case.scale_outs, repeat=case.loops)]
     runs = predict_schedules(
-        case.trace, SMALL, schedules, duration_s=duration, failures=case.failures, target_recovery_time_s=case.target_s
+        case.trace, job, schedules, duration_s=duration, failures=case.failures, target_recovery_time_s=case.target_s
     )
     verdicts = [run.judge(case.target_s) for run in runs]
     # The incremental score of the model is the judgement of its series, for every schedule.
@@ -152,11 +155,11 @@ def test_the_dp_finds_the_lexicographic_minimum_of_every_schedule(name: str) -> 
         settings = OptimalSettings(
             loop_interval_s=interval, scale_outs=case.scale_outs, target_recovery_time_s=case.target_s, exact=exact
         )
-        found = optimal_schedule(case.trace, SMALL, settings=settings, duration_s=duration, failures=case.failures)
+        found = optimal_schedule(case.trace, job, settings=settings, duration_s=duration, failures=case.failures)
         assert found.chosen_by.key() == keys[best], f"exact={exact}"
         assert found.predicted == brute, f"exact={exact}"
         assert (
-            replay_schedule(case.trace, SMALL, found.schedule, duration_s=duration, failures=case.failures).objective(
+            replay_schedule(case.trace, job, found.schedule, duration_s=duration, failures=case.failures).objective(
                 case.target_s
             )
             == brute

@@ -29,16 +29,56 @@ def test_the_in_place_profile_prices_a_rescale_as_flinks_in_place_path() -> None
 def test_the_restart_profile_is_the_lab_default_and_none_changes_nothing() -> None:
     assert load_lab_settings(None, rescale_cost_overrides("restart")) == load_lab_settings()
     assert rescale_cost_overrides(None) == {}
-    assert set(RESCALE_COSTS) == {"restart", "in-place"}
+    assert set(RESCALE_COSTS) == {"restart", "in-place", "in-place-aligned"}
 
 
 def test_an_unknown_profile_is_refused_with_one_line_naming_the_flag(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="known: restart, in-place"):
+    with pytest.raises(ValueError, match="known: restart, in-place, in-place-aligned"):
         rescale_cost_overrides("free")
     result = CliRunner().invoke(
         app, ["simulate", "--trace", str(TRACES / "bank_calls.csv"), "--rescale-cost", "free", "--out", str(tmp_path)]
     )
     assert result.exit_code == 2
     assert (
-        result.output.strip() == "perdix: error: --rescale-cost: unknown rescale cost 'free'; known: restart, in-place"
+        result.output.strip()
+        == "perdix: error: --rescale-cost: unknown rescale cost 'free'; known: restart, in-place, in-place-aligned"
     )
+
+
+def _stopped_mid_interval(profile: str, kind: str) -> SimulatedFlinkJob:
+    """The bank_calls job under ``profile``, stopped by a ``kind`` five seconds after a checkpoint, then run on
+    for 95 s (it resumes and catches up)."""
+    settings = load_lab_settings(None, rescale_cost_overrides(profile))
+    job = SimulatedFlinkJob(load_trace(TRACES / "bank_calls.csv"), settings.simulator)
+    job.run_until(600)
+    job.run_until(605)  # five seconds past a checkpoint (every 10 s of uptime)
+    if kind == "rescale":
+        assert job.rescale(job.parallelism + 2)
+    else:
+        assert job.fail()
+    job.run_until(700)
+    return job
+
+
+def test_an_aligned_rescale_replays_nothing_and_loses_nothing() -> None:
+    aligned = _stopped_mid_interval("in-place-aligned", "rescale")
+    plain = _stopped_mid_interval("in-place", "rescale")
+    (stop,) = [r for r in aligned.restarts if r.kind == "rescale"]
+    (plain_stop,) = [r for r in plain.restarts if r.kind == "rescale"]
+    assert stop.replayed_records == 0
+    assert plain_stop.replayed_records > 0  # the same rescale unaligned replays since the last checkpoint
+    for job in (aligned, plain):
+        assert job.accounting.lost == 0
+        assert job.accounting.committed <= job.accounting.effective_processed
+
+
+def test_a_failure_replays_since_the_last_checkpoint_whatever_the_rescales() -> None:
+    aligned = _stopped_mid_interval("in-place-aligned", "failure")
+    (stop,) = [r for r in aligned.restarts if r.kind == "failure"]
+    assert stop.replayed_records > 0
+
+
+def test_the_agent_in_the_lab_knows_its_rescales_are_aligned() -> None:
+    assert load_lab_settings(None, rescale_cost_overrides("in-place-aligned")).rescales_aligned
+    assert not load_lab_settings(None, rescale_cost_overrides("in-place")).rescales_aligned
+    assert not load_lab_settings().rescales_aligned
