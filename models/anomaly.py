@@ -218,6 +218,11 @@ class RecoveryWatch:
             self.active = False
             self.abandoned += 1
 
+    @property
+    def resumed_at(self) -> float | None:
+        """When the job of the watched stop ran again, once the caller said (:meth:`resumed`)."""
+        return self._resumed_at
+
     def resumed(self, at: float) -> None:
         """The job of the watched stop runs again since ``at``: samples from then on are after the stop."""
         if self.active:

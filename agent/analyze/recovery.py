@@ -177,22 +177,28 @@ class RecoveryTracker:
             kind=watched.kind, parallelism=watched.parallelism, downtime_s=downtime_s, current=watched.from_parallelism
         )
 
-    def _downtime_from_uptime(self, observation: Observation) -> None:
-        """Once the job runs again after the watched stop, its uptime says when it restarted."""
+    def _resumed_from_uptime(self, observation: Observation) -> None:
+        """Once the job runs again after the watched stop, its uptime says when it restarted: the watch is told
+        (a stop that replays next to nothing may never leave the caught-up band, and without it would hold the
+        planner for the whole target), and the downtime is learned unless the scaler measured it."""
         watched = self._watched
         uptime = observation.uptime_s
-        if watched is None or watched.downtime_s is not None or not uptime or observation.times.size == 0:
+        if watched is None or not uptime or observation.times.size == 0:
             return
         restarted_at = float(observation.times[-1]) - uptime
         # Uptime from before the stop (the job has not restarted yet) says nothing.
-        if restarted_at >= watched.started_at:
+        if restarted_at < watched.started_at:
+            return
+        if self.watch.resumed_at is None:
+            self.watch.resumed(restarted_at)
+        if watched.downtime_s is None:
             self._record_downtime(restarted_at - watched.started_at, source="uptime")
 
     # -------------------------------------------------------------- the watch
 
     def feed(self, observation: Observation) -> list[MeasuredRecovery]:
         """Learn the normal signal, or follow an active recovery to its end; the recoveries that ended."""
-        self._downtime_from_uptime(observation)
+        self._resumed_from_uptime(observation)
         values = self._watch_signal(observation)
         if values is None:
             return []

@@ -17,7 +17,7 @@ from agent.observation import Observation
 from agent.settings import load_settings
 from agent.loop import Agent
 from lab.replay import MemoryKnowledgeStore, Replay
-from lab.settings import LabSettings, load_lab_settings
+from lab.settings import LabSettings, load_lab_settings, rescale_cost_overrides
 from lab.simulated import SimulatedMonitor
 from models.forecast import ForecasterConfig
 from simulator import SimulatedFlinkJob, Trace
@@ -362,6 +362,30 @@ def test_without_a_lag_a_stop_before_the_gap_is_learned_is_let_go_unmeasured() -
     after = analyzer.analyze(lagless(1300.0, parallelism=2, uptime_s=50.0), now=1300.0)
     assert not after.recovering and not analyzer.watch.active and analyzer.watch.abandoned == 1
     assert after.recoveries and after.recoveries[0].kind == "rescale"
+
+
+@pytest.mark.parametrize("profile", ["in-place-aligned", "in-place"])
+def test_a_rescale_that_replays_nothing_ends_its_watch_when_the_uptime_says_the_job_runs_again(profile: str) -> None:
+    """A rescale aligned with a checkpoint stops the job for a second and replays nothing: with workers to spare the
+    lag never leaves the caught-up band, so the watch never sees the stop. A scaler that does not say when the job
+    ran again (the simulated one, the Kubernetes targets) leaves it to the job's uptime, which then ends the watch
+    within the next round instead of holding the planner for the whole target; a rescale that replays is seen."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", **rescale_cost_overrides(profile)})
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([20_000.0, 20_000.0])), settings.simulator)
+    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
+    for now in range(60, 660, 60):
+        job.run_until(now)
+        assert not analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now).recovering
+    before = job.parallelism
+    job.rescale(before - 2)
+    analyzer.on_rescale(now=600.0, from_parallelism=before, to_parallelism=before - 2, downtime_s=None, resumed_at=None)
+    job.run_until(660)
+    after = analyzer.analyze(monitor.observe(since=600, now=660), now=660.0)
+    (stop,) = job.restarts
+    assert (stop.replayed_records == 0) == (profile == "in-place-aligned")
+    assert not after.recovering and not analyzer.watch.active
+    (measured,) = after.recoveries
+    assert measured.kind == "rescale" and measured.measured_s < 30
 
 
 def test_the_rise_envelope_is_conditioned_on_where_the_workload_stands_only_where_a_rescale_is_cheap() -> None:
