@@ -83,6 +83,8 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "stabilization 0 s": (frozenset(), {"scale_down_stabilization_s": 0.0}),
     "no partition offsets": (frozenset(), {}),
     "no partition offsets or backlogs": (frozenset(), {}),
+    "loop 30 s": (frozenset(), {"loop_interval_s": 30.0}),
+    "loop 20 s": (frozenset(), {"loop_interval_s": 20.0}),
 }
 """Variant name -> (estimates replaced by the truth, settings overrides)."""
 
