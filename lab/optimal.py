@@ -855,9 +855,9 @@ def _hopeless(rows: _Rows, choices: np.ndarray, boundary: int, interval: int, bo
     """``[state, choice]``: choosing it now makes a miss certain, and one more miss cannot beat ``bound``.
 
     The same lower bound on the lag as :func:`_certain_misses`, tightened by the choice: after the
-    stop it causes (the uncommitted records replayed unless the rescale is aligned with a checkpoint, no reading for
-    the true downtime), the job
-    reads at most what the chosen scale-out's workers can, until the next boundary.
+    stop it causes (the uncommitted records replayed unless the rescale is aligned with a checkpoint,
+    no reading for the true downtime), the job reads at most what the chosen scale-out's workers can,
+    until the next boundary.
     """
     count = rows.count
     hopeless = np.zeros((count, len(choices)), dtype=bool)
