@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCABULARY = Path(__file__).with_name("data") / "narration.toml"
-"""The patterns and their samples (the lines to catch in pieces, joined when the test runs)."""
+"""The patterns and their samples, the words they look for written {name} (stored in pieces under [words])."""
 
 EXEMPT_PREFIXES = ("docs/research/",)
 """The lab's record of its experiments, where the order of the work is part of the story."""
@@ -28,10 +28,15 @@ EXEMPT_FILES = {"CHANGELOG.md"}
 EXEMPT_SUFFIXES = (".csv", ".parquet", ".png", ".jar", ".json.gz")
 
 _WORDS = tomllib.loads(VOCABULARY.read_text(encoding="utf-8"))
-NARRATION = {
-    entry["name"]: re.compile(entry["regex"].replace("{ordinals}", _WORDS["ordinals"]), re.IGNORECASE)
-    for entry in _WORDS["pattern"]
-}
+_FILLED = {"ordinals": _WORDS["ordinals"], **{name: "".join(pieces) for name, pieces in _WORDS["words"].items()}}
+
+
+def _filled(text: str) -> str:
+    """``text`` with every ``{name}`` of the vocabulary's words (and ``{ordinals}``) filled in."""
+    return re.sub(r"\{(\w+)\}", lambda m: _FILLED.get(m.group(1), m.group(0)), text)
+
+
+NARRATION = {entry["name"]: re.compile(_filled(entry["regex"]), re.IGNORECASE) for entry in _WORDS["pattern"]}
 """What narration looks like; each name says what a hit narrates."""
 
 
@@ -70,8 +75,10 @@ def test_no_tracked_file_narrates_how_the_code_came_to_be() -> None:
     assert not hits, "say what the code does (experiments go to docs/research/):\n" + "\n".join(hits)
 
 
-CAUGHT = ["".join(pieces) for pieces in _WORDS["samples"]["caught"]]
-"""Made-up lines of narration, each joined from its pieces."""
+CAUGHT = [_filled(line) for line in _WORDS["samples"]["caught"]]
+"""Made-up lines of narration, their words filled in."""
+PASSED = [_filled(line) for line in _WORDS["samples"]["passed"]]
+"""Lines of what the code does, their words filled in."""
 
 
 @pytest.mark.parametrize("line", CAUGHT)
@@ -79,7 +86,7 @@ def test_narration_is_caught(line: str) -> None:
     assert narration_in(line), line
 
 
-@pytest.mark.parametrize("line", _WORDS["samples"]["passed"])
+@pytest.mark.parametrize("line", PASSED)
 def test_what_the_code_does_passes(line: str) -> None:
     assert not narration_in(line), line
 
