@@ -218,14 +218,10 @@ class RecoveryWatch:
             self.active = False
             self.abandoned += 1
 
-    @property
-    def resumed_at(self) -> float | None:
-        """When the job of the watched stop ran again, once the caller said (:meth:`resumed`)."""
-        return self._resumed_at
-
     def resumed(self, at: float) -> None:
-        """The job of the watched stop runs again since ``at``: samples from then on are after the stop."""
-        if self.active:
+        """The job of the watched stop runs again since ``at``: samples from then on are after the stop. The first
+        report of a watch stands (a scaler's, read off the job's tasks, before one from its uptime)."""
+        if self.active and self._resumed_at is None:
             self._resumed_at = float(at)
 
     def update(self, t: float, x: float, *, caught_up: bool | None = None) -> float | None:

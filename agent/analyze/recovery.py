@@ -189,8 +189,7 @@ class RecoveryTracker:
         # Uptime from before the stop (the job has not restarted yet) says nothing.
         if restarted_at < watched.started_at:
             return
-        if self.watch.resumed_at is None:
-            self.watch.resumed(restarted_at)
+        self.watch.resumed(restarted_at)
         if watched.downtime_s is None:
             self._record_downtime(restarted_at - watched.started_at, source="uptime")
 
