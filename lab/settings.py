@@ -20,23 +20,19 @@ LAB_POLICIES: tuple[str, ...] = registry.whole_job()
 """Single-vertex policies a replay can run: those with a whole-job form, the lab-only ones included."""
 
 
+_IN_PLACE: Mapping[str, float | bool] = {
+    "simulator.rescale_downtime_base_s": 1.0,
+    "simulator.rescale_downtime_per_worker_s": 0.05,
+    "downtime_rescale_prior_s": 2.0,
+}
 RESCALE_COSTS: Mapping[str, Mapping[str, float | bool]] = {
     "restart": {
         "simulator.rescale_downtime_base_s": 10.0,
         "simulator.rescale_downtime_per_worker_s": 1.5,
         "downtime_rescale_prior_s": 30.0,
     },
-    "in-place": {
-        "simulator.rescale_downtime_base_s": 1.0,
-        "simulator.rescale_downtime_per_worker_s": 0.05,
-        "downtime_rescale_prior_s": 2.0,
-    },
-    "in-place-aligned": {
-        "simulator.rescale_downtime_base_s": 1.0,
-        "simulator.rescale_downtime_per_worker_s": 0.05,
-        "simulator.rescale_aligned": True,
-        "downtime_rescale_prior_s": 2.0,
-    },
+    "in-place": _IN_PLACE,
+    "in-place-aligned": {**_IN_PLACE, "simulator.rescale_aligned": True},
 }
 """What a rescale of the simulated job costs, by name (``--rescale-cost`` of ``perdix simulate``, ``perdix evaluate``
 and the benchmarks): the simulated job's rescale downtime and the agent's prior for it before one was measured.
