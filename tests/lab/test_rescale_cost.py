@@ -50,8 +50,7 @@ def _stopped_mid_interval(profile: str, kind: str) -> SimulatedFlinkJob:
     for 95 s (it resumes and catches up)."""
     settings = load_lab_settings(None, rescale_cost_overrides(profile))
     job = SimulatedFlinkJob(load_trace(TRACES / "bank_calls.csv"), settings.simulator)
-    job.run_until(600)
-    job.run_until(605)  # five seconds past a checkpoint (every 10 s of uptime)
+    job.run_until(605)  # five seconds past the checkpoint at 600 s (one every 10 s of uptime)
     if kind == "rescale":
         assert job.rescale(job.parallelism + 2)
     else:
