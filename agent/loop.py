@@ -731,5 +731,6 @@ def plan_input_of(agent: Agent, analysis: Analysis, now: float, observation: Obs
         partition_offsets=observation.partition_offsets if observation is not None else None,
         policy_state=agent.policy_state,
         rescale_downtimes=analysis.rescale_downtimes,
+        failure_ready=analysis.failure_ready,
         replay_records=analysis.replay_records,
     )

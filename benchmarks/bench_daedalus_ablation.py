@@ -109,6 +109,8 @@ PATCHED: dict[str, dict[str, Any]] = {
     },
     "no forecast gap check": {"RISING_MARGIN": 1e9},
     "forecast gap vetoes": {"RISE_GAP": "veto"},
+    "no failure readiness through the hold": {"READY_THROUGH_HOLD": "off"},
+    "every decision ready through its hold": {"READY_THROUGH_HOLD": "every"},
     "holds end when the undo lands": {"HOLD_LANDS": "downtime"},
     "scale-outs sized on the horizon": {"SCALE_OUT_SIZED_ON": "horizon"},
     "scale-outs sized on the horizon and the gap vetoes": {"SCALE_OUT_SIZED_ON": "horizon", "RISE_GAP": "veto"},

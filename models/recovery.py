@@ -249,6 +249,37 @@ def _crossing(before: float, after: float, slack: float) -> float:
     return min(1.0, max(0.0, (before - slack) / (before - after))) if before > after else 1.0
 
 
+def ready_workload(
+    *, capacity: float, downtime_s: float, replay_s: float, target_s: float, profile: WorkerProfile | None = None
+) -> float:
+    """The highest steady workload ``W`` at which a stop of ``downtime_s`` that replays ``replay_s`` seconds of
+    input is caught up (:data:`CAUGHT_UP_S`) within ``target_s``, as :func:`recovery_time` predicts it: the inverse
+    of that prediction for a constant forecast, solved exactly, below ``capacity``.
+
+    By then each worker has processed for ``tau = target_s - downtime_s`` and, per unit of its share, held
+    ``W * a - r_i * tau`` (``a = target_s + replay_s``: what arrived since the stop and the replay) at its saturation
+    rate ``r_i``; summed over the workers by their shares this is convex and piecewise linear in ``W``, at most
+    ``CAUGHT_UP_S * W`` from zero up to the answer. Below the capacity every worker drains, so caught up by then is
+    caught up within the target."""
+    tau = float(target_s) - max(float(downtime_s), 0.0)
+    if tau <= 0 or not (math.isfinite(capacity) and capacity > 0):
+        return 0.0
+    shares, rates = _job_rates(capacity, profile)
+    order = np.argsort(rates, kind="stable")
+    rates, shares = rates[order], shares[order]
+    a = float(target_s) + max(float(replay_s), 0.0)
+    held_shares = np.cumsum(shares)  # with the k+1 slowest workers still holding records
+    held_worked = np.cumsum(shares * rates)
+    slope = a * held_shares - CAUGHT_UP_S
+    with np.errstate(divide="ignore", invalid="ignore"):
+        crossing = np.where(slope > 0, tau * held_worked / slope, np.inf)
+    low = rates * tau / a  # where each worker starts holding records at ``tau``
+    high = np.append(low[1:], np.inf)
+    inside = (crossing >= low) & (crossing <= high)
+    ready = float(crossing[np.flatnonzero(inside)[0]]) if np.any(inside) else math.inf
+    return min(ready, float(capacity))
+
+
 def _inputs(
     capacity: float | None, forecast: Any, recent_workload_rate: float | None, current_lag: float | None
 ) -> tuple[float, np.ndarray, float, float] | None:
@@ -437,6 +468,22 @@ class RecoveryPredictor:
             downtime_s=self.downtime("rescale", parallelism, current),
             profile=profile,
             held_records=lag,
+        )
+
+    def failure_ready_rate(
+        self, capacity: float | None, parallelism: int, target_s: float, profile: WorkerProfile | None = None
+    ) -> float | None:
+        """The highest steady workload at which a failure at ``parallelism`` (of ``capacity``, its workers as
+        ``profile`` says) still recovers within ``target_s`` as :meth:`predict` predicts it (:func:`ready_workload`);
+        None when the capacity is unknown."""
+        if capacity is None or not math.isfinite(capacity) or capacity <= 0:
+            return None
+        return ready_workload(
+            capacity=float(capacity),
+            downtime_s=self.downtime("failure", parallelism, parallelism),
+            replay_s=self.checkpoint_interval_s / 2,
+            target_s=target_s,
+            profile=profile,
         )
 
     def replay_records(self, recent_workload_rate: float, kind: str = "failure") -> float:

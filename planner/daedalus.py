@@ -27,7 +27,9 @@ the default target recovery time (300 s), the time scale the SLO judges on, and 
 ``holds: cost`` (the default) and a cheap rescale (:data:`CHEAP_RESCALE_LOOPS`, an in-place rescale of a second)
 those are ceilings, and each wait is what this job's rescales cost, measured (:func:`holds`,
 :func:`stabilization_s`): about a loop; a dear rescale (a restart of tens of seconds) keeps the settings.
-A scale-in must also pay for itself (:func:`_unpaid`): the workers it saves over the time the point
+A scale-in must stay ready for a failure through its hold (:data:`READY_THROUGH_HOLD`): the upper bound's peak over
+the hold at most the workload at which a failure at the smaller scale-out still recovers in time. A scale-in must
+also pay for itself (:func:`_unpaid`): the workers it saves over the time the point
 forecast says it lasts exceed its rescale's cost, and the cost of the rescale back when the forecast says
 it will be undone.
 No scale-in is taken while the workload rises — the last loop's average runs more than
@@ -109,6 +111,15 @@ and its rise envelope conditioned on where the workload stands. Flink's in-place
 keeps the settings' waits and the unconditioned envelope: at a restart's cost, the priced waits and the
 conditioned envelope cut 1.6 % of the held-out half's worker-hours and added 5 misses to its 9
 (docs/research/experiments.md, experiment 15)."""
+
+READY_THROUGH_HOLD = "scale-in"
+"""Which decisions must stay ready for a failure through their hold: ``scale-in``, ``every`` (the current
+scale-out too, through the next two loops, and a scale-out through its hold) or ``off``. Ready: the upper
+bound's peak over the hold at most the highest steady workload at which a failure at that scale-out still
+recovers within the target (:attr:`PlanInput.failure_ready`). The recovery checks see the workload of now;
+a scale-in taken at the foot of a rise, carrying the rise's peak with a few percent to spare, runs into it
+unable to recover from a failure, and at a restart's cost no rescale may then recover in time either
+(docs/research/experiments.md, experiment 19)."""
 
 MIN_HOLD_LOOPS = 1.0
 """The shortest recent-rescale window and scale-in stabilization (with ``holds: cost``), in loops: a scale-in
@@ -333,10 +344,15 @@ def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: i
     if capacity < during_recovery:
         return False, f"capacity {_fmt(capacity)} < forecast {_fmt(during_recovery)} while recovering"
     if n == plan_input.current_parallelism:
+        if READY_THROUGH_HOLD == "every":
+            keep_s = 2 * config.loop_interval_s
+            unready = _unready(plan_input, n, _forecast_max(known.upper, keep_s), keep_s)
+            if unready:
+                return False, unready
         return True, f"current scale-out qualifies (recovery {recovery:.0f} s)"
     if n < plan_input.current_parallelism:
         return _scale_in_qualifies(plan_input, config, known, n, capacity, recovery, rising)
-    return _scale_out_qualifies(plan_input, config, known, capacity, recovery, rising)
+    return _scale_out_qualifies(plan_input, config, known, n, capacity, recovery, rising)
 
 
 def _hold_peak(plan_input: PlanInput, config: PlannerConfig, known: _Known, recovery: float) -> tuple[float, float]:
@@ -364,6 +380,9 @@ def _scale_in_qualifies(
     hold_s, hold_peak = _hold_peak(plan_input, config, known, recovery)
     if capacity <= hold_peak:
         return False, f"capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
+    unready = _unready(plan_input, n, hold_peak, hold_s)
+    if unready:
+        return False, unready
     unpaid = _unpaid(plan_input, config, known, n, capacity)
     if unpaid:
         return False, unpaid
@@ -374,7 +393,13 @@ def _scale_in_qualifies(
 
 
 def _scale_out_qualifies(
-    plan_input: PlanInput, config: PlannerConfig, known: _Known, capacity: float, recovery: float, rising: str
+    plan_input: PlanInput,
+    config: PlannerConfig,
+    known: _Known,
+    n: int,
+    capacity: float,
+    recovery: float,
+    rising: str,
 ) -> tuple[bool, str]:
     """A scale-out: where a rescale is cheap (:data:`SCALE_OUT_SIZED_ON`), it carries the upper bound's peak over
     its hold; else the forecast peak over the horizon, or, on a rising workload, the rise envelope until the agent
@@ -387,6 +412,11 @@ def _scale_out_qualifies(
                 f"and recovers in {recovery:.0f} s"
             )
         return False, f"capacity {_fmt(capacity)} < the peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
+    if READY_THROUGH_HOLD == "every":
+        hold_s, hold_peak = _hold_peak(plan_input, config, known, recovery)
+        unready = _unready(plan_input, n, hold_peak, hold_s)
+        if unready:
+            return False, unready
     peak, what = float(np.max(known.forecast)), "the forecast peak"
     if rising:
         # A rise under way: the scale-out must carry what the rise envelope says until the agent can act
@@ -398,6 +428,18 @@ def _scale_out_qualifies(
     if capacity > peak:
         return True, f"carries {what} {_fmt(peak)} (capacity {_fmt(capacity)}) and recovers in {recovery:.0f} s"
     return False, f"capacity {_fmt(capacity)} < {what} {_fmt(peak)}"
+
+
+def _unready(plan_input: PlanInput, n: int, peak: float, hold_s: float) -> str:
+    """Why scale-out ``n`` would not stay ready for a failure through a hold of ``hold_s`` whose upper bound
+    peaks at ``peak`` (empty if it would, or when its failure-ready workload is unknown)."""
+    ready = plan_input.failure_ready.get(n)
+    if READY_THROUGH_HOLD == "off" or ready is None or peak <= ready:
+        return ""
+    return (
+        f"a failure at the peak {_fmt(peak)} of its {hold_s:.0f} s hold would recover after the target "
+        f"(in time up to {_fmt(ready)})"
+    )
 
 
 def _unpaid(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: int, capacity: float) -> str:

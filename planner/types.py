@@ -119,6 +119,9 @@ class PlanInput:
     rescale_downtimes: Mapping[int, float] = field(default_factory=dict)
     """Expected downtime of a rescale from the current scale-out to each candidate (learned from measured
     rescales, a prior before), s; empty when unknown."""
+    failure_ready: Mapping[int, float] = field(default_factory=dict)
+    """The highest steady workload at which a failure at each candidate scale-out recovers within the target,
+    records/s; absent where unknown."""
     replay_records: float | None = None
     """Records a rescale now replays (those since the last checkpoint, expected; none where the scale target
     aligns rescales with a checkpoint); None if unknown."""

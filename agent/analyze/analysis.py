@@ -40,6 +40,8 @@ class Analysis:
     """Kinds of the registry artifacts refused this round (``corrupt``, ``unscored``, ``replay``)."""
     rescale_downtimes: Mapping[int, float] = field(default_factory=dict)
     """Expected downtime of a rescale from the current scale-out to each candidate, s (the recovery predictor's)."""
+    failure_ready: Mapping[int, float] = field(default_factory=dict)
+    """The highest steady workload at which a failure at each candidate recovers within the target."""
     replay_records: float | None = None
     """Records a rescale now replays, expected (the recovery predictor's: none where rescales are aligned with a
     checkpoint), or None."""

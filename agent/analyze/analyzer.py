@@ -179,6 +179,7 @@ class Analyzer:
             capacity=self.capacity.model,
             predictor=self.recovery,
             outlook=outlook,
+            target_s=self.settings.target_recovery_time_s,
         )
         self.tracker.remember(scale_outs.capacities.keys(), scale_outs.stop_predictions)
         recovering = self.tracker.holding(now, observation)
@@ -227,6 +228,7 @@ class Analyzer:
             recoveries=tuple(recoveries),
             refused_artifacts=refused,
             rescale_downtimes=scale_outs.downtimes,
+            failure_ready=scale_outs.failure_ready,
             replay_records=None if rate is None else self.recovery.replay_records(rate, "rescale"),
         )
 

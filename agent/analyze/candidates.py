@@ -51,6 +51,9 @@ class ScaleOuts:
     """Only the candidates with a capacity and a forecast to predict from."""
     downtimes: Mapping[int, float]
     """Expected downtime of a rescale from the current scale-out (none without a current one)."""
+    failure_ready: Mapping[int, float]
+    """The highest steady workload at which a failure at each candidate recovers within the target
+    (:meth:`RecoveryPredictor.failure_ready_rate`): what a scale-in must stay below while it holds."""
 
     @property
     def recovery_times(self) -> dict[int, float]:
@@ -71,21 +74,29 @@ def evaluate_scale_outs(
     capacity: CapacityModel,
     predictor: RecoveryPredictor,
     outlook: WorkloadOutlook,
+    target_s: float,
 ) -> ScaleOuts:
-    """Capacity, downtime and recovery of each candidate, from ``current`` with ``backlog`` records waiting."""
+    """Capacity, downtime and recovery of each candidate, from ``current`` with ``backlog`` records waiting;
+    ``target_s``: the target recovery time the failure-ready workloads are computed for."""
     capacities: dict[int, float | None] = {}
     sources: dict[int, str] = {}
     recoveries: dict[int, CandidateRecovery] = {}
     downtimes: dict[int, float] = {}
+    failure_ready: dict[int, float] = {}
     with capacity.held():  # the round's reads: each worker's line once, not once per candidate
         for n in candidates:
             value, source = capacity.capacity_at(n, current=current)
             capacities[n], sources[n] = value, source
             if current is not None:
                 downtimes[n] = predictor.downtime("rescale", n, current)
-            if value is None or outlook.arrivals is None or outlook.recent_rate is None:
+            if value is None:
                 continue
             profile = capacity.worker_profile(n)
+            ready = predictor.failure_ready_rate(value, n, target_s, profile)
+            if ready is not None:
+                failure_ready[n] = ready
+            if outlook.arrivals is None or outlook.recent_rate is None:
+                continue
             recoveries[n] = evaluate_candidate(
                 n,
                 capacity=value,
@@ -95,7 +106,7 @@ def evaluate_scale_outs(
                 outlook=outlook,
                 predictor=predictor,
             )
-    return ScaleOuts(capacities, sources, recoveries, downtimes)
+    return ScaleOuts(capacities, sources, recoveries, downtimes, failure_ready)
 
 
 def evaluate_candidate(

@@ -376,3 +376,41 @@ def test_an_aligned_rescale_replays_nothing_and_recovers_sooner_while_a_failure_
     assert aligned.predict_bad_case(1_500.0, forecast, 1_000.0, **bad) == plain.predict_bad_case(
         1_500.0, forecast, 1_000.0, **bad
     )
+
+
+@given(
+    capacity=st.floats(1_000, 1e6),
+    downtime=st.floats(1, 60),
+    interval=st.floats(1, 120),
+    target=st.floats(90, 900),
+    shares=st.lists(st.floats(0.01, 1.0), min_size=1, max_size=12),
+    spread=st.floats(0.0, 1.0),
+)
+def test_a_failure_at_the_ready_workload_recovers_at_the_target(
+    capacity: float, downtime: float, interval: float, target: float, shares: list[float], spread: float
+) -> None:
+    """The failure-ready workload is where the predicted recovery of a failure at a steady workload meets the target:
+    a little below it the failure recovers in time, a little above it does not, whatever the workers' shares and
+    capacities (a skewed job is caught up while its bottleneck still holds up to a second of the job's input)."""
+    predictor = RecoveryPredictor(checkpoint_interval_s=interval, downtime_failure_prior_s=downtime)
+    weights = np.asarray(shares)
+    profile = (weights, weights * (1.0 + spread * np.linspace(0.0, 1.0, weights.size)))
+    ready = predictor.failure_ready_rate(capacity, 4, target, profile)
+    assert ready is not None and 0 < ready <= capacity
+
+    def failure_at(workload: float) -> float:
+        steady = np.full(60, workload)
+        return predictor.predict(capacity, steady, workload, kind="failure", parallelism=4, profile=profile)
+
+    assert failure_at(ready * 0.999) <= target
+    if ready < capacity:
+        assert failure_at(ready * 1.001) > target
+
+
+def test_the_ready_workload_of_an_unknown_capacity_is_unknown_and_of_a_target_within_the_downtime_nothing() -> None:
+    predictor = RecoveryPredictor(checkpoint_interval_s=10, downtime_failure_prior_s=15)
+    assert predictor.failure_ready_rate(None, 4, 300) is None
+    assert predictor.failure_ready_rate(float("nan"), 4, 300) is None
+    assert predictor.failure_ready_rate(10_000, 4, 15) == 0.0
+    # 10,000 * (300 - 15) / (300 - 15 + 15 + 5 - 1)
+    assert predictor.failure_ready_rate(10_000, 4, 300) == pytest.approx(10_000 * 285 / 304)

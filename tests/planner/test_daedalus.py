@@ -354,3 +354,16 @@ def test_no_scale_in_while_the_workload_climbs_over_the_loop_before_whatever_the
     assert POLICY.decide(rising_out, CONFIG).target_parallelism == 6
     level_out = PlanInput(**{**up.__dict__, "workload_previous": 33_000.0, "forecast_upper": ramp})
     assert POLICY.decide(level_out, CONFIG).target_parallelism == 5  # the envelope over its 100-s recovery alone
+
+
+def test_a_scale_in_stays_ready_for_a_failure_through_its_hold() -> None:
+    """4 workers carry the forecast 30k-36k of the hold with 4k to spare, but a failure at 36k would recover after
+    the target (in time up to 34k at 4): the scale-in stops at 5, which is ready for it."""
+    steady = tuple((10_000 - 600 + 60 * i, 4) for i in range(11))
+    forecast = list(np.linspace(30_000, 36_000, 280)) + [36_000] * 620
+    inp = plan(current=8, workload=30_000, forecast=forecast, history=steady)
+    assert POLICY.decide(inp, CONFIG).target_parallelism == 4
+    ready = {n: 8_500.0 * n for n in range(1, 11)}
+    held = POLICY.decide(PlanInput(**{**inp.__dict__, "failure_ready": ready}), CONFIG)
+    assert held.target_parallelism == 5
+    assert any("4: a failure at the peak" in r and "in time up to 34,000/s" in r for r in held.reasons)
