@@ -27,11 +27,11 @@ the default target recovery time (300 s), the time scale the SLO judges on, and 
 ``holds: cost`` (the default) and a cheap rescale (:data:`CHEAP_RESCALE_LOOPS`, an in-place rescale of a second)
 those are ceilings, and each wait is what this job's rescales cost, measured (:func:`holds`,
 :func:`stabilization_s`): about a loop; a dear rescale (a restart of tens of seconds) keeps the settings.
-A scale-in must stay ready for a failure through its hold (:data:`READY_THROUGH_HOLD`): the upper bound's peak over
-the hold at most the workload at which a failure at the smaller scale-out still recovers in time. A scale-in must
-also pay for itself (:func:`_unpaid`): the workers it saves over the time the point
-forecast says it lasts exceed its rescale's cost, and the cost of the rescale back when the forecast says
-it will be undone.
+Where a rescale is dear, a scale-in must stay ready for a failure through its hold (:data:`READY_THROUGH_HOLD`): the
+upper bound's peak over the hold at most the workload at which a failure at the smaller scale-out still recovers
+in time. A scale-in must also pay for itself (:func:`_unpaid`): the workers it saves over the time the point
+forecast says it lasts exceed its rescale's cost, and the cost of the rescale back when the forecast says it will
+be undone.
 No scale-in is taken while the workload rises — the last loop's average runs more than
 :data:`RISING_MARGIN` above the forecast for the next loop (the forecast is behind a rise) or more than
 :data:`CLIMB_MARGIN` above the loop before — since a scale-in sized on the forecast meets the rest of
@@ -118,8 +118,10 @@ scale-out too, through the next two loops, and a scale-out through its hold) or 
 bound's peak over the hold at most the highest steady workload at which a failure at that scale-out still
 recovers within the target (:attr:`PlanInput.failure_ready`). The recovery checks see the workload of now;
 a scale-in taken at the foot of a rise, carrying the rise's peak with a few percent to spare, runs into it
-unable to recover from a failure, and at a restart's cost no rescale may then recover in time either
-(docs/research/experiments.md, experiment 19)."""
+unable to recover from a failure, and at a restart's cost no rescale may then recover in time either. Where a
+rescale is cheap the next round restores the readiness for a second's stop, and the check cost 0.6-1.2 % of the
+dev half's worker-hours with no miss fewer: it applies where a rescale is dear (docs/research/experiments.md,
+experiment 19)."""
 
 MIN_HOLD_LOOPS = 1.0
 """The shortest recent-rescale window and scale-in stabilization (with ``holds: cost``), in loops: a scale-in
@@ -346,7 +348,7 @@ def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: i
     if n == plan_input.current_parallelism:
         if READY_THROUGH_HOLD == "every":
             keep_s = 2 * config.loop_interval_s
-            unready = _unready(plan_input, n, _forecast_max(known.upper, keep_s), keep_s)
+            unready = _unready(plan_input, config, n, _forecast_max(known.upper, keep_s), keep_s)
             if unready:
                 return False, unready
         return True, f"current scale-out qualifies (recovery {recovery:.0f} s)"
@@ -380,7 +382,7 @@ def _scale_in_qualifies(
     hold_s, hold_peak = _hold_peak(plan_input, config, known, recovery)
     if capacity <= hold_peak:
         return False, f"capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
-    unready = _unready(plan_input, n, hold_peak, hold_s)
+    unready = _unready(plan_input, config, n, hold_peak, hold_s)
     if unready:
         return False, unready
     unpaid = _unpaid(plan_input, config, known, n, capacity)
@@ -414,7 +416,7 @@ def _scale_out_qualifies(
         return False, f"capacity {_fmt(capacity)} < the peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
     if READY_THROUGH_HOLD == "every":
         hold_s, hold_peak = _hold_peak(plan_input, config, known, recovery)
-        unready = _unready(plan_input, n, hold_peak, hold_s)
+        unready = _unready(plan_input, config, n, hold_peak, hold_s)
         if unready:
             return False, unready
     peak, what = float(np.max(known.forecast)), "the forecast peak"
@@ -430,11 +432,12 @@ def _scale_out_qualifies(
     return False, f"capacity {_fmt(capacity)} < {what} {_fmt(peak)}"
 
 
-def _unready(plan_input: PlanInput, n: int, peak: float, hold_s: float) -> str:
+def _unready(plan_input: PlanInput, config: PlannerConfig, n: int, peak: float, hold_s: float) -> str:
     """Why scale-out ``n`` would not stay ready for a failure through a hold of ``hold_s`` whose upper bound
-    peaks at ``peak`` (empty if it would, or when its failure-ready workload is unknown)."""
+    peaks at ``peak`` (empty if it would, where a rescale is cheap, or when its failure-ready workload is
+    unknown)."""
     ready = plan_input.failure_ready.get(n)
-    if READY_THROUGH_HOLD == "off" or ready is None or peak <= ready:
+    if READY_THROUGH_HOLD == "off" or _priced(plan_input, config) or ready is None or peak <= ready:
         return ""
     return (
         f"a failure at the peak {_fmt(peak)} of its {hold_s:.0f} s hold would recover after the target "
