@@ -54,6 +54,9 @@ class Observation:
     """Heap used over heap max (0..1) per TaskManager (``tm_id``); empty if not read (the memory guard's)."""
     taskmanager_gc_pressure: Mapping[str, np.ndarray] = field(default_factory=dict)
     """Fraction of time (0..1) in garbage collection per TaskManager; empty if not read (the memory guard's)."""
+    uptime: np.ndarray | None = None
+    """Job uptime per sample, seconds (NaN: a gap; 0 while the job is down); None where the monitor gives only
+    its last value (:attr:`uptime_s`). Dates each (re)start the window saw, not only the last one."""
     rates_settled: np.ndarray | None = None
     """Per sample: False where the rates (workload, throughput, busy) were taken over a window that reaches
     back before the job's last restart (replayed records, new series); the models skip those samples.
@@ -94,6 +97,24 @@ class Observation:
             and bool(self.worker_cpu or self.worker_busy)
         )
 
+    def restarted_since(self, t: float) -> float | None:
+        """When the job first (re)started at or after ``t``, as its uptime dates it (a sample's time less its
+        uptime, over the samples of a running job), or None if it has not.
+
+        The earliest date counts: a second stop within the window (a failure right after a rescale) restarts the
+        job again, and the last uptime alone would date that restart; a sample held between scrapes dates its
+        restart late, never early."""
+        if self.uptime is not None and self.uptime.shape == self.times.shape:
+            with np.errstate(invalid="ignore"):
+                running = np.isfinite(self.uptime) & (self.uptime > 0)
+            dates = self.times[running] - self.uptime[running]
+            dates = dates[dates >= t]
+            return float(dates.min()) if dates.size else None
+        if not self.uptime_s or self.times.size == 0:
+            return None
+        restarted = float(self.times[-1]) - self.uptime_s
+        return restarted if restarted >= t else None
+
     def per_second(self, step_s: float, since: float, until: float) -> Observation:
         """The same observation on the 1-s grid the analyzer reads, each sample held until the next.
 
@@ -130,6 +151,7 @@ class Observation:
             worker_backlog=each(self.worker_backlog),
             taskmanager_heap_usage=each(self.taskmanager_heap_usage),
             taskmanager_gc_pressure=each(self.taskmanager_gc_pressure),
+            uptime=None if self.uptime is None else held(self.uptime),
             rates_settled=None if self.rates_settled is None else held(self.rates_settled),
         )
 
@@ -214,8 +236,8 @@ def screened(observation: Observation, bounds: ReadingBounds = ReadingBounds()) 
 
     The one validation between every metric source and the analyze step: parallelism (a whole number in
     0..``max_parallelism``), rates (workload, throughput, 0..``max_rate``), lag and backlog
-    (0..``max_records``), busy and CPU fractions (0..``max_fraction``) and uptime (0..``max_uptime_s``).
-    A series with an absurd sample loses that sample; an absurd parallelism or uptime is unknown.
+    (0..``max_records``), busy and CPU fractions (0..``max_fraction``) and uptime (0..``max_uptime_s``, each sample
+    and the last). A series with an absurd sample loses that sample; an absurd parallelism or uptime is unknown.
     """
     screen = _Screen(observation.gaps)
     changes = _screened_series(observation, bounds, screen)
@@ -240,6 +262,9 @@ def _screened_series(observation: Observation, bounds: ReadingBounds, screen: _S
         "worker_busy": screen.per_worker("busy", observation.worker_busy, bounds.max_fraction, fraction),
         "worker_backlog": screen.per_worker("worker_backlog", observation.worker_backlog, bounds.max_records, records),
     }
+    if observation.uptime is not None:
+        uptime = f"negative, non-finite or above {bounds.max_uptime_s:.0f} s"
+        checked["uptime"] = screen.series("uptime", observation.uptime, bounds.max_uptime_s, uptime)
     return {name: value for name, value in checked.items() if value is not getattr(observation, name)}
 
 

@@ -55,6 +55,7 @@ class SimulatedMonitor:
             consumer_lag=window.lag,
             parallelism=parallelism,
             uptime_s=uptime,
+            uptime=window.uptime_s.astype(float),
             gaps=gaps,
             worker_busy=busy,
             worker_backlog=backlog,

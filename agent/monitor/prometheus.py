@@ -431,6 +431,7 @@ class PrometheusMonitor:
             consumer_lag=scalars.get("consumer_lag", nan.copy()),
             parallelism=_last_int(scalars.get("parallelism")),
             uptime_s=_last_seconds(scalars.get("uptime")),
+            uptime=None if scalars.get("uptime") is None else scalars["uptime"] / 1000.0,
             gaps=gaps,
             worker_busy={w: s for w, s in busy.items() if w in throughput} if throughput else busy,
             worker_backlog={w: s for w, s in backlog.items() if w in throughput},

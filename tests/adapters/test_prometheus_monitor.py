@@ -243,6 +243,8 @@ def test_the_samples_before_the_scrape_that_shows_a_restart_are_not_settled_eith
     assert obs.rates_settled is not None
     unsettled = GRID[~obs.rates_settled]
     assert unsettled.min() == 1032 and unsettled.max() == 1059 and unsettled.size == 28, unsettled
+    # The uptime samples date the restart: the scrape that shows it exactly, the samples held after it later.
+    assert obs.uptime is not None and obs.restarted_since(SINCE) == 1032.0
 
 
 def test_a_skipped_query_is_never_sent(fake_prometheus: FakePrometheus) -> None:

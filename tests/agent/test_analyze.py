@@ -388,6 +388,49 @@ def test_a_rescale_that_replays_nothing_ends_its_watch_when_the_uptime_says_the_
     assert measured.kind == "rescale" and measured.measured_s < 30
 
 
+def test_the_uptime_samples_date_each_restart_of_the_window_and_the_earliest_since_a_moment_counts() -> None:
+    """An old attempt, a stop, a restart at 20, a second stop and a restart at 45 (its samples held between scrapes
+    date it late, never early): since 5 the job first restarted at 20, since 30 at 45; with the last uptime alone
+    only the restart it shows is known."""
+    times = np.arange(0.0, 60.0)
+    uptime = np.where(times < 10, times + 1000, np.where(times <= 20, 0, np.where(times <= 40, times - 20, 0.0)))
+    uptime = np.where(times >= 46, 1.0 + 5 * ((times - 46) // 5), uptime)  # scraped every 5 s from 46
+    zeros = np.zeros_like(times)
+    observation = Observation(0.0, times, zeros, {}, {}, zeros, 4, float(uptime[-1]), uptime=uptime)
+    assert observation.restarted_since(5.0) == 20.0
+    assert observation.restarted_since(30.0) == 45.0
+    assert observation.restarted_since(50.0) is None
+    last_only = replace(observation, uptime=None)
+    assert last_only.restarted_since(5.0) == pytest.approx(59.0 - float(uptime[-1]))
+
+
+def test_a_failure_inside_a_rescales_watch_does_not_date_the_rescales_end() -> None:
+    """A rescale at a restart's cost stops the job for tens of seconds; two seconds after it runs again, before it
+    has caught up, it fails. The rescale's downtime is learned from the first restart since it (what the uptime
+    samples date), not from the failure's restart, which the last uptime of the round shows."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", **rescale_cost_overrides("restart")})
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([20_000.0, 20_000.0])), settings.simulator)
+    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
+    for now in range(60, 660, 60):
+        job.run_until(now)
+        analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
+    before = job.parallelism
+    job.rescale(before - 2)
+    analyzer.on_rescale(now=600.0, from_parallelism=before, to_parallelism=before - 2, downtime_s=None, resumed_at=None)
+    while not job.restarts:
+        job.step()
+    job.run_until(job.now_s + 2)
+    job.fail()
+    for now in (660, 720):
+        job.run_until(now)
+        analyzer.analyze(monitor.observe(since=now - 60, now=now), now=float(now))
+    rescale, failure = job.restarts
+    assert failure.kind == "failure" and failure.start_s + failure.downtime_s < 660
+    learned, source = analyzer.recovery.downtime_with_source("rescale", before - 2, before)
+    assert source == "measured"
+    assert learned == pytest.approx(rescale.downtime_s, abs=1.0)
+
+
 def test_the_rise_envelope_is_conditioned_on_where_the_workload_stands_only_where_a_rescale_is_cheap() -> None:
     """Two analyzers read the same cycling job; one expects a rescale to stop it for 2 s (in place), the other
     for 30 s (a restart). At the top of the cycle the cheap one plans for the rises seen from other tops, the

@@ -84,6 +84,17 @@ def test_downtime_line_over_scale_outs() -> None:
     assert value == pytest.approx(19.0)
 
 
+def test_the_downtime_line_is_read_between_the_scale_outs_measured() -> None:
+    """Two neighbours 23 s apart make a steep line: below and above them it reads the nearest one's value, not the
+    4 s it extrapolates one scale-out down (a restart taken for an in-place rescale) nor 96 s three up."""
+    predictor = RecoveryPredictor(10, 30, 15)
+    predictor.observe_downtime(kind="rescale", parallelism=13, downtime_s=27.0)
+    predictor.observe_downtime(kind="rescale", parallelism=14, downtime_s=50.0)
+    assert predictor.downtime_with_source("rescale", 12) == pytest.approx((27.0, "interpolated"))
+    assert predictor.downtime_with_source("rescale", 1)[0] == pytest.approx(27.0)
+    assert predictor.downtime_with_source("rescale", 16)[0] == pytest.approx(50.0)
+
+
 def test_observe_without_context_or_with_bad_measure_is_counted() -> None:
     predictor = RecoveryPredictor()
     assert predictor.observe_recovery(kind="failure", parallelism=3, measured_s=50.0) is None
