@@ -42,7 +42,8 @@ class WatchedRecovery:
     downtime_s: float | None = None
     """The downtime measured for this stop (at most one sample per stop)."""
     downtime_source: str | None = None
-    """Where the downtime came from: ``scaler`` or ``uptime``."""
+    """Where the downtime came from: ``scaler`` or ``uptime``; ``down`` when the job was already down at the
+    request (a failure's restart under way), so this stop's downtime and recovery say nothing of a rescale's."""
     overdue: bool = False
     """True once it has outlasted the target recovery time (logged once)."""
     falling_behind: bool = False
@@ -116,6 +117,8 @@ class RecoveryTracker:
         self._evaluated: Collection[int] = ()
         """The scale-outs evaluated at the last round."""
         self._stop_predictions: Mapping[int, float] = {}
+        self._down = False
+        """Whether the last observation ended with the job down (uptime 0)."""
 
     @property
     def watching(self) -> bool:
@@ -142,8 +145,13 @@ class RecoveryTracker:
         downtime_s: float | None,
         resumed_at: float | None,
     ) -> None:
-        """A rescale was applied: watch its recovery (see ``Analyzer.on_rescale``)."""
+        """A rescale was applied: watch its recovery (see ``Analyzer.on_rescale``). One requested while the job
+        was down (a failure's restart under way) is watched, but neither its downtime nor its recovery is learned:
+        the job comes back when that restart completes, and a 1-s rescale learned as 12 s priced the next ones as
+        restarts."""
         self._start_watch(now, "rescale", to_parallelism, from_parallelism)
+        if self._down and self._watched is not None:
+            self._watched = replace(self._watched, downtime_source="down")
         if downtime_s is not None:
             self._record_downtime(downtime_s, source="scaler")
         if resumed_at is not None:
@@ -170,7 +178,7 @@ class RecoveryTracker:
 
     def _record_downtime(self, downtime_s: float, *, source: str) -> None:
         watched = self._watched
-        if watched is None or watched.downtime_s is not None:
+        if watched is None or watched.downtime_s is not None or watched.downtime_source is not None:
             return
         self._watched = replace(watched, downtime_s=downtime_s, downtime_source=source)
         self.predictor.observe_downtime(
@@ -196,6 +204,7 @@ class RecoveryTracker:
 
     def feed(self, observation: Observation) -> list[MeasuredRecovery]:
         """Learn the normal signal, or follow an active recovery to its end; the recoveries that ended."""
+        self._down = observation.uptime_s == 0
         self._resumed_from_uptime(observation)
         values = self._watch_signal(observation)
         if values is None:
@@ -240,7 +249,7 @@ class RecoveryTracker:
     def _measured(self, watched: WatchedRecovery, recovered_at: float) -> MeasuredRecovery:
         """The watched stop ended: learn its downtime from it unless one was measured, and close it."""
         measured = recovered_at - watched.started_at
-        if watched.downtime_s is None:
+        if watched.downtime_s is None and watched.downtime_source is None:
             self.predictor.observe_recovery(
                 kind=watched.kind,
                 parallelism=watched.parallelism,

@@ -149,7 +149,7 @@ class WatchedState(_Part):
     parallelism: Parallelism
     predicted_s: FiniteFloat | None = None
     downtime_s: Seconds | None = None
-    downtime_source: Literal["scaler", "uptime"] | None = None
+    downtime_source: Literal["scaler", "uptime", "down"] | None = None
     overdue: Bool = False
     falling_behind: Bool = False
     from_parallelism: Parallelism | None = None

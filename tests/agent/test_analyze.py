@@ -431,6 +431,32 @@ def test_a_failure_inside_a_rescales_watch_does_not_date_the_rescales_end() -> N
     assert learned == pytest.approx(rescale.downtime_s, abs=1.0)
 
 
+def test_a_rescale_requested_while_a_failure_has_the_job_down_teaches_no_rescale_downtime() -> None:
+    """The job fails just before a round and is down at it; a rescale requested then waits for that restart. The
+    stop lasts as long as the failure's restart, not as a rescale does: neither it nor its recovery is learned as a
+    rescale's downtime (learned, a 1-s in-place rescale read as a restart of seconds)."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", **rescale_cost_overrides("in-place")})
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([20_000.0, 20_000.0])), settings.simulator)
+    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
+    for now in range(60, 600, 60):
+        job.run_until(now)
+        analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
+    job.run_until(595)
+    job.fail()
+    job.run_until(600)
+    analyzer.analyze(monitor.observe(since=540, now=600), now=600.0)
+    before = job.parallelism
+    assert job.rescale(before + 2), "taken as the restart's new scale-out"
+    analyzer.on_rescale(now=600.0, from_parallelism=before, to_parallelism=before + 2, downtime_s=None, resumed_at=None)
+    for now in range(660, 1200, 60):
+        job.run_until(now)
+        analyzer.analyze(monitor.observe(since=now - 60, now=now), now=float(now))
+    (failure,) = job.restarts
+    assert failure.to_parallelism == before + 2 and failure.downtime_s > 5
+    assert analyzer.recovery.downtime_with_source("rescale", before + 2, before)[1] == "prior"
+    assert not analyzer.watch.active, "the stop was watched to its end"
+
+
 def test_the_rise_envelope_is_conditioned_on_where_the_workload_stands_only_where_a_rescale_is_cheap() -> None:
     """Two analyzers read the same cycling job; one expects a rescale to stop it for 2 s (in place), the other
     for 30 s (a restart). At the top of the cycle the cheap one plans for the rises seen from other tops, the
