@@ -388,6 +388,17 @@ def test_a_rescale_that_replays_nothing_ends_its_watch_when_the_uptime_says_the_
     assert measured.kind == "rescale" and measured.measured_s < 30
 
 
+def _steady_job(profile: str, *, until: int) -> tuple[SimulatedFlinkJob, SimulatedMonitor, Analyzer]:
+    """A job at a steady 20,000/s priced as the lab's ``profile``, its analyzer fed a round a minute to ``until``."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", **rescale_cost_overrides(profile)})
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([20_000.0, 20_000.0])), settings.simulator)
+    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
+    for now in range(60, until + 1, 60):
+        job.run_until(now)
+        analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
+    return job, monitor, analyzer
+
+
 def test_the_uptime_samples_date_each_restart_of_the_window_and_the_earliest_since_a_moment_counts() -> None:
     """An old attempt, a stop, a restart at 20, a second stop and a restart at 45 (its samples held between scrapes
     date it late, never early): since 5 the job first restarted at 20, since 30 at 45; with the last uptime alone
@@ -408,12 +419,7 @@ def test_a_failure_inside_a_rescales_watch_does_not_date_the_rescales_end() -> N
     """A rescale at a restart's cost stops the job for tens of seconds; two seconds after it runs again, before it
     has caught up, it fails. The rescale's downtime is learned from the first restart since it (what the uptime
     samples date), not from the failure's restart, which the last uptime of the round shows."""
-    settings = load_lab_settings(None, {"telemetry.log_level": "error", **rescale_cost_overrides("restart")})
-    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([20_000.0, 20_000.0])), settings.simulator)
-    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
-    for now in range(60, 660, 60):
-        job.run_until(now)
-        analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
+    job, monitor, analyzer = _steady_job("restart", until=600)
     before = job.parallelism
     job.rescale(before - 2)
     analyzer.on_rescale(now=600.0, from_parallelism=before, to_parallelism=before - 2, downtime_s=None, resumed_at=None)
@@ -435,12 +441,7 @@ def test_a_rescale_requested_while_a_failure_has_the_job_down_teaches_no_rescale
     """The job fails just before a round and is down at it; a rescale requested then waits for that restart. The
     stop lasts as long as the failure's restart, not as a rescale does: neither it nor its recovery is learned as a
     rescale's downtime (learned, a 1-s in-place rescale read as a restart of seconds)."""
-    settings = load_lab_settings(None, {"telemetry.log_level": "error", **rescale_cost_overrides("in-place")})
-    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([20_000.0, 20_000.0])), settings.simulator)
-    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
-    for now in range(60, 600, 60):
-        job.run_until(now)
-        analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
+    job, monitor, analyzer = _steady_job("in-place", until=540)
     job.run_until(595)
     job.fail()
     job.run_until(600)
