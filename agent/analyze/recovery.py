@@ -190,11 +190,13 @@ class RecoveryTracker:
         (a stop that replays next to nothing may never leave the caught-up band, and without it would hold the
         planner for the whole target), and the downtime is learned unless the scaler measured it."""
         watched = self._watched
+        if watched is None:
+            return
         # The first restart since the stop: uptime from before it says nothing, and a second stop inside the
         # watch (a failure right after a rescale) dates a later one, which taken as this stop's end made a
         # rescale of 27 s a stop of 73 s.
-        restarted_at = None if watched is None else observation.restarted_since(watched.started_at)
-        if watched is None or restarted_at is None:
+        restarted_at = observation.restarted_since(watched.started_at)
+        if restarted_at is None:
             return
         self.watch.resumed(restarted_at)
         if watched.downtime_s is None:
