@@ -732,5 +732,6 @@ def plan_input_of(agent: Agent, analysis: Analysis, now: float, observation: Obs
         policy_state=agent.policy_state,
         rescale_downtimes=analysis.rescale_downtimes,
         failure_ready=analysis.failure_ready,
+        rescale_recoveries=analysis.rescale_recoveries,
         replay_records=analysis.replay_records,
     )

@@ -112,6 +112,25 @@ PATCHED: dict[str, dict[str, Any]] = {
     "no failure readiness through the hold": {"READY_THROUGH_HOLD": "off"},
     "every decision ready through its hold": {"READY_THROUGH_HOLD": "every"},
     "holds end when the undo lands": {"HOLD_LANDS": "downtime"},
+    "before the climb and the scale-ins' hold": {"CLIMB_CARRIED": False, "HOLD_FROM": "planned"},
+    "a cheap scale-out carries the climb": {"CLIMB_CARRIED": True, "HOLD_FROM": "planned"},
+    "scale-ins hold from the rescale's own recovery": {"CLIMB_CARRIED": False, "HOLD_FROM": "scale-in"},
+    "holds from the rescale's own recovery": {"CLIMB_CARRIED": False, "HOLD_FROM": "rescale"},
+    "holds from the rescale's own recovery and rises of 60-s means": {
+        "CLIMB_CARRIED": False,
+        "HOLD_FROM": "rescale",
+        "models.forecast.envelope.CONDITIONED_MEAN_S": 60,
+    },
+    "conditioned rises of 60-s means": {
+        "CLIMB_CARRIED": False,
+        "HOLD_FROM": "planned",
+        "models.forecast.envelope.CONDITIONED_MEAN_S": 60,
+    },
+    "conditioned rises of 30-s means": {
+        "CLIMB_CARRIED": False,
+        "HOLD_FROM": "planned",
+        "models.forecast.envelope.CONDITIONED_MEAN_S": 30,
+    },
     "scale-outs sized on the horizon": {"SCALE_OUT_SIZED_ON": "horizon"},
     "scale-outs sized on the horizon and the gap vetoes": {"SCALE_OUT_SIZED_ON": "horizon", "RISE_GAP": "veto"},
     "forecast errors without the gap check": {
@@ -121,7 +140,7 @@ PATCHED: dict[str, dict[str, Any]] = {
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an
-endless margin never binds), or the analyze stage's upper bound (experiments 15, 16 and 17 of
+endless margin never binds), or the analyze stage's upper bound (experiments 15, 16, 17 and 20 of
 docs/research/experiments.md)."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
 VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})

@@ -122,6 +122,9 @@ class PlanInput:
     failure_ready: Mapping[int, float] = field(default_factory=dict)
     """The highest steady workload at which a failure at each candidate scale-out recovers within the target,
     records/s; absent where unknown."""
+    rescale_recoveries: Mapping[int, float] = field(default_factory=dict)
+    """Predicted recovery of a rescale to each candidate scale-out alone (at the current one: of a failure there),
+    s; absent where unknown. :attr:`recovery_times` is the slower of it and a failure once there."""
     replay_records: float | None = None
     """Records a rescale now replays (those since the last checkpoint, expected; none where the scale target
     aligns rescales with a checkpoint); None if unknown."""

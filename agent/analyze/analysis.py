@@ -42,6 +42,8 @@ class Analysis:
     """Expected downtime of a rescale from the current scale-out to each candidate, s (the recovery predictor's)."""
     failure_ready: Mapping[int, float] = field(default_factory=dict)
     """The highest steady workload at which a failure at each candidate recovers within the target."""
+    rescale_recoveries: Mapping[int, float] = field(default_factory=dict)
+    """The expected recovery of a rescale to each candidate, s (at the current scale-out: of a failure there)."""
     replay_records: float | None = None
     """Records a rescale now replays, expected (the recovery predictor's: none where rescales are aligned with a
     checkpoint), or None."""

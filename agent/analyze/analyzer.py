@@ -229,6 +229,7 @@ class Analyzer:
             refused_artifacts=refused,
             rescale_downtimes=scale_outs.downtimes,
             failure_ready=scale_outs.failure_ready,
+            rescale_recoveries=scale_outs.stop_predictions,
             replay_records=None if rate is None else self.recovery.replay_records(rate, "rescale"),
         )
 

@@ -39,6 +39,10 @@ POSITION_WINDOW_S = 1800
 """Where the workload stands is read against its range over this trailing window (half an hour): a level at
 the top of it has risen already, one at the bottom has room to."""
 
+CONDITIONED_MEAN_S = 10
+"""The conditioned ratios (where a rescale is cheap) are rises of trailing means this long: from the mean up
+to a moment to the highest such mean within the lead after it."""
+
 POSITION_BINS = 3
 """The range is cut into this many equal parts (bottom, middle, top): a conditioned ratio is the quantile of
 the rises from moments in the same part as now, which needs enough of them to be a quantile."""
@@ -71,6 +75,17 @@ def _quantile(values: np.ndarray, q: float) -> float:
     return float(part[low] + (part[high] - part[low]) * (at - low))
 
 
+def _trailing_mean(y: np.ndarray, steps: int) -> np.ndarray:
+    """The mean of each level and the ``steps - 1`` before it (NaN until there are that many; a gap in the
+    window makes it NaN)."""
+    if steps <= 1 or y.size == 0:
+        return y
+    out = np.full(y.size, np.nan)
+    if y.size >= steps:
+        out[steps - 1 :] = np.lib.stride_tricks.sliding_window_view(y, steps).mean(axis=1)
+    return out
+
+
 def position_bin(position: float) -> int:
     """The part of the range (0 .. POSITION_BINS - 1) a position in [0, 1] falls in."""
     return min(POSITION_BINS - 1, max(0, int(position * POSITION_BINS)))
@@ -94,7 +109,8 @@ class RiseEnvelope:
         """Workload means of ``resolution_s`` seconds, oldest first."""
         self._partial: list[float] = []
         self._ratios: dict[int, float] | None = None
-        self._binned: dict[int, dict[int, float]] | None = None
+        self._binned: tuple[dict[int, float], dict[int, dict[int, float]]] | None = None
+        """The conditioned ratios: from every moment, and by the part of the range the moment stood in."""
 
     def update(self, samples: np.ndarray) -> None:
         """Fold per-second samples into the history (NaN skipped); the ratios are recomputed when read."""
@@ -108,11 +124,12 @@ class RiseEnvelope:
                 self._ratios = None
                 self._binned = None
 
-    def _compute(self, groups: np.ndarray | None = None) -> dict[int, dict[int, float]]:
+    def _compute(self, groups: np.ndarray | None = None, mean_steps: int = 1) -> dict[int, dict[int, float]]:
         """The ratio at every lead from every moment (under key -1), and with ``groups`` (a group number per
         level) from the moments of each group alone, NaN at a lead without history enough from them. The rises
-        are measured once per lead and shared by every group."""
-        y = np.asarray(self.levels, dtype=float)
+        are measured once per lead and shared by every group; ``mean_steps``: on trailing means of that many
+        levels."""
+        y = _trailing_mean(np.asarray(self.levels, dtype=float), mean_steps)
         filled = np.where(np.isfinite(y), y, -np.inf)  # a gap is never the highest level within a lead
         keys = [-1] + (list(range(POSITION_BINS)) if groups is not None else [])
         ratios: dict[int, dict[int, float]] = {key: {} for key in keys}
@@ -152,18 +169,22 @@ class RiseEnvelope:
             return self._ratios
         y = np.asarray(self.levels, dtype=float)
         window = max(2, POSITION_WINDOW_S // self.resolution_s)
-        if self._binned is None or self._ratios is None:
+        if self._binned is None:
             bins = np.minimum(POSITION_BINS - 1, (positions(y, window) * POSITION_BINS).astype(int))
-            computed = self._compute(bins)
-            self._ratios = computed.pop(-1)
-            self._binned = computed
-        binned = self._binned[self.part(level)]
+            steps = max(1, CONDITIONED_MEAN_S // self.resolution_s)
+            computed = self._compute(bins, steps)
+            every = computed.pop(-1)
+            self._binned = (every, computed)
+            if steps == 1:
+                self._ratios = every
+        every, by_part = self._binned
+        binned = by_part[self.part(level)]
         # A lead that part of the range has too little history for takes the unconditional ratio; the rise
         # still grows with the lead.
         table: dict[int, float] = {}
         previous = 1.0
         for lead in LEADS_S:
-            value = binned[lead] if math.isfinite(binned[lead]) else self._ratios[lead]
+            value = binned[lead] if math.isfinite(binned[lead]) else every[lead]
             table[lead] = previous = max(previous, value)
         return table
 

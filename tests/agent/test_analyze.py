@@ -179,6 +179,8 @@ def test_a_scale_in_is_judged_by_its_bad_case_and_the_watch_by_the_expected_one(
     assert below, expected
     for n in below:
         assert analysis.recovery_times[n] > expected[n]
+    # The rescale's own recovery goes to the planner too: where a rescale is cheap, a decision's hold starts there.
+    assert dict(analysis.rescale_recoveries) == dict(expected)
     # Scale-outs are needed, not optional: the expected case (and a failure once there) decides.
     for n in range(current + 1, settings.max_parallelism + 1):
         assert analysis.recovery_times[n] >= expected[n]

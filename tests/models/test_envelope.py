@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from models.forecast import envelope as envelope_module
 from models.forecast.envelope import RiseEnvelope
 
 
@@ -98,3 +99,28 @@ def test_a_part_of_the_range_without_history_at_a_lead_takes_the_unconditional_r
     assert conditioned.ratio(900, 2990.0) == plain.ratio(900)
     leads = [conditioned.ratio(lead, 2990.0) for lead in (10, 60, 300, 600, 900)]
     assert leads == sorted(leads), "a rise within a short lead is within a longer one too"
+
+
+@pytest.mark.parametrize("mean_s", [10, 60])
+def test_the_conditioned_rises_of_longer_means_leave_out_bursts_shorter_than_them(
+    mean_s: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 12,000/s workload with a 20-s burst to 30,000/s every five minutes: the highest 10-s mean within two
+    minutes is a burst from two moments in five, the highest 60-s mean a third of one. Conditioned rises of
+    60-s means (:data:`models.forecast.envelope.CONDITIONED_MEAN_S`) see the burst's share of a minute; the
+    unconditioned envelope stays on 10-s levels whatever the setting (docs/research/experiments.md,
+    experiment 20)."""
+    monkeypatch.setattr(envelope_module, "CONDITIONED_MEAN_S", mean_s)
+    period = np.full(300, 12_000.0)
+    period[140:160] = 30_000.0
+    rng = np.random.default_rng(3)
+    samples = np.tile(period, 24) + 100 * rng.standard_normal(300 * 24)
+    conditioned, plain = RiseEnvelope(quantile=0.8, conditioned=True), RiseEnvelope(quantile=0.8)
+    for envelope in (conditioned, plain):
+        envelope.update(samples)
+    assert plain.ratio(120) > 2.0
+    if mean_s == 10:
+        assert conditioned.ratio(120, 12_000.0) > 2.0
+    else:
+        assert 1.2 < conditioned.ratio(120, 12_000.0) < 1.6, conditioned.ratio(120, 12_000.0)
+    assert plain.ratio(120, 12_000.0) == plain.ratio(120)

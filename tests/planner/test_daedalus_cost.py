@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from planner import DaedalusPolicy, PlanInput, PlannerConfig
+from planner import DaedalusPolicy, PlanInput, PlannerConfig, daedalus
 from planner.daedalus import Holds, break_even_s, cheap_rescale, holds, rescale_cost_ws, stabilization_s
 from planner.history import Recommendations
 from planner.types import ReasonCode
@@ -27,6 +27,8 @@ def plan(
     replay: float | None = 125_000,
     last_rescale_at: float | None = None,
     history: tuple[tuple[float, int], ...] = (),
+    recovery: float = 60.0,
+    rescale_recovery: float | None = None,
 ) -> PlanInput:
     values = np.full(900, float(forecast)) if isinstance(forecast, (int, float)) else np.asarray(forecast, dtype=float)
     return PlanInput(
@@ -36,7 +38,8 @@ def plan(
         forecast=values,
         consumer_lag=0.0,
         capacities={n: 10_000.0 * n for n in range(1, 11)},
-        recovery_times={n: 60.0 for n in range(1, 11)},
+        recovery_times={n: recovery for n in range(1, 11)},
+        rescale_recoveries={} if rescale_recovery is None else {n: rescale_recovery for n in range(1, 11)},
         last_rescale_at=last_rescale_at,
         recent_recommendations=Recommendations(history),
         rescale_downtimes={} if downtime is None else {n: downtime for n in range(1, 11)},
@@ -117,6 +120,49 @@ def test_a_cheap_scale_out_carries_its_hold_a_costly_one_the_horizons_peak() -> 
     costly = POLICY.decide(plan(current=3, workload=35_000, forecast=forecast, downtime=22.0), CONFIG)
     assert costly.target_parallelism == 8
     assert POLICY.decide(plan(current=3, workload=35_000, forecast=forecast), FIXED).target_parallelism == 8
+
+
+@pytest.mark.parametrize("hold_from", ["planned", "scale-in", "rescale"])
+def test_a_decisions_hold_starts_from_the_slower_recovery_or_where_cheap_from_the_rescales_own(
+    hold_from: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A failure at 3 workers would take 200 s to recover, the rescale to them 20 s; the forecast passes their
+    # 30,000/s at 200 s. A hold from the slower recovery (200 s and two loops: 320 s) sees the rise, one from the
+    # rescale's own (140 s, where a rescale is cheap and the switch says so) does not; a restart's hold always
+    # starts from the slower recovery. docs/research/experiments.md, experiment 20, chose between them.
+    monkeypatch.setattr(daedalus, "HOLD_FROM", hold_from)
+    forecast = [25_000.0] * 200 + [45_000.0] * 700
+    history = ((NOW - 120, 3), (NOW - 60, 3))
+    cheap = POLICY.decide(plan(forecast=forecast, history=history, recovery=200.0, rescale_recovery=20.0), CONFIG)
+    if hold_from == "planned":
+        assert cheap.desired_parallelism == 5
+        assert any(
+            r.startswith("4: capacity 40,000/s < forecast peak 45,000/s of its 320 s hold") for r in cheap.reasons
+        )
+    else:
+        assert cheap.target_parallelism == 3 and cheap.code is ReasonCode.SCALE_IN
+        assert any(r.startswith("3: carries the forecast peak 25,000/s of its 140 s hold") for r in cheap.reasons)
+    unknown = POLICY.decide(plan(forecast=forecast, history=history, recovery=200.0), CONFIG)
+    assert unknown.desired_parallelism == 5, "without the rescale's own recovery, the slower one"
+    costly = plan(forecast=forecast, history=history, recovery=200.0, rescale_recovery=20.0, downtime=22.0)
+    assert POLICY.decide(costly, CONFIG).desired_parallelism == 5
+
+
+def test_a_cheap_scale_out_on_a_climb_carries_the_climb_over_its_hold() -> None:
+    # The workload climbed from 20,000/s to 35,000/s over the last loop (250/s a second); the forecast, fitted on
+    # the flat before, holds 35,000/s. Where a rescale is cheap the scale-out is sized on its 180-s hold, so on a
+    # climb it carries the climb continued over it (35,000 + 250 x 180 = 80,000/s: 9 workers), not 4 workers
+    # that the next round must add to again; without the climb, or at a restart's cost, the forecast decides.
+    climbing = dataclasses.replace(plan(current=3, workload=35_000, forecast=35_000), workload_previous=20_000.0)
+    decision = POLICY.decide(climbing, CONFIG)
+    assert decision.target_parallelism == 9 and decision.code is ReasonCode.SCALE_OUT
+    assert any(r.startswith("9: carries the peak 80,000/s of its 180 s hold") for r in decision.reasons)
+    steady = dataclasses.replace(climbing, workload_previous=34_000.0)
+    assert POLICY.decide(steady, CONFIG).target_parallelism == 4
+    costly = dataclasses.replace(
+        plan(current=3, workload=35_000, forecast=35_000, downtime=22.0), workload_previous=20_000.0
+    )
+    assert POLICY.decide(costly, CONFIG).target_parallelism == 4
 
 
 def test_a_forecast_behind_the_workload_raises_a_cheap_scale_ins_bound_instead_of_refusing_it() -> None:
