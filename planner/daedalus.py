@@ -383,12 +383,17 @@ def _hold_peak(
 ) -> tuple[float, float]:
     """``(hold, peak)``: the hold of a rescale to ``n`` this round (:func:`_hold_s`) and the upper bound's peak
     over it."""
-    if (HOLD_FROM == "rescale" or (HOLD_FROM == "scale-in" and n < plan_input.current_parallelism)) and _priced(
-        plan_input, config
-    ):
-        recovery = plan_input.rescale_recoveries.get(n, recovery)
-    hold_s = _hold_s(plan_input, config, recovery)
+    hold_s = _hold_s(plan_input, config, _hold_recovery(plan_input, config, n, recovery))
     return hold_s, _forecast_max(known.upper, hold_s)
+
+
+def _hold_recovery(plan_input: PlanInput, config: PlannerConfig, n: int, recovery: float) -> float:
+    """The recovery the hold of a rescale to ``n`` starts with (:data:`HOLD_FROM`): the rescale's own where a rescale
+    is cheap and the switch covers ``n`` and it is known, else ``recovery`` (the planned one)."""
+    covered = HOLD_FROM == "rescale" or (HOLD_FROM == "scale-in" and n < plan_input.current_parallelism)
+    if not covered or not _priced(plan_input, config):
+        return recovery
+    return plan_input.rescale_recoveries.get(n, recovery)
 
 
 def _scale_in_qualifies(
@@ -437,16 +442,18 @@ def _scale_out_qualifies(
     that is higher."""
     if SCALE_OUT_SIZED_ON == "hold" and _priced(plan_input, config):
         hold_s, hold_peak = _hold_peak(plan_input, config, known, n, recovery)
+        what = "the peak"
         previous = plan_input.workload_previous
         if CLIMB_CARRIED and previous is not None and _climbing(known.workload, previous):
-            climb = (known.workload - previous) / config.loop_interval_s
-            hold_peak = max(hold_peak, known.workload + climb * hold_s)
+            climbed = known.workload + (known.workload - previous) / config.loop_interval_s * hold_s
+            if climbed > hold_peak:
+                hold_peak, what = climbed, "the climb continued to"
         if capacity > hold_peak:
             return True, (
-                f"carries the peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity {_fmt(capacity)}) "
+                f"carries {what} {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity {_fmt(capacity)}) "
                 f"and recovers in {recovery:.0f} s"
             )
-        return False, f"capacity {_fmt(capacity)} < the peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
+        return False, f"capacity {_fmt(capacity)} < {what} {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
     if READY_THROUGH_HOLD == "every":
         hold_s, hold_peak = _hold_peak(plan_input, config, known, n, recovery)
         unready = _unready(plan_input, config, n, hold_peak, hold_s)

@@ -41,7 +41,9 @@ the top of it has risen already, one at the bottom has room to."""
 
 CONDITIONED_MEAN_S = 10
 """The conditioned ratios (where a rescale is cheap) are rises of trailing means this long: from the mean up
-to a moment to the highest such mean within the lead after it."""
+to a moment to the highest such mean within the lead after it. 10: the levels themselves. On 60-s means, the
+SLO's falling-behind allowance, the bursts shorter than a minute count for their share of it: 0.6-0.7 % fewer
+worker-hours, but 1 -> 6 avoidable misses on the held-out half (docs/research/experiments.md, experiment 20)."""
 
 POSITION_BINS = 3
 """The range is cut into this many equal parts (bottom, middle, top): a conditioned ratio is the quantile of

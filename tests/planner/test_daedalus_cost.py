@@ -156,7 +156,7 @@ def test_a_cheap_scale_out_on_a_climb_carries_the_climb_over_its_hold() -> None:
     climbing = dataclasses.replace(plan(current=3, workload=35_000, forecast=35_000), workload_previous=20_000.0)
     decision = POLICY.decide(climbing, CONFIG)
     assert decision.target_parallelism == 9 and decision.code is ReasonCode.SCALE_OUT
-    assert any(r.startswith("9: carries the peak 80,000/s of its 180 s hold") for r in decision.reasons)
+    assert any(r.startswith("9: carries the climb continued to 80,000/s of its 180 s hold") for r in decision.reasons)
     steady = dataclasses.replace(climbing, workload_previous=34_000.0)
     assert POLICY.decide(steady, CONFIG).target_parallelism == 4
     costly = dataclasses.replace(
