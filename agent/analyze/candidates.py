@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from agent.analyze.forecasting import WorkloadOutlook
 from models.capacity import CapacityModel
@@ -60,9 +61,10 @@ class ScaleOuts:
         """What the planner checks, per candidate."""
         return {n: r.planned_s for n, r in self.recoveries.items()}
 
-    @property
+    @cached_property
     def stop_predictions(self) -> dict[int, float]:
-        """What the recovery watch compares with, per candidate."""
+        """What the recovery watch compares with, per candidate, and where a cheap scale-in's hold starts (built
+        once: the watch and the planner read the same predictions)."""
         return {n: r.stop_s for n, r in self.recoveries.items()}
 
 
