@@ -24,7 +24,7 @@ from agent.observation import Observation
 from tests.adapters.test_prometheus_monitor import healthy, q
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.prometheus_api import Canned, FakePrometheus
-from tests.faults.test_round_faults import START, make_agent, rounds, settings_for
+from tests.faults.test_round_faults import PROMETHEUS_TIMEOUT_S, START, make_agent, rounds, settings_for
 
 
 def _two(value: float) -> Canned:
@@ -181,7 +181,7 @@ def test_on_flink_rest_an_absurd_parallelism_yields_to_the_rest_api_and_puts_not
                 "min_parallelism": 1,
                 "loop_interval_s": 10,
                 "dry_run": False,
-                "prometheus": {"url": fake_prometheus.url, "timeout_s": 0.5, "worker_label": "pod"},
+                "prometheus": {"url": fake_prometheus.url, "timeout_s": PROMETHEUS_TIMEOUT_S, "worker_label": "pod"},
                 "scale_target": {"kind": "flink-rest", "rest_url": flink.url, "request_timeout_s": 2},
                 "knowledge": {"store": "file", "path": str(tmp_path / "knowledge.json")},
             },

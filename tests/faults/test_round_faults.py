@@ -37,13 +37,23 @@ INTERVAL = 10.0
 NOT_READY_AFTER = 2
 
 
+# The canned Prometheus answers in milliseconds; the margin is for a machine busy with other tests. A slow answer
+# outlasts it.
+PROMETHEUS_TIMEOUT_S = 2.0
+
+
 def settings_for(tmp_path: Path, prometheus: FakePrometheus, kubeconfig: Path, **overrides: Any) -> Settings:
     """Production settings pointing at the fakes; knowledge in a file so the test can read it."""
     base: dict[str, Any] = {
         "loop_interval_s": INTERVAL,
         "min_parallelism": 1,
         "max_parallelism": 8,
-        "prometheus": {"url": prometheus.url, "timeout_s": 0.5, "stale_after_s": 30, "worker_label": "pod"},
+        "prometheus": {
+            "url": prometheus.url,
+            "timeout_s": PROMETHEUS_TIMEOUT_S,
+            "stale_after_s": 30,
+            "worker_label": "pod",
+        },
         "scale_target": {
             "kind": "deployment",
             "name": "flink-taskmanager",
@@ -98,7 +108,7 @@ BAD_WORKLOAD = {
     # The newest sample of each window is 7 s old when the round runs (stale_after_s is 5 for this case):
     # a scrape that lags or stopped must not pass its old value off as the current workload.
     "stale": Canned([({}, lambda t: 2000.0 if t % INTERVAL < 4 else None)]),
-    "slow": Canned([({}, lambda t: 2000.0)], delay_s=1.5),
+    "slow": Canned([({}, lambda t: 2000.0)], delay_s=PROMETHEUS_TIMEOUT_S + 1.0),
     "server_error": Canned(status=503, error="overloaded"),
 }
 
@@ -190,7 +200,7 @@ def test_a_rescale_the_api_keeps_refusing_is_never_recorded(
             kubeconfig,
             policy="static",
             static_parallelism=6,
-            scale_target={**settings.scale_target.model_dump(), "request_timeout_s": 0.3, "max_retries": 1},
+            scale_target={**settings.scale_target.model_dump(), "request_timeout_s": 1.0, "max_retries": 1},
         )
     agent = make_agent(settings, clock)
     healthy(fake_prometheus)
