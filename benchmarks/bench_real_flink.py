@@ -101,6 +101,8 @@ class Setup:
     seed: int
     scale: float
     capacities: dict[int, float]
+    loop_interval_s: float = DEFAULT_TIME["loop_interval_s"]
+    """The agent's loop before compression (the shipped default unless ``--loop-interval``)."""
 
     @property
     def production_s(self) -> float:
@@ -110,7 +112,7 @@ class Setup:
     def time_knobs(self) -> dict[str, Any]:
         """Perdix's time constants divided by the compression (at least the settings' minima)."""
         knobs: dict[str, Any] = {}
-        for key, value in DEFAULT_TIME.items():
+        for key, value in {**DEFAULT_TIME, "loop_interval_s": self.loop_interval_s}.items():
             scaled = value / self.compress
             if isinstance(value, int):
                 scaled = max(MINIMA.get(key, 1), round(scaled))
@@ -378,8 +380,17 @@ def main() -> None:
     parser.add_argument(
         "--capacities", type=Path, default=None, help="capacities.json of an earlier run: skip measuring"
     )
+    parser.add_argument(
+        "--loop-interval",
+        type=float,
+        default=DEFAULT_TIME["loop_interval_s"],
+        help="the agent's loop in trace seconds, compressed like the other time constants (default: the shipped "
+        "loop_interval_s; the chart's flink-rest example sets 30)",
+    )
     parser.add_argument("--out", type=Path, default=Path("out/bench_real_flink"))
     args = parser.parse_args()
+    if not args.loop_interval > 0:
+        parser.error(f"--loop-interval: {args.loop_interval:g} is not a positive number of seconds")
     configure_logging("console", "error")
     args.out.mkdir(parents=True, exist_ok=True)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -422,6 +433,7 @@ def main() -> None:
                 args.seed,
                 scale,
                 capacities,
+                args.loop_interval,
             )
             ideal, slots = ideal_slot_seconds(setup)
             workload = setup.workload()
