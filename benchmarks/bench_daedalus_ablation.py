@@ -111,6 +111,12 @@ PATCHED: dict[str, dict[str, Any]] = {
     "forecast gap vetoes": {"RISE_GAP": "veto"},
     "no failure readiness through the hold": {"READY_THROUGH_HOLD": "off"},
     "every decision ready through its hold": {"READY_THROUGH_HOLD": "every"},
+    "scale-ins ready for a failure where cheap too": {
+        "READY_THROUGH_HOLD": "scale-in",
+        "READY_WHERE": "always",
+        "CLIMB_CARRIED": True,
+        "HOLD_FROM": "scale-in",
+    },
     "holds end when the undo lands": {"HOLD_LANDS": "downtime"},
     "before the climb and the scale-ins' hold": {"CLIMB_CARRIED": False, "HOLD_FROM": "planned"},
     "a cheap scale-out carries the climb": {"CLIMB_CARRIED": True, "HOLD_FROM": "planned"},

@@ -134,6 +134,10 @@ rescale is cheap the next round restores the readiness for a second's stop, and 
 dev half's worker-hours with no miss fewer: it applies where a rescale is dear (docs/research/experiments.md,
 experiment 19)."""
 
+READY_WHERE = "dear"
+"""Where :data:`READY_THROUGH_HOLD` applies: ``dear``, where a rescale is dear only, or ``always``, where it is cheap
+too (each scale-in's hold then that of :data:`HOLD_FROM`)."""
+
 HOLD_FROM = "scale-in"
 """Where a rescale is cheap, which recovery a decision's hold (:func:`decision_hold_s`) starts with: ``planned``,
 the slower of the rescale's and a failure's once there (:attr:`PlanInput.recovery_times`); ``scale-in``, a
@@ -477,7 +481,8 @@ def _unready(plan_input: PlanInput, config: PlannerConfig, n: int, peak: float, 
     peaks at ``peak`` (empty if it would, where a rescale is cheap, or when its failure-ready workload is
     unknown)."""
     ready = plan_input.failure_ready.get(n)
-    if READY_THROUGH_HOLD == "off" or _priced(plan_input, config) or ready is None or peak <= ready:
+    cheap_exempt = READY_WHERE == "dear" and _priced(plan_input, config)
+    if READY_THROUGH_HOLD == "off" or cheap_exempt or ready is None or peak <= ready:
         return ""
     return (
         f"a failure at the peak {_fmt(peak)} of its {hold_s:.0f} s hold would recover after the target "
