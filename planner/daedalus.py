@@ -136,7 +136,10 @@ experiment 19)."""
 
 READY_WHERE = "dear"
 """Where :data:`READY_THROUGH_HOLD` applies: ``dear``, where a rescale is dear only, or ``always``, where it is cheap
-too (each scale-in's hold then that of :data:`HOLD_FROM`)."""
+too (each scale-in's hold then that of :data:`HOLD_FROM`). Where cheap, even over a scale-in's shorter hold, the
+check cost 0.7-0.8 % of every half's worker-hours for 8 -> 6 avoidable misses: a failure's spare capacity held
+through the hold does not ready a job for the second and third failure that cost the misses left
+(docs/research/experiments.md, experiment 21)."""
 
 HOLD_FROM = "scale-in"
 """Where a rescale is cheap, which recovery a decision's hold (:func:`decision_hold_s`) starts with: ``planned``,
