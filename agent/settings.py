@@ -414,7 +414,10 @@ class Settings(BaseSettings):
         defaults.LOOP_INTERVAL_S,
         gt=0,
         le=DAY_S,
-        description="Time between two rounds of the MAPE-K loop, seconds."
+        description="Time between two rounds of the MAPE-K loop, seconds. Unset: 60, or 30 where each rescale is in"
+        " place and aligned with a checkpoint (scale_target.kind flink-rest with checkpoint_before_rescale, the"
+        " default): a rescale there stops the job for a fraction of a second, and a shorter loop undoes a wrong"
+        " decision within half of the minute a running job may fall behind."
         " At most a day (DAY_S): the scheduler's timer holds it, and a round reads back at most five intervals"
         " of metrics.",
     )
@@ -629,6 +632,13 @@ class Settings(BaseSettings):
         if name in cls.refused_policies:
             raise ValueError(f"{name!r} {cls.refused_policies[name]}; {cls.policy_context} takes one of {choices}")
         raise ValueError(f"unknown policy {name!r}; one of {choices}")
+
+    @model_validator(mode="after")
+    def _loop_where_rescales_are_aligned(self) -> Settings:
+        # Unset, the loop follows what a rescale costs: in place and aligned with a checkpoint, a round every 30 s.
+        if "loop_interval_s" not in self.model_fields_set and self.rescales_aligned:
+            object.__setattr__(self, "loop_interval_s", defaults.ALIGNED_LOOP_INTERVAL_S)
+        return self
 
     @model_validator(mode="after")
     def _bounds(self) -> Settings:

@@ -84,6 +84,7 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "no partition offsets": (frozenset(), {}),
     "no partition offsets or backlogs": (frozenset(), {}),
     "loop 30 s": (frozenset(), {"loop_interval_s": 30.0}),
+    "loop 60 s": (frozenset(), {"loop_interval_s": 60.0}),
     "loop 20 s": (frozenset(), {"loop_interval_s": 20.0}),
 }
 """Variant name -> (estimates replaced by the truth, settings overrides)."""
@@ -96,6 +97,7 @@ PATCHED: dict[str, dict[str, Any]] = {
     "fixed holds as before": {"RISE_GAP_WHILE_FALLING": True},
     "no rise checks": {"RISING_MARGIN": 1e9, "CLIMB_MARGIN": 1e9},
     "holds at the cost alone": {"MIN_HOLD_LOOPS": 0.0},
+    "holds of half a loop at least": {"MIN_HOLD_LOOPS": 0.5},
     "holds at the cost alone and no gap check": {"MIN_HOLD_LOOPS": 0.0, "RISING_MARGIN": 1e9},
     "forecast errors": {"agent.analyze.forecasting.UPPER_BOUND": "forecast_errors"},
     "forecast errors on the forecast alone": {

@@ -13,9 +13,10 @@ place. Every process is stopped by its pid whatever happens.
    exceeds that second's workload (no restarts, no forecast error: a floor, not a policy).
 3. Each policy runs on a fresh job for ``--minutes`` of production: the trace replayed at
    ``--compress`` trace seconds per wall second, then the job drains and the sink's counts are read.
-   The agent runs Perdix's defaults with every time constant divided by the compression (loop 60 s →
-   60/c, rate window, grace, stabilization, recent-rescale window, forecast window and horizon, target
-   recovery 300 s → 300/c, checkpoint interval 10 s → 10/c for the job and the agent, downtime priors),
+   The agent runs Perdix's defaults for the flink-rest target with every time constant divided by the
+   compression (loop 30 s → 30/c, or ``--loop-interval``; rate window, grace, stabilization, recent-rescale
+   window, forecast window and horizon, target recovery 300 s → 300/c, checkpoint interval 10 s → 10/c for the
+   job and the agent, downtime priors),
    so that a compressed minute looks to it like a real one. The flink-autoscaler's own windows
    (``flink_autoscaler.*``: 15-min metric window, 5-min stabilization, 1-h scale-down interval,
    catch-up and restart times, lag thresholds) and its 15-s reconcile are divided alike. What cannot
@@ -57,6 +58,7 @@ from lab.flink.harness import (
 from lab.flink.schedule import ProductionSchedule, read_trace
 from lab.flink.trace_job import JobCounts, TraceJobOptions
 from lab.slo import DEFAULT_FALLING_BEHIND_ALLOWANCE_S, judge
+from planner.defaults import ALIGNED_LOOP_INTERVAL_S
 from planner.flink_autoscaler import FlinkAutoscalerPolicy
 from planner.peers import FlinkAutoscaler
 
@@ -74,9 +76,11 @@ _TIME_KEYS = (
 )
 DEFAULT_TIME: dict[str, Any] = {
     **{key: Settings.model_fields[key].default for key in _TIME_KEYS},
+    "loop_interval_s": ALIGNED_LOOP_INTERVAL_S,
     "rate_window_s": PrometheusSettings.model_fields["rate_window_s"].default,
 }
-"""Perdix's shipped time constants (agent/settings.py), divided by the compression for a replay."""
+"""Perdix's shipped time constants (agent/settings.py) on the flink-rest target the replay rescales through (its loop
+where each rescale is aligned with a checkpoint), divided by the compression for a replay."""
 FLINK_AUTOSCALER_TIME = {
     key: value for key, value in FlinkAutoscalerOptions().model_dump().items() if key != "target_utilization"
 }
@@ -385,7 +389,7 @@ def main() -> None:
         type=float,
         default=DEFAULT_TIME["loop_interval_s"],
         help="the agent's loop in trace seconds, compressed like the other time constants (default: the shipped "
-        "loop_interval_s; the chart's flink-rest example sets 30)",
+        "loop_interval_s of the flink-rest target, 30)",
     )
     parser.add_argument("--out", type=Path, default=Path("out/bench_real_flink"))
     args = parser.parse_args()

@@ -43,8 +43,8 @@ and the benchmarks): the simulated job's rescale downtime and the agent's prior 
   0.1-0.3 s (``benchmarks.bench_flink_rescale``): 1 s + 0.05 s per worker, the replay as above;
 * ``in-place-aligned``: the same with each rescale aligned with a checkpoint triggered for it, as the flink-rest
   target does by default (``scale_target.checkpoint_before_rescale``): no replay; the agent knows it
-  (``rescales_aligned``). On the real job aligned rescales replayed 0.04-0.09 s of records against 5 s
-  (docs/research/rescale-checkpoint-alignment.md).
+  (``rescales_aligned``) and, its loop unset, runs a round every 30 s as on that target. On the real job aligned
+  rescales replayed 0.04-0.09 s of records against 5 s (docs/research/rescale-checkpoint-alignment.md).
 
 Failures cost the same in every profile (a TaskManager is lost either way)."""
 

@@ -57,6 +57,26 @@ def test_precedence_file_then_env_then_flag(tmp_path: Path, monkeypatch: pytest.
     assert settings.prometheus.timeout_s == 3  # sibling from the file survives
 
 
+def test_the_loop_unset_is_30_s_where_each_rescale_is_aligned_in_place_and_60_s_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rest = {"scale_target.kind": "flink-rest"}
+    assert load_settings(None, rest).loop_interval_s == 30
+    assert load_settings(None, {**rest, "scale_target.checkpoint_before_rescale": False}).loop_interval_s == 60
+    assert load_settings(None, {"scale_target.kind": "deployment"}).loop_interval_s == 60
+    assert load_settings(None, {"scale_target.kind": "flinkdeployment"}).loop_interval_s == 60
+    # Set anywhere, it is the operator's: in the file, the environment or a flag, whatever the target.
+    assert load_settings(write(tmp_path, "loop_interval_s: 60\n"), rest).loop_interval_s == 60
+    assert load_settings(None, {**rest, "loop_interval_s": 90}).loop_interval_s == 90
+    monkeypatch.setenv("PERDIX_LOOP_INTERVAL_S", "45")
+    assert load_settings(None, rest).loop_interval_s == 45
+    monkeypatch.delenv("PERDIX_LOOP_INTERVAL_S")
+    # The lab's simulated job follows its own profile: aligned rescales get the aligned target's loop.
+    aligned = {"simulator.rescale_aligned": True}
+    assert load_lab_settings(None, aligned).loop_interval_s == 30
+    assert load_lab_settings(None, {}).loop_interval_s == 60
+
+
 def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
     config = write(tmp_path, "simulator:\n  partitions: 24\n")
     settings = load_lab_settings(config, {"simulator.seed": 99, "scale_target.kind": "deployment"})

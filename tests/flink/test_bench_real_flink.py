@@ -27,13 +27,13 @@ def test_the_flink_autoscaler_runs_compressed_like_the_agent() -> None:
 def test_other_policies_get_the_agents_time_constants_only() -> None:
     knobs = setup(10.0).policy_knobs("daedalus")
     assert "flink_autoscaler" not in knobs
-    assert knobs == setup(10.0).time_knobs() and knobs["loop_interval_s"] == 6.0
+    assert knobs == setup(10.0).time_knobs() and knobs["loop_interval_s"] == 3.0  # the flink-rest target's 30 s
 
 
 def test_a_loop_of_its_own_is_compressed_like_the_default_one_and_leaves_the_others() -> None:
     shipped = setup(6.0)
-    thirty = Setup(Path("traces/taylor.csv"), 6.0, 10.0, 4, 1000.0, 12, 1.0, 7, 1.0, {1: 1000.0}, 30.0)
-    assert shipped.time_knobs()["loop_interval_s"] == 10.0 and thirty.time_knobs()["loop_interval_s"] == 5.0
-    assert {k: v for k, v in thirty.time_knobs().items() if k != "loop_interval_s"} == {
+    sixty = Setup(Path("traces/taylor.csv"), 6.0, 10.0, 4, 1000.0, 12, 1.0, 7, 1.0, {1: 1000.0}, 60.0)
+    assert shipped.time_knobs()["loop_interval_s"] == 5.0 and sixty.time_knobs()["loop_interval_s"] == 10.0
+    assert {k: v for k, v in sixty.time_knobs().items() if k != "loop_interval_s"} == {
         k: v for k, v in shipped.time_knobs().items() if k != "loop_interval_s"
     }

@@ -31,6 +31,12 @@ CHART_DEFAULTS_DIFFER = {
     "scale_target.namespace": "the release namespace",
 }
 
+# Settings whose chart value defaults to null, which the chart leaves out of the settings file so the agent picks its
+# own default (values.yaml says which); a value set is rendered like any other.
+AGENT_DECIDES_WHEN_NULL = {
+    "loop_interval_s": "30 s where each rescale is in place and aligned with a checkpoint (mode rest), 60 s elsewhere",
+}
+
 # A valid value different from the chart's default for every settings field the chart exposes.
 # Rendered in mode taskManagers, where the scale target may be named freely. A settings field missing
 # here fails test_table_covers_every_settings_field: add it to the chart, then here.
@@ -291,9 +297,17 @@ def test_every_values_key_lands_in_settings(tmp_path: Path) -> None:
         f"values without a settings field: {sorted(chart_keys - settings_keys)}; "
         f"settings without a value: {sorted(settings_keys - chart_keys)}"
     )
-    # And the rendered file holds exactly the settings fields (extra="forbid" rejects the rest).
+    # And the rendered file holds exactly the settings fields (extra="forbid" rejects the rest), less those left to
+    # the agent while null; set, they are rendered.
     rendered = yaml.safe_load(settings_yaml(render()))
-    assert values_leaves(rendered) == {tuple(path.split(".")) for path in LEAVES}
+    assert values_leaves(rendered) == {tuple(path.split(".")) for path in LEAVES if path not in AGENT_DECIDES_WHEN_NULL}
+    for path in AGENT_DECIDES_WHEN_NULL:
+        value: Any = CHART_VALUES["perdix"]
+        for key in values_path(path):
+            value = value[key]
+        assert value is None, path
+    rendered = yaml.safe_load(settings_yaml(render(sets=["perdix.loopIntervalSeconds=45"])))
+    assert rendered["loop_interval_s"] == 45
 
 
 def test_schema_describes_exactly_the_values() -> None:
@@ -391,7 +405,8 @@ def test_schema_is_at_least_as_strict_as_the_settings(path: str) -> None:
     info = LEAVES[path]
     schema = schema_leaves(CHART_SCHEMA["properties"]["perdix"])[tuple(values_path(path))]
     types_ = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-    assert set(types_) == _schema_types(info.annotation), path
+    null = {"null"} if path in AGENT_DECIDES_WHEN_NULL else set()
+    assert set(types_) == _schema_types(info.annotation) | null, path
     assert schema.get("description"), f"{path}: schema entry without a description"
     for bound in _bounds(info):
         if isinstance(bound, annotated_types.Gt):
