@@ -10,10 +10,10 @@ confirmed rescale, and to the end of the SLO episode (lag back under one second 
 and whether the agent called the recovery overdue; then, for the first step up, every round's forecast
 peak and where it came from (a step must be forecast at its new level, not as a ramp).
 
-``--defaults``: every time knob at its shipped default instead (60-s loop, 60-s rates, 120-s grace, 300-s
-recent-rescale hold and scale-in stabilization, 900-s forecast window and horizon, 300-s target recovery,
-``max_parallelism`` 16 on the three slots; only the job's 10-s checkpoints and a 2-s rescale downtime prior
-set), Prometheus scraping every 15 s, the first step after 180 s: Perdix as an operator would first run it.
+``--defaults``: every time knob at its shipped default instead (the flink-rest target's 30-s loop, 60-s rates,
+120-s grace, 300-s recent-rescale hold and scale-in stabilization, 900-s forecast window and horizon, 300-s target
+recovery, ``max_parallelism`` 16 on the three slots; only the job's 10-s checkpoints and a 2-s rescale downtime
+prior set), Prometheus scraping every 15 s, the first step after 180 s: Perdix as an operator would first run it.
 Use phases of several minutes (``--cycles 1 --phase 420``).
 
 Run (about 1 + 2 × cycles × phase / 60 minutes):
