@@ -97,7 +97,6 @@ PATCHED: dict[str, dict[str, Any]] = {
     "fixed holds as before": {"RISE_GAP_WHILE_FALLING": True},
     "no rise checks": {"RISING_MARGIN": 1e9, "CLIMB_MARGIN": 1e9},
     "holds at the cost alone": {"MIN_HOLD_LOOPS": 0.0},
-    "holds of half a loop at least": {"MIN_HOLD_LOOPS": 0.5},
     "holds at the cost alone and no gap check": {"MIN_HOLD_LOOPS": 0.0, "RISING_MARGIN": 1e9},
     "forecast errors": {"agent.analyze.forecasting.UPPER_BOUND": "forecast_errors"},
     "forecast errors on the forecast alone": {
