@@ -479,10 +479,10 @@ class Settings(BaseSettings):
     holds: defaults.Holds = Field(
         defaults.HOLDS,
         description="How Daedalus times its holds: where a rescale is cheap (its measured downtime at most "
-        "a tenth of a loop, e.g. Flink's in-place rescaling), cost shortens the grace period, the recent-rescale "
-        "window and the scale-in stabilization to what this job's rescales cost (their downtime and the records "
-        "they replay: about a loop), with the three settings as ceilings; a dear rescale (a restart) keeps the "
-        "settings. fixed applies the three settings as they are.",
+        "2 % of target_recovery_time_s, e.g. Flink's in-place rescaling), cost shortens the grace period, the "
+        "recent-rescale window and the scale-in stabilization to what this job's rescales cost (their downtime "
+        "and the records they replay: about a loop), with the three settings as ceilings; a dear rescale (a "
+        "restart) keeps the settings. fixed applies the three settings as they are.",
     )
     forecast_horizon_s: int = Field(
         DEFAULT_FORECASTER.horizon_s,

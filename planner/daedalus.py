@@ -25,7 +25,7 @@ no longer finish the recovery in time (:func:`cannot_catch_up`), unknown data ke
 scale-out, and scale-in waits until the lower scale-out has been wanted for the whole stabilization
 window (HPA style), so a workload hovering at a threshold does not flap. The windows' settings default to
 the default target recovery time (300 s), the time scale the SLO judges on, and the grace to two loops; with
-``holds: cost`` (the default) and a cheap rescale (:data:`CHEAP_RESCALE_LOOPS`, an in-place rescale of a second)
+``holds: cost`` (the default) and a cheap rescale (:data:`CHEAP_RESCALE_TARGET`, an in-place rescale of a second)
 those are ceilings, and each wait is what this job's rescales cost, measured (:func:`holds`,
 :func:`stabilization_s`): about a loop; a dear rescale (a restart of tens of seconds) keeps the settings.
 Where a rescale is dear, a scale-in must stay ready for a failure through its hold (:data:`READY_THROUGH_HOLD`): the
@@ -114,14 +114,18 @@ HOLD_LANDS = "loop"
 (the measured downtime of a rescale from the current scale-out), which saved 2 % of the dev half's worker-hours
 and doubled its misses (experiment 17)."""
 
-CHEAP_RESCALE_LOOPS = 0.1
-"""A rescale is cheap when its expected downtime is at most this part of a loop (6 s at the default 60 s): then
-the agent undoes a wrong decision within the next loop's readings, and its waits are priced (``holds: cost``)
-and its rise envelope conditioned on where the workload stands. Flink's in-place rescaling stops a job for
-0.1-0.3 s, a restart with new pods for 10-30 s; between them the threshold is far from both. A dear rescale
-keeps the settings' waits and the unconditioned envelope: at a restart's cost, the priced waits and the
-conditioned envelope cut 1.6 % of the held-out half's worker-hours and added 5 misses to its 9
-(docs/research/experiments.md, experiment 15)."""
+CHEAP_RESCALE_TARGET = 0.02
+"""A rescale is cheap when its expected downtime is at most this part of the target recovery time (6 s of the
+default 300 s): then its stop is worked off with a fifth of the capacity to spare within a tenth of the target, so
+the few rescales of an undo or of a climb in steps still recover in time, and its waits are priced
+(``holds: cost``) and its rise envelope conditioned on where the workload stands. Flink's in-place rescaling stops
+a job for 0.1-0.3 s, a restart with new pods for 10-30 s (4-10 % of the default target, half of it or more to work
+off with that spare); between them the threshold is far from both. The recovery target, not the loop, is what a
+stop is judged by: the loop says how soon an undo lands, not what it costs, and judged by a loop of 30 s (or a
+replay's compressed one) an in-place stop of half a second counted as a restart. A dear rescale keeps the
+settings' waits and the unconditioned envelope: at a restart's cost, the priced waits and the conditioned
+envelope cut 1.6 % of the held-out half's worker-hours and added 5 misses to its 9 (docs/research/experiments.md,
+experiments 15 and 23)."""
 
 READY_THROUGH_HOLD = "scale-in"
 """Which decisions must stay ready for a failure through their hold: ``scale-in``, ``every`` (the current
@@ -156,15 +160,20 @@ MIN_HOLD_LOOPS = 1.0
 wanted in one round only is noise until the next round confirms it (the readings of one loop)."""
 
 
-def cheap_rescale(downtime_s: float | None, loop_interval_s: float) -> bool:
-    """Whether a rescale of this expected downtime is cheap (:data:`CHEAP_RESCALE_LOOPS`); unknown is not."""
-    return downtime_s is not None and math.isfinite(downtime_s) and downtime_s <= CHEAP_RESCALE_LOOPS * loop_interval_s
+def cheap_rescale(downtime_s: float | None, target_recovery_time_s: float) -> bool:
+    """Whether a rescale of this expected downtime is cheap against the recovery target
+    (:data:`CHEAP_RESCALE_TARGET`); unknown is not."""
+    return (
+        downtime_s is not None
+        and math.isfinite(downtime_s)
+        and downtime_s <= CHEAP_RESCALE_TARGET * target_recovery_time_s
+    )
 
 
 def _priced(plan_input: PlanInput, config: PlannerConfig) -> bool:
     """``holds: cost`` and the rescale from the current scale-out cheap: the round's waits are priced."""
     return config.holds == "cost" and cheap_rescale(
-        plan_input.rescale_downtimes.get(plan_input.current_parallelism), config.loop_interval_s
+        plan_input.rescale_downtimes.get(plan_input.current_parallelism), config.target_recovery_time_s
     )
 
 

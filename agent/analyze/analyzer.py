@@ -186,9 +186,10 @@ class Analyzer:
         return self._analysis(observation, outlook, scale_outs, restart, recoveries, refused, recovering)
 
     def _rescale_is_cheap(self, current: int | None) -> bool:
-        """A rescale in place costs at most a tenth of a loop: the envelope may be conditioned on the level."""
+        """A rescale stops the job for a small part of the recovery target (in place): the envelope may be
+        conditioned on the level."""
         return current is not None and cheap_rescale(
-            self.recovery.downtime("rescale", current, current), self.settings.loop_interval_s
+            self.recovery.downtime("rescale", current, current), self.settings.target_recovery_time_s
         )
 
     def _candidates(self, current: int | None) -> Sequence[int]:

@@ -50,13 +50,13 @@ class WorkloadOutlook:
 
     forecast: Forecast
     recent_rate: float | None
-    """Mean workload over the last checkpoint interval (what a stop replays), or the last minute's level."""
+    """Mean workload over the last checkpoint interval (what a stop replays), or the level (`Forecasting.level`)."""
     previous: float | None
     """Mean workload over the stretch as long as this round's observation just before it, or None."""
     upper: np.ndarray | None
     """The workload as high as it may rise (the rise envelope over the forecast), or the forecast itself."""
     arrivals: np.ndarray | None
-    """What a recovery must outrun: the point forecast, never below the last minute's level."""
+    """What a recovery must outrun: the point forecast, never below the level."""
 
 
 def forecaster_config(settings: Settings) -> ForecasterConfig:
@@ -120,7 +120,7 @@ class Forecasting:
             origin = float(observation.times[-1]) + 1.0
             self.recent.record(origin, self.forecaster.model, self.forecaster.model_forecast)
             if conformal and forecast.values is not None:
-                level = finite_mean(self.recent.last(60)) if CONFORMAL_FROM_LEVEL else None
+                level = self.level() if CONFORMAL_FROM_LEVEL else None
                 self.errors.record(origin, forecast.values, part=self.envelope.part(level), level=level)
         self._hot_reload(now)
         return forecast
@@ -128,6 +128,14 @@ class Forecasting:
     def take_refused(self) -> tuple[str, ...]:
         """Kinds of the registry artifacts refused since the last call."""
         return self.reloader.take_refused() if self.reloader is not None else ()
+
+    def level(self) -> float | None:
+        """Where the workload stands now: its mean over the last rate window (``prometheus.rate_window_s``, a minute
+        by default), the span every rate read is already averaged over; None without a reading. A span of the
+        agent's own time scale, not a fixed minute: with a rate window of 5 s (a short target, or a replay whose
+        time constants are all compressed) a minute's mean still stood at the top of a descent 40 loops after it
+        began, and no scale-in carried it."""
+        return finite_mean(self.recent.last(max(1, self.settings.prometheus.rate_window_s)))
 
     def outlook(self, forecast: Forecast, *, span: int, cheap_rescale: bool) -> WorkloadOutlook:
         """The workload ahead from the forecast and the recent workload; ``span``: seconds this round observed.
@@ -138,11 +146,11 @@ class Forecasting:
         # At least one second: a sub-second checkpoint interval (a time-compressed job) must not leave the
         # replay estimate, and with it every recovery prediction, without data.
         recent_rate = finite_mean(self.recent.last(max(1, math.ceil(self.settings.checkpoint_interval_s))))
-        level = finite_mean(self.recent.last(60))
+        level = self.level()
         previous = finite_mean(self.recent.last(2 * span)[:span]) if span else None
         if recent_rate is None:
-            # The last checkpoint interval's samples are a gap (rates restart with the tasks): the last
-            # minute's level stands in, or every recovery would read "never" and undo the rescale.
+            # The last checkpoint interval's samples are a gap (rates restart with the tasks): the
+            # level stands in, or every recovery would read "never" and undo the rescale.
             recent_rate = level
         values = forecast.values
         upper = (
@@ -150,7 +158,7 @@ class Forecasting:
             if values is not None and level is not None and self.settings.forecast_quantile is not None
             else values
         )
-        # The arrivals a recovery must outrun: the point forecast, but never below the last minute's level.
+        # The arrivals a recovery must outrun: the point forecast, but never below the level.
         # Right after a step the forecast still follows the old level for a few loops; a recovery planned
         # on it drains at the old rate's spare capacity, which the new rate does not leave.
         arrivals = np.maximum(values, level) if values is not None and level is not None else values

@@ -26,6 +26,17 @@ from models.recovery import RecoveryPredictor
 FALLING_BEHIND_MIN_S = 10
 """Seconds of running (after the restart settled) the backlog's trend needs before it says anything."""
 
+CAUGHT_UP_RUN_OF_TARGET = 1 / 30
+"""A watched recovery ends once the job has been caught up for this part of the target recovery time in a row (10 s
+of the default 300 s, at least a second); the planner holds until then. A part of the target, not a fixed 10 s: a
+job whose target is a minute, or a replay whose every time constant is compressed, would otherwise hold its planner
+through a sixth of its target and more after every rescale, however soon it caught up."""
+
+
+def caught_up_run_s(settings: Settings) -> int:
+    """Seconds a recovery must stay caught up in a row before the watch ends it (:data:`CAUGHT_UP_RUN_OF_TARGET`)."""
+    return max(1, round(CAUGHT_UP_RUN_OF_TARGET * settings.target_recovery_time_s))
+
 
 @dataclass(frozen=True)
 class WatchedRecovery:
@@ -110,7 +121,7 @@ class RecoveryTracker:
             downtime_failure_prior_s=settings.downtime_failure_prior_s,
             aligned_rescales=settings.rescales_aligned,
         )
-        self.watch = RecoveryWatch()
+        self.watch = RecoveryWatch(consecutive_s=caught_up_run_s(settings))
         self._watched: WatchedRecovery | None = None
         self._signal: str | None = None
         """What the watch follows: ``lag``, or ``gap`` (workload − throughput) without one."""
@@ -279,7 +290,7 @@ class RecoveryTracker:
         if signal != self._signal:
             if self._signal is not None:
                 self.log.info("recovery.signal_changed", old=self._signal, new=signal)
-                self.watch = RecoveryWatch()
+                self.watch = RecoveryWatch(consecutive_s=caught_up_run_s(self.settings))
                 self._watched = None
             self._signal = signal
         return values
@@ -327,6 +338,8 @@ class RecoveryTracker:
         """Read :meth:`to_dict`'s fields from the analyzer's document."""
         self.predictor = RecoveryPredictor.from_dict(object_at(state, "recovery"))
         self.watch = RecoveryWatch.from_dict(object_at(state, "watch"))
+        # The run a recovery must stay caught up follows the target as set now, not as it was when saved.
+        self.watch.consecutive_s = caught_up_run_s(self.settings)
         watched = state.get("watch_meta")
         self._watched = WatchedRecovery.from_dict(as_object(watched)) if watched else None
         self._signal = as_str(state.get("watch_signal"))

@@ -627,3 +627,32 @@ def test_a_forecast_horizon_off_the_minute_builds_and_runs_the_analyze_stage(hor
     for minute in range(1, 4):
         analysis = analyzer.analyze(lagless(60.0 * minute, parallelism=2, uptime_s=60.0 * minute), now=60.0 * minute)
     assert analysis.forecast is not None and len(analysis.forecast) == horizon
+
+
+@pytest.mark.parametrize("window_s", [5, 60])
+def test_the_level_the_upper_bound_starts_from_is_the_workloads_mean_over_the_rate_window(window_s: int) -> None:
+    """Where the workload stands is its mean over the rate window, the span every rate is averaged over: a descent
+    from 3,000 to 1,000/s over a minute stands at its last 5 s with a 5-s window (a short target, or a compressed
+    replay), not at the minute's mean, which no scale-in during the descent could carry."""
+    from agent.analyze import forecasting
+
+    settings = load_lab_settings(None, {"policy": "daedalus", "prometheus.rate_window_s": window_s})
+    part = forecasting.Forecasting(settings, executor=None, enabled=True)
+    descent = lagless(600.0, parallelism=2, uptime_s=600.0)
+    descent = replace(descent, workload=np.linspace(3000.0, 1000.0, descent.times.size))
+    part.step(descent, 600.0)
+    assert part.level() == pytest.approx(float(np.mean(descent.workload[-window_s:])))
+    part.close()
+
+
+@pytest.mark.parametrize(("target_s", "run_s"), [(300.0, 10), (60.0, 2), (15.0, 1)])
+def test_a_watched_recovery_ends_after_a_thirtieth_of_the_target_caught_up(target_s: float, run_s: int) -> None:
+    """The run of caught-up seconds that ends a watched recovery, and with it the planner's hold, is a part of the
+    target recovery time (10 s of the default 300 s, a second at least), read again from the settings when a
+    document saved under another target is restored."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "target_recovery_time_s": target_s})
+    analyzer = Analyzer(settings)
+    assert analyzer.watch.consecutive_s == run_s
+    saved = Analyzer(load_lab_settings(None, {"telemetry.log_level": "error"})).to_dict()
+    analyzer.restore(saved)
+    assert analyzer.watch.consecutive_s == run_s

@@ -63,7 +63,7 @@ def test_cheap_rescales_shorten_the_holds_to_a_loop_and_costly_ones_keep_the_set
     assert holds(slow, CONFIG).recent_rescale_window_s == pytest.approx(8 * 5 + 7 * 2_000_000 / 70_000)
     assert stabilization_s(slow, CONFIG, 4) == stabilization_s(slow, CONFIG, 7) == pytest.approx(8 * 5 + 200)
     restart = plan(downtime=22.0)  # a restart of 8 workers, 10 s + 1.5 s a worker: dear, the settings hold
-    assert not cheap_rescale(22.0, 60.0) and cheap_rescale(6.0, 60.0) and not cheap_rescale(None, 60.0)
+    assert not cheap_rescale(22.0, 300.0) and cheap_rescale(6.0, 300.0) and not cheap_rescale(None, 300.0)
     assert holds(restart, CONFIG) == Holds(120, 300, False)
     assert stabilization_s(restart, CONFIG, 4) == 300
 
@@ -188,3 +188,12 @@ def test_a_forecast_behind_the_workload_raises_a_cheap_scale_ins_bound_instead_o
     assert decision.desired_parallelism == 8
     assert any(r.startswith("3: ") and "no scale-in on a rising workload" in r for r in decision.reasons)
     assert not any("raised by the gap" in r for r in decision.reasons)
+
+
+def test_a_rescale_is_cheap_by_its_stop_against_the_recovery_target_not_against_the_loop() -> None:
+    """Half a second in place is cheap whatever the loop (a 1.5-s one too); a restart of one worker, 11.5 s, is not,
+    at a loop of ten minutes too; a stop is judged by how much of the target its backlog takes."""
+    fast_loop = dataclasses.replace(CONFIG, loop_interval_s=1.5)
+    assert holds(plan(downtime=0.5), fast_loop).priced
+    assert not holds(plan(downtime=11.5), dataclasses.replace(CONFIG, loop_interval_s=600.0)).priced
+    assert cheap_rescale(0.3, 15.0) and not cheap_rescale(0.5, 15.0)
