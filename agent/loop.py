@@ -159,6 +159,15 @@ class RoundResult:
         return self.outcome.message
 
 
+def _scale_in_refused(decision: Decision, current: int | None) -> str | None:
+    """Why a decision that keeps the scale-out did not take one worker fewer: the reason the policy gave for it
+    (Daedalus's candidate search gives one per scale-out tried, ``"n: ..."``), or None."""
+    if current is None or decision.target_parallelism != current or decision.desired_parallelism != current:
+        return None
+    prefix = f"{current - 1}: "
+    return next((reason[len(prefix) :] for reason in decision.reasons if reason.startswith(prefix)), None)
+
+
 def _worker_means(series: Mapping[str, np.ndarray]) -> dict[str, float]:
     """Mean of each worker's finite samples (workers without any are left out)."""
     means: dict[str, float] = {}
@@ -541,6 +550,9 @@ class Agent:
                 code=decision.code.value,
                 reason=decision.reasons[-1] if decision.reasons else None,
             )
+            refused = _scale_in_refused(decision, analysis.parallelism if analysis is not None else None)
+            if refused is not None:
+                fields["scale_in_refused"] = refused
         self.log.info("loop", **fields)
 
 

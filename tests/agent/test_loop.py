@@ -167,3 +167,26 @@ def test_a_recovery_cut_short_by_the_end_of_the_replay_is_incomplete_not_an_unkn
     assert summary["slo_misses"] == 0
     # Nothing judged is unbounded, so the longest judged recovery is a number (none finished: 0).
     assert summary["recovery_max_s"] == 0.0
+
+
+def test_a_round_that_keeps_its_scale_out_says_why_one_worker_fewer_was_refused() -> None:
+    """The loop event of a round that keeps the scale-out carries the reason the policy gave the next smaller one
+    (``scale_in_refused``); a round that rescales or is held by a guard carries none."""
+    from agent.loop import _scale_in_refused
+    from planner.types import Decision, ReasonCode
+
+    reasons = ("3: capacity 30,000/s <= average workload 35,000/s", "4: current scale-out qualifies (recovery 40 s)")
+    kept = Decision.whole_job(4, 4, reasons, ReasonCode.KEEP, acted=True)
+    assert _scale_in_refused(kept, 4) == "capacity 30,000/s <= average workload 35,000/s"
+    assert _scale_in_refused(Decision.whole_job(3, 3, reasons[:1], ReasonCode.SCALE_IN, acted=True), 4) is None
+    assert _scale_in_refused(Decision.whole_job(4, 4, ("in grace",), ReasonCode.GRACE), 4) is None
+    assert _scale_in_refused(kept, None) is None
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    run = Replay(Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0])), settings, hours=0.5)
+    run.run()
+    refusals = [
+        _scale_in_refused(r.decision, r.analysis.parallelism)
+        for r in run.rounds
+        if r.decision is not None and r.analysis is not None and r.decision.code is ReasonCode.KEEP
+    ]
+    assert any(refusals), "a steady job kept at its scale-out says why it keeps it"
