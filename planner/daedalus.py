@@ -307,6 +307,10 @@ def _known(plan_input: PlanInput) -> _Known | Decision:
         return guards.unknown(plan_input, "no workload forecast yet: keeping the current scale-out")
     if capacity_now is None:
         return guards.unknown(plan_input, f"capacity at the current scale-out {current} unknown: keeping it")
+    if not plan_input.recovery_times:
+        # No candidate's recovery could be predicted (no recent workload to predict from): every one would read
+        # "never", and the fallback would take the largest scale-out on a gap in the readings.
+        return guards.unknown(plan_input, "no recovery predicted this round: keeping the current scale-out")
     upper = plan_input.forecast_upper if plan_input.forecast_upper is not None else forecast
     return _Known(workload, forecast, upper, capacity_now)
 

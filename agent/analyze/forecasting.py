@@ -130,12 +130,16 @@ class Forecasting:
         return self.reloader.take_refused() if self.reloader is not None else ()
 
     def level(self) -> float | None:
-        """Where the workload stands now: its mean over the last rate window (``prometheus.rate_window_s``, a minute
-        by default), the span every rate read is already averaged over; None without a reading. A span of the
-        agent's own time scale, not a fixed minute: with a rate window of 5 s (a short target, or a replay whose
-        time constants are all compressed) a minute's mean still stood at the top of a descent 40 loops after it
-        began, and no scale-in carried it."""
-        return finite_mean(self.recent.last(max(1, self.settings.prometheus.rate_window_s)))
+        """Where the workload stands now: the mean of its last rate window of readings (``prometheus.rate_window_s``,
+        a minute by default), the span every rate read is already averaged over. A span of the agent's own time
+        scale, not a fixed minute: with a rate window of 5 s (a short target, or a replay whose time constants are
+        all compressed) a minute's mean still stood at the top of a descent 40 loops after it began, and no
+        scale-in carried it. The readings of the window after a restart are dropped (their rates reach back
+        before it), so the latest window of known readings within two windows stands in; None without any."""
+        window = max(1, self.settings.prometheus.rate_window_s)
+        recent = self.recent.last(2 * window)
+        known = recent[np.isfinite(recent)][-window:]
+        return float(known.mean()) if known.size else None
 
     def outlook(self, forecast: Forecast, *, span: int, cheap_rescale: bool) -> WorkloadOutlook:
         """The workload ahead from the forecast and the recent workload; ``span``: seconds this round observed.

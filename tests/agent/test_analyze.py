@@ -642,6 +642,13 @@ def test_the_level_the_upper_bound_starts_from_is_the_workloads_mean_over_the_ra
     descent = replace(descent, workload=np.linspace(3000.0, 1000.0, descent.times.size))
     part.step(descent, 600.0)
     assert part.level() == pytest.approx(float(np.mean(descent.workload[-window_s:])))
+    # After a restart the readings of a rate window are dropped: the latest window of known ones stands in.
+    restarted = lagless(660.0, parallelism=2, uptime_s=0.0)
+    part.step(replace(restarted, workload=np.full(restarted.times.size, np.nan)), 660.0)
+    if window_s * 2 > 60:
+        assert part.level() == pytest.approx(float(np.mean(descent.workload[-(2 * window_s - 60) :])))
+    else:
+        assert part.level() is None
     part.close()
 
 

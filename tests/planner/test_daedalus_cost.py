@@ -197,3 +197,10 @@ def test_a_rescale_is_cheap_by_its_stop_against_the_recovery_target_not_against_
     assert holds(plan(downtime=0.5), fast_loop).priced
     assert not holds(plan(downtime=11.5), dataclasses.replace(CONFIG, loop_interval_s=600.0)).priced
     assert cheap_rescale(0.3, 15.0) and not cheap_rescale(0.5, 15.0)
+
+
+def test_a_round_without_any_recovery_prediction_keeps_the_scale_out_rather_than_taking_the_largest() -> None:
+    """No recent workload to predict from leaves every candidate without a recovery: a gap in the readings, kept
+    as one, never the fallback's "no scale-out recovers in time" that takes the largest scale-out."""
+    decision = POLICY.decide(dataclasses.replace(plan(), recovery_times={}), CONFIG)
+    assert decision.code is ReasonCode.UNKNOWN_DATA and decision.target_parallelism == 8
