@@ -297,15 +297,22 @@ def test_the_restarted_agent_resumes_from_its_knowledge_without_a_second_rescale
         f"rescaled again before the step down (first {first.from_parallelism}->{first.to_parallelism}): {during_step}"
         f"{scenario.tail()}"
     )
-    # The watch of the scale-out's recovery survived the kill: the restarted agent's first round still holds for it.
-    restarted_rounds = [
-        e
-        for e in scenario.events
-        if e.get("event") == "loop" and scenario.since_epoch(log_time(e)) > scenario.since_epoch(scenario.killed_at)
+    # The watch of the scale-out's recovery survived the kill: the killed agent ended with the round that rescaled,
+    # so only the restarted one can have measured that recovery, and it holds for it until it has (a recovery
+    # over after a thirtieth of the 40-s target caught up may be over before its first round).
+    after_kill = [
+        e for e in scenario.events if scenario.since_epoch(log_time(e)) > scenario.since_epoch(scenario.killed_at)
     ]
-    assert restarted_rounds and restarted_rounds[0].get("recovering") is True, (
-        "the restarted agent's first round does not continue the recovery watch: "
-        f"{restarted_rounds[:1]}{scenario.tail()}"
+    measured = [
+        e
+        for e in after_kill
+        if e.get("event") == "recovery.measured" and abs(float(e["started_at"]) - first.requested_at) < LOOP_S
+    ]
+    assert measured, f"the restarted agent never measured the scale-out's recovery: its watch was lost{scenario.tail()}"
+    rounds_before = [e for e in after_kill if e.get("event") == "loop" and log_time(e) < log_time(measured[0])]
+    held = ("grace", "recovering", None)  # None: a round with no data decides nothing
+    assert all(e.get("recovering") is True or e.get("code") in held for e in rounds_before), (
+        f"the restarted agent decided before the watch it restored had measured the recovery: {rounds_before[:2]}"
     )
 
 
