@@ -119,10 +119,10 @@ CHEAP_RESCALE_TARGET = 0.02
 default 300 s): then its stop is worked off with a fifth of the capacity to spare within a tenth of the target, so
 the few rescales of an undo or of a climb in steps still recover in time, and its waits are priced
 (``holds: cost``) and its rise envelope conditioned on where the workload stands. Flink's in-place rescaling stops
-a job for 0.1-0.3 s, a restart with new pods for 10-30 s (4-10 % of the default target, half of it or more to work
+a job for 0.1-0.3 s, a restart with new pods for 10-30 s (3-10 % of the default target, half of it or more to work
 off with that spare); between them the threshold is far from both. The recovery target, not the loop, is what a
-stop is judged by: the loop says how soon an undo lands, not what it costs, and judged by a loop of 30 s (or a
-replay's compressed one) an in-place stop of half a second counted as a restart. A dear rescale keeps the
+stop is judged by: the loop says how soon an undo lands, not what it costs, and judged by a tenth of a loop
+compressed to 1.5 s (a replay at 20×) an in-place stop of half a second counted as a restart. A dear rescale keeps the
 settings' waits and the unconditioned envelope: at a restart's cost, the priced waits and the conditioned
 envelope cut 1.6 % of the held-out half's worker-hours and added 5 misses to its 9 (docs/research/experiments.md,
 experiments 15 and 23)."""
