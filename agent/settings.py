@@ -32,6 +32,7 @@ from models.forecast.config import DEFAULT_FORECASTER
 from models.recovery import CHECKPOINT_INTERVAL_S, DOWNTIME_FAILURE_PRIOR_S, DOWNTIME_RESCALE_PRIOR_S
 from planner import registry
 from planner import defaults
+from planner.daedalus import cheap_rescale
 
 DAY_S = 86_400
 """Longest duration a time setting takes, seconds: a day is past any round, recovery or hold a job needs, and
@@ -414,10 +415,10 @@ class Settings(BaseSettings):
         defaults.LOOP_INTERVAL_S,
         gt=0,
         le=DAY_S,
-        description="Time between two rounds of the MAPE-K loop, seconds. Unset: 60, or 30 where each rescale is in"
-        " place and aligned with a checkpoint (scale_target.kind flink-rest with checkpoint_before_rescale, the"
-        " default): a rescale there stops the job for a fraction of a second, and a shorter loop undoes a wrong"
-        " decision within half of the minute a running job may fall behind."
+        description="Time between two rounds of the MAPE-K loop, seconds. Unset: 60, or 30 where a rescale is in"
+        " place (scale_target.kind flink-rest, or a downtime_rescale_prior_s of at most 2 % of"
+        " target_recovery_time_s): a rescale there stops the job for a fraction of a second, and a shorter loop"
+        " undoes a wrong decision within half of the minute a running job may fall behind."
         " At most a day (DAY_S): the scheduler's timer holds it, and a round reads back at most five intervals"
         " of metrics.",
     )
@@ -634,10 +635,10 @@ class Settings(BaseSettings):
         raise ValueError(f"unknown policy {name!r}; one of {choices}")
 
     @model_validator(mode="after")
-    def _loop_where_rescales_are_aligned(self) -> Settings:
-        # Unset, the loop follows what a rescale costs: in place and aligned with a checkpoint, a round every 30 s.
-        if "loop_interval_s" not in self.model_fields_set and self.rescales_aligned:
-            object.__setattr__(self, "loop_interval_s", defaults.ALIGNED_LOOP_INTERVAL_S)
+    def _loop_where_rescales_are_in_place(self) -> Settings:
+        # Unset, the loop follows what a rescale is expected to cost: in place, a round every 30 s.
+        if "loop_interval_s" not in self.model_fields_set and self.rescales_in_place:
+            object.__setattr__(self, "loop_interval_s", defaults.IN_PLACE_LOOP_INTERVAL_S)
         return self
 
     @model_validator(mode="after")
@@ -715,6 +716,15 @@ class Settings(BaseSettings):
     def per_operator(self) -> bool:
         """True when the round plans one parallelism per job vertex (a per-operator policy on a per-vertex target)."""
         return self.policy_spec.plans_per_vertex(self.scale_target.kind)
+
+    @property
+    def rescales_in_place(self) -> bool:
+        """True when a rescale is expected to stop the job for a small part of the target recovery time: the
+        flink-rest target rescales in place, and elsewhere a rescale-downtime prior that is cheap says so
+        (``planner.daedalus.cheap_rescale``)."""
+        return self.scale_target.kind == "flink-rest" or cheap_rescale(
+            self.downtime_rescale_prior_s, self.target_recovery_time_s
+        )
 
     @property
     def rescales_aligned(self) -> bool:

@@ -40,11 +40,13 @@ and the benchmarks): the simulated job's rescale downtime and the agent's prior 
 * ``restart`` (the defaults): Flink's reactive mode restarting with new pods, 10 s + 1.5 s per worker of the
   larger scale-out (about 30 s at 14 workers), then the replay of the records since the last checkpoint;
 * ``in-place``: the REST API rescaling in place on the adaptive scheduler, which stops a real job for
-  0.1-0.3 s (``benchmarks.bench_flink_rescale``): 1 s + 0.05 s per worker, the replay as above;
+  0.1-0.3 s (``benchmarks.bench_flink_rescale``): 1 s + 0.05 s per worker, the replay as above; the agent's prior
+  for the downtime is cheap (``rescales_in_place``), so, its loop unset, it runs a round every 30 s as on the
+  flink-rest target;
 * ``in-place-aligned``: the same with each rescale aligned with a checkpoint triggered for it, as the flink-rest
-  target does by default (``scale_target.checkpoint_before_rescale``): no replay; the agent knows it
-  (``rescales_aligned``) and, its loop unset, runs a round every 30 s as on that target. On the real job aligned
-  rescales replayed 0.04-0.09 s of records against 5 s (docs/research/rescale-checkpoint-alignment.md).
+  target does by default (``scale_target.checkpoint_before_rescale``): no replay, and the agent knows it
+  (``rescales_aligned``). On the real job aligned rescales replayed 0.04-0.09 s of records against 5 s
+  (docs/research/rescale-checkpoint-alignment.md).
 
 Failures cost the same in every profile (a TaskManager is lost either way)."""
 

@@ -14,10 +14,10 @@ Holds = Literal["cost", "fixed"]
 
 LOOP_INTERVAL_S: Final = 60.0
 """Time between two rounds of the MAPE-K loop, seconds."""
-ALIGNED_LOOP_INTERVAL_S: Final = 30.0
-"""The loop where each rescale is in place and aligned with a checkpoint (the flink-rest target's default), seconds:
-a rescale stops the job for a fraction of a second and replays next to nothing, so what limits how soon a wrong
-decision is undone is the loop itself, and the SLO lets a running job fall behind for 60 s."""
+IN_PLACE_LOOP_INTERVAL_S: Final = 30.0
+"""The loop where a rescale is in place (the flink-rest target's default), seconds: a rescale stops the job for a
+fraction of a second, so what limits how soon a wrong decision is undone is the loop itself, and the SLO lets a
+running job fall behind for 60 s."""
 GRACE_PERIOD_S: Final = 120.0
 """No new decision this long after a rescale (the job settles), seconds."""
 RECENT_RESCALE_WINDOW_S: Final = 300.0

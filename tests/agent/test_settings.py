@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.settings import ConfigError, Settings, load_settings
-from lab.settings import LabSettings, load_lab_settings
+from lab.settings import LabSettings, load_lab_settings, rescale_cost_overrides
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -57,23 +57,29 @@ def test_precedence_file_then_env_then_flag(tmp_path: Path, monkeypatch: pytest.
     assert settings.prometheus.timeout_s == 3  # sibling from the file survives
 
 
-def test_the_loop_unset_is_30_s_where_each_rescale_is_aligned_in_place_and_60_s_elsewhere(
+def test_the_loop_unset_is_30_s_where_a_rescale_is_in_place_and_60_s_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rest = {"scale_target.kind": "flink-rest"}
     assert load_settings(None, rest).loop_interval_s == 30
-    assert load_settings(None, {**rest, "scale_target.checkpoint_before_rescale": False}).loop_interval_s == 60
+    # In place whether or not each rescale waits for a checkpoint: the stop is what the loop follows.
+    assert load_settings(None, {**rest, "scale_target.checkpoint_before_rescale": False}).loop_interval_s == 30
     assert load_settings(None, {"scale_target.kind": "deployment"}).loop_interval_s == 60
     assert load_settings(None, {"scale_target.kind": "flinkdeployment"}).loop_interval_s == 60
+    # Elsewhere a rescale-downtime prior the operator knows to be cheap (at most 2 % of the target) says so.
+    cheap = {"scale_target.kind": "deployment", "downtime_rescale_prior_s": 2, "target_recovery_time_s": 300}
+    assert load_settings(None, cheap).loop_interval_s == 30
+    assert load_settings(None, {**cheap, "downtime_rescale_prior_s": 7}).loop_interval_s == 60
     # Set anywhere, it is the operator's: in the file, the environment or a flag, whatever the target.
     assert load_settings(write(tmp_path, "loop_interval_s: 60\n"), rest).loop_interval_s == 60
     assert load_settings(None, {**rest, "loop_interval_s": 90}).loop_interval_s == 90
     monkeypatch.setenv("PERDIX_LOOP_INTERVAL_S", "45")
     assert load_settings(None, rest).loop_interval_s == 45
     monkeypatch.delenv("PERDIX_LOOP_INTERVAL_S")
-    # The lab's simulated job follows its own profile: aligned rescales get the aligned target's loop.
-    aligned = {"simulator.rescale_aligned": True}
-    assert load_lab_settings(None, aligned).loop_interval_s == 30
+    # The lab's simulated job follows its rescale-cost profile: in place, aligned or not, gets the in-place loop.
+    assert load_lab_settings(None, rescale_cost_overrides("in-place")).loop_interval_s == 30
+    assert load_lab_settings(None, rescale_cost_overrides("in-place-aligned")).loop_interval_s == 30
+    assert load_lab_settings(None, {"simulator.rescale_aligned": True}).loop_interval_s == 60
     assert load_lab_settings(None, {}).loop_interval_s == 60
 
 

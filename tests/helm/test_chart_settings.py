@@ -34,7 +34,7 @@ CHART_DEFAULTS_DIFFER = {
 # Settings whose chart value defaults to null, which the chart leaves out of the settings file so the agent picks its
 # own default (values.yaml says which); a value set is rendered like any other.
 AGENT_DECIDES_WHEN_NULL = {
-    "loop_interval_s": "30 s where each rescale is in place and aligned with a checkpoint (mode rest), 60 s elsewhere",
+    "loop_interval_s": "30 s where a rescale is in place (mode rest), 60 s elsewhere",
 }
 
 # A valid value different from the chart's default for every settings field the chart exposes.
