@@ -96,8 +96,6 @@ class Forecasting:
         """The last hour of workload and the running model's forecasts over it (rates, hot reload)."""
         self.envelope = RiseEnvelope(quantile=settings.forecast_quantile or 0.5, conditioned=settings.rise_conditioned)
         """How far the workload has risen within each lead time (the upper forecast decisions plan for)."""
-        self.reading_window_s = 0.0
-        """The window the last observation's rates were taken over, seconds (0: exact per-second rates)."""
         self.errors = ForecastErrors(quantile=settings.forecast_quantile or 0.5)
         """How far the workload has gone above the forecasts made, per lead (kept with ``UPPER_BOUND``
         ``forecast_errors`` only)."""
@@ -109,7 +107,6 @@ class Forecasting:
     def step(self, observation: Observation, now: float) -> Forecast:
         """Record the observation's workload and, when enabled, forecast it (a newer registry model may take over)."""
         workload = observation.settled(observation.workload)
-        self.reading_window_s = observation.rate_window_s
         self.recent.extend(observation.times, workload)
         self.envelope.update(workload)
         if not self.enabled:
@@ -133,22 +130,16 @@ class Forecasting:
         return self.reloader.take_refused() if self.reloader is not None else ()
 
     def level(self) -> float | None:
-        """Where the workload stands now: its mean over the last rate window (``prometheus.rate_window_s``, a
-        minute by default), the span every rate read is already averaged over. A span of the agent's own time
+        """Where the workload stands now: the mean of its last rate window of readings (``prometheus.rate_window_s``,
+        a minute by default), the span every rate read is already averaged over. A span of the agent's own time
         scale, not a fixed minute: with a rate window of 5 s (a short target, or a replay whose time constants are
         all compressed) a minute's mean still stood at the top of a descent 40 loops after it began, and no
-        scale-in carried it. Readings taken over a rate window (Prometheus' ``rate()``) are that mean already:
-        the newest one is the level; averaged again over the window they stood a window behind, and a recovery
-        planned during a step outran the old rate's spare capacity, which the new rate does not leave (on a
-        real job a scale-out sized so recovered after the target). Exact per-second rates (the simulator's) are
-        averaged over the window. The readings of the window after a restart are dropped (their rates reach back
-        before it), so the latest known ones within two windows stand in; None without any."""
+        scale-in carried it. The readings of the window after a restart are dropped (their rates reach back
+        before it), so the latest window of known readings within two windows stands in; None without any."""
         window = max(1, self.settings.prometheus.rate_window_s)
         recent = self.recent.last(2 * window)
-        known = recent[np.isfinite(recent)]
-        if not known.size:
-            return None
-        return float(known[-1]) if self.reading_window_s >= 1 else float(known[-window:].mean())
+        known = recent[np.isfinite(recent)][-window:]
+        return float(known.mean()) if known.size else None
 
     def outlook(self, forecast: Forecast, *, span: int, cheap_rescale: bool) -> WorkloadOutlook:
         """The workload ahead from the forecast and the recent workload; ``span``: seconds this round observed.

@@ -652,34 +652,6 @@ def test_the_level_the_upper_bound_starts_from_is_the_workloads_mean_over_the_ra
     part.close()
 
 
-def test_the_level_of_rates_read_over_a_window_is_the_latest_reading_not_their_mean_a_window_behind() -> None:
-    """Rates taken over a 10-s window spread a step from 700 to 3,000/s over 10 s: seven seconds into the step the
-    latest reading stands at 2,310/s, the mean of the window's readings near 1,300. The level is the latest reading
-    (a rate over the window already) and every candidate's recovery is predicted against arrivals never below it:
-    sized on the spare capacity the old rate leaves, a scale-out on a real job recovered after the target. The
-    same seconds as exact per-second rates are averaged over the window: the same level."""
-    from agent.analyze import forecasting
-
-    window = 10
-    settings = load_lab_settings(None, {"policy": "daedalus", "prometheus.rate_window_s": window})
-    quiet = lagless(600.0, parallelism=1, uptime_s=600.0, rate=700.0)
-    arrivals_per_s = np.concatenate((np.full(quiet.times.size - 7, 700.0), np.full(7, 3000.0)))
-    padded = np.concatenate((np.full(window - 1, 700.0), arrivals_per_s))
-    windowed = np.convolve(padded, np.ones(window) / window, "valid")
-    assert float(np.mean(windowed[-window:])) < 1400.0
-    part = forecasting.Forecasting(settings, executor=None, enabled=True)
-    forecast = part.step(replace(quiet, workload=windowed, rate_window_s=float(window)), 600.0)
-    assert part.level() == pytest.approx(0.3 * 700.0 + 0.7 * 3000.0)
-    outlook = part.outlook(forecast, span=60, cheap_rescale=False)
-    assert outlook.arrivals is not None and float(np.min(outlook.arrivals)) >= 0.3 * 700.0 + 0.7 * 3000.0 - 1e-6
-    part.close()
-
-    exact = forecasting.Forecasting(settings, executor=None, enabled=True)
-    exact.step(replace(quiet, workload=arrivals_per_s), 600.0)
-    assert exact.level() == pytest.approx(0.3 * 700.0 + 0.7 * 3000.0)
-    exact.close()
-
-
 @pytest.mark.parametrize(("target_s", "run_s"), [(300.0, 10), (60.0, 2), (15.0, 1)])
 def test_a_watched_recovery_ends_after_a_thirtieth_of_the_target_caught_up(target_s: float, run_s: int) -> None:
     """The run of caught-up seconds that ends a watched recovery, and with it the planner's hold, is a part of the
