@@ -57,11 +57,7 @@ MAX_WEIGHT = 10
 CHECKPOINT_INTERVAL_S = 10.0
 """The checkpoint interval assumed when none is given, seconds."""
 DOWNTIME_RESCALE_PRIOR_S = 30.0
-"""Downtime of a rescale assumed before any was measured, seconds: a restart with new pods (reactive mode on
-Kubernetes, about 10 s + 1.5 s per worker)."""
-DOWNTIME_IN_PLACE_PRIOR_S = 3.0
-"""Downtime of an in-place rescale through Flink's REST API assumed before any was measured, seconds: the longest of
-18 measured on the adaptive scheduler (``benchmarks.bench_flink_rescale``: 0.05-2.96 s, median 0.10-0.28 s)."""
+"""Downtime of a rescale assumed before any was measured, seconds."""
 DOWNTIME_FAILURE_PRIOR_S = 15.0
 """Downtime of a failure assumed before any was measured, seconds."""
 
@@ -596,25 +592,6 @@ class RecoveryPredictor:
             "lines": {kind: line.to_dict() for kind, line in self._lines.items()},
             "unexplained": self.unexplained,
         }
-
-    def reconfigured(
-        self,
-        checkpoint_interval_s: float,
-        downtime_rescale_prior_s: float,
-        downtime_failure_prior_s: float,
-        *,
-        aligned_rescales: bool,
-    ) -> RecoveryPredictor:
-        """A predictor with this one's measurements under the given configuration: the settings an agent runs
-        with now, not those the measurements were saved under."""
-        predictor = RecoveryPredictor(
-            checkpoint_interval_s, downtime_rescale_prior_s, downtime_failure_prior_s, aligned_rescales=aligned_rescales
-        )
-        predictor._per_scale_out = dict(self._per_scale_out)
-        predictor._per_kind = dict(self._per_kind)
-        predictor._lines = {kind: line.copy() for kind, line in self._lines.items()}
-        predictor.unexplained = self.unexplained
-        return predictor
 
     @classmethod
     def from_dict(cls, state: Mapping[str, Any]) -> RecoveryPredictor:
