@@ -593,6 +593,25 @@ class RecoveryPredictor:
             "unexplained": self.unexplained,
         }
 
+    def reconfigured(
+        self,
+        checkpoint_interval_s: float,
+        downtime_rescale_prior_s: float,
+        downtime_failure_prior_s: float,
+        *,
+        aligned_rescales: bool,
+    ) -> RecoveryPredictor:
+        """A predictor with this one's measurements under the given configuration: the settings an agent runs
+        with now, not those the measurements were saved under."""
+        predictor = RecoveryPredictor(
+            checkpoint_interval_s, downtime_rescale_prior_s, downtime_failure_prior_s, aligned_rescales=aligned_rescales
+        )
+        predictor._per_scale_out = dict(self._per_scale_out)
+        predictor._per_kind = dict(self._per_kind)
+        predictor._lines = {kind: line.copy() for kind, line in self._lines.items()}
+        predictor.unexplained = self.unexplained
+        return predictor
+
     @classmethod
     def from_dict(cls, state: Mapping[str, Any]) -> RecoveryPredictor:
         """Rebuild a predictor written by :meth:`to_dict`."""

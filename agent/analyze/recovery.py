@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -115,12 +116,7 @@ class RecoveryTracker:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.log = get_logger("perdix.analyze")
-        self.predictor = RecoveryPredictor(
-            checkpoint_interval_s=settings.checkpoint_interval_s,
-            downtime_rescale_prior_s=settings.downtime_rescale_prior_s,
-            downtime_failure_prior_s=settings.downtime_failure_prior_s,
-            aligned_rescales=settings.rescales_aligned,
-        )
+        self.predictor = RecoveryPredictor(**self._predictor_settings())
         self.watch = RecoveryWatch(consecutive_s=caught_up_run_s(settings))
         self._watched: WatchedRecovery | None = None
         self._signal: str | None = None
@@ -334,9 +330,21 @@ class RecoveryTracker:
             "watch_signal": self._signal,
         }
 
+    def _predictor_settings(self) -> dict[str, Any]:
+        """The predictor's configuration from the settings: checkpoint interval, downtime priors, alignment."""
+        return {
+            "checkpoint_interval_s": self.settings.checkpoint_interval_s,
+            "downtime_rescale_prior_s": self.settings.downtime_rescale_prior_s,
+            "downtime_failure_prior_s": self.settings.downtime_failure_prior_s,
+            "aligned_rescales": self.settings.rescales_aligned,
+        }
+
     def restore(self, state: Mapping[str, JsonValue]) -> None:
-        """Read :meth:`to_dict`'s fields from the analyzer's document."""
-        self.predictor = RecoveryPredictor.from_dict(object_at(state, "recovery"))
+        """Read :meth:`to_dict`'s fields from the analyzer's document. The measurements are the saved ones; the
+        checkpoint interval, the downtime priors and whether rescales are aligned follow the settings as set now
+        (saved, an aligned target's restart would price every rescale's replay)."""
+        saved = RecoveryPredictor.from_dict(object_at(state, "recovery"))
+        self.predictor = saved.reconfigured(**self._predictor_settings())
         self.watch = RecoveryWatch.from_dict(object_at(state, "watch"))
         # The run a recovery must stay caught up follows the target as set now, not as it was when saved.
         self.watch.consecutive_s = caught_up_run_s(self.settings)

@@ -663,3 +663,20 @@ def test_a_watched_recovery_ends_after_a_thirtieth_of_the_target_caught_up(targe
     saved = Analyzer(load_lab_settings(None, {"telemetry.log_level": "error"})).to_dict()
     analyzer.restore(saved)
     assert analyzer.watch.consecutive_s == run_s
+
+
+def test_a_restored_document_keeps_its_downtimes_and_takes_the_priors_and_alignment_set_now() -> None:
+    """What an agent measured survives a restart; how it is configured does not: a document saved without aligned
+    rescales or under other priors, restored by an agent whose target aligns each rescale with a checkpoint, prices
+    no replay for a rescale and assumes the priors set now for what it never measured."""
+    quiet = {"telemetry.log_level": "error"}
+    before = Analyzer(load_lab_settings(None, {**quiet, **rescale_cost_overrides("restart")}))
+    before.tracker.predictor.observe_downtime(kind="rescale", parallelism=4, downtime_s=0.4)
+    aligned = load_lab_settings(None, {**quiet, **rescale_cost_overrides("in-place-aligned")})
+    after = Analyzer(aligned)
+    after.restore(json.loads(json.dumps(before.to_dict())))
+    assert after.recovery.aligned_rescales
+    assert after.recovery.replay_records(1000.0, "rescale") == 0.0
+    assert after.recovery.replay_records(1000.0, "failure") > 0.0
+    assert after.recovery.priors["rescale"] == aligned.downtime_rescale_prior_s == 2.0
+    assert after.recovery.downtime("rescale", 4) == pytest.approx(0.4)

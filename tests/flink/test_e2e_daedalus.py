@@ -10,7 +10,8 @@ through a recording proxy so the test sees every write on the wire.
 The workload steps up and back down (``LOW`` → ``HIGH`` → ``LOW``), and the test asserts what an
 operator expects: the step up is met by an in-place scale-out within a few loops, the agent killed
 with SIGKILL right after it and restarted resumes from its knowledge file without rescaling again for
-the same step, the step down is met by a scale-in once the stabilization window has passed, every
+the same step, the step down is met by a scale-in once its stabilization has passed (priced by what the
+in-place rescale costs: a loop at least, ``scale_down_stabilization_s`` at most) with no flapping, every
 rescale's recovery is measured by the agent's watch and none is called overdue while the lag caught
 up within the target, and the sink counted every produced record exactly once. Every failure message
 carries the agent's log tail.
@@ -40,6 +41,7 @@ from lab.flink.harness import (
 )
 from lab.flink.trace_job import JobCounts, TraceJob, TraceJobOptions
 from lab.slo import SloJudgement, judge
+from planner.daedalus import MIN_HOLD_LOOPS
 from tests.fixtures.flink import FlinkCluster
 from tests.fixtures.prometheus import PrometheusServer
 from tests.flink.proxy import RecordingProxy
@@ -48,19 +50,22 @@ pytestmark = [pytest.mark.e2e, pytest.mark.both_flink_versions]
 
 CAPACITY = 2000.0
 """Records/s one slot's map carries (at 1/2/3 slots the job sustains 2,000, 3,400 and 5,440/s: the skew)."""
-LOW, HIGH = 700.0, 3000.0
+LOW, HIGH = 500.0, 3000.0
 """Records/s before the step up and after the step down; during the step. One slot carries LOW with its
-failure recovery (15 s prior downtime, a 10-s checkpoint's replay) inside the target; HIGH needs three
+failure recovery (15 s prior downtime, a 10-s checkpoint's replay) inside the target while it reads at least
+1,000/s, half of what it carries warm: the agent's first rounds read a job a few seconds old, and beside the
+suite's start (two clusters' JVMs, the main suite, the image build) a cold slot read 1,075-1,183/s, which at 700/s
+put its failure recovery at 42 s and the agent at three slots before the step. HIGH needs three
 slots: at two, a failure would not be recovered within the target."""
 UP_S, DOWN_S, END_S = 45.0, 100.0, 300.0
 """Seconds after the job's epoch: the step up, the step down, the end of production. Before the step the
 forecaster needs ~40 s of settled rates; the high phase outlasts the scale-out plus the target recovery
 time (the watch holds the planner until the job has caught up), and after the step down there is room
 for the arrivals the agent plans with to let go of the high level (never below the last minute's), the
-scale-in (3 -> 2 -> 1 when two is wanted before one: each waits out the stabilization window) and the
+scale-in (3 -> 2 -> 1 when two is wanted before one: each waits out its stabilization) and the
 measurement of each recovery. The low phase is long: an ARIMA fitted on 60 s that hold the step down
-extrapolates it for a while (forecasts of 0-600/s under a flat 700/s), and while the forecast for the next
-loop runs below the workload Daedalus takes the workload for rising and does not scale in; with 140 s the
+extrapolates it for a while (forecasts of 0-600/s under a flat 700/s in one run), and while the forecast for
+the next loop runs below the workload Daedalus takes the workload for rising and does not scale in; with 140 s the
 scale-in came too late in two runs of about a dozen. About five and a half minutes with the cluster."""
 CHECKPOINT_S = 10.0
 """The job's checkpoint interval: Perdix's default ``checkpoint_interval_s``, so the agent describes the job right."""
@@ -71,7 +76,7 @@ LOOP_S = 5.0  # a round every 5 s: a step is seen within a loop or two, a few lo
 RATE_WINDOW_S = 10  # rates over 10 s: a step shows in full 10 s later, and a restart spoils only 10 s of rates
 GRACE_S = 10.0  # an in-place rescale is back in 1-2 s; 10 s lets the first clean rate window arrive
 RECENT_RESCALE_S = 20.0  # Algorithm 1's hold after a rescale: 20 s instead of 600 s, or no scale-in fits the run
-STABILIZATION_S = 20.0  # a lower scale-out must be wanted for 20 s (four rounds) before a scale-in
+STABILIZATION_S = 20.0  # the ceiling of a scale-in's stabilization (the cost of an in-place rescale sets it lower)
 FORECAST_S = 60  # forecast 60 s ahead on 60 s of history (the smallest allowed): the phases last ~60 s
 TARGET_S = 40.0  # recover within 40 s: above the 30-s rescale downtime Perdix assumes before it measured one
 MAX_PARALLELISM = 3  # the cluster's slots: the default 16 would let a decision ask for slots that do not exist
@@ -316,16 +321,17 @@ def test_the_restarted_agent_resumes_from_its_knowledge_without_a_second_rescale
     )
 
 
-def test_the_step_down_is_met_by_a_scale_in_after_the_stabilization_window(scenario: Scenario) -> None:
+def test_the_step_down_is_met_by_a_scale_in_after_its_stabilization(scenario: Scenario) -> None:
     up = scenario.rescales[0].to_parallelism if scenario.rescales else 1
     downs = [r for r in scenario.rescales if r.to_parallelism < r.from_parallelism]
     assert downs, f"no scale-in after the step down at {DOWN_S:g} s{scenario.tail()}"
     first = downs[0]
     after = scenario.since_epoch(first.requested_at) - DOWN_S
-    # The lower scale-out is first wanted once the rates show the step (about a rate window after it).
-    assert after >= STABILIZATION_S, (
-        f"scaled in {after:.1f} s after the step down, inside the {STABILIZATION_S:g}-s window"
-    )
+    # With the shipped ``holds: cost`` an in-place scale-in waits what its rescale costs (about a loop here, where a
+    # rescale stops the job for a second and is aligned with a checkpoint), with the setting as the ceiling: never
+    # on the first round that wants it, and the lower scale-out is wanted only once the rates show the step.
+    shortest = MIN_HOLD_LOOPS * LOOP_S
+    assert after >= shortest, f"scaled in {after:.1f} s after the step down, inside the {shortest:g}-s shortest hold"
     # Nothing but the step-up's scale-out and the step-down's scale-ins: no flapping.
     assert len(scenario.rescales) == 1 + len(downs), f"rescales: {scenario.rescales}{scenario.tail()}"
     assert scenario.record.parallelism[-1] < up
