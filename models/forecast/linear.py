@@ -8,7 +8,8 @@ nearly all of what the straight line leaves unexplained and a change of slope (a
 explain it as well: the level after the step, carried along the slope the two segments share. Smooth
 ramps and curves keep the straight line. Given the window its rates were taken over (``smear_s``), a ramp
 younger than that window, which may still be a step being spread, is carried only to where the step would
-be complete (:func:`fit_young_ramp`).
+be complete (:func:`fit_young_ramp`). A window that holds two steps (up, then back down) is explained by neither;
+the level after the latest is held (:func:`latest_level_shift`).
 """
 
 from __future__ import annotations
@@ -89,6 +90,24 @@ def fit_level_shift(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> LevelShift |
         start=(n_all - k) * bucket,
         explained=sse_shift / sse_line,
     )
+
+
+def latest_level_shift(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> LevelShift | None:
+    """The level shift that explains the last two thirds of ``y`` (:func:`fit_level_shift`), else the last two
+    thirds of those, and so on down to the fewest buckets a shift needs: the latest step in the window, where no
+    shift explains the whole of it. :class:`LinearForecaster` holds the level after it.
+
+    A window with a step up and a step back down is explained by neither one shift nor one line, and the
+    straight line through both rises (3.8k/s forecast at a flat 500/s half a minute after 3,000 -> 500/s on the
+    real job, once the step down was older than a young ramp): a later part holds the step down alone, and
+    what came since it is what goes on. A smooth curve holds no shift at any scale and keeps its straight line."""
+    y = np.asarray(y, dtype=float).ravel()
+    y = y[y.size // 3 :]
+    while y.size // bucket >= SHIFT_MIN_BEFORE + SHIFT_MIN_AFTER + 1:
+        if (step := fit_level_shift(y, bucket)) is not None:
+            return step
+        y = y[y.size // 3 :]
+    return None
 
 
 YOUNG_RAMP_CONTEXT = 4
@@ -269,6 +288,9 @@ class LinearForecaster:
             and (ramp := fit_young_ramp(self._y[-YOUNG_RAMP_CONTEXT * self.smear_s :], self.smear_s)) is not None
         ):
             return ramp.slope, ramp.last, float(max(self.smear_s - ramp.age, 0))
+        if self.level_shifts and (step := latest_level_shift(self._y)) is not None:
+            # A shift in the window's later part alone: a slope shared over a few buckets is noise, the level is not.
+            return 0.0, step.last, math.inf
         x = np.arange(self._y.size, dtype=float)
         finite = np.isfinite(self._y)
         x, y = x[finite], self._y[finite]
