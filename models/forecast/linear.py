@@ -33,6 +33,8 @@ SHIFT_MIN_BEFORE = 3
 SHIFT_MIN_AFTER = 2
 """Buckets after the shift has completed: the new level must have been seen (two means fit any line: a
 level is told from a ramp still rising by the hinge's fit, not by waiting longer)."""
+SHIFT_MIN_BUCKETS = SHIFT_MIN_BEFORE + SHIFT_MIN_AFTER + 1
+"""Buckets a window needs for any break to be fitted in it: those before, the break's, those after."""
 SHIFT_EXPLAINS = 0.9
 """A shift is used only if the shifted line leaves at most 10 % of the straight line's squared error.
 
@@ -102,11 +104,9 @@ def latest_level_shift(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> LevelShif
     real job, once the step down was older than a young ramp): a later part holds the step down alone, and
     what came since it is what goes on. A smooth curve holds no shift at any scale and keeps its straight line."""
     y = np.asarray(y, dtype=float).ravel()
-    y = y[y.size // 3 :]
-    while y.size // bucket >= SHIFT_MIN_BEFORE + SHIFT_MIN_AFTER + 1:
+    while (y := y[y.size // 3 :]).size // bucket >= SHIFT_MIN_BUCKETS:
         if (step := fit_level_shift(y, bucket)) is not None:
             return step
-        y = y[y.size // 3 :]
     return None
 
 
@@ -174,13 +174,13 @@ def _bucketed(y: np.ndarray, bucket: int) -> tuple[np.ndarray, np.ndarray, np.nd
     too short (or too gappy) for a break, or a straight line fits it exactly."""
     y = np.asarray(y, dtype=float).ravel()
     n_all = y.size // bucket
-    if n_all < SHIFT_MIN_BEFORE + SHIFT_MIN_AFTER + 1:
+    if n_all < SHIFT_MIN_BUCKETS:
         return None
     all_means = step_means(y[y.size - n_all * bucket :], bucket, n_all)
     keep = np.isfinite(all_means)
     index, means = np.arange(n_all)[keep], all_means[keep]
     n = index.size
-    if n < SHIFT_MIN_BEFORE + SHIFT_MIN_AFTER + 1:
+    if n < SHIFT_MIN_BUCKETS:
         return None
     # x relative to the window's last sample, at each bucket's centre, in windows (well-conditioned).
     span = float(n_all * bucket)
