@@ -10,7 +10,12 @@ place. Every process is stopped by its pid whatever happens.
    run, then fixed-rate runs bisecting the largest rate whose backlog stays bounded), and the trace is
    scaled so that its peak needs ``--peak-fraction`` of the capacity at N slots.
 2. The *ideal* is the sum over the replay's seconds of the fewest slots whose measured capacity
-   exceeds that second's workload (no restarts, no forecast error: a floor, not a policy).
+   exceeds that second's workload (no restarts, no forecast error: a floor, not a policy). The
+   *failure-ready ideal* also has each second's slots work off a TaskManager failure right then within
+   the target recovery time (:func:`failure_ready_slot_seconds`), as Daedalus plans to: the real job's
+   counterpart of the lab's failure-robust floor. Both read the capacities of step 1: where the backlog
+   stops growing, extrapolated from the ``--probes`` runs it grew in (``lab.flink.capacity``; the middle
+   of their bracket had counted a backlog growing by under 1 % of the rate as sustained, 1–5 % above).
 3. Each policy runs on a fresh job for ``--minutes`` of production: the trace replayed at
    ``--compress`` trace seconds per wall second, then the job drains and the sink's counts are read.
    The agent runs Perdix's defaults for the flink-rest target with every time constant divided by the
@@ -21,15 +26,17 @@ place. Every process is stopped by its pid whatever happens.
    (``flink_autoscaler.*``: 15-min metric window, 5-min stabilization, 1-h scale-down interval,
    catch-up and restart times, lag thresholds) and its 15-s reconcile are divided alike. What cannot
    be compressed: Flink's own restart (about a second).
-4. Per policy: slot-seconds (slot-hours as ``worker_hours``), × ideal, rescales, the SLO judgement of
+4. Per policy: slot-seconds (slot-hours as ``worker_hours``), × each ideal, rescales, the SLO judgement of
    lab/slo.py on the lag Prometheus read (the stops from the agent's rescale log), max backlog, records
    produced vs verified at the sink (lost, duplicated). Written: ``summary.json`` (per run the keys of
    ``perdix evaluate``'s summaries where they apply), ``report.md`` (the table), ``<policy>.png``
    (workload and measured capacity, slots with rescales, backlog), ``capacities.json``.
 
-Run (about 10 min of capacity measurement plus ``--minutes`` + ~2 min per policy):
+Run (about 20 min of capacity measurement plus ``--minutes`` + ~2 min per policy):
     flock /tmp/perdix-flink.lock .venv/bin/python -m benchmarks.bench_real_flink --trace traces/taylor.csv \\
         --policies daedalus,flink-autoscaler,static [--compress 10 --minutes 15] [--capacities FILE]
+An earlier run against capacities measured again (the same replay; no cluster):
+    .venv/bin/python -m benchmarks.bench_real_flink --rejudge OUT/summary.json --capacities FILE
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from lab.flink.harness import (
 from lab.flink.schedule import ProductionSchedule, read_trace
 from lab.flink.trace_job import JobCounts, TraceJobOptions
 from lab.slo import DEFAULT_FALLING_BEHIND_ALLOWANCE_S, judge
+from models.recovery import recovery_time
 from planner.defaults import IN_PLACE_LOOP_INTERVAL_S
 from planner.flink_autoscaler import FlinkAutoscalerPolicy
 from planner.peers import FlinkAutoscaler
@@ -170,6 +178,41 @@ def ideal_slot_seconds(setup: Setup) -> tuple[float, np.ndarray]:
     return float(slots.sum()), slots
 
 
+def failure_ready_slot_seconds(setup: Setup) -> tuple[float, np.ndarray]:
+    """Σ over seconds of the fewest slots that carry that second's workload *and* would work off a TaskManager
+    failure right then within the target recovery time, and the per-second slots: the real job's counterpart of
+    ``bench_robust_floor``. The failure stops the job for the agent's failure-downtime prior and replays half a
+    checkpoint interval (both compressed like the agent's), the true workload follows, and the job drains at its
+    measured capacity (``models.recovery.recovery_time``). Like the ideal it knows the future and rescales for free;
+    unlike it, it is ready for the failure the target promises to recover from, as Daedalus plans to be."""
+    workload = setup.workload()
+    target = DEFAULT_TIME["target_recovery_time_s"] / setup.compress
+    downtime = DEFAULT_TIME["downtime_failure_prior_s"] / setup.compress
+    interval = DEFAULT_TIME["checkpoint_interval_s"] / setup.compress
+    horizon = int(math.ceil(3 * target))
+    ahead = np.concatenate([workload, np.full(horizon, workload[-1] if workload.size else 0.0)])
+    sizes = sorted(setup.capacities)
+    slots = np.empty(workload.size)
+    for t, rate in enumerate(workload):
+        recent = float(workload[max(0, t - int(math.ceil(interval))) : t + 1].mean())
+        carrying = [n for n in sizes if setup.capacities[n] > rate] or [sizes[-1]]
+        slots[t] = next(
+            (
+                n
+                for n in carrying
+                if recovery_time(
+                    capacity=setup.capacities[n],
+                    forecast=ahead[t : t + horizon],
+                    replay_records=recent * interval / 2,
+                    downtime_s=downtime,
+                )
+                <= target
+            ),
+            sizes[-1],
+        )
+    return float(slots.sum()), slots
+
+
 # ---------------------------------------------------------------------------------------------- capacities
 
 
@@ -188,8 +231,8 @@ def measure_capacities(harness: RealFlink, args: argparse.Namespace) -> dict[int
     for n in range(1, args.taskmanagers + 1):
         out[n] = max_sustainable_rate(harness, base, n, per_slot=args.capacity, probes=args.probes)
         print(
-            f"capacity at {n} slots: {out[n].rate:,.0f}/s (±{100 * out[n].resolution:.1f} %; saturated estimate "
-            f"{out[n].saturated:,.0f}/s)",
+            f"capacity at {n} slots: {out[n].rate:,.0f}/s, where the backlog stops growing (the bounded test's "
+            f"bracket {out[n].sustained:,.0f}..{out[n].failed:,.0f}/s; saturated estimate {out[n].saturated:,.0f}/s)",
             flush=True,
         )
     return out
@@ -270,6 +313,7 @@ def summarize(
     )
     slot_seconds = float(record.parallelism.sum())
     ideal, _ = ideal_slot_seconds(setup)
+    ready, _ = failure_ready_slot_seconds(setup)
     capacity = np.array([setup.capacities.get(int(n), 0.0) for n in record.parallelism])
     spare = capacity - record.workload
     over_target = (record.lag > np.maximum(spare, 0.0) * target) & (record.lag > record.workload)
@@ -282,6 +326,8 @@ def summarize(
         "slot_seconds": slot_seconds,
         "ideal_slot_seconds": ideal,
         "x_ideal": round(slot_seconds / ideal, 4) if ideal else None,
+        "failure_ready_slot_seconds": ready,
+        "x_failure_ready": round(slot_seconds / ready, 4) if ready else None,
         "rescales": len(rescales),
         "rescales_proposed": sum(
             1 for e in events if e.get("event") in ("rescale", "rescale.dry_run", "rescale.failed")
@@ -343,21 +389,104 @@ def plot_run(run: PolicyRun, setup: Setup, path: Path) -> None:
     plt.close(fig)
 
 
-def table(runs: dict[str, PolicyRun], ideal: float) -> str:
+def table(runs: dict[str, PolicyRun], ideal: float, ready: float) -> str:
     """The markdown table of the runs."""
     lines = [
-        f"ideal: {ideal:,.0f} slot-seconds",
+        f"ideal: {ideal:,.0f} slot-seconds; failure-ready ideal: {ready:,.0f}",
         "",
-        "| policy | slot-seconds | × ideal | rescales | SLO misses | longest episode (s) | max backlog "
-        "| produced | verified | lost | duplicated |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| policy | slot-seconds | × ideal | × failure-ready | rescales | SLO misses | longest episode (s) "
+        "| max backlog | produced | verified | lost | duplicated |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for policy, run in runs.items():
         s = run.summary
         lines.append(
-            f"| {policy} | {s['slot_seconds']:,.0f} | {s['x_ideal']:.3f} | {s['rescales']} | {s['slo_misses']} | "
+            f"| {policy} | {s['slot_seconds']:,.0f} | {s['x_ideal']:.3f} | {s['x_failure_ready']:.3f} | "
+            f"{s['rescales']} | {s['slo_misses']} | "
             f"{s['slo_longest_episode_s']} | {s['max_lag_records']:,} | {s['records_produced']:,} | "
             f"{s['records_processed']:,} | {s['records_lost']} | {s['records_duplicated']} |"
+        )
+    return "\n".join(lines)
+
+
+def read_capacities(path: Path) -> dict[int, float]:
+    """The capacity at each scale-out from a ``capacities.json`` this benchmark wrote: read from its measurements
+    (:attr:`Capacity.rate`, so a file keeps up with how a measurement is read), else its capacities."""
+    data = json.loads(path.read_text())
+    measured = data.get("measurements") or {}
+    if measured:
+        return {int(n): Capacity.from_dict(m).rate for n, m in measured.items()}
+    return {int(n): float(c) for n, c in data["capacity"].items()}
+
+
+def make_setup(args: argparse.Namespace, capacities: dict[int, float]) -> Setup:
+    """The runs' shared setup: the trace scaled so that its peak over the replay needs ``--peak-fraction`` of the
+    capacity at the largest scale-out."""
+    times, rates = read_trace(args.trace)
+    covered = args.minutes * 60.0 * args.compress
+    peak = max(r for t, r in zip(times, rates) if t <= covered)
+    return Setup(
+        args.trace,
+        args.compress,
+        args.minutes,
+        args.taskmanagers,
+        args.capacity,
+        args.partitions,
+        args.skew,
+        args.seed,
+        args.peak_fraction * capacities[max(capacities)] / peak,
+        capacities,
+        args.loop_interval,
+    )
+
+
+def describe(setup: Setup) -> str:
+    """One line: the replay, its workload, the capacities and both ideals."""
+    ideal, slots = ideal_slot_seconds(setup)
+    ready, ready_slots = failure_ready_slot_seconds(setup)
+    workload = setup.workload()
+    return (
+        f"trace {setup.trace.name}: {setup.production_s * setup.compress / 3600:.1f} trace hours in "
+        f"{setup.minutes:g} min, scale {setup.scale:.5f} (workload {workload.min():,.0f}..{workload.max():,.0f}/s); "
+        "capacities "
+        + ", ".join(f"{n}: {c:,.0f}" for n, c in sorted(setup.capacities.items()))
+        + f"; ideal {ideal:,.0f} slot-seconds (mean {slots.mean():.2f} slots), failure-ready ideal {ready:,.0f} "
+        f"(mean {ready_slots.mean():.2f})"
+    )
+
+
+def rejudge(summary_path: Path, capacities: dict[int, float]) -> str:
+    """An earlier run's policies against the ideals at ``capacities``: the same replay (its trace, compression and
+    scale), so only the capacities the ideals are read from change."""
+    summary = json.loads(summary_path.read_text())
+    was = summary["setup"]
+    setup = Setup(
+        Path(was["trace"]),
+        float(was["compress"]),
+        float(was["minutes"]),
+        int(was["taskmanagers"]),
+        float(was["capacity_per_slot"]),
+        int(was["partitions"]),
+        float(was["skew"]),
+        int(was["seed"]),
+        float(was["scale"]),
+        capacities,
+    )
+    ideal, _ = ideal_slot_seconds(setup)
+    ready, _ = failure_ready_slot_seconds(setup)
+    lines = [
+        describe(setup),
+        f"(the run's own ideal: {was['ideal_slot_seconds']:,.0f} slot-seconds at capacities "
+        + ", ".join(f"{n}: {float(c):,.0f}" for n, c in sorted(was["capacities"].items(), key=lambda kv: int(kv[0])))
+        + ")",
+        "",
+        "| policy | slot-seconds | × ideal then | × ideal | × failure-ready | SLO misses |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for run in summary["runs"]:
+        lines.append(
+            f"| {run['policy']} | {run['slot_seconds']:,.0f} | {run['x_ideal']:.3f} | "
+            f"{run['slot_seconds'] / ideal:.3f} | {run['slot_seconds'] / ready:.3f} | {run['slo_misses']} |"
         )
     return "\n".join(lines)
 
@@ -365,7 +494,7 @@ def table(runs: dict[str, PolicyRun], ideal: float) -> str:
 def main() -> None:
     """Measure the capacities, replay the trace under each policy, print and write the results."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trace", type=Path, required=True)
+    parser.add_argument("--trace", type=Path, help="the workload replayed (CSV of time, rate)")
     parser.add_argument("--policies", default="daedalus,flink-autoscaler,static")
     parser.add_argument("--compress", type=float, default=10.0, help="trace seconds per wall second")
     parser.add_argument("--minutes", type=float, default=15.0, help="wall minutes of production per policy")
@@ -380,7 +509,13 @@ def main() -> None:
         default=0.8,
         help="the replay's peak workload as a fraction of the capacity at the largest scale-out",
     )
-    parser.add_argument("--probes", type=int, default=3, help="fixed-rate runs per scale-out after the saturated one")
+    parser.add_argument(
+        "--probes",
+        type=int,
+        default=6,
+        help="fixed-rate runs per scale-out after the saturated one: two or three find a bracket 8 %% wide, each "
+        "after halves it (6 leave the capacity within ±0.5 %%)",
+    )
     parser.add_argument(
         "--capacities", type=Path, default=None, help="capacities.json of an earlier run: skip measuring"
     )
@@ -391,10 +526,24 @@ def main() -> None:
         help="the agent's loop in trace seconds, compressed like the other time constants (default: the shipped "
         "loop_interval_s of the flink-rest target, 30)",
     )
+    parser.add_argument(
+        "--rejudge",
+        type=Path,
+        default=None,
+        help="summary.json of an earlier run: its runs against the ideals at --capacities (the same replay, the "
+        "capacities measured again, e.g. with more --probes), printed; no cluster, no runs",
+    )
     parser.add_argument("--out", type=Path, default=Path("out/bench_real_flink"))
     args = parser.parse_args()
     if not args.loop_interval > 0:
         parser.error(f"--loop-interval: {args.loop_interval:g} is not a positive number of seconds")
+    if args.rejudge is None and args.trace is None:
+        parser.error("--trace is required (a CSV of time, rate), unless --rejudge")
+    if args.rejudge is not None:
+        if args.capacities is None:
+            parser.error("--rejudge needs --capacities (a capacities.json of a capacity measurement)")
+        print(rejudge(args.rejudge, read_capacities(args.capacities)))
+        return
     configure_logging("console", "error")
     args.out.mkdir(parents=True, exist_ok=True)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -408,7 +557,7 @@ def main() -> None:
         ) as harness:
             print(f"cluster with {args.taskmanagers} TaskManagers up in {time.monotonic() - started:.0f} s", flush=True)
             if args.capacities is not None:
-                capacities = {int(n): float(c) for n, c in json.loads(args.capacities.read_text())["capacity"].items()}
+                capacities = read_capacities(args.capacities)
             else:
                 measured = measure_capacities(harness, args)
                 capacities = {n: c.rate for n, c in measured.items()}
@@ -422,32 +571,10 @@ def main() -> None:
                         default=str,
                     )
                 )
-            _, rates = read_trace(args.trace)
-            covered = args.minutes * 60.0 * args.compress
-            peak = max(r for t, r in zip(read_trace(args.trace)[0], rates) if t <= covered)
-            scale = args.peak_fraction * capacities[max(capacities)] / peak
-            setup = Setup(
-                args.trace,
-                args.compress,
-                args.minutes,
-                args.taskmanagers,
-                args.capacity,
-                args.partitions,
-                args.skew,
-                args.seed,
-                scale,
-                capacities,
-                args.loop_interval,
-            )
+            setup = make_setup(args, capacities)
             ideal, slots = ideal_slot_seconds(setup)
-            workload = setup.workload()
-            print(
-                f"trace {args.trace.name}: {covered / 3600:.1f} trace hours in {args.minutes:g} min, scale {scale:.5f} "
-                f"(workload {workload.min():,.0f}..{workload.max():,.0f}/s); capacities "
-                + ", ".join(f"{n}: {c:,.0f}" for n, c in sorted(capacities.items()))
-                + f"; ideal {ideal:,.0f} slot-seconds (mean {slots.mean():.2f} slots)",
-                flush=True,
-            )
+            ready, _ = failure_ready_slot_seconds(setup)
+            print(describe(setup), flush=True)
             print(f"agent time constants: {setup.time_knobs()}", flush=True)
             runs: dict[str, PolicyRun] = {}
             for policy in policies:
@@ -458,7 +585,8 @@ def main() -> None:
                 runs[policy] = run_policy(harness, setup, policy, work / policy, initial=initial)
                 s = runs[policy].summary
                 print(
-                    f"{policy}: {s['slot_seconds']:,.0f} slot-seconds ({s['x_ideal']:.3f}× ideal), "
+                    f"{policy}: {s['slot_seconds']:,.0f} slot-seconds ({s['x_ideal']:.3f}× ideal, "
+                    f"{s['x_failure_ready']:.3f}× failure-ready), "
                     f"{s['rescales']} rescales, {s['slo_misses']} SLO misses, "
                     f"max backlog {s['max_lag_records']:,}, produced {s['records_produced']:,}, "
                     f"verified {s['records_processed']:,}, lost {s['records_lost']}, "
@@ -467,12 +595,12 @@ def main() -> None:
                 )
                 plot_run(runs[policy], setup, args.out / f"{policy}.png")
                 (args.out / f"{policy}.log").write_text((work / policy / "perdix.log").read_text(errors="replace"))
-                _write(args, setup, runs, ideal)
-    print(table(runs, ideal))
+                _write(args, setup, runs, ideal, ready)
+    print(table(runs, ideal, ready))
     print(f"wrote {args.out}/summary.json, report.md and a plot per policy; {time.monotonic() - started:.0f} s in all")
 
 
-def _write(args: argparse.Namespace, setup: Setup, runs: dict[str, PolicyRun], ideal: float) -> None:
+def _write(args: argparse.Namespace, setup: Setup, runs: dict[str, PolicyRun], ideal: float, ready: float) -> None:
     summary = {
         "setup": {
             "trace": str(setup.trace),
@@ -486,12 +614,13 @@ def _write(args: argparse.Namespace, setup: Setup, runs: dict[str, PolicyRun], i
             "scale": setup.scale,
             "capacities": {str(n): c for n, c in setup.capacities.items()},
             "ideal_slot_seconds": ideal,
+            "failure_ready_slot_seconds": ready,
             "agent_time_constants": setup.time_knobs(),
         },
         "runs": [run.summary for run in runs.values()],
     }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1, default=_json))
-    (args.out / "report.md").write_text("# Policies on a real Flink job\n\n" + table(runs, ideal) + "\n")
+    (args.out / "report.md").write_text("# Policies on a real Flink job\n\n" + table(runs, ideal, ready) + "\n")
 
 
 def _json(value: Any) -> Any:

@@ -4,7 +4,8 @@ For each scale-out n (lab/flink/harness.py: a loopback cluster of three one-slot
 Prometheus, the trace-source job: 12 partitions with Zipf 0.5 skew, 2,000 records/s per slot):
 
 1. the job's maximum sustainable rate at n slots, measured (lab/flink/capacity.py): a saturated run
-   gives an estimate, then fixed-rate runs bisect the largest rate whose backlog stays bounded;
+   gives an estimate, then fixed-rate runs bisect around it, and the rate where the backlog stops
+   growing is extrapolated from those it grew in;
 2. Perdix's estimate: the job at a steady fixed rate below saturation (``--loads``, fractions of the
    measured maximum), ``perdix run --dry-run`` with Daedalus and the shipped defaults but the time
    knobs of a short run (5-s loop, 10-s rates), and the analyzer's capacity at the current scale-out

@@ -9,7 +9,8 @@ largest share saturates first (``ProductionSchedule.reader_shares``). Two measur
   divides back to the offered rate; a saturated one reads its capacity, which divides to the rate the
   job could sustain if that reader were the limit. The minimum over readers is the job's capacity.
 - :func:`max_sustainable_rate`: a binary search over fixed rates, each one run, judged by whether the
-  backlog stayed bounded (:func:`is_bounded`); bracketed around the saturated estimate.
+  backlog stayed bounded (:func:`is_bounded`); bracketed around the saturated estimate. The capacity is
+  where the backlog stops growing, extrapolated from the probes it grew in (:func:`zero_growth_rate`).
 
 Every run is a fresh job at the asked parallelism, cancelled afterwards, on a cluster the caller owns.
 """
@@ -18,8 +19,11 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
 
 from lab.flink.harness import OPERATOR, RealFlink
 from lab.flink.trace_job import TraceJob, TraceJobOptions
@@ -28,6 +32,8 @@ WARMUP_S = 12.0
 """Seconds a run settles before its window is read (the readers start, the backlog of a saturated one builds)."""
 WINDOW_S = 15
 """Seconds over which rates and backlog growth are read."""
+STEADY_GROWTH = 0.002
+"""A backlog growing by at most this fraction of the offered rate a second is holding still (window noise)."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +64,36 @@ class Capacity:
 
     @property
     def rate(self) -> float:
-        """The capacity: the bracket's middle, or the saturated estimate when the search bracketed nothing."""
+        """The capacity: where the backlog stops growing (:func:`zero_growth_rate`), else the bracket's middle, else
+        the saturated estimate when the search bracketed nothing."""
+        zero = zero_growth_rate(self.probes)
+        if zero is not None:
+            return zero
         if self.sustained > 0 and math.isfinite(self.failed):
             return (self.sustained + self.failed) / 2
         return self.saturated
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Capacity:
+        """Rebuild from ``dataclasses.asdict`` of one (a ``capacities.json``'s measurement)."""
+        probes = tuple(
+            Probe(
+                int(p["parallelism"]),
+                float(p["rate"]),
+                float(p["growth_per_s"]),
+                float(p["backlog"]),
+                bool(p["bounded"]),
+            )
+            for p in data.get("probes", ())
+        )
+        failed = data.get("failed")
+        return cls(
+            int(data["parallelism"]),
+            float(data["saturated"]),
+            float(data["sustained"]),
+            math.inf if failed in (None, "inf", "Infinity") else float(failed),
+            probes,
+        )
 
     @property
     def resolution(self) -> float:
@@ -69,6 +101,29 @@ class Capacity:
         if self.sustained > 0 and math.isfinite(self.failed):
             return (self.failed - self.sustained) / 2 / self.rate
         return math.inf
+
+
+def zero_growth_rate(probes: Sequence[Probe]) -> float | None:
+    """The rate at which the backlog stops growing, from the probes it grew in; None with fewer than two.
+
+    Above capacity the backlog grows by the saturated readers' deficit, their share of the offered rate less what
+    they carry: a line in the rate, whose slope is that share (about a half at four of six skewed slots), so
+    extrapolated to no growth it gives the capacity. A probe is bounded while its backlog grows by under 1 % of
+    its rate, a tolerance the 15-s window needs against noise; read as the capacity, the bracket it leaves put a
+    rate whose backlog grew 34 records/s (+2 % at a slope of a half) on the sustained side. The line is kept
+    within what the probes show: above the highest rate whose backlog held still (grew by at most
+    :data:`STEADY_GROWTH` of it: the probes at a steady rate read -1 to +2 records/s), below the lowest it grew in.
+    """
+    grew = [p for p in probes if not p.bounded]
+    if len({p.rate for p in grew}) < 2:
+        return None
+    rates = np.array([p.rate for p in grew])
+    growth = np.array([p.growth_per_s for p in grew])
+    slope, intercept = np.polyfit(rates, growth, 1)
+    if not slope > 0:
+        return None
+    steady = [p.rate for p in probes if p.growth_per_s <= STEADY_GROWTH * p.rate]
+    return float(np.clip(-intercept / slope, max(steady, default=0.0), rates.min()))
 
 
 def _run(harness: RealFlink, options: TraceJobOptions, seconds: float) -> tuple[TraceJob, float]:

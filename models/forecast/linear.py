@@ -270,11 +270,6 @@ class LinearForecaster:
         """True when there are enough finite samples for a line."""
         return int(np.count_nonzero(np.isfinite(self._y))) >= self.min_samples
 
-    def line(self) -> tuple[float, float] | None:
-        """(slope per step, value at the last sample) of the line extrapolated (see :meth:`predict`), or None."""
-        extrapolation = self._extrapolation()
-        return None if extrapolation is None else extrapolation[:2]
-
     def _extrapolation(self) -> tuple[float, float, float] | None:
         """(slope per step, value at the last sample, steps the slope holds for) or None."""
         if not self.ready:

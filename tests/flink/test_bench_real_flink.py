@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from agent.loop import policy_for
 from agent.settings import Settings
-from benchmarks.bench_real_flink import Setup
+from benchmarks.bench_real_flink import Setup, failure_ready_slot_seconds, ideal_slot_seconds
 
 
 def setup(compress: float) -> Setup:
@@ -37,3 +40,18 @@ def test_a_loop_of_its_own_is_compressed_like_the_default_one_and_leaves_the_oth
     assert {k: v for k, v in sixty.time_knobs().items() if k != "loop_interval_s"} == {
         k: v for k, v in shipped.time_knobs().items() if k != "loop_interval_s"
     }
+
+
+def test_the_failure_ready_ideal_adds_a_slot_where_the_spare_capacity_cannot_work_off_a_failure() -> None:
+    # Capacities in steps of the replay's peak: a slot more carries a peak with 1 % to spare, which would take far
+    # longer than the target (50 s at 6x) to work off a failure's backlog; three times the peak recovers at once.
+    base = Setup(Path("traces/taylor.csv"), 6.0, 5.0, 3, 1000.0, 12, 1.0, 7, 0.03, {1: 1.0})
+    peak = float(base.workload().max())
+    tight = replace(base, capacities={1: 0.5 * peak, 2: 1.01 * peak, 3: 3.0 * peak})
+    ideal, slots = ideal_slot_seconds(tight)
+    ready, ready_slots = failure_ready_slot_seconds(tight)
+    assert np.all(ready_slots >= slots) and ready > ideal
+    at_peak = int(np.argmax(tight.workload()))
+    assert slots[at_peak] == 2 and ready_slots[at_peak] == 3
+    roomy = replace(base, capacities={1: 3.0 * peak, 2: 6.0 * peak})
+    assert failure_ready_slot_seconds(roomy)[0] == ideal_slot_seconds(roomy)[0] == roomy.production_s
