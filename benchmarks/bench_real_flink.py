@@ -12,7 +12,7 @@ place. Every process is stopped by its pid whatever happens.
 2. The *ideal* is the sum over the replay's seconds of the fewest slots whose measured capacity
    exceeds that second's workload (no restarts, no forecast error: a floor, not a policy). The
    *failure-ready ideal* also has each second's slots work off a TaskManager failure right then within
-   the target recovery time (:func:`failure_ready_slot_seconds`), as Daedalus plans to: the real job's
+   the target recovery time (:attr:`Setup.failure_ready_slots`), as Daedalus plans to: the real job's
    counterpart of the lab's failure-robust floor. Both read the capacities of step 1: where the backlog
    stops growing, extrapolated from the ``--probes`` runs it grew in (``lab.flink.capacity``; the middle
    of their bracket had counted a backlog growing by under 1 % of the rate as sustained, 1–5 % above).
@@ -47,6 +47,7 @@ import math
 import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -171,46 +172,58 @@ class Setup:
         """The fewest slots whose measured capacity exceeds ``rate`` (N if none does)."""
         return next((n for n in sorted(self.capacities) if self.capacities[n] > rate), max(self.capacities))
 
+    @cached_property
+    def ideal_slots(self) -> np.ndarray:
+        """Per second of the replay, the fewest slots that carry its workload (computed once per setup)."""
+        return np.array([self.fewest_slots(w) for w in self.workload()], dtype=float)
+
+    @cached_property
+    def failure_ready_slots(self) -> np.ndarray:
+        """Per second of the replay, the fewest slots that carry its workload *and* would work off a TaskManager
+        failure right then within the target recovery time: the real job's counterpart of ``bench_robust_floor``
+        (computed once per setup). The failure stops the job for the agent's failure-downtime prior and replays half
+        a checkpoint interval (both compressed like the agent's), the true workload follows, and the job drains at
+        its measured capacity (``models.recovery.recovery_time``). Like the ideal it knows the future and rescales
+        for free; unlike it, it is ready for the failure the target promises to recover from, as Daedalus plans to
+        be."""
+        workload = self.workload()
+        target = DEFAULT_TIME["target_recovery_time_s"] / self.compress
+        downtime = DEFAULT_TIME["downtime_failure_prior_s"] / self.compress
+        interval = DEFAULT_TIME["checkpoint_interval_s"] / self.compress
+        horizon = int(math.ceil(3 * target))
+        ahead = np.concatenate([workload, np.full(horizon, workload[-1] if workload.size else 0.0)])
+        sizes = sorted(self.capacities)
+        slots = np.empty(workload.size)
+        for t, rate in enumerate(workload):
+            recent = float(workload[max(0, t - int(math.ceil(interval))) : t + 1].mean())
+            carry = self.fewest_slots(rate)
+            slots[t] = next(
+                (
+                    n
+                    for n in sizes
+                    if n >= carry
+                    and recovery_time(
+                        capacity=self.capacities[n],
+                        forecast=ahead[t : t + horizon],
+                        replay_records=recent * interval / 2,
+                        downtime_s=downtime,
+                    )
+                    <= target
+                ),
+                sizes[-1],
+            )
+        return slots
+
 
 def ideal_slot_seconds(setup: Setup) -> tuple[float, np.ndarray]:
     """Σ over seconds of the fewest slots that carry that second's workload, and the per-second slots."""
-    slots = np.array([setup.fewest_slots(w) for w in setup.workload()], dtype=float)
-    return float(slots.sum()), slots
+    return float(setup.ideal_slots.sum()), setup.ideal_slots
 
 
 def failure_ready_slot_seconds(setup: Setup) -> tuple[float, np.ndarray]:
-    """Σ over seconds of the fewest slots that carry that second's workload *and* would work off a TaskManager
-    failure right then within the target recovery time, and the per-second slots: the real job's counterpart of
-    ``bench_robust_floor``. The failure stops the job for the agent's failure-downtime prior and replays half a
-    checkpoint interval (both compressed like the agent's), the true workload follows, and the job drains at its
-    measured capacity (``models.recovery.recovery_time``). Like the ideal it knows the future and rescales for free;
-    unlike it, it is ready for the failure the target promises to recover from, as Daedalus plans to be."""
-    workload = setup.workload()
-    target = DEFAULT_TIME["target_recovery_time_s"] / setup.compress
-    downtime = DEFAULT_TIME["downtime_failure_prior_s"] / setup.compress
-    interval = DEFAULT_TIME["checkpoint_interval_s"] / setup.compress
-    horizon = int(math.ceil(3 * target))
-    ahead = np.concatenate([workload, np.full(horizon, workload[-1] if workload.size else 0.0)])
-    sizes = sorted(setup.capacities)
-    slots = np.empty(workload.size)
-    for t, rate in enumerate(workload):
-        recent = float(workload[max(0, t - int(math.ceil(interval))) : t + 1].mean())
-        carrying = [n for n in sizes if setup.capacities[n] > rate] or [sizes[-1]]
-        slots[t] = next(
-            (
-                n
-                for n in carrying
-                if recovery_time(
-                    capacity=setup.capacities[n],
-                    forecast=ahead[t : t + horizon],
-                    replay_records=recent * interval / 2,
-                    downtime_s=downtime,
-                )
-                <= target
-            ),
-            sizes[-1],
-        )
-    return float(slots.sum()), slots
+    """Σ over seconds of the fewest slots that carry that second's workload and would work off a TaskManager
+    failure right then within the target (:attr:`Setup.failure_ready_slots`), and the per-second slots."""
+    return float(setup.failure_ready_slots.sum()), setup.failure_ready_slots
 
 
 # ---------------------------------------------------------------------------------------------- capacities

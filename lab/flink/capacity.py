@@ -86,12 +86,11 @@ class Capacity:
             )
             for p in data.get("probes", ())
         )
-        failed = data.get("failed")
         return cls(
             int(data["parallelism"]),
             float(data["saturated"]),
             float(data["sustained"]),
-            math.inf if failed in (None, "inf", "Infinity") else float(failed),
+            float(data["failed"]),  # JSON's Infinity reads back as inf
             probes,
         )
 
