@@ -171,6 +171,10 @@ class RecoveryTracker:
             self.watch.resumed(restart.restarted_at)
 
     def _start_watch(self, now: float, kind: str, parallelism: int, from_parallelism: int | None = None) -> None:
+        if self.watch.active and self._watched is not None:
+            # A stop inside a watched recovery (a rescale the planner took because the job could not catch up in
+            # time, or a failure) carries that recovery on: the earlier one has no end of its own to measure.
+            self.log.info("recovery.superseded", **self._watched.to_dict(), by=kind, at=now)
         predicted = self._stop_predictions.get(parallelism) if parallelism in self._evaluated else None
         self.watch.start(now)
         self._watched = WatchedRecovery(

@@ -366,6 +366,35 @@ def test_without_a_lag_a_stop_before_the_gap_is_learned_is_let_go_unmeasured() -
     assert after.recoveries and after.recoveries[0].kind == "rescale"
 
 
+def test_a_stop_inside_a_watched_recovery_supersedes_it_and_says_so() -> None:
+    """A rescale taken while the last one's recovery is watched (the planner found the job could not catch up in
+    time) carries that recovery on: the earlier stop has no end of its own to measure. The watch moves to the new
+    stop and logs the earlier one as superseded, which is how an operator (and the end-to-end test) tells a
+    recovery cut short from a lost watch."""
+    from structlog.testing import capture_logs
+
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", **rescale_cost_overrides("restart")})
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([20_000.0, 20_000.0])), settings.simulator)
+    monitor, analyzer = SimulatedMonitor(job), Analyzer(settings)
+    for now in range(60, 660, 60):
+        job.run_until(now)
+        analyzer.analyze(monitor.observe(since=now - 60, now=now), now=now)
+    before = job.parallelism
+    job.rescale(before - 2)
+    analyzer.on_rescale(now=600.0, from_parallelism=before, to_parallelism=before - 2, downtime_s=None, resumed_at=None)
+    job.run_until(610)
+    assert analyzer.analyze(monitor.observe(since=600, now=610), now=610.0).recovering
+    job.rescale(before)
+    with capture_logs() as logs:
+        analyzer.on_rescale(
+            now=610.0, from_parallelism=before - 2, to_parallelism=before, downtime_s=None, resumed_at=None
+        )
+    (superseded,) = [e for e in logs if e["event"] == "recovery.superseded"]
+    assert superseded["started_at"] == 600.0 and superseded["parallelism"] == before - 2
+    assert superseded["by"] == "rescale" and superseded["at"] == 610.0
+    assert analyzer.watch.active and analyzer.watch.started_at == 610.0
+
+
 @pytest.mark.parametrize("profile", ["in-place-aligned", "in-place"])
 def test_a_rescale_that_replays_nothing_ends_its_watch_when_the_uptime_says_the_job_runs_again(profile: str) -> None:
     """A rescale aligned with a checkpoint stops the job for a second and replays nothing: with workers to spare the
