@@ -29,12 +29,7 @@ from agent.settings_sources import (
     reading,
 )
 from models.forecast.config import DEFAULT_FORECASTER
-from models.recovery import (
-    CHECKPOINT_INTERVAL_S,
-    DOWNTIME_FAILURE_PRIOR_S,
-    DOWNTIME_IN_PLACE_PRIOR_S,
-    DOWNTIME_RESCALE_PRIOR_S,
-)
+from models.recovery import CHECKPOINT_INTERVAL_S, DOWNTIME_FAILURE_PRIOR_S, DOWNTIME_RESCALE_PRIOR_S
 from planner import registry
 from planner import defaults
 from planner.daedalus import cheap_rescale
@@ -563,9 +558,7 @@ class Settings(BaseSettings):
         DOWNTIME_RESCALE_PRIOR_S,
         ge=0,
         le=DAY_S,
-        description="Expected downtime of a rescale before any was measured, seconds. Unset: 3 on the flink-rest"
-        " target (in place: the longest of the in-place rescales measured on the adaptive scheduler), 30 elsewhere"
-        " (a restart with new pods). At most a day (DAY_S).",
+        description="Expected downtime of a rescale before any was measured, seconds. At most a day (DAY_S).",
     )
     downtime_failure_prior_s: float = Field(
         DOWNTIME_FAILURE_PRIOR_S,
@@ -640,14 +633,6 @@ class Settings(BaseSettings):
         if name in cls.refused_policies:
             raise ValueError(f"{name!r} {cls.refused_policies[name]}; {cls.policy_context} takes one of {choices}")
         raise ValueError(f"unknown policy {name!r}; one of {choices}")
-
-    @model_validator(mode="after")
-    def _downtime_prior_by_target(self) -> Settings:
-        # Unset, a rescale is expected to cost what the target's rescales cost: in place on flink-rest, a restart
-        # elsewhere. Runs before the loop's default, which reads it.
-        if "downtime_rescale_prior_s" not in self.model_fields_set and self.scale_target.kind == "flink-rest":
-            object.__setattr__(self, "downtime_rescale_prior_s", DOWNTIME_IN_PLACE_PRIOR_S)
-        return self
 
     @model_validator(mode="after")
     def _loop_where_rescales_are_in_place(self) -> Settings:

@@ -66,7 +66,7 @@ from lab.flink.harness import (
 from lab.flink.schedule import ProductionSchedule, read_trace
 from lab.flink.trace_job import JobCounts, TraceJobOptions
 from lab.slo import DEFAULT_FALLING_BEHIND_ALLOWANCE_S, judge
-from models.recovery import DOWNTIME_IN_PLACE_PRIOR_S, recovery_time
+from models.recovery import recovery_time
 from planner.defaults import IN_PLACE_LOOP_INTERVAL_S
 from planner.flink_autoscaler import FlinkAutoscalerPolicy
 from planner.peers import FlinkAutoscaler
@@ -86,11 +86,10 @@ _TIME_KEYS = (
 DEFAULT_TIME: dict[str, Any] = {
     **{key: Settings.model_fields[key].default for key in _TIME_KEYS},
     "loop_interval_s": IN_PLACE_LOOP_INTERVAL_S,
-    "downtime_rescale_prior_s": DOWNTIME_IN_PLACE_PRIOR_S,
     "rate_window_s": PrometheusSettings.model_fields["rate_window_s"].default,
 }
 """Perdix's shipped time constants (agent/settings.py) on the flink-rest target the replay rescales through (its loop
-and rescale-downtime prior where a rescale is in place), divided by the compression for a replay."""
+where each rescale is aligned with a checkpoint), divided by the compression for a replay."""
 FLINK_AUTOSCALER_TIME = {
     key: value for key, value in FlinkAutoscalerOptions().model_dump().items() if key != "target_utilization"
 }

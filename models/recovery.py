@@ -57,11 +57,7 @@ MAX_WEIGHT = 10
 CHECKPOINT_INTERVAL_S = 10.0
 """The checkpoint interval assumed when none is given, seconds."""
 DOWNTIME_RESCALE_PRIOR_S = 30.0
-"""Downtime of a rescale assumed before any was measured, seconds: a restart with new pods (reactive mode on
-Kubernetes, about 10 s + 1.5 s per worker)."""
-DOWNTIME_IN_PLACE_PRIOR_S = 3.0
-"""Downtime of an in-place rescale through Flink's REST API assumed before any was measured, seconds: the longest of
-18 measured on the adaptive scheduler (``benchmarks.bench_flink_rescale``: 0.05-2.96 s, median 0.10-0.28 s)."""
+"""Downtime of a rescale assumed before any was measured, seconds."""
 DOWNTIME_FAILURE_PRIOR_S = 15.0
 """Downtime of a failure assumed before any was measured, seconds."""
 

@@ -83,16 +83,6 @@ def test_the_loop_unset_is_30_s_where_a_rescale_is_in_place_and_60_s_elsewhere(
     assert load_lab_settings(None, {}).loop_interval_s == 60
 
 
-def test_the_rescale_downtime_prior_unset_is_in_place_on_flink_rest_and_a_restart_elsewhere() -> None:
-    rest = {"scale_target.kind": "flink-rest"}
-    assert load_settings(None, rest).downtime_rescale_prior_s == 3
-    assert load_settings(None, {"scale_target.kind": "deployment"}).downtime_rescale_prior_s == 30
-    assert load_settings(None, {"scale_target.kind": "flinkdeployment"}).downtime_rescale_prior_s == 30
-    # Set, it is the operator's, and the loop follows it where the target alone does not say in place.
-    assert load_settings(None, {**rest, "downtime_rescale_prior_s": 20}).downtime_rescale_prior_s == 20
-    assert load_settings(None, {**rest, "downtime_rescale_prior_s": 20}).loop_interval_s == 30
-
-
 def test_flag_dotted_keys_reach_nested_sections(tmp_path: Path) -> None:
     config = write(tmp_path, "simulator:\n  partitions: 24\n")
     settings = load_lab_settings(config, {"simulator.seed": 99, "scale_target.kind": "deployment"})

@@ -35,7 +35,6 @@ CHART_DEFAULTS_DIFFER = {
 # own default (values.yaml says which); a value set is rendered like any other.
 AGENT_DECIDES_WHEN_NULL = {
     "loop_interval_s": "30 s where a rescale is in place (mode rest), 60 s elsewhere",
-    "downtime_rescale_prior_s": "3 s where a rescale is in place (mode rest), 30 s elsewhere",
 }
 
 # A valid value different from the chart's default for every settings field the chart exposes.

@@ -226,7 +226,6 @@ of the mode and the knowledge ConfigMap's name. tests/helm loads it through agen
 {{- $_ := set $settings.scale_target "rest_url" $t.restUrl -}}
 {{- $_ := set $settings.knowledge "configmap" (include "perdix.knowledgeConfigMap" .) -}}
 {{- if kindIs "invalid" $settings.loop_interval_s }}{{- $_ := unset $settings "loop_interval_s" -}}{{- end -}}
-{{- if kindIs "invalid" $settings.downtime_rescale_prior_s }}{{- $_ := unset $settings "downtime_rescale_prior_s" -}}{{- end -}}
 {{- toYaml $settings }}
 {{- end }}
 
