@@ -37,7 +37,9 @@ MAX_RECORDS_PER_S = 1e12
 """Throughput samples above this are corrupt and are skipped."""
 
 RATIO_MIN_LOAD = 0.1
-"""Seconds below this load say too little about a worker's records per unit of load (a busy floor dominates)."""
+"""Seconds below this load say too little about a worker's records per unit of load (a busy floor dominates):
+they are summed apart (``CapacityModel.light_ratios``), and read only for a job too few of whose workers have
+carried more."""
 RATIO_DECAY = 0.999
 """Per loaded second: the ratio follows a worker whose speed changes within about a quarter of an hour."""
 
@@ -142,6 +144,10 @@ class CapacityModel:
         """When each worker with a regression was last seen (clock seconds), for :meth:`prune`."""
         self.ratios: dict[str, tuple[float, float]] = {}
         """Per worker: decayed sums of throughput and of load over loaded seconds (records per unit of load)."""
+        self.light_ratios: dict[str, tuple[float, float]] = {}
+        """The same over seconds below ``RATIO_MIN_LOAD`` (but above zero), kept while a worker has no loaded second
+        and read only for a job too few of whose workers have a line or a loaded ratio (see
+        :meth:`_filled_capacities`)."""
         self.observed: dict[int, float] = {}
         """Capacity recorded while the job ran at each scale-out (the most trusted source)."""
         self.skipped = 0
@@ -215,13 +221,11 @@ class CapacityModel:
                 [float(cpu_array[b].mean()) for b in blocks], [float(tp_array[b].mean()) for b in blocks]
             )
         loaded = valid & (cpu_array >= RATIO_MIN_LOAD)
-        if np.any(loaded):
-            old_rate, old_load = self.ratios.get(worker_id, (0.0, 0.0))
-            decay = RATIO_DECAY ** int(np.count_nonzero(loaded))
-            self.ratios[worker_id] = (
-                old_rate * decay + float(tp_array[loaded].sum()),
-                old_load * decay + float(cpu_array[loaded].sum()),
-            )
+        _fold_ratio(self.ratios, worker_id, cpu_array, tp_array, loaded)
+        if worker_id in self.ratios:
+            self.light_ratios.pop(worker_id, None)
+        else:
+            _fold_ratio(self.light_ratios, worker_id, cpu_array, tp_array, valid & (cpu_array > 0) & ~loaded)
         # Kept until set_workers() so shares are measured on seconds all current workers share.
         self._pending[worker_id] = (np.where(valid, cpu_array, np.nan), np.where(valid, tp_array, np.nan))
         return used
@@ -305,6 +309,7 @@ class CapacityModel:
             del self.regressions[worker]
             del self.last_seen[worker]
             self.ratios.pop(worker, None)
+            self.light_ratios.pop(worker, None)
         for worker in [w for w in self.last_seen if w not in self.regressions]:
             del self.last_seen[worker]
         return tuple(dropped)
@@ -375,10 +380,29 @@ class CapacityModel:
         stats = self._shares.get(n)
         return stats.shares() if stats is not None else None
 
+    def _light_capacity(self, worker_id: str) -> float | None:
+        """The worker's records per unit of load over its light seconds, read at ``max_cpu``; None without any."""
+        ratio = self.light_ratios.get(worker_id)
+        value = ratio[0] / ratio[1] * self.max_cpu if ratio is not None and ratio[1] > 0 else None
+        return value if value is not None and _positive(value) else None
+
     def _filled_capacities(self, workers: tuple[str, ...]) -> dict[str, float] | None:
-        known = {w: c for w in workers if (c := self.worker_capacity(w)) is not None}
-        if not workers or len(known) < max(1, math.ceil(self.min_known_fraction * len(workers))):
+        """Each worker's capacity, those without one filled with the median of the others'; None while fewer than
+        ``min_known_fraction`` of them have one.
+
+        A job whose workers have carried too little load for a line or a loaded ratio (a few percent busy, where a
+        busy floor dominates) reads its light seconds: summed over every round they read low by that floor, as
+        the last round's throughput over its load does, but hold still, where a round's alone at such a load
+        swung the capacity by a third from round to round (a real job at 1 % busy read 1.32–1.94M records/s at
+        3 slots in one steady run, ``benchmarks.bench_real_flink_steady``)."""
+        if not workers:
             return None
+        needed = max(1, math.ceil(self.min_known_fraction * len(workers)))
+        known = {w: c for w in workers if (c := self.worker_capacity(w)) is not None}
+        if len(known) < needed:
+            known = {w: c for w in workers if (c := known.get(w) or self._light_capacity(w)) is not None}
+            if len(known) < needed:
+                return None
         # A worker still without a line (e.g. just added) is assumed typical of the others.
         fill = float(np.median(list(known.values())))
         return {w: known.get(w, fill) for w in workers}
@@ -583,6 +607,7 @@ class CapacityModel:
             "regressions": {w: r.to_dict() for w, r in self.regressions.items()},
             "last_seen": dict(self.last_seen),
             "ratios": {w: list(r) for w, r in self.ratios.items()},
+            "light_ratios": {w: list(r) for w, r in self.light_ratios.items()},
             "observed": {str(n): c for n, c in self.observed.items()},
             "shares": {str(n): s.to_dict() for n, s in self._shares.items()},
             "workers": list(self.workers),
@@ -607,11 +632,23 @@ class CapacityModel:
             str(w): float(t) for w, t in (state.get("last_seen") or {}).items() if w in model.regressions
         }
         model.ratios = {str(w): (float(r[0]), float(r[1])) for w, r in (state.get("ratios") or {}).items()}
+        model.light_ratios = {str(w): (float(r[0]), float(r[1])) for w, r in (state.get("light_ratios") or {}).items()}
         model.observed = {int(n): float(c) for n, c in state.get("observed", {}).items()}
         model._shares = {int(n): _Shares.from_dict(s) for n, s in state.get("shares", {}).items()}
         model.workers = tuple(state.get("workers", ()))
         model.skipped = int(state.get("skipped", 0))
         return model
+
+
+def _fold_ratio(
+    sums: dict[str, tuple[float, float]], worker_id: str, cpu: np.ndarray, throughput: np.ndarray, used: np.ndarray
+) -> None:
+    """Fold the ``used`` seconds into the worker's decayed sums of throughput and load (``RATIO_DECAY`` a second)."""
+    if not np.any(used):
+        return
+    old_rate, old_load = sums.get(worker_id, (0.0, 0.0))
+    decay = RATIO_DECAY ** int(np.count_nonzero(used))
+    sums[worker_id] = (old_rate * decay + float(throughput[used].sum()), old_load * decay + float(cpu[used].sum()))
 
 
 def _even_workers(partitions: int, parallelism: int) -> float:

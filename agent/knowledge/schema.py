@@ -28,6 +28,8 @@ Parallelism = Annotated[Int, Field(ge=0, le=32_768)]
 Moment = Annotated[FiniteFloat, Field(ge=0)]
 """An epoch second (or, in a replay, seconds since its start)."""
 Seconds = Annotated[FiniteFloat, Field(ge=0)]
+NonNegative = Annotated[FiniteFloat, Field(ge=0)]
+"""A sum of non-negative readings (records, load)."""
 ScaleOutKey = Annotated[Str, Field(pattern=r"^\d{1,5}$")]
 """A scale-out as a JSON object key."""
 Name = Annotated[Str, Field(max_length=253)]
@@ -75,7 +77,10 @@ class CapacityState(_Part):
     partition_weights: list[Annotated[FiniteFloat, Field(ge=0)]] | None = None
     regressions: dict[Name, RegressionState] = Field(default_factory=dict)
     last_seen: dict[Name, Moment] = Field(default_factory=dict)
-    ratios: dict[Name, tuple[FiniteFloat, FiniteFloat]] = Field(default_factory=dict)
+    ratios: dict[Name, tuple[NonNegative, NonNegative]] = Field(default_factory=dict)
+    """Per worker: decayed sums of throughput and of load over its loaded seconds."""
+    light_ratios: dict[Name, tuple[NonNegative, NonNegative]] = Field(default_factory=dict)
+    """The same over its light seconds."""
     observed: dict[ScaleOutKey, Annotated[FiniteFloat, Field(ge=0)]] = Field(default_factory=dict)
     shares: dict[ScaleOutKey, SharesState] = Field(default_factory=dict)
     workers: list[Name] = Field(default_factory=list)
