@@ -475,6 +475,13 @@ class CapacityModel:
         current = current if current is not None else (len(self.workers) or None)
         if self.partition_weights is not None and parallelism <= self.partition_weights.size:
             return self._estimate_from_weights(parallelism)
+        if parallelism == 1:
+            # One reader takes every partition: no skew is left, and the job runs as fast as that worker (the
+            # rules below keep today's skew beyond the partitions' granularity, which reads a worker short by it).
+            workers, typical = self._current_capacities()
+            alone = workers[0] if workers and workers[0] is not None else typical
+            if alone is not None:
+                return alone
         if current is None:
             return None
         reference = self.observed.get(current)

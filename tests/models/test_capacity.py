@@ -289,6 +289,25 @@ def test_with_only_the_partition_count_a_scale_out_not_run_splits_the_partitions
     assert CapacityModel(max_cpu=1.0).worker_profile(4) is None
 
 
+def test_one_reader_is_estimated_at_its_workers_capacity_whatever_the_skew_at_the_current_scale_out() -> None:
+    """Two workers of 10,000 records/s each, the first reading 60 % of the input: the job carries 16,667/s at 2.
+    At one reader every partition is that worker's, so 1 is estimated at 10,000/s. Scaled from 2 with the
+    partition count (or without it) the skew at 2 was kept and read 8,333/s, a sixth short."""
+    rng = np.random.default_rng(6)
+    for partitions in (12, None):
+        model = CapacityModel(max_cpu=1.0, partitions=partitions)
+        for worker, share in (("taskmanager-0", 0.6), ("taskmanager-1", 0.4)):
+            model.update(worker, *_samples(np.linspace(4000, 14000, 120) * share, 10000.0, rng))
+        model.set_workers(["taskmanager-0", "taskmanager-1"])
+        assert model.capacity_now() == pytest.approx(10000.0 / 0.6, rel=0.03)
+        value, source = model.capacity_at(1, current=2)
+        assert source == "estimated"
+        assert value == pytest.approx(model.worker_capacity("taskmanager-0"))
+        assert value == pytest.approx(10000.0, rel=0.03)
+        model.record_observed(1, 9500.0)
+        assert model.capacity_at(1, current=2) == (9500.0, "observed"), "once run, what was measured there"
+
+
 def test_round_trip_keeps_capacities() -> None:
     rng = np.random.default_rng(6)
     model = CapacityModel(prior={3: 1.0}, partition_weights=[1.0, 2.0, 3.0])
