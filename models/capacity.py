@@ -16,7 +16,8 @@ saturated worker's throughput understates its input).
 Capacities of other scale-outs come, in order of trust, from what was observed at that scale-out,
 from an estimate scaled from the current one (with the skew the round-robin partition assignment
 at that scale-out would have when partition weights are known, otherwise keeping the current
-max/mean share ratio), and from an offline prior (the StreamBed capacity model).
+max/mean share ratio; at one reader, which has no skew, its worker's capacity), and from an offline
+prior (the StreamBed capacity model).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ RATIO_MIN_LOAD = 0.1
 they are summed apart (``CapacityModel.light_ratios``), and read only for a job too few of whose workers have
 carried more."""
 RATIO_DECAY = 0.999
-"""Per loaded second: the ratio follows a worker whose speed changes within about a quarter of an hour."""
+"""Per second summed (loaded or light): the ratio follows a worker whose speed changes within about a quarter of an
+hour."""
 
 LINE_BLOCK_SAMPLES = 30
 """A worker's line is fitted on the means of this many consecutive samples (of one update), not on each sample.
@@ -145,9 +147,9 @@ class CapacityModel:
         self.ratios: dict[str, tuple[float, float]] = {}
         """Per worker: decayed sums of throughput and of load over loaded seconds (records per unit of load)."""
         self.light_ratios: dict[str, tuple[float, float]] = {}
-        """The same over seconds below ``RATIO_MIN_LOAD`` (but above zero), kept while a worker has no loaded second
+        """The same over seconds below ``RATIO_MIN_LOAD`` (but above zero), summed while a worker has no loaded ratio
         and read only for a job too few of whose workers have a line or a loaded ratio (see
-        :meth:`_filled_capacities`)."""
+        :meth:`_worker_capacities`)."""
         self.observed: dict[int, float] = {}
         """Capacity recorded while the job ran at each scale-out (the most trusted source)."""
         self.skipped = 0
@@ -356,9 +358,7 @@ class CapacityModel:
 
     def _per_unit_of_load(self, worker_id: str, cpu: float) -> float | None:
         """The worker's records per unit of load, times ``cpu``; None before it has carried any load."""
-        ratio = self.ratios.get(worker_id)
-        value = ratio[0] / ratio[1] * cpu if ratio is not None and ratio[1] > 0 else None
-        return value if value is not None and _positive(value) else None
+        return _rate(self.ratios.get(worker_id), cpu)
 
     def _line_at(self, worker_id: str, cpu: float) -> float | None:
         """The worker's regression read at ``cpu``, never below its records per unit of load there (see
@@ -381,28 +381,35 @@ class CapacityModel:
         return stats.shares() if stats is not None else None
 
     def _light_capacity(self, worker_id: str) -> float | None:
-        """The worker's records per unit of load over its light seconds, read at ``max_cpu``; None without any."""
+        """The worker's records per unit of load over its light seconds, read at ``max_cpu``; None before they add
+        up to a loaded second's load (one light second's noise is most of it)."""
         ratio = self.light_ratios.get(worker_id)
-        value = ratio[0] / ratio[1] * self.max_cpu if ratio is not None and ratio[1] > 0 else None
-        return value if value is not None and _positive(value) else None
+        return _rate(ratio, self.max_cpu) if ratio is not None and ratio[1] >= RATIO_MIN_LOAD else None
 
-    def _filled_capacities(self, workers: tuple[str, ...]) -> dict[str, float] | None:
-        """Each worker's capacity, those without one filled with the median of the others'; None while fewer than
-        ``min_known_fraction`` of them have one.
+    def _worker_capacities(self, workers: Iterable[str]) -> dict[str, float | None]:
+        """Each worker's capacity (:meth:`worker_capacity`); while fewer than ``min_known_fraction`` of them have
+        one, their light seconds' where they have those.
 
         A job whose workers have carried too little load for a line or a loaded ratio (a few percent busy, where a
         busy floor dominates) reads its light seconds: summed over every round they read low by that floor, as
         the last round's throughput over its load does, but hold still, where a round's alone at such a load
         swung the capacity by a third from round to round (a real job at 1 % busy read 1.32–1.94M records/s at
         3 slots in one steady run, ``benchmarks.bench_real_flink_steady``)."""
+        capacities = {w: self.worker_capacity(w) for w in workers}
+        known = sum(c is not None for c in capacities.values())
+        if known < max(1, math.ceil(self.min_known_fraction * len(capacities))):
+            capacities = {w: c if c is not None else self._light_capacity(w) for w, c in capacities.items()}
+        return capacities
+
+    def _filled_capacities(self, workers: tuple[str, ...]) -> dict[str, float] | None:
+        """Each worker's capacity (:meth:`_worker_capacities`), those without one filled with the median of the
+        others'; None while fewer than ``min_known_fraction`` of them have one."""
         if not workers:
             return None
         needed = max(1, math.ceil(self.min_known_fraction * len(workers)))
-        known = {w: c for w in workers if (c := self.worker_capacity(w)) is not None}
+        known = {w: c for w, c in self._worker_capacities(workers).items() if c is not None}
         if len(known) < needed:
-            known = {w: c for w in workers if (c := known.get(w) or self._light_capacity(w)) is not None}
-            if len(known) < needed:
-                return None
+            return None
         # A worker still without a line (e.g. just added) is assumed typical of the others.
         fill = float(np.median(list(known.values())))
         return {w: known.get(w, fill) for w in workers}
@@ -469,7 +476,8 @@ class CapacityModel:
         return total if _positive(total) else None
 
     def estimate_at(self, parallelism: int, *, current: int | None = None) -> float | None:
-        """Capacity at ``parallelism`` scaled from what is known now, or None."""
+        """Capacity at ``parallelism`` scaled from what is known now, or None; at one reader, the capacity of the
+        worker it runs on (the current workers' as :meth:`_current_capacities` reads them)."""
         if parallelism < 1:
             return None
         current = current if current is not None else (len(self.workers) or None)
@@ -532,7 +540,7 @@ class CapacityModel:
         not once per candidate scale-out (at 1,000 workers that was a million reads a round)."""
         if self._held is not None and self._held_current is not None:
             return self._held_current
-        current = [self.worker_capacity(w) for w in self.workers]
+        current = list(self._worker_capacities(self.workers).values())
         known = [c for c in current if c is not None]
         result = current, (float(np.median(known)) if known else None)
         if self._held is not None:
@@ -645,6 +653,15 @@ class CapacityModel:
         model.workers = tuple(state.get("workers", ()))
         model.skipped = int(state.get("skipped", 0))
         return model
+
+
+def _rate(ratio: tuple[float, float] | None, cpu: float) -> float | None:
+    """Decayed sums of throughput and load read as records/s at ``cpu``; None without load or beyond any job's
+    (a stored document is read back, and a crafted one could hold a vanishing load)."""
+    if ratio is None or not ratio[1] > 0:
+        return None
+    value = ratio[0] / ratio[1] * cpu
+    return value if _positive(value) and value <= MAX_RECORDS_PER_S else None
 
 
 def _fold_ratio(

@@ -74,6 +74,10 @@ MISFITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "an unknown field": (_set("analyzer.capacity.surprise", 1), "analyzer.capacity.surprise"),
     "a rescale to -2": (_set("loop.rescales.0.to", -2), "loop.rescales.0.to"),
     "a regression that is a list": (_set("analyzer.capacity.regressions", [1, 2]), "analyzer.capacity.regressions"),
+    "a negative light sum": (
+        _set("analyzer.capacity.light_ratios", {"0": [-1.0, 0.5]}),
+        "analyzer.capacity.light_ratios",
+    ),
     "a reason that is a number": (_set("loop.rescales.0.reasons.0", 5), "loop.rescales.0.reasons.0"),
     "a policy state that is not an object": (
         _set("loop.policy_state", {"policy": "ds2", "state": "gASV"}),

@@ -193,6 +193,36 @@ def test_light_ratio_survives_persistence_and_gives_way_to_a_loaded_one() -> Non
     assert restored.capacity_now() == pytest.approx(10_000)  # ... and is what a job of light workers reads
     restored.observe({"w": np.full(60, 0.4)}, {"w": np.full(60, 8_000.0)})
     assert restored.capacity_now() == pytest.approx(restored.worker_capacity("w")) and restored.capacity_now() > 20_000
+    assert "w" not in restored.light_ratios, "a worker with a loaded ratio keeps no light sums"
+
+
+def test_a_light_job_reads_the_same_worker_capacities_at_every_scale_out() -> None:
+    """Two workers at about 2 % busy, 60/40: the light sums give the job's capacity now, one reader's (no skew:
+    the first worker's) and the recovery's profile at a scale-out not run, not the CPU rule's or nothing."""
+    model = CapacityModel(max_cpu=1.0, partitions=12)
+    model.observe(
+        {"taskmanager-0": np.full(60, 0.02), "taskmanager-1": np.full(60, 0.02)},
+        {"taskmanager-0": np.full(60, 6_000.0), "taskmanager-1": np.full(60, 4_000.0)},
+    )
+    assert model.worker_capacity("taskmanager-0") is None  # light seconds alone say too little for a worker
+    assert model.capacity_now() == pytest.approx(300_000 / 0.6)
+    assert model.capacity_at(1, current=2) == (pytest.approx(300_000), "estimated")
+    profile = model.worker_profile(4)
+    assert profile is not None and profile[1] == pytest.approx([300_000, 200_000, 250_000, 250_000])
+    model.prune(now=0, seen=["taskmanager-0", "taskmanager-1"], retention_s=60)
+    model.set_workers([])
+    model.prune(now=120, seen=[], retention_s=60)
+    assert model.light_ratios == {}
+
+
+def test_a_light_or_loaded_ratio_beyond_any_job_is_no_capacity() -> None:
+    """A stored document is read back: sums whose load all but vanishes (crafted, or one noisy light second) give
+    no capacity rather than 10^300 records/s."""
+    model = CapacityModel.from_dict(
+        {"ratios": {"a": [1.0, 1e-300]}, "light_ratios": {"b": [1.0, 1e-300], "c": [50.0, 0.05]}, "workers": ["a"]}
+    )
+    assert model.worker_capacity("a") is None
+    assert model._light_capacity("b") is None and model._light_capacity("c") is None  # under a loaded second's load
 
 
 def test_sources_in_order_of_trust() -> None:
