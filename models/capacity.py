@@ -396,20 +396,22 @@ class CapacityModel:
         swung the capacity by a third from round to round (a real job at 1 % busy read 1.32–1.94M records/s at
         3 slots in one steady run, ``benchmarks.bench_real_flink_steady``)."""
         capacities = {w: self.worker_capacity(w) for w in workers}
-        known = sum(c is not None for c in capacities.values())
-        if known < max(1, math.ceil(self.min_known_fraction * len(capacities))):
+        if not self._enough_known(capacities):
             capacities = {w: c if c is not None else self._light_capacity(w) for w, c in capacities.items()}
         return capacities
+
+    def _enough_known(self, capacities: Mapping[str, float | None]) -> bool:
+        """Whether at least ``min_known_fraction`` of the workers (one at least) have a capacity."""
+        known = sum(c is not None for c in capacities.values())
+        return known >= max(1, math.ceil(self.min_known_fraction * len(capacities)))
 
     def _filled_capacities(self, workers: tuple[str, ...]) -> dict[str, float] | None:
         """Each worker's capacity (:meth:`_worker_capacities`), those without one filled with the median of the
         others'; None while fewer than ``min_known_fraction`` of them have one."""
-        if not workers:
+        capacities = self._worker_capacities(workers)
+        if not self._enough_known(capacities):
             return None
-        needed = max(1, math.ceil(self.min_known_fraction * len(workers)))
-        known = {w: c for w, c in self._worker_capacities(workers).items() if c is not None}
-        if len(known) < needed:
-            return None
+        known = {w: c for w, c in capacities.items() if c is not None}
         # A worker still without a line (e.g. just added) is assumed typical of the others.
         fill = float(np.median(list(known.values())))
         return {w: known.get(w, fill) for w in workers}
@@ -477,7 +479,7 @@ class CapacityModel:
 
     def estimate_at(self, parallelism: int, *, current: int | None = None) -> float | None:
         """Capacity at ``parallelism`` scaled from what is known now, or None; at one reader, the capacity of the
-        worker it runs on (the current workers' as :meth:`_current_capacities` reads them)."""
+        worker it runs on (:meth:`_reader_capacities`)."""
         if parallelism < 1:
             return None
         current = current if current is not None else (len(self.workers) or None)
@@ -486,10 +488,9 @@ class CapacityModel:
         if parallelism == 1:
             # One reader takes every partition: no skew is left, and the job runs as fast as that worker (the
             # rules below keep today's skew beyond the partitions' granularity, which reads a worker short by it).
-            workers, typical = self._current_capacities()
-            alone = workers[0] if workers and workers[0] is not None else typical
+            alone = self._reader_capacities(1)
             if alone is not None:
-                return alone
+                return float(alone[0])
         if current is None:
             return None
         reference = self.observed.get(current)
@@ -525,15 +526,22 @@ class CapacityModel:
     def _compute_profile_from_weights(self, parallelism: int) -> tuple[np.ndarray, np.ndarray] | None:
         assert self.partition_weights is not None
         shares = round_robin_shares(self.partition_weights, parallelism)
-        # Reader i runs on the i-th current worker in natural order (StatefulSet-style names keep their
-        # index across rescales); readers beyond today's workers are assumed typical of them. Only the
-        # current workers count: names that churned away say nothing about the pods that will run.
+        capacities = self._reader_capacities(parallelism)
+        return None if capacities is None else (shares, capacities)
+
+    def _reader_capacities(self, parallelism: int) -> np.ndarray | None:
+        """The capacity of the worker each of ``parallelism`` readers runs on; None while no worker's is known.
+
+        Reader i runs on the i-th current worker in natural order (StatefulSet-style names keep their index
+        across rescales); a worker without a capacity, and readers beyond today's workers, are taken as typical
+        (the median). Only the current workers count: names that churned away say nothing about the pods that
+        will run."""
         current, typical = self._current_capacities()
         if typical is None:
             return None
         capacities = [typical if value is None else value for value in current[:parallelism]]
         capacities += [typical] * (parallelism - len(capacities))
-        return shares, np.asarray(capacities)
+        return np.asarray(capacities)
 
     def _current_capacities(self) -> tuple[list[float | None], float | None]:
         """Each current worker's capacity and their median (None if none is known); read once while held,
@@ -573,12 +581,8 @@ class CapacityModel:
         as carrying as much; the capacities are the current workers' (the median beyond them)."""
         assert self.partitions is not None
         counts = np.bincount(np.arange(self.partitions) % parallelism, minlength=parallelism).astype(float)
-        current, typical = self._current_capacities()
-        if typical is None:
-            return None
-        capacities = [typical if value is None else value for value in current[:parallelism]]
-        capacities += [typical] * (parallelism - len(capacities))
-        return counts / counts.sum(), np.asarray(capacities)
+        capacities = self._reader_capacities(parallelism)
+        return None if capacities is None else (counts / counts.sum(), capacities)
 
     def capacity_at(self, parallelism: int, *, current: int | None = None) -> tuple[float | None, str]:
         """``(capacity, source)`` at a scale-out; source is observed > estimated > prior > unknown.
@@ -646,13 +650,17 @@ class CapacityModel:
         model.last_seen = {
             str(w): float(t) for w, t in (state.get("last_seen") or {}).items() if w in model.regressions
         }
-        model.ratios = {str(w): (float(r[0]), float(r[1])) for w, r in (state.get("ratios") or {}).items()}
-        model.light_ratios = {str(w): (float(r[0]), float(r[1])) for w, r in (state.get("light_ratios") or {}).items()}
+        model.ratios, model.light_ratios = _stored_sums(state, "ratios"), _stored_sums(state, "light_ratios")
         model.observed = {int(n): float(c) for n, c in state.get("observed", {}).items()}
         model._shares = {int(n): _Shares.from_dict(s) for n, s in state.get("shares", {}).items()}
         model.workers = tuple(state.get("workers", ()))
         model.skipped = int(state.get("skipped", 0))
         return model
+
+
+def _stored_sums(state: Mapping[str, Any], key: str) -> dict[str, tuple[float, float]]:
+    """Per-worker sums of throughput and load as :meth:`CapacityModel.to_dict` wrote them under ``key``."""
+    return {str(w): (float(r[0]), float(r[1])) for w, r in (state.get(key) or {}).items()}
 
 
 def _rate(ratio: tuple[float, float] | None, cpu: float) -> float | None:

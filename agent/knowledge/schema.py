@@ -29,7 +29,7 @@ Moment = Annotated[FiniteFloat, Field(ge=0)]
 """An epoch second (or, in a replay, seconds since its start)."""
 Seconds = Annotated[FiniteFloat, Field(ge=0)]
 NonNegative = Annotated[FiniteFloat, Field(ge=0)]
-"""A sum of non-negative readings (records, load)."""
+"""A finite number at least zero (a variance's moment, a capacity, a sum of readings)."""
 ScaleOutKey = Annotated[Str, Field(pattern=r"^\d{1,5}$")]
 """A scale-out as a JSON object key."""
 Name = Annotated[Str, Field(max_length=253)]
@@ -48,12 +48,12 @@ class RegressionState(_Part):
     n: Count
     mean_x: FiniteFloat
     mean_y: FiniteFloat
-    m2_x: Annotated[FiniteFloat, Field(ge=0)]
-    m2_y: Annotated[FiniteFloat, Field(ge=0)]
+    m2_x: NonNegative
+    m2_y: NonNegative
     c_xy: FiniteFloat
     skipped: Count = 0
     min_samples: Count = 2
-    min_x_variance: Annotated[FiniteFloat, Field(ge=0)] = 0.0
+    min_x_variance: NonNegative = 0.0
 
 
 class SharesState(_Part):
@@ -69,19 +69,19 @@ class CapacityState(_Part):
 
     max_cpu: Annotated[FiniteFloat, Field(gt=0, le=1)] = 1.0
     min_samples: Count = 30
-    min_cpu_std: Annotated[FiniteFloat, Field(ge=0)] = 0.02
+    min_cpu_std: NonNegative = 0.02
     saturated_cpu: Annotated[FiniteFloat, Field(gt=0, le=1)] = 0.95
     min_known_fraction: Annotated[FiniteFloat, Field(ge=0, le=1)] = 0.5
-    prior: dict[ScaleOutKey, Annotated[FiniteFloat, Field(ge=0)]] = Field(default_factory=dict)
+    prior: dict[ScaleOutKey, NonNegative] = Field(default_factory=dict)
     partitions: Annotated[Int, Field(ge=1)] | None = None
-    partition_weights: list[Annotated[FiniteFloat, Field(ge=0)]] | None = None
+    partition_weights: list[NonNegative] | None = None
     regressions: dict[Name, RegressionState] = Field(default_factory=dict)
     last_seen: dict[Name, Moment] = Field(default_factory=dict)
     ratios: dict[Name, tuple[NonNegative, NonNegative]] = Field(default_factory=dict)
     """Per worker: decayed sums of throughput and of load over its loaded seconds."""
     light_ratios: dict[Name, tuple[NonNegative, NonNegative]] = Field(default_factory=dict)
     """The same over its light seconds."""
-    observed: dict[ScaleOutKey, Annotated[FiniteFloat, Field(ge=0)]] = Field(default_factory=dict)
+    observed: dict[ScaleOutKey, NonNegative] = Field(default_factory=dict)
     shares: dict[ScaleOutKey, SharesState] = Field(default_factory=dict)
     workers: list[Name] = Field(default_factory=list)
     skipped: Count = 0
@@ -117,7 +117,7 @@ class StatsState(_Part):
 
     n: Count
     mean: FiniteFloat
-    m2: Annotated[FiniteFloat, Field(ge=0)]
+    m2: NonNegative
 
 
 class DetectorState(_Part):
@@ -170,7 +170,7 @@ class SeasonalNaiveState(_Part):
 class ScoresState(_Part):
     """``models.forecast.candidates.RollingScores``."""
 
-    scores: dict[Name, list[Annotated[FiniteFloat, Field(ge=0)]]] = Field(default_factory=dict)
+    scores: dict[Name, list[NonNegative]] = Field(default_factory=dict)
 
 
 class ForecasterState(_Part):
@@ -183,7 +183,7 @@ class ForecasterState(_Part):
     buckets: GappedSeries
     bucket_count: Count
     partial: GappedSeries
-    last_wape: Annotated[FiniteFloat, Field(ge=0)] | None = None
+    last_wape: NonNegative | None = None
     poor_loops: Count = 0
     fits_started: Count = 0
     fits_failed: Count = 0
@@ -245,7 +245,7 @@ class IneffectiveScaleOutRecord(_Part):
     at: Moment
     from_parallelism: Annotated[Int, Field(ge=1, le=32_768)]
     to_parallelism: Annotated[Int, Field(ge=1, le=32_768)]
-    workload: Annotated[FiniteFloat, Field(ge=0)]
+    workload: NonNegative
     capacity_before: FiniteFloat
     predicted_capacity: FiniteFloat
     measured_capacity: FiniteFloat
