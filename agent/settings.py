@@ -220,6 +220,7 @@ class PrometheusSettings(_Section):
         le=DAY_S,
         description="Window of the rate() and delta() in the queries ({window}), seconds. Samples whose "
         "window reaches back before the job's last restart are dropped from the workload (a restart replays records)."
+        " The workload's level (what a forecast of no change holds) is its mean over this window."
         " At most a day (DAY_S): a longer window asks Prometheus for more than it keeps.",
     )
     source_operator: str = Field(

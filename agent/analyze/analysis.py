@@ -59,6 +59,11 @@ class Analysis:
             "lag": _round(self.consumer_lag),
             "capacity": _round(capacity),
             "forecast_peak": _round(float(np.max(self.forecast)) if self.forecast is not None else None),
+            "forecast_upper_peak": _round(
+                float(np.max(self.forecast_upper))
+                if self.forecast_upper is not None and len(self.forecast_upper)
+                else None
+            ),
             "forecast_source": self.forecast_source,
             "forecast_wape": None if self.forecast_wape is None else round(self.forecast_wape, 4),
             "predicted_recovery_s": None if recovery is None or math.isinf(recovery) else round(recovery, 1),

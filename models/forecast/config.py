@@ -32,13 +32,16 @@ class ForecasterConfig:
     """Finite seconds of history before the first fit (None: half the window, at least three model steps)."""
     min_linear_s: int = 30
     """Finite seconds the linear fallback needs."""
+    level_s: int = 60
+    """Seconds of the latest workload the naive candidate holds the mean of: the agent's level (its rate window,
+    ``prometheus.rate_window_s``), so that the level held follows a step as soon as the rates do."""
     select: bool = True
     """Forecast with whichever candidate (the model, linear, naive, seasonal) had the lowest recent WAPE over
     the horizon, instead of the model with the linear fallback."""
 
     def __post_init__(self) -> None:
-        if self.horizon_s < 1 or self.window_s < 1 or self.resolution_s < 1:
-            raise ValueError("horizon_s, window_s and resolution_s must be at least 1")
+        if self.horizon_s < 1 or self.window_s < 1 or self.resolution_s < 1 or self.level_s < 1:
+            raise ValueError("horizon_s, window_s, resolution_s and level_s must be at least 1")
         if self.wape_threshold <= 0 or self.retrain_after < 1:
             raise ValueError("wape_threshold must be positive and retrain_after at least 1")
 

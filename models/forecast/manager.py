@@ -297,15 +297,8 @@ class WorkloadForecaster:
         self._rounds += 1
         if self._rounds % SEASON_CHECK_ROUNDS == 1:
             self.seasonal.find_period()
-        recent = np.asarray(self._raw, dtype=float)
-        model_values = self._model_forecast() if self.model is not None else None
-        self._last_model_forecast = model_values
-        candidates = {
-            "model": model_values,
-            "linear": self.linear_forecast(),
-            "naive": naive_forecast(recent, self.horizon_s),
-            "seasonal": self.seasonal.predict(self.horizon_s),
-        }
+        candidates = self.candidate_forecasts()
+        self._last_model_forecast = candidates["model"]
         for name, values in candidates.items():
             self.scores.record(name, values)
         available = {n: v for n, v in candidates.items() if v is not None and np.all(np.isfinite(v))}
@@ -319,6 +312,17 @@ class WorkloadForecaster:
         self.chosen = name
         source = self.model.name if name == "model" and self.model is not None else name
         return self._result(available[name], source)
+
+    def candidate_forecasts(self) -> dict[str, np.ndarray | None]:
+        """Every candidate's forecast from the history now, unscored: the model's, the line's, the level held (the
+        mean of the last ``level_s`` seconds) and the last cycle repeated; None where one has too little data."""
+        model_values = self._model_forecast() if self.model is not None else None
+        return {
+            "model": model_values,
+            "linear": self.linear_forecast(),
+            "naive": naive_forecast(np.asarray(self._raw, dtype=float), self.horizon_s, self.config.level_s),
+            "seasonal": self.seasonal.predict(self.horizon_s),
+        }
 
     def _forecast(self) -> Forecast:
         model_values = self._model_forecast() if self.model is not None else None

@@ -566,6 +566,13 @@ def test_the_settings_state_no_forecasting_default_of_their_own() -> None:
     assert Analyzer(settings).forecaster.config == ForecasterConfig()
 
 
+def test_the_naive_candidate_holds_the_level_over_the_rate_window() -> None:
+    """The level the forecaster's naive candidate holds spans the agent's rate window, as the agent's own level does."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "prometheus.rate_window_s": 10})
+    assert forecaster_config(settings).level_s == 10
+    assert Analyzer(settings).forecaster.config.level_s == 10
+
+
 @pytest.mark.parametrize(("policy", "switched"), [("hpa", [False]), ("daedalus", [])])
 def test_the_agent_switches_forecasting_off_on_any_analyze_stage_for_a_policy_that_reads_none(
     policy: str, switched: list[bool]

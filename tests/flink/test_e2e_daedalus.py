@@ -19,6 +19,7 @@ carries the agent's log tail.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -106,30 +107,45 @@ class Scenario:
         """The rounds up to and including the one that rescaled first, one line each, for failure messages: what
         the agent saw and decided on the way (the log's tail holds only the end of the run). The rescaling round
         logs its ``loop`` line after its ``rescale`` line, so the list ends with the loop line after the rescale."""
+        return "\n--- the agent's rounds up to the first rescale (s after the epoch) ---\n" + "\n".join(
+            self._round_lines(stop_after_first_rescale=True)
+        )
+
+    def rounds_since(self, since_s: float) -> str:
+        """Every round and rescale from ``since_s`` seconds after the epoch on, one line each, with each rescale's
+        reasons (every scale-out the search tried), for failure messages about the rescales of a phase."""
+        return f"\n--- the agent's rounds from {since_s:g} s after the epoch ---\n" + "\n".join(
+            self._round_lines(since_s=since_s)
+        )
+
+    def _round_lines(self, *, since_s: float = -math.inf, stop_after_first_rescale: bool = False) -> list[str]:
         keys = (
             "parallelism",
             "workload_avg",
             "lag",
             "capacity",
             "forecast_peak",
+            "forecast_upper_peak",
             "forecast_source",
             "predicted_recovery_s",
             "code",
             "reason",
+            "scale_in_refused",
         )
         lines = []
         rescaled = False
         for event in self.events:
+            at = self.since_epoch(log_time(event))
+            if at < since_s:
+                continue
             if event.get("event") == "loop":
-                lines.append(
-                    f"{self.since_epoch(log_time(event)):6.1f} s " + " ".join(f"{k}={event.get(k)}" for k in keys)
-                )
-                if rescaled:
+                lines.append(f"{at:6.1f} s " + " ".join(f"{k}={event.get(k)}" for k in keys if k in event))
+                if rescaled and stop_after_first_rescale:
                     break
-            elif event.get("event") == "rescale" and not rescaled:
-                lines.append(f"{self.since_epoch(log_time(event)):6.1f} s rescale {event}")
+            elif event.get("event") == "rescale":
+                lines.append(f"{at:6.1f} s rescale {event.get('from')} -> {event.get('to')}: {event.get('reasons')}")
                 rescaled = True
-        return "\n--- the agent's rounds up to the first rescale (s after the epoch) ---\n" + "\n".join(lines)
+        return lines
 
     def since_epoch(self, unix_s: float) -> float:
         """Seconds after the job's epoch."""
@@ -333,7 +349,7 @@ def test_the_step_down_is_met_by_a_scale_in_after_its_stabilization(scenario: Sc
     shortest = MIN_HOLD_LOOPS * LOOP_S
     assert after >= shortest, f"scaled in {after:.1f} s after the step down, inside the {shortest:g}-s shortest hold"
     # Nothing but the step-up's scale-out and the step-down's scale-ins: no flapping.
-    assert len(scenario.rescales) == 1 + len(downs), f"rescales: {scenario.rescales}{scenario.tail()}"
+    assert len(scenario.rescales) == 1 + len(downs), f"rescales: {scenario.rescales}{scenario.rounds_since(DOWN_S)}"
     assert scenario.record.parallelism[-1] < up
 
 

@@ -380,6 +380,18 @@ def test_selection_uses_the_candidate_with_the_lowest_recent_wape() -> None:
     assert result.values == pytest.approx(np.full(120, 200.0))
 
 
+@pytest.mark.parametrize(("level_s", "held"), [(10, 500.0), (60, (500.0 * 20 + 3000.0 * 40) / 60)])
+def test_the_naive_candidate_holds_the_level_of_its_window(level_s: int, held: float) -> None:
+    """A step down from 3,000 to 500/s seen for 20 s: the level held is the mean of the last ``level_s`` seconds, so
+    on an agent whose rates span 10 s it follows the step once the rates do, where a minute's mean still holds most
+    of the old level."""
+    manager = _manager(level_s=level_s)
+    manager.step(np.full(100, 3000.0))
+    manager.step(np.full(20, 500.0))
+    naive = manager.candidate_forecasts()["naive"]
+    assert naive is not None and naive == pytest.approx(np.full(120, held))
+
+
 def test_selection_finds_a_cycle_and_forecasts_it_from_the_last_one() -> None:
     """A 20-minute square wave: holding the level or extending the line is wrong at every edge; the
     last cycle repeated is right, and the period is found from the history alone."""
@@ -464,7 +476,14 @@ def test_a_forecaster_document_whose_model_is_not_an_object_is_refused() -> None
 
 @pytest.mark.parametrize(
     "bad",
-    [{"horizon_s": 0}, {"window_s": 0}, {"resolution_s": 0}, {"wape_threshold": 0.0}, {"retrain_after": 0}],
+    [
+        {"horizon_s": 0},
+        {"window_s": 0},
+        {"resolution_s": 0},
+        {"level_s": 0},
+        {"wape_threshold": 0.0},
+        {"retrain_after": 0},
+    ],
 )
 def test_a_forecaster_config_out_of_range_is_refused(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
