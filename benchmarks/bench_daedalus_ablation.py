@@ -110,6 +110,8 @@ PATCHED: dict[str, dict[str, Any]] = {
     },
     "no forecast gap check": {"RISING_MARGIN": 1e9},
     "forecast gap vetoes": {"RISE_GAP": "veto"},
+    "forecast gap lifted by its level": {"RISE_GAP_BY": "level"},
+    "forecast gap lifted by its ratio": {"RISE_GAP_BY": "ratio"},
     "no failure readiness through the hold": {"READY_THROUGH_HOLD": "off"},
     "every decision ready through its hold": {"READY_THROUGH_HOLD": "every"},
     "scale-ins ready for a failure where cheap too": {

@@ -93,6 +93,12 @@ is corrected by what it is behind, not obeyed nor ignored; a climb over the loop
 the lift cut 1.0 % of the dev half's worker-hours and, with :data:`SCALE_OUT_SIZED_ON`, 1.8 % of the held-out
 half's, with no miss more (docs/research/experiments.md, experiment 17)."""
 
+RISE_GAP_BY = "ratio"
+"""How :data:`RISE_GAP`'s lift raises the forecast: ``ratio``, by the last loop's average over the forecast for the
+next loop (the forecast's shape scaled); ``level``, by their difference (the forecast's shape shifted). A forecast
+that falls toward zero under a flat workload (an ARIMA extrapolating a step down) has no ratio to scale by, and a
+scale-in there was refused until it recovered."""
+
 SCALE_OUT_SIZED_ON = "hold"
 """What a scale-out carries where a rescale is cheap: ``hold``, the upper bound's peak over the decision's hold
 (:func:`decision_hold_s`), as a scale-in does, since the next round can add workers again for a second's stop;
@@ -342,7 +348,12 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
     lifted = _lifted(plan_input, config, known, next_loop) if rising else None
     if lifted is not None:
         reasons.append(
-            f"{rising}: scale-ins checked against the forecast raised by the gap (x{known.workload / next_loop:.3f})"
+            f"{rising}: scale-ins checked against the forecast raised by the gap "
+            + (
+                f"(+{_fmt(known.workload - next_loop)})"
+                if RISE_GAP_BY == "level"
+                else f"(x{known.workload / next_loop:.3f})"
+            )
         )
     for n in range(config.min_parallelism, config.max_parallelism + 1):
         if lifted is not None and n < plan_input.current_parallelism:
@@ -362,12 +373,15 @@ def _lifted(plan_input: PlanInput, config: PlannerConfig, known: _Known, next_lo
     if (
         RISE_GAP != "lift"
         or not _priced(plan_input, config)
-        or next_loop <= 0
+        or (RISE_GAP_BY == "ratio" and next_loop <= 0)
         or _climbing(known.workload, plan_input.workload_previous)
     ):
         return None
-    gap = known.workload / next_loop
-    return replace(known, forecast=known.forecast * gap, upper=known.upper * gap)
+    if RISE_GAP_BY == "level":
+        gap = known.workload - next_loop
+        return replace(known, forecast=known.forecast + gap, upper=known.upper + gap)
+    ratio = known.workload / next_loop
+    return replace(known, forecast=known.forecast * ratio, upper=known.upper * ratio)
 
 
 def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: int, rising: str) -> tuple[bool, str]:

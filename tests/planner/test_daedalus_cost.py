@@ -190,6 +190,25 @@ def test_a_forecast_behind_the_workload_raises_a_cheap_scale_ins_bound_instead_o
     assert not any("raised by the gap" in r for r in decision.reasons)
 
 
+@pytest.mark.parametrize("by", ["level", "ratio"])
+def test_a_forecast_collapsed_to_zero_under_a_flat_workload_is_lifted_by_its_level(
+    by: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workload held 25,000/s over the last two loops and the forecast, extrapolating a step down, says 0/s: lifted
+    by the level it is behind it holds 25,000/s, which 3 workers carry; a ratio to 0/s lifts nothing, and the round
+    refuses every scale-in as if the workload rose."""
+    monkeypatch.setattr(daedalus, "RISE_GAP_BY", by)
+    flat = dataclasses.replace(plan(workload=25_000, forecast=0.0), workload_previous=25_000.0)
+    decision = POLICY.decide(flat, CONFIG)
+    if by == "level":
+        assert decision.desired_parallelism == 3
+        assert any("raised by the gap (+25,000/s)" in r for r in decision.reasons)
+        assert any(r.startswith("3: carries the forecast peak 25,000/s") for r in decision.reasons)
+    else:
+        assert decision.desired_parallelism == 8
+        assert any(r.startswith("3: ") and "no scale-in on a rising workload" in r for r in decision.reasons)
+
+
 def test_a_rescale_is_cheap_by_its_stop_against_the_recovery_target_not_against_the_loop() -> None:
     """Half a second in place is cheap whatever the loop (a 1.5-s one too); a restart of one worker, 11.5 s, is not,
     at a loop of ten minutes too; a stop is judged by how much of the target its backlog takes."""
