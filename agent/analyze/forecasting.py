@@ -68,7 +68,7 @@ def forecaster_config(settings: Settings) -> ForecasterConfig:
         retrain_after=settings.retrain_after_poor_loops,
         update_maxiter=settings.forecast_update_maxiter,
         select=settings.forecast_selection,
-        level_s=max(1, settings.prometheus.rate_window_s),
+        level_s=settings.prometheus.rate_window_s,
     )
 
 
