@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # `make test`'s runner: the real-Flink scenarios, in two halves, beside the rest of the suite; then StreamBed alone.
 #
-# The scenarios under tests/flink run a Flink cluster, Prometheus and Perdix in real time (about fourteen minutes
+# The scenarios under tests/flink run a Flink cluster, Prometheus and Perdix in real time (about fifteen minutes
 # one after another on two cores) and mostly wait: a quarter of a core between them, the JVMs included. So they run
 # as two pytest processes, each with a session cluster of its own (every port is drawn free, every directory is
-# the process's own), beside a third that runs the rest of the suite, CPU-bound, at a low priority (nice 15) so
-# that the real-time scenarios keep the CPU they had alone. FLINK_FIRST is the first half, the long end-to-end
-# scenario on Flink 2.3 and then on 1.20 (about 345 s each); every other file under tests/flink, a new one included,
-# is the second half (about 450 s on 2.3, then about 250 s more for the 1.20 runs of the modules marked
-# both_flink_versions, see tests/flink/conftest.py), at nice 5: each end-to-end agent measures the job's capacity
-# at one slot in its first minute, the first while both clusters and the main suite start, the second while the
-# second half runs, so when they all want the CPU at once the first half comes first.
+# the process's own), beside the rest of the suite, CPU-bound, at a low priority (nice 15) so that the real-time
+# scenarios keep the CPU they had alone; the rest runs on two pytest-xdist workers, a test file to each, to take
+# both cores whenever the scenarios wait. FLINK_FIRST is the first half: the long end-to-end scenario on Flink 2.3
+# and then on 1.20 (about 345 s each), the generator's end-to-end run and the multi-slot scale-in (about 2 minutes
+# together); every other file under tests/flink, a new one included, is the second half (about 13 minutes beside
+# the rest, the 1.20 runs of the modules marked both_flink_versions included, see tests/flink/conftest.py), at
+# nice 5: each end-to-end agent measures the job's capacity at one slot in its first minute, the first while both
+# clusters and the main suite start, the second while the second half runs, so when they all want the CPU at once
+# the first half comes first.
 # The agent image is built from the start beside them at the main suite's priority (scripts/build-image.sh: about
 # a minute with the base image and the wheels cached under .tools, five on a fresh machine); the image test in the
 # second half (tests/flink/test_image.py) runs the same script, which waits for that build (a lock) and finds
@@ -28,7 +30,7 @@
 set -uo pipefail
 python=${1:?usage: scripts/run-tests.sh PYTHON [pytest options...]}
 shift
-FLINK_FIRST=(tests/flink/test_e2e_daedalus.py)
+FLINK_FIRST=(tests/flink/test_e2e_daedalus.py tests/flink/test_e2e_generator.py tests/flink/test_multi_slot.py)
 FLINK_ALONE=(tests/flink/test_streambed_flink.py)
 ignore=()
 for file in "${FLINK_FIRST[@]}" "${FLINK_ALONE[@]}"; do
@@ -45,7 +47,7 @@ started=$(date +%s)
 set -m
 "$python" -m pytest -q --durations=10 "$@" "${FLINK_FIRST[@]}" >"$first_log" 2>&1 &
 first=$!
-nice -n 5 "$python" -m pytest -q --durations=10 "$@" tests/flink "${ignore[@]}" >"$second_log" 2>&1 &
+nice -n 5 "$python" -m pytest -q --durations=25 "$@" tests/flink "${ignore[@]}" >"$second_log" 2>&1 &
 second=$!
 # (a failed build is reported by the image test, which runs the script again)
 PYTHON=$python nice -n 15 bash scripts/build-image.sh >/dev/null 2>&1 &
@@ -61,7 +63,7 @@ interrupted() {
 trap interrupted INT TERM
 trap 'rm -f "$first_log" "$second_log"' EXIT
 
-nice -n 15 "$python" -m pytest -q --durations=15 "$@" --ignore=tests/flink
+nice -n 15 "$python" -m pytest -q -n 2 --dist loadfile --durations=15 "$@" --ignore=tests/flink
 rest=$?
 wait "$first"
 first_status=$?
