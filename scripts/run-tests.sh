@@ -8,7 +8,7 @@
 # scenarios keep the CPU they had alone; the rest runs on two pytest-xdist workers, a test file to each, to take
 # both cores whenever the scenarios wait. FLINK_FIRST is the first half: the long end-to-end scenario on Flink 2.3
 # and then on 1.20 (about 345 s each), the generator's end-to-end run and the multi-slot scale-in (about 2 minutes
-# together); every other file under tests/flink, a new one included, is the second half (about 13 minutes beside
+# together); every other file under tests/flink, a new one included, is the second half (about 12 minutes beside
 # the rest, the 1.20 runs of the modules marked both_flink_versions included, see tests/flink/conftest.py), at
 # nice 5: each end-to-end agent measures the job's capacity at one slot in its first minute, the first while both
 # clusters and the main suite start, the second while the second half runs, so when they all want the CPU at once
