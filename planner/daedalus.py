@@ -347,16 +347,11 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
     reason per scale-out tried."""
     next_loop = float(np.mean(known.forecast[: max(1, int(config.loop_interval_s))]))
     rising = _rising(known.workload, next_loop, plan_input.workload_previous)
-    lifted = _lifted(plan_input, config, known, next_loop) if rising else None
-    if lifted is not None:
-        reasons.append(
-            f"{rising}: scale-ins checked against the forecast raised by the gap "
-            + (
-                f"(+{_fmt(known.workload - next_loop)})"
-                if RISE_GAP_BY == "level"
-                else f"(x{known.workload / next_loop:.3f})"
-            )
-        )
+    lift = _lifted(plan_input, config, known, next_loop) if rising else None
+    lifted = None
+    if lift is not None:
+        lifted, gap = lift
+        reasons.append(f"{rising}: scale-ins checked against the forecast raised by the gap ({gap})")
     for n in range(config.min_parallelism, config.max_parallelism + 1):
         if lifted is not None and n < plan_input.current_parallelism:
             qualifies, reason = _candidate(plan_input, config, lifted, n, "")
@@ -368,10 +363,11 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
     return None
 
 
-def _lifted(plan_input: PlanInput, config: PlannerConfig, known: _Known, next_loop: float) -> _Known | None:
+def _lifted(plan_input: PlanInput, config: PlannerConfig, known: _Known, next_loop: float) -> tuple[_Known, str] | None:
     """The round's signals with the forecast and its upper bound raised by the gap between the last loop's average
-    and the forecast for the next loop (:data:`RISE_GAP`), for the scale-ins of a round whose workload counts as
-    rising only by that gap, where a rescale is cheap; None where the rise refuses every scale-in."""
+    and the forecast for the next loop (:data:`RISE_GAP`, :data:`RISE_GAP_BY`), with the gap as the reason gives it,
+    for the scale-ins of a round whose workload counts as rising only by that gap, where a rescale is cheap; None
+    where the rise refuses every scale-in."""
     if (
         RISE_GAP != "lift"
         or not _priced(plan_input, config)
@@ -381,9 +377,9 @@ def _lifted(plan_input: PlanInput, config: PlannerConfig, known: _Known, next_lo
         return None
     if RISE_GAP_BY == "level":
         gap = known.workload - next_loop
-        return replace(known, forecast=known.forecast + gap, upper=known.upper + gap)
+        return replace(known, forecast=known.forecast + gap, upper=known.upper + gap), f"+{_fmt(gap)}"
     ratio = known.workload / next_loop
-    return replace(known, forecast=known.forecast * ratio, upper=known.upper * ratio)
+    return replace(known, forecast=known.forecast * ratio, upper=known.upper * ratio), f"x{ratio:.3f}"
 
 
 def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: int, rising: str) -> tuple[bool, str]:
