@@ -541,6 +541,15 @@ class Settings(BaseSettings):
         "the point forecast. Higher plans for rarer rises: fewer SLO misses at more worker-hours (0.5: the "
         "typical rise; null: the point forecast alone).",
     )
+    forecast_quantile_cheap: float | None = Field(
+        0.7,
+        ge=0.5,
+        lt=1,
+        description="Where a rescale is cheap (see holds), the quantile of the recent rises decisions plan for, in "
+        "place of forecast_quantile: a rise above it is met by the next loop's rescale, a stop of a second, where "
+        "a restart's rescale would stop the job for tens of seconds (null: forecast_quantile; with "
+        "forecast_quantile null, the point forecast alone either way).",
+    )
     rise_conditioned: bool = Field(
         True,
         description="Where a rescale is cheap (see holds), plan for the rises measured from moments where "

@@ -75,6 +75,8 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "rise quantile 0.8": (frozenset(), {"forecast_quantile": 0.8}),
     "rise quantile 0.9": (frozenset(), {"forecast_quantile": 0.9}),
     "rise quantile 0.95": (frozenset(), {"forecast_quantile": 0.95}),
+    "cheap rise quantile 0.6": (frozenset(), {"forecast_quantile_cheap": 0.6}),
+    "cheap rise quantile 0.8": (frozenset(), {"forecast_quantile_cheap": 0.8}),
     "true forecast": (frozenset({"forecast"}), {}),
     "true capacity": (frozenset({"capacities"}), {}),
     "true recovery": (frozenset({"recovery_times"}), {}),

@@ -171,13 +171,15 @@ class Forecasting:
 
     def _upper(self, values: np.ndarray, level: float, *, cheap_rescale: bool) -> np.ndarray:
         """The workload as high as it may rise: the forecast's own errors where a rescale is cheap and they are
-        scored (:data:`UPPER_BOUND`), else the rise envelope."""
+        scored (:data:`UPPER_BOUND`), else the rise envelope, at ``forecast_quantile_cheap`` where a rescale is
+        cheap."""
         if UPPER_BOUND == "forecast_errors" and cheap_rescale:
             floor = level if CONFORMAL_FROM_LEVEL else None
             bound = self.errors.upper(values, part=self.envelope.part(level), level=floor)
             if bound is not None:
                 return bound
-        return self.envelope.upper(values, level, conditioned=cheap_rescale)
+        quantile = self.settings.forecast_quantile_cheap if cheap_rescale else None
+        return self.envelope.upper(values, level, conditioned=cheap_rescale, quantile=quantile)
 
     def _hot_reload(self, now: float) -> None:
         """Switch to a newer registry model that forecast the recent window better (never raises)."""

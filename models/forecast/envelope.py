@@ -88,6 +88,13 @@ def _trailing_mean(y: np.ndarray, steps: int) -> np.ndarray:
     return out
 
 
+def _checked(quantile: float) -> float:
+    """A rise quantile, in [0.5, 1) (ValueError otherwise)."""
+    if not 0.5 <= quantile < 1:
+        raise ValueError(f"quantile must be in [0.5, 1), got {quantile}")
+    return float(quantile)
+
+
 def position_bin(position: float) -> int:
     """The part of the range (0 .. POSITION_BINS - 1) a position in [0, 1] falls in."""
     return min(POSITION_BINS - 1, max(0, int(position * POSITION_BINS)))
@@ -99,9 +106,8 @@ class RiseEnvelope:
     def __init__(
         self, *, quantile: float = 0.8, history_s: int = 7200, resolution_s: int = 10, conditioned: bool = False
     ) -> None:
-        if not 0.5 <= quantile < 1:
-            raise ValueError(f"quantile must be in [0.5, 1), got {quantile}")
-        self.quantile = float(quantile)
+        self.quantile = _checked(quantile)
+        """The quantile of the rises a ratio gives unless a call names another."""
         self.resolution_s = int(resolution_s)
         self.conditioned = bool(conditioned)
         """True: the rises measured from moments where the workload stood in the same part of its recent range
@@ -110,9 +116,11 @@ class RiseEnvelope:
         self.levels: deque[float] = deque(maxlen=max(2, history_s // self.resolution_s))
         """Workload means of ``resolution_s`` seconds, oldest first."""
         self._partial: list[float] = []
-        self._ratios: dict[int, float] | None = None
-        self._binned: tuple[dict[int, float], dict[int, dict[int, float]]] | None = None
-        """The conditioned ratios: from every moment, and by the part of the range the moment stood in."""
+        self._ratios: dict[float, dict[int, float]] = {}
+        """The unconditioned ratios by quantile."""
+        self._binned: dict[float, tuple[dict[int, float], dict[int, dict[int, float]]]] = {}
+        """The conditioned ratios by quantile: from every moment, and by the part of the range the moment stood
+        in."""
 
     def update(self, samples: np.ndarray) -> None:
         """Fold per-second samples into the history (NaN skipped); the ratios are recomputed when read."""
@@ -123,14 +131,16 @@ class RiseEnvelope:
                 finite = bucket[np.isfinite(bucket)]
                 self.levels.append(float(finite.mean()) if finite.size else math.nan)
                 self._partial = []
-                self._ratios = None
-                self._binned = None
+                self._ratios.clear()
+                self._binned.clear()
 
-    def _compute(self, groups: np.ndarray | None = None, mean_steps: int = 1) -> dict[int, dict[int, float]]:
-        """The ratio at every lead from every moment (under key -1), and with ``groups`` (a group number per
-        level) from the moments of each group alone, NaN at a lead without history enough from them. The rises
-        are measured once per lead and shared by every group; ``mean_steps``: on trailing means of that many
-        levels."""
+    def _compute(
+        self, quantile: float, groups: np.ndarray | None = None, mean_steps: int = 1
+    ) -> dict[int, dict[int, float]]:
+        """The ``quantile`` ratio at every lead from every moment (under key -1), and with ``groups`` (a group
+        number per level) from the moments of each group alone, NaN at a lead without history enough from them.
+        The rises are measured once per lead and shared by every group; ``mean_steps``: on trailing means of that
+        many levels."""
         y = _trailing_mean(np.asarray(self.levels, dtype=float), mean_steps)
         filled = np.where(np.isfinite(y), y, -np.inf)  # a gap is never the highest level within a lead
         keys = [-1] + (list(range(POSITION_BINS)) if groups is not None else [])
@@ -152,7 +162,7 @@ class RiseEnvelope:
                     # moment before it: with less than MIN_WINDOWS leads of history the shorter lead's
                     # ratio stands (none at all: 1, the point forecast alone).
                     if mask.sum() >= max(10, MIN_WINDOWS * steps):
-                        values[key] = max(previous[key], _quantile(rises[mask], self.quantile))
+                        values[key] = max(previous[key], _quantile(rises[mask], quantile))
             for key in keys:
                 value = values[key]
                 ratios[key][lead] = max(1.0, value) if math.isfinite(value) else math.nan
@@ -160,26 +170,29 @@ class RiseEnvelope:
                     previous[key] = ratios[key][lead]
         return ratios
 
-    def _table(self, level: float | None, conditioned: bool | None = None) -> dict[int, float]:
-        """The ratios by lead that apply to a workload at ``level`` now: conditioned on where it stands in its
-        recent range when :attr:`conditioned` and that part of the range has history enough at a lead (a lead
-        without it takes the unconditional ratio)."""
+    def _table(
+        self, level: float | None, conditioned: bool | None = None, quantile: float | None = None
+    ) -> dict[int, float]:
+        """The ratios by lead that apply to a workload at ``level`` now, at ``quantile`` (:attr:`quantile` unless
+        given): conditioned on where it stands in its recent range when :attr:`conditioned` and that part of the
+        range has history enough at a lead (a lead without it takes the unconditional ratio)."""
         conditioned = self.conditioned if conditioned is None else conditioned and self.conditioned
+        q = self.quantile if quantile is None else _checked(quantile)
         if not conditioned or level is None or not math.isfinite(level) or not self.levels:
-            if self._ratios is None:
-                self._ratios = self._compute()[-1]
-            return self._ratios
+            if q not in self._ratios:
+                self._ratios[q] = self._compute(q)[-1]
+            return self._ratios[q]
         y = np.asarray(self.levels, dtype=float)
         window = max(2, POSITION_WINDOW_S // self.resolution_s)
-        if self._binned is None:
+        if q not in self._binned:
             bins = np.minimum(POSITION_BINS - 1, (positions(y, window) * POSITION_BINS).astype(int))
             steps = max(1, CONDITIONED_MEAN_S // self.resolution_s)
-            computed = self._compute(bins, steps)
+            computed = self._compute(q, bins, steps)
             every = computed.pop(-1)
-            self._binned = (every, computed)
+            self._binned[q] = (every, computed)
             if steps == 1:
-                self._ratios = every
-        every, by_part = self._binned
+                self._ratios[q] = every
+        every, by_part = self._binned[q]
         binned = by_part[self.part(level)]
         # A lead that part of the range has too little history for takes the unconditional ratio; the rise
         # still grows with the lead.
@@ -207,11 +220,14 @@ class RiseEnvelope:
         values = np.asarray([table[lead] for lead in LEADS_S])
         return float(np.interp(lead_s, np.concatenate(([0.0], leads)), np.concatenate(([1.0], values))))
 
-    def upper(self, forecast: np.ndarray, level: float, *, conditioned: bool | None = None) -> np.ndarray:
+    def upper(
+        self, forecast: np.ndarray, level: float, *, conditioned: bool | None = None, quantile: float | None = None
+    ) -> np.ndarray:
         """``max(forecast, level × ratio(lead))`` at every lead (second) of the forecast, the ratios conditioned
-        on where ``level`` stands when :attr:`conditioned` (and ``conditioned``, when given, allows it)."""
+        on where ``level`` stands when :attr:`conditioned` (and ``conditioned``, when given, allows it), at
+        ``quantile`` (:attr:`quantile` unless given)."""
         leads = np.arange(1, len(forecast) + 1, dtype=float)
-        conditioned_table = self._table(level, conditioned)
+        conditioned_table = self._table(level, conditioned, quantile)
         table = np.asarray([1.0, *(conditioned_table[lead] for lead in LEADS_S)])
         ratios = np.interp(leads, np.concatenate(([0.0], np.asarray(LEADS_S, dtype=float))), table)
         return np.maximum(forecast, level * ratios)
@@ -231,5 +247,5 @@ class RiseEnvelope:
         """Load :meth:`to_dict`'s form."""
         self.levels.clear()
         self.levels.extend(math.nan if v is None else float(v) for v in state.get("levels", []))
-        self._ratios = None
-        self._binned = None
+        self._ratios.clear()
+        self._binned.clear()

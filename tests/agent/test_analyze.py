@@ -492,7 +492,8 @@ def test_a_rescale_requested_while_a_failure_has_the_job_down_teaches_no_rescale
 def test_the_rise_envelope_is_conditioned_on_where_the_workload_stands_only_where_a_rescale_is_cheap() -> None:
     """Two analyzers read the same cycling job; one expects a rescale to stop it for 2 s (in place), the other
     for 30 s (a restart). At the top of the cycle the cheap one plans for the rises seen from other tops, the
-    dear one for every rise (the troughs' climbs too); without rise_conditioned both plan alike."""
+    dear one for every rise (the troughs' climbs too); without rise_conditioned both plan alike at one quantile.
+    The cheap one plans at forecast_quantile_cheap, the dear one at forecast_quantile."""
     times = np.arange(0, 3 * 3600, 60.0)
     trace = Trace("cycle", times, 50_000 - 40_000 * np.cos(2 * np.pi * times / 1440))
 
@@ -511,10 +512,15 @@ def test_the_rise_envelope_is_conditioned_on_where_the_workload_stands_only_wher
                 peaks.append((analysis.workload_avg or 0.0, float(analysis.forecast_upper[180])))
         return max(peaks)[1]
 
-    cheap, dear = upper_at_peak(downtime_rescale_prior_s=2.0), upper_at_peak(downtime_rescale_prior_s=30.0)
+    same = {"forecast_quantile_cheap": 0.8}
+    cheap = upper_at_peak(downtime_rescale_prior_s=2.0, **same)
+    dear = upper_at_peak(downtime_rescale_prior_s=30.0, **same)
     assert cheap < 0.95 * dear
-    plain = upper_at_peak(downtime_rescale_prior_s=2.0, rise_conditioned=False)
+    plain = upper_at_peak(downtime_rescale_prior_s=2.0, rise_conditioned=False, **same)
     assert plain == pytest.approx(dear)
+    # Where a rescale is cheap the bound is forecast_quantile_cheap's; where it is dear, forecast_quantile's.
+    assert upper_at_peak(downtime_rescale_prior_s=2.0, rise_conditioned=False) < plain
+    assert upper_at_peak(downtime_rescale_prior_s=30.0, forecast_quantile_cheap=0.6) == pytest.approx(dear)
 
 
 def test_a_document_that_cannot_be_restored_resets_the_injected_analyzer_and_keeps_it() -> None:

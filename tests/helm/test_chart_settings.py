@@ -63,6 +63,7 @@ DISTINCT = {
     "forecast_update_maxiter": 3,
     "forecast_selection": False,
     "forecast_quantile": 0.9,
+    "forecast_quantile_cheap": 0.6,
     "rise_conditioned": False,
     "checkpoint_interval_s": 30,
     "downtime_rescale_prior_s": 45,

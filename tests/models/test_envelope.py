@@ -90,6 +90,27 @@ def test_from_the_top_of_its_range_the_conditioned_envelope_expects_the_rises_of
     assert np.all(conditioned.upper(np.full(900, 2900.0), top) <= plain.upper(np.full(900, 2900.0), top))
 
 
+def test_a_call_may_ask_for_another_quantile_than_the_envelopes_own() -> None:
+    """The agent asks one envelope for two quantiles (where a rescale is cheap and where it is dear): the rises at
+    a quantile asked for are those of an envelope built at it, conditioned or not, and each quantile's ratios are
+    kept apart from the other's."""
+    envelope, low = RiseEnvelope(quantile=0.9, conditioned=True), RiseEnvelope(quantile=0.6, conditioned=True)
+    for each in (envelope, low):
+        each.update(_cycles())
+    forecast = np.full(900, 1500.0)
+    own = {level: envelope.upper(forecast, level) for level in (1010.0, 2000.0, 2990.0)}
+    for level, high in own.items():
+        asked = envelope.upper(forecast, level, quantile=0.6)
+        assert asked == pytest.approx(low.upper(forecast, level))
+        assert np.all(asked <= high)
+        assert envelope.upper(forecast, level) == pytest.approx(high), "the own quantile's ratios are untouched"
+    assert np.any(envelope.upper(forecast, 1010.0, quantile=0.6) < own[1010.0]), "a lower quantile, a lower bound"
+    plain = envelope.upper(forecast, 1010.0, conditioned=False, quantile=0.6)
+    assert plain == pytest.approx(low.upper(forecast, 1010.0, conditioned=False))
+    with pytest.raises(ValueError, match="quantile"):
+        envelope.upper(forecast, 1010.0, quantile=1.0)
+
+
 def test_a_part_of_the_range_without_history_at_a_lead_takes_the_unconditional_ratio() -> None:
     """Half an hour of history: the long leads have too few windows from the top third alone."""
     conditioned = RiseEnvelope(quantile=0.8, conditioned=True)
