@@ -126,7 +126,8 @@ CHEAP_RESCALE_TARGET = 0.02
 """A rescale is cheap when its expected downtime is at most this part of the target recovery time (6 s of the
 default 300 s): then its stop is worked off with a fifth of the capacity to spare within a tenth of the target, so
 the few rescales of an undo or of a climb in steps still recover in time, and its waits are priced
-(``holds: cost``) and its rise envelope conditioned on where the workload stands. Flink's in-place rescaling stops
+(``holds: cost``) and its rise envelope conditioned on where the workload stands, at the lower quantile
+``forecast_quantile_cheap`` (``agent.analyze.forecasting``). Flink's in-place rescaling stops
 a job for 0.1-0.3 s, a restart with new pods for 10-30 s (3-10 % of the default target, half of it or more to work
 off with that spare); between them the threshold is far from both. The recovery target, not the loop, is what a
 stop is judged by: the loop says how soon an undo lands, not what it costs, and judged by a tenth of a loop
