@@ -498,7 +498,9 @@ class Settings(BaseSettings):
         ge=60,
         le=DAY_S,
         description="Workload history the forecaster fits on, seconds."
-        " At most a day (DAY_S): the forecaster keeps and fits one sample a second over it.",
+        " At most a day (DAY_S): the forecaster keeps and fits one sample a second over it."
+        " Under 120 s (12 ten-second model steps) no ARIMA is fitted: the line, the level held and the last cycle"
+        " forecast.",
     )
     wape_threshold: float = Field(
         DEFAULT_FORECASTER.wape_threshold,

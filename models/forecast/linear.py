@@ -9,7 +9,8 @@ explain it as well: the level after the step, carried along the slope the two se
 ramps and curves keep the straight line. Given the window its rates were taken over (``smear_s``), a ramp
 younger than that window, which may still be a step being spread, is carried only to where the step would
 be complete (:func:`fit_young_ramp`). A window that holds two steps (up, then back down) is explained by neither;
-the level after the latest is held (:func:`latest_level_shift`).
+the level after the latest is held (:func:`latest_level_shift`). A straight line whose slope is no trend
+(:func:`slope_is_significant`) holds the level the window ends at.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from models.forecast.scoring import step_means
 
@@ -108,6 +110,38 @@ def latest_level_shift(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> LevelShif
         if (step := fit_level_shift(y, bucket)) is not None:
             return step
     return None
+
+
+SLOPE_CONFIDENCE = 0.95
+"""A slope is extrapolated only if it is this unlikely to be noise (:func:`slope_is_significant`)."""
+
+
+def slope_is_significant(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> bool:
+    """Whether the straight line through ``y``'s ``bucket``-sample means has a slope a t-test at
+    :data:`SLOPE_CONFIDENCE` tells from none (True with fewer than four means, where there is nothing to test, and
+    for an exact line).
+
+    A window with a step up and a step back down, a burst or a hump, is no trend: its straight line has a slope of
+    nearly nothing and ends at the window's mean, half-way between the levels (2.9k/s at a flat 500/s 37 s after
+    3,000 -> 500/s on the real job, where no shift explained the window's later part for a gap of restarted
+    rates). Tested on the means, as the shift is, so the noise of single seconds does not make a slope look sure;
+    the means of a smooth curve still lie close to each other, so a curve's trend is rarely refused."""
+    y = np.asarray(y, dtype=float).ravel()
+    n_all = y.size // bucket
+    means = step_means(y[y.size - n_all * bucket :], bucket, n_all) if n_all else np.empty(0)
+    x = np.arange(means.size, dtype=float)[np.isfinite(means)]
+    means = means[np.isfinite(means)]
+    if means.size < 4:
+        return True
+    dx = x - x.mean()
+    sxx = float(dx @ dx)
+    slope = float(dx @ (means - means.mean())) / sxx
+    residual = means - means.mean() - slope * dx
+    variance = float(residual @ residual) / (means.size - 2)
+    if variance <= 0:
+        return True
+    t = abs(slope) / math.sqrt(variance / sxx)
+    return bool(t >= stats.t.ppf(0.5 + SLOPE_CONFIDENCE / 2, means.size - 2))
 
 
 YOUNG_RAMP_CONTEXT = 4
@@ -286,6 +320,10 @@ class LinearForecaster:
         if self.level_shifts and (step := latest_level_shift(self._y)) is not None:
             # A shift in the window's later part alone: a slope shared over a few buckets is noise, the level is not.
             return 0.0, step.last, math.inf
+        if self.level_shifts and not slope_is_significant(self._y):
+            # No trend: the line's end is where the window's mean and a slope of nothing put it, not where the
+            # workload stands (half-way between two levels after a step up and back down).
+            return 0.0, self._level(), math.inf
         x = np.arange(self._y.size, dtype=float)
         finite = np.isfinite(self._y)
         x, y = x[finite], self._y[finite]
@@ -294,6 +332,15 @@ class LinearForecaster:
         denominator = float(dx @ dx)
         slope = float(dx @ (y - y_mean)) / denominator if denominator > 0 else 0.0
         return slope, y_mean + slope * (self._y.size - 1 - x_mean), math.inf
+
+    def _level(self) -> float:
+        """Where the workload stands: the mean of the last rate window's finite samples (a bucket's at least), else
+        of the latest finite ones."""
+        recent = self._y[-max(self.smear_s, SHIFT_BUCKET_S) :]
+        finite = recent[np.isfinite(recent)]
+        if not finite.size:
+            finite = self._y[np.isfinite(self._y)][-SHIFT_BUCKET_S:]
+        return float(finite.mean())
 
     def predict(self, horizon: int) -> np.ndarray:
         """The line at the next ``horizon`` steps (NaN if not :attr:`ready`); a young ramp held where a step

@@ -199,7 +199,7 @@ class WorkloadForecaster:
         return np.asarray(self._buckets, dtype=float)
 
     def _maybe_fit(self) -> None:
-        if self._pending is not None:
+        if self._pending is not None or not self.config.fits_model:
             return
         history = self._history()
         finite_seconds = int(np.count_nonzero(np.isfinite(history))) * self.config.resolution_s
