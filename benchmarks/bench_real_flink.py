@@ -552,6 +552,17 @@ def main() -> None:
         parser.error(f"--loop-interval: {args.loop_interval:g} is not a positive number of seconds")
     if args.rejudge is None and args.trace is None:
         parser.error("--trace is required (a CSV of time, rate), unless --rejudge")
+    # Bad input stops the run here, not after a cluster has been started for it.
+    if args.trace is not None:
+        try:
+            read_trace(args.trace)
+        except ValueError as exc:
+            parser.error(f"--trace: {exc}")
+    if args.capacities is not None:
+        try:
+            read_capacities(args.capacities)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            parser.error(f"--capacities {args.capacities}: {type(exc).__name__}: {exc}")
     if args.rejudge is not None:
         if args.capacities is None:
             parser.error("--rejudge needs --capacities (a capacities.json of a capacity measurement)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,3 +57,20 @@ def test_the_failure_ready_ideal_adds_a_slot_where_the_spare_capacity_cannot_wor
     assert slots[at_peak] == 2 and ready_slots[at_peak] == 3
     roomy = replace(base, capacities={1: 3.0 * peak, 2: 6.0 * peak})
     assert failure_ready_slot_seconds(roomy)[0] == ideal_slot_seconds(roomy)[0] == roomy.production_s
+
+
+def test_a_bad_trace_or_capacities_file_exits_2_before_any_cluster_starts(tmp_path: Path) -> None:
+    caps = tmp_path / "capacities.json"
+    caps.write_text('{"capacity": 3}')
+    for args, named in (
+        (["--trace", str(tmp_path / "missing.csv")], "--trace"),
+        (["--trace", "traces/taylor.csv", "--capacities", str(caps)], f"--capacities {caps}"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.bench_real_flink", *args, "--out", str(tmp_path / "out")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert named in done.stderr.splitlines()[-1] and "cluster" not in done.stdout
