@@ -123,9 +123,9 @@ def slope_is_significant(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> bool:
 
     A window with a step up and a step back down, a burst or a hump, is no trend: its straight line has a slope of
     nearly nothing and ends at the window's mean, half-way between the levels (2.9k/s at a flat 500/s 37 s after
-    3,000 -> 500/s on the real job, where no shift explained the window's later part for a gap of restarted
-    rates). Tested on the means, as the shift is, so the noise of single seconds does not make a slope look sure;
-    the means of a smooth curve still lie close to each other, so a curve's trend is rarely refused."""
+    3,000 -> 500/s on the real job, where no shift explained the window's later part). Tested on the means, as the
+    shift is, so the noise of single seconds does not make a slope look sure; a ramp's means lie close to its line
+    and keep their trend, a hump's or a burst's do not."""
     y = np.asarray(y, dtype=float).ravel()
     n_all = y.size // bucket
     means = step_means(y[y.size - n_all * bucket :], bucket, n_all) if n_all else np.empty(0)
