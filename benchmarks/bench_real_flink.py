@@ -432,10 +432,12 @@ def read_capacities(path: Path) -> dict[int, float]:
     return {int(n): float(c) for n, c in data["capacity"].items()}
 
 
-def make_setup(args: argparse.Namespace, capacities: dict[int, float]) -> Setup:
-    """The runs' shared setup: the trace scaled so that its peak over the replay needs ``--peak-fraction`` of the
-    capacity at the largest scale-out."""
-    times, rates = read_trace(args.trace)
+def make_setup(
+    args: argparse.Namespace, trace: tuple[tuple[float, ...], tuple[float, ...]], capacities: dict[int, float]
+) -> Setup:
+    """The runs' shared setup: the trace (``read_trace``'s times and rates) scaled so that its peak over the replay
+    needs ``--peak-fraction`` of the capacity at the largest scale-out."""
+    times, rates = trace
     covered = args.minutes * 60.0 * args.compress
     peak = max(r for t, r in zip(times, rates) if t <= covered)
     return Setup(
@@ -553,21 +555,24 @@ def main() -> None:
     if args.rejudge is None and args.trace is None:
         parser.error("--trace is required (a CSV of time, rate), unless --rejudge")
     # Bad input stops the run here, not after a cluster has been started for it.
+    trace = None
     if args.trace is not None:
         try:
-            read_trace(args.trace)
+            trace = read_trace(args.trace)
         except ValueError as exc:
             parser.error(f"--trace: {exc}")
+    given = None
     if args.capacities is not None:
         try:
-            read_capacities(args.capacities)
+            given = read_capacities(args.capacities)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             parser.error(f"--capacities {args.capacities}: {type(exc).__name__}: {exc}")
     if args.rejudge is not None:
-        if args.capacities is None:
+        if given is None:
             parser.error("--rejudge needs --capacities (a capacities.json of a capacity measurement)")
-        print(rejudge(args.rejudge, read_capacities(args.capacities)))
+        print(rejudge(args.rejudge, given))
         return
+    assert trace is not None  # required above unless --rejudge
     configure_logging("console", "error")
     args.out.mkdir(parents=True, exist_ok=True)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -580,8 +585,8 @@ def main() -> None:
             checkpoint_interval_s=max(1, round(DEFAULT_TIME["checkpoint_interval_s"] / args.compress)),
         ) as harness:
             print(f"cluster with {args.taskmanagers} TaskManagers up in {time.monotonic() - started:.0f} s", flush=True)
-            if args.capacities is not None:
-                capacities = read_capacities(args.capacities)
+            if given is not None:
+                capacities = given
             else:
                 measured = measure_capacities(harness, args)
                 capacities = {n: c.rate for n, c in measured.items()}
@@ -595,7 +600,7 @@ def main() -> None:
                         default=str,
                     )
                 )
-            setup = make_setup(args, capacities)
+            setup = make_setup(args, trace, capacities)
             ideal, slots = ideal_slot_seconds(setup)
             ready, _ = failure_ready_slot_seconds(setup)
             print(describe(setup), flush=True)

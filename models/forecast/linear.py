@@ -126,11 +126,8 @@ def slope_is_significant(y: np.ndarray, bucket: int = SHIFT_BUCKET_S) -> bool:
     3,000 -> 500/s on the real job, where no shift explained the window's later part). Tested on the means, as the
     shift is, so the noise of single seconds does not make a slope look sure; a ramp's means lie close to its line
     and keep their trend, a hump's or a burst's do not."""
-    y = np.asarray(y, dtype=float).ravel()
-    n_all = y.size // bucket
-    means = step_means(y[y.size - n_all * bucket :], bucket, n_all) if n_all else np.empty(0)
-    x = np.arange(means.size, dtype=float)[np.isfinite(means)]
-    means = means[np.isfinite(means)]
+    _, index, means = _bucket_means(y, bucket)
+    x = index.astype(float)
     if means.size < 4:
         return True
     dx = x - x.mean()
@@ -202,17 +199,21 @@ def _bic(sse: float, sse_line: float, n: int, parameters: int) -> float:
     return float(n * np.log(max(sse, 1e-12 * sse_line) / n) + parameters * np.log(n))
 
 
+def _bucket_means(y: np.ndarray, bucket: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """``y``'s means of ``bucket`` samples aligned to its last one: (the number of buckets, the indices of those
+    with a finite mean, their means)."""
+    y = np.asarray(y, dtype=float).ravel()
+    n_all = y.size // bucket
+    all_means = step_means(y[y.size - n_all * bucket :], bucket, n_all)
+    keep = np.isfinite(all_means)
+    return n_all, np.arange(n_all)[keep], all_means[keep]
+
+
 def _bucketed(y: np.ndarray, bucket: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, float, float] | None:
     """The window in ``bucket``-sample means, for the break fits: (the buckets' indices, their x, their means,
     the number of buckets, the span in samples, the straight line's squared error). None when the window is
     too short (or too gappy) for a break, or a straight line fits it exactly."""
-    y = np.asarray(y, dtype=float).ravel()
-    n_all = y.size // bucket
-    if n_all < SHIFT_MIN_BUCKETS:
-        return None
-    all_means = step_means(y[y.size - n_all * bucket :], bucket, n_all)
-    keep = np.isfinite(all_means)
-    index, means = np.arange(n_all)[keep], all_means[keep]
+    n_all, index, means = _bucket_means(y, bucket)
     n = index.size
     if n < SHIFT_MIN_BUCKETS:
         return None
