@@ -148,10 +148,11 @@ PATCHED: dict[str, dict[str, Any]] = {
         "agent.analyze.forecasting.UPPER_BOUND": "forecast_errors",
         "RISING_MARGIN": 1e9,
     },
+    "fallback to any scale-out": {"FALLBACK_FROM": "any"},
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an
-endless margin never binds), or the analyze stage's upper bound (experiments 15, 16, 17 and 20 of
+endless margin never binds), or the analyze stage's upper bound (experiments 15, 16, 17, 20 and 38 of
 docs/research/experiments.md)."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
 VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})

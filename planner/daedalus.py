@@ -38,8 +38,9 @@ No scale-in is taken while the workload rises — the last loop's average runs m
 :data:`CLIMB_MARGIN` above the loop before — since a scale-in sized on the forecast meets the rest of
 the rise with the capacity it gave away; where a rescale is cheap, a forecast that is only behind is raised by
 its gap instead and the scale-ins are checked against that (:data:`RISE_GAP`). If nothing qualifies, the
-scale-out with the shortest predicted recovery is chosen, and among equals the highest capacity (the paper returns the
-maximum, which on a job whose capacity stops growing is no better, costs the most, and may carry less).
+scale-out with the shortest predicted recovery is chosen among the current one and those of more capacity, and among
+equals the highest capacity (the paper returns the maximum, which on a job whose capacity stops growing is no better,
+costs the most, and may carry less; :data:`FALLBACK_FROM`).
 
 ``DaedalusPolicy.decide`` reads as its stages: the round's holds, guards, the recent-rescale hold, the
 candidate search, the fallback, stabilization.
@@ -163,6 +164,12 @@ up; a failure at the smaller scale-out is checked on its own (its recovery withi
 carried through it). A scale-out keeps the longer hold: sized short on a rise it is the start of a staircase.
 Every decision's shorter hold cut 1.2 % of both halves' worker-hours and added misses where bursts outran a
 scale-out (held-out 1 -> 5); a scale-in's alone, with :data:`CLIMB_CARRIED`, is kept (experiment 20)."""
+
+FALLBACK_FROM = "more capacity"
+"""What the fallback chooses from when no scale-out meets every check: ``more capacity`` (the current scale-out and
+those of more capacity than it) or ``any`` (every scale-out of known capacity). A fallback to fewer workers in the
+middle of a recovery at the capacity's edge replayed an interval and missed (docs/research/experiments.md,
+experiment 38)."""
 
 MIN_HOLD_LOOPS = 1.0
 """The shortest recent-rescale window and scale-in stabilization (with ``holds: cost``), in loops: a scale-in
@@ -581,11 +588,18 @@ def _hold_s(plan_input: PlanInput, config: PlannerConfig, recovery_s: float) -> 
 def _fallback(plan_input: PlanInput, config: PlannerConfig, reasons: list[str]) -> int:
     """No candidate: the scale-out with the shortest predicted recovery; among equals (never, most often)
     the highest capacity, then the fewest workers. Where the capacity stops growing with the scale-out, the
-    largest one may carry less than a smaller one, and a rescale to it only adds downtime."""
+    largest one may carry less than a smaller one, and a rescale to it only adds downtime. Only the current
+    scale-out and those of more capacity are chosen from: no scale-out meeting the target means the job lacks
+    capacity, and one of less capacity (a few workers fewer near where the capacity stops growing, a failure there
+    predicted a little shorter for its shorter restart) stops the job now, for certain, to replay and catch up with
+    less to spare than it has."""
+    current = plan_input.current_parallelism
+    floor = plan_input.capacities.get(current)
     capacities = {
         n: capacity
         for n in range(config.min_parallelism, config.max_parallelism + 1)
         if (capacity := plan_input.capacities.get(n)) is not None
+        and (FALLBACK_FROM == "any" or floor is None or n == current or capacity > floor)
     }
     known = {n: plan_input.recovery_times.get(n, math.inf) for n in capacities}
     desired = min(known, key=lambda n: (known[n], -capacities[n], n)) if known else config.max_parallelism

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from planner import DaedalusPolicy, PlanInput, PlannerConfig, StaticPolicy
 from planner.history import Recommendations
+from planner import daedalus
 from planner.daedalus import cannot_catch_up
 from planner.types import ReasonCode
 
@@ -179,6 +180,29 @@ def test_when_no_scale_out_can_recover_the_fallback_takes_the_highest_capacity_n
     flat = {**capacities, 9: 81_000.0, 10: 81_000.0}
     tied = POLICY.decide(PlanInput(**{**inp.__dict__, "capacities": flat, "recovery_times": never}), CONFIG)
     assert tied.target_parallelism == 8
+
+
+def test_the_fallback_never_takes_capacity_away() -> None:
+    """No scale-out meets the target at the edge of the capacity (8 carries the most, 9 a little less than 10): a
+    failure at 9, restarting one worker fewer than 10, is predicted shorter than one at 10, but a rescale there stops
+    the job now, for certain, with less to spare. From 10 the fallback keeps 10; from 7 it takes the shortest
+    recovery among the scale-outs of more capacity."""
+    capacities: dict[int, float | None] = {n: 10_000.0 * n for n in range(1, 8)}
+    capacities.update({8: 81_000.0, 9: 78_500.0, 10: 79_000.0})
+    recovery = {n: (math.inf if n < 7 else 800.0 - 40.0 * (n - 7) - (100.0 if n == 9 else 0.0)) for n in range(1, 11)}
+    for current, expected in ((10, 10), (7, 9)):
+        inp = plan(current=current, workload=76_000, forecast=76_000, capacities=capacities)
+        decision = POLICY.decide(PlanInput(**{**inp.__dict__, "recovery_times": recovery}), CONFIG)
+        assert decision.code is ReasonCode.NO_CANDIDATE
+        assert decision.desired_parallelism == decision.target_parallelism == expected, decision.reasons
+    # Left to choose from every scale-out, the same round at 10 wants 9.
+    inp = plan(current=10, workload=76_000, forecast=76_000, capacities=capacities)
+    saved = daedalus.FALLBACK_FROM
+    try:
+        daedalus.FALLBACK_FROM = "any"
+        assert POLICY.decide(PlanInput(**{**inp.__dict__, "recovery_times": recovery}), CONFIG).desired_parallelism == 9
+    finally:
+        daedalus.FALLBACK_FROM = saved
 
 
 def test_a_job_outside_the_bounds_is_moved_to_the_nearest_bound_without_data() -> None:
