@@ -594,19 +594,20 @@ def _fallback(plan_input: PlanInput, config: PlannerConfig, reasons: list[str]) 
     predicted a little shorter for its shorter restart) stops the job now, for certain, to replay and catch up with
     less to spare than it has."""
     current = plan_input.current_parallelism
-    floor = plan_input.capacities.get(current)
+    at_least = plan_input.capacities.get(current) if FALLBACK_FROM != "any" else None
     capacities = {
         n: capacity
         for n in range(config.min_parallelism, config.max_parallelism + 1)
         if (capacity := plan_input.capacities.get(n)) is not None
-        and (FALLBACK_FROM == "any" or floor is None or n == current or capacity > floor)
+        and (at_least is None or n == current or capacity > at_least)
     }
     known = {n: plan_input.recovery_times.get(n, math.inf) for n in capacities}
     desired = min(known, key=lambda n: (known[n], -capacities[n], n)) if known else config.max_parallelism
     best = known.get(desired, math.inf)
+    among = f" of {current} and those of more capacity" if at_least is not None else ""
     reasons.append(
         f"no scale-out in [{config.min_parallelism}, {config.max_parallelism}] meets the target recovery "
-        f"time {config.target_recovery_time_s:.0f} s: choosing {desired} with the shortest recovery "
+        f"time {config.target_recovery_time_s:.0f} s: choosing {desired} with the shortest recovery{among} "
         f"({'never' if math.isinf(best) else f'{best:.0f} s'})"
     )
     return desired

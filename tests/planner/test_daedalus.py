@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner import DaedalusPolicy, PlanInput, PlannerConfig, StaticPolicy
+from planner import DaedalusPolicy, PlanInput, PlannerConfig, StaticPolicy, daedalus
 from planner.history import Recommendations
-from planner import daedalus
 from planner.daedalus import cannot_catch_up
 from planner.types import ReasonCode
 
@@ -182,7 +181,7 @@ def test_when_no_scale_out_can_recover_the_fallback_takes_the_highest_capacity_n
     assert tied.target_parallelism == 8
 
 
-def test_the_fallback_never_takes_capacity_away() -> None:
+def test_the_fallback_never_takes_capacity_away(monkeypatch: pytest.MonkeyPatch) -> None:
     """No scale-out meets the target at the edge of the capacity (8 carries the most, 9 a little less than 10): a
     failure at 9, restarting one worker fewer than 10, is predicted shorter than one at 10, but a rescale there stops
     the job now, for certain, with less to spare. From 10 the fallback keeps 10; from 7 it takes the shortest
@@ -195,14 +194,11 @@ def test_the_fallback_never_takes_capacity_away() -> None:
         decision = POLICY.decide(PlanInput(**{**inp.__dict__, "recovery_times": recovery}), CONFIG)
         assert decision.code is ReasonCode.NO_CANDIDATE
         assert decision.desired_parallelism == decision.target_parallelism == expected, decision.reasons
+        assert "and those of more capacity" in decision.reasons[-1]
     # Left to choose from every scale-out, the same round at 10 wants 9.
+    monkeypatch.setattr(daedalus, "FALLBACK_FROM", "any")
     inp = plan(current=10, workload=76_000, forecast=76_000, capacities=capacities)
-    saved = daedalus.FALLBACK_FROM
-    try:
-        daedalus.FALLBACK_FROM = "any"
-        assert POLICY.decide(PlanInput(**{**inp.__dict__, "recovery_times": recovery}), CONFIG).desired_parallelism == 9
-    finally:
-        daedalus.FALLBACK_FROM = saved
+    assert POLICY.decide(PlanInput(**{**inp.__dict__, "recovery_times": recovery}), CONFIG).desired_parallelism == 9
 
 
 def test_a_job_outside_the_bounds_is_moved_to_the_nearest_bound_without_data() -> None:
