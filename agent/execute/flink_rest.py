@@ -304,8 +304,9 @@ class CheckpointAligner:
     the write, at most ``wait_s`` (the job runs on meanwhile). Flink 2.x's adaptive scheduler holds a rescale
     until a checkpoint completes (``jobmanager.adaptive-scheduler.rescale-trigger.max-delay``, by default the
     checkpoint interval times one more than ``rescale-trigger.max-checkpoint-failures``): there the checkpoint
-    is triggered right after the write, so the scheduler's wait ends when it completes instead of at the next
-    periodic one. A checkpoint that fails, or does not complete in time, is logged and the rescale goes ahead.
+    is triggered right after the write, so the scheduler's wait ends when it completes (or when a periodic one
+    already in flight does, sooner) instead of at the next periodic one. A checkpoint that fails, or does not
+    complete in time, is logged and the rescale goes ahead.
     """
 
     def __init__(
@@ -495,6 +496,7 @@ class FlinkRestScaler:
         if state.state in TERMINAL_STATES:
             self._job_id = None
             raise ScalerError(f"job {state.name} ({state.job_id}) is {state.state}", kind="not_found")
+        self._warn_idle_readers(state)
         return state
 
     def parallelism_now(self) -> int | None:
@@ -586,8 +588,6 @@ class FlinkRestScaler:
         stop = self._stop(before, after)
         downtime, resumed_at = stop if stop is not None else (None, None)
         confirmed = after.parallelism if after is not None else self.current_parallelism()
-        if after is not None:
-            self._warn_idle_readers(after)
         if after is None or not after.running_at(wanted):
             self.log.error(
                 "rescale.short",
@@ -604,9 +604,10 @@ class FlinkRestScaler:
     # ------------------------------------------------------------------ helpers
 
     def _warn_idle_readers(self, job: FlinkJobStatus) -> None:
-        """Say once per vertex and parallelism when subtasks FINISHED right after the rescale: a source with
-        fewer splits than readers (a bounded source, Flink's DataGeneratorSource fixes its split count at the
-        first start) leaves the extra readers with nothing to do, so scaling it further adds no throughput."""
+        """Say once per vertex and parallelism when subtasks have FINISHED while the job runs (read on every look
+        at the job, so readers that finish a moment after a rescale was confirmed are told at the next round): a
+        source with fewer splits than readers (a bounded source, Flink's DataGeneratorSource fixes its split count
+        at the first start) leaves the extra readers with nothing to do, so scaling it further adds no throughput."""
         for vertex in job.vertices:
             key = f"finished:{vertex.id}:{vertex.parallelism}"
             if vertex.finished_subtasks and key not in self._reported:
@@ -617,8 +618,9 @@ class FlinkRestScaler:
                     vertex=vertex.name,
                     parallelism=vertex.parallelism,
                     finished=vertex.finished_subtasks,
-                    error=f"{vertex.finished_subtasks} of {vertex.parallelism} subtasks of {vertex.name!r} finished "
-                    "after the rescale: a source with fewer splits than readers gains nothing from more of them",
+                    error=f"{vertex.finished_subtasks} of {vertex.parallelism} subtasks of {vertex.name!r} have "
+                    "finished while the job runs: a source with fewer splits than readers gains nothing from more "
+                    "of them",
                 )
 
     def _resolve(self, job: FlinkJobStatus, targets: Mapping[str, int]) -> dict[str, int]:
