@@ -96,7 +96,11 @@ PATCHED: dict[str, dict[str, Any]] = {
     "cost holds with fixed windows": {"MIN_HOLD_LOOPS": 1e9},
     "no rise gap while falling": {"RISE_GAP_WHILE_FALLING": False},
     "conditioned rises and no gap while falling": {"RISE_GAP_WHILE_FALLING": False},
-    "fixed holds as before": {"RISE_GAP_WHILE_FALLING": True},
+    "fixed holds as before": {
+        "RISE_GAP_WHILE_FALLING": True,
+        "RISE_GAP_WHERE": "cheap",
+        "CLIMB_CARRIED_WHERE": "cheap",
+    },
     "no rise checks": {"RISING_MARGIN": 1e9, "CLIMB_MARGIN": 1e9},
     "holds at the cost alone": {"MIN_HOLD_LOOPS": 0.0},
     "holds at the cost alone and no gap check": {"MIN_HOLD_LOOPS": 0.0, "RISING_MARGIN": 1e9},
@@ -149,10 +153,13 @@ PATCHED: dict[str, dict[str, Any]] = {
         "RISING_MARGIN": 1e9,
     },
     "fallback to any scale-out": {"FALLBACK_FROM": "any"},
+    "gap lifted and climb carried only where cheap": {"RISE_GAP_WHERE": "cheap", "CLIMB_CARRIED_WHERE": "cheap"},
+    "gap lifted only where cheap": {"RISE_GAP_WHERE": "cheap"},
+    "climb carried only where cheap": {"CLIMB_CARRIED_WHERE": "cheap"},
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an
-endless margin never binds), or the analyze stage's upper bound (experiments 15, 16, 17, 20 and 38 of
+endless margin never binds), or the analyze stage's upper bound (experiments 15, 16, 17, 20, 38 and 39 of
 docs/research/experiments.md)."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
 VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})

@@ -15,8 +15,9 @@ Paper 001, section 3.2. For each candidate scale-out ``i`` from min to max:
    loop interval, then a loop). A scale-in only has to last until the agent can undo it in time;
    asking it to carry the whole horizon's peak keeps a job with a daily cycle at its peak size. Where a
    rescale is cheap a scale-out is sized on its hold too (:data:`SCALE_OUT_SIZED_ON`): the next round
-   adds workers again for a second's stop; on a climb it carries the climb continued over the hold
-   (:data:`CLIMB_CARRIED`), and a scale-in's hold starts from its rescale's own recovery (:data:`HOLD_FROM`).
+   adds workers again for a second's stop, and a scale-in's hold starts from its rescale's own recovery
+   (:data:`HOLD_FROM`). On a climb a scale-out carries the climb continued over its hold where that is more
+   (:data:`CLIMB_CARRIED`).
 
 Before the search, a job rescaled within the recent-rescale window keeps its scale-out while it
 carries the average workload and the forecast until the next loop. Guards added for production: no
@@ -36,8 +37,8 @@ be undone.
 No scale-in is taken while the workload rises — the last loop's average runs more than
 :data:`RISING_MARGIN` above the forecast for the next loop (the forecast is behind a rise) or more than
 :data:`CLIMB_MARGIN` above the loop before — since a scale-in sized on the forecast meets the rest of
-the rise with the capacity it gave away; where a rescale is cheap, a forecast that is only behind is raised by
-its gap instead and the scale-ins are checked against that (:data:`RISE_GAP`). If nothing qualifies, the
+the rise with the capacity it gave away; a forecast that is only behind is raised by its gap instead and the
+scale-ins are checked against that (:data:`RISE_GAP`, :data:`RISE_GAP_WHERE`). If nothing qualifies, the
 scale-out with the shortest predicted recovery is chosen among the current one and those of more capacity, and among
 equals the highest capacity (the paper returns the maximum, which on a job whose capacity stops growing is no better,
 costs the most, and may carry less; :data:`FALLBACK_FROM`).
@@ -87,12 +88,18 @@ is no rise behind the forecast."""
 
 RISE_GAP = "lift"
 """What the workload running above the forecast for the next loop (:func:`_rising`'s first rule) does to a
-scale-in where a rescale is cheap: ``lift`` raises the forecast and its upper bound by the gap (the last loop's
-average over the forecast for the next loop) and takes a scale-in that still carries the raised bound over its
-hold; ``veto`` refuses every scale-in that round, as a dear rescale always does. A forecast behind the workload
-is corrected by what it is behind, not obeyed nor ignored; a climb over the loop before still refuses. In place
-the lift cut 1.0 % of the dev half's worker-hours and, with :data:`SCALE_OUT_SIZED_ON`, 1.8 % of the held-out
-half's, with no miss more (docs/research/experiments.md, experiment 17)."""
+scale-in (where :data:`RISE_GAP_WHERE` says): ``lift`` raises the forecast and its upper bound by the gap (the last
+loop's average over the forecast for the next loop) and takes a scale-in that still carries the raised bound over
+its hold; ``veto`` refuses every scale-in that round. A forecast behind the workload is corrected by what it is
+behind, not obeyed nor ignored; a climb over the loop before still refuses. In place the lift cut 1.0 % of the dev
+half's worker-hours and, with :data:`SCALE_OUT_SIZED_ON`, 1.8 % of the held-out half's, with no miss more
+(docs/research/experiments.md, experiment 17)."""
+
+RISE_GAP_WHERE = "always"
+"""Where :data:`RISE_GAP` applies: ``always``, or ``cheap`` (where a rescale is cheap; a dear rescale's round then
+vetoes every scale-in on the gap). At a restart's cost the veto held the job through the descent after a rise
+the forecast lagged, and the lift cut 1.1 % of the dev half's worker-hours with 15 -> 12 avoidable misses
+(docs/research/experiments.md, experiment 39)."""
 
 RISE_GAP_BY = "ratio"
 """How :data:`RISE_GAP`'s lift raises the forecast: ``ratio``, by the last loop's average over the forecast for the
@@ -109,14 +116,22 @@ SCALE_OUT_SIZED_ON = "hold"
 rescale always does (docs/research/experiments.md, experiment 17)."""
 
 CLIMB_CARRIED = True
-"""Where a rescale is cheap, whether a scale-out on a climbing workload (:func:`_climbing`) carries the climb of
-the last loop continued over its hold (the loop's average plus its climb per second times the hold) where that
-is above the upper bound's peak. A scale-out sized on its hold (:data:`SCALE_OUT_SIZED_ON`) carries the rise
+"""Whether a scale-out on a climbing workload (:func:`_climbing`) carries the climb of the last loop continued over
+its hold (the loop's average plus its climb per second times the hold) where that is above what it carries else
+(where a rescale is cheap the upper bound's peak over the hold, where dear the forecast peak or the rise envelope;
+:data:`CLIMB_CARRIED_WHERE`). A scale-out sized on its hold (:data:`SCALE_OUT_SIZED_ON`) carries the rise
 envelope from the last minute's mean, which on a climb of several times a loop lags where the workload already
 is, and the next rounds climb a staircase behind it (motorway_traffic: 2 -> 4 -> 12 workers while the workload
 went from 14,000 to 80,000/s in two minutes, falling behind for 75 s). Carried, the dev half's misses went
 from 7 to 1 for 0.7 % more worker-hours; with :data:`HOLD_FROM` ``scale-in`` too, to none at the same
 worker-hours (docs/research/experiments.md, experiment 20)."""
+
+CLIMB_CARRIED_WHERE = "always"
+"""Where :data:`CLIMB_CARRIED` applies: ``always``, or ``cheap`` (where a rescale is cheap only). A dear rescale
+cannot be repeated before its grace has passed: a scale-out sized on a forecast still fitted on the level before
+the climb left the job short through the next restart too (motorway_traffic and brent_oil_price: a miss on every
+failure seed). Carried where dear too, with :data:`RISE_GAP_WHERE`, the dev half's avoidable misses at a restart's
+cost went from 15 to 8 for 0.15 % more worker-hours (docs/research/experiments.md, experiment 39)."""
 
 HOLD_LANDS = "loop"
 """Where a rescale is cheap, how long the undo of a decision takes to land in its hold: ``loop``, or ``downtime``
@@ -374,11 +389,11 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
 def _lifted(plan_input: PlanInput, config: PlannerConfig, known: _Known, next_loop: float) -> tuple[_Known, str] | None:
     """The round's signals with the forecast and its upper bound raised by the gap between the last loop's average
     and the forecast for the next loop (:data:`RISE_GAP`, :data:`RISE_GAP_BY`), with the gap as the reason gives it,
-    for the scale-ins of a round whose workload counts as rising only by that gap, where a rescale is cheap; None
+    for the scale-ins of a round whose workload counts as rising only by that gap (:data:`RISE_GAP_WHERE`); None
     where the rise refuses every scale-in."""
     if (
         RISE_GAP != "lift"
-        or not _priced(plan_input, config)
+        or (RISE_GAP_WHERE == "cheap" and not _priced(plan_input, config))
         or (RISE_GAP_BY == "ratio" and next_loop <= 0)
         or _climbing(known.workload, plan_input.workload_previous)
     ):
@@ -477,17 +492,16 @@ def _scale_out_qualifies(
     rising: str,
 ) -> tuple[bool, str]:
     """A scale-out: where a rescale is cheap (:data:`SCALE_OUT_SIZED_ON`), it carries the upper bound's peak over
-    its hold, on a climb the climb continued over it where that is higher (:data:`CLIMB_CARRIED`); else the
-    forecast peak over the horizon, or, on a rising workload, the rise envelope until the agent can act again if
-    that is higher."""
-    if SCALE_OUT_SIZED_ON == "hold" and _priced(plan_input, config):
+    its hold; else the forecast peak over the horizon, or, on a rising workload, the rise envelope until the agent
+    can act again if that is higher. On a climb, the climb continued over the hold where that is higher still
+    (:data:`CLIMB_CARRIED`)."""
+    priced = _priced(plan_input, config)
+    if SCALE_OUT_SIZED_ON == "hold" and priced:
         hold_s, hold_peak = _hold_peak(plan_input, config, known, n, recovery)
         what = "the peak"
-        previous = plan_input.workload_previous
-        if CLIMB_CARRIED and previous is not None and _climbing(known.workload, previous):
-            climbed = known.workload + (known.workload - previous) / config.loop_interval_s * hold_s
-            if climbed > hold_peak:
-                hold_peak, what = climbed, "the climb continued to"
+        climbed = _climb_over(plan_input, config, known, hold_s)
+        if climbed > hold_peak:
+            hold_peak, what = climbed, "the climb continued to"
         if capacity > hold_peak:
             return True, (
                 f"carries {what} {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity {_fmt(capacity)}) "
@@ -507,9 +521,23 @@ def _scale_out_qualifies(
         rise = _forecast_max(known.upper, hold_s)
         if rise > peak:
             peak, what = rise, f"the rise {hold_s:.0f} s ahead ({rising})"
+    if not priced and CLIMB_CARRIED_WHERE == "always":  # where cheap, the hold's branch above carried it
+        hold_s = decision_hold_s(recovery, config)
+        climbed = _climb_over(plan_input, config, known, hold_s)
+        if climbed > peak:
+            peak, what = climbed, f"the climb continued {hold_s:.0f} s ahead to"
     if capacity > peak:
         return True, f"carries {what} {_fmt(peak)} (capacity {_fmt(capacity)}) and recovers in {recovery:.0f} s"
     return False, f"capacity {_fmt(capacity)} < {what} {_fmt(peak)}"
+
+
+def _climb_over(plan_input: PlanInput, config: PlannerConfig, known: _Known, hold_s: float) -> float:
+    """The last loop's climb continued over ``hold_s`` (the loop's average plus its climb per second times the
+    hold) where the workload climbs (:func:`_climbing`) and :data:`CLIMB_CARRIED` is on; else 0."""
+    previous = plan_input.workload_previous
+    if not CLIMB_CARRIED or previous is None or not _climbing(known.workload, previous):
+        return 0.0
+    return known.workload + (known.workload - previous) / config.loop_interval_s * hold_s
 
 
 def _unready(plan_input: PlanInput, config: PlannerConfig, n: int, peak: float, hold_s: float) -> str:

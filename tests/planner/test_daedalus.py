@@ -322,15 +322,26 @@ def test_the_upper_forecast_bounds_what_a_scale_in_must_hold() -> None:
     assert bounded.target_parallelism == 5
 
 
-def test_no_scale_in_while_the_workload_runs_above_the_forecast_for_the_next_loop() -> None:
+@pytest.mark.parametrize("gap", ["veto", "lift"])
+def test_a_scale_in_is_refused_or_checked_against_the_raised_forecast_while_the_workload_runs_above_it(
+    gap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """8 workers, a steady wish for 4 over the window: the scale-in is taken while the last loop's 30k/s is
-    what the forecast expects, and waits while it runs 10 % above it (the forecast is behind a rise)."""
+    what the forecast expects. While it runs 10 % above it (the forecast is behind a rise) the scale-in waits
+    (RISE_GAP ``veto``), or is checked against the forecast raised by the gap (``lift``, the default): 33k/s
+    over its hold, which 4 workers carry."""
+    monkeypatch.setattr(daedalus, "RISE_GAP", gap)
     steady = tuple((10_000 - 600 + 60 * i, 4) for i in range(11))
     expected = POLICY.decide(plan(current=8, workload=30_000, forecast=30_000, history=steady), CONFIG)
     assert expected.target_parallelism == 4
     behind = POLICY.decide(plan(current=8, workload=33_000, forecast=30_000, history=steady), CONFIG)
-    assert behind.target_parallelism == 8
-    assert any("runs above the forecast" in r and "no scale-in on a rising workload" in r for r in behind.reasons)
+    if gap == "veto":
+        assert behind.target_parallelism == 8
+        assert any("runs above the forecast" in r and "no scale-in on a rising workload" in r for r in behind.reasons)
+    else:
+        assert behind.target_parallelism == 4
+        assert any("raised by the gap (x1.100)" in r for r in behind.reasons)
+        assert any(r.startswith("4: carries the forecast peak 33,000/s of its 280 s hold") for r in behind.reasons)
     # Within the margin (noise, not a rise) the scale-in goes ahead.
     noisy = POLICY.decide(plan(current=8, workload=31_000, forecast=30_000, history=steady), CONFIG)
     assert noisy.target_parallelism == 4

@@ -148,11 +148,14 @@ def test_a_decisions_hold_starts_from_the_slower_recovery_or_where_cheap_from_th
     assert POLICY.decide(costly, CONFIG).desired_parallelism == 5
 
 
-def test_a_cheap_scale_out_on_a_climb_carries_the_climb_over_its_hold() -> None:
+@pytest.mark.parametrize("where", ["always", "cheap"])
+def test_a_scale_out_on_a_climb_carries_the_climb_over_its_hold(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The workload climbed from 20,000/s to 35,000/s over the last loop (250/s a second); the forecast, fitted on
     # the flat before, holds 35,000/s. Where a rescale is cheap the scale-out is sized on its 180-s hold, so on a
     # climb it carries the climb continued over it (35,000 + 250 x 180 = 80,000/s: 9 workers), not 4 workers
-    # that the next round must add to again; without the climb, or at a restart's cost, the forecast decides.
+    # that the next round must add to again. A restart's hold is longer (60-s recovery, 120-s grace, a loop):
+    # 35,000 + 250 x 240 = 95,000/s, 10 workers; with CLIMB_CARRIED_WHERE "cheap" its forecast decides (4).
+    monkeypatch.setattr(daedalus, "CLIMB_CARRIED_WHERE", where)
     climbing = dataclasses.replace(plan(current=3, workload=35_000, forecast=35_000), workload_previous=20_000.0)
     decision = POLICY.decide(climbing, CONFIG)
     assert decision.target_parallelism == 9 and decision.code is ReasonCode.SCALE_OUT
@@ -162,25 +165,35 @@ def test_a_cheap_scale_out_on_a_climb_carries_the_climb_over_its_hold() -> None:
     costly = dataclasses.replace(
         plan(current=3, workload=35_000, forecast=35_000, downtime=22.0), workload_previous=20_000.0
     )
-    assert POLICY.decide(costly, CONFIG).target_parallelism == 4
+    dear = POLICY.decide(costly, CONFIG)
+    if where == "always":
+        assert dear.target_parallelism == 10
+        assert any(r.startswith("10: carries the climb continued 240 s ahead to 95,000/s") for r in dear.reasons)
+        assert any(r.startswith("9: capacity 90,000/s < the climb continued 240 s ahead") for r in dear.reasons)
+    else:
+        assert dear.target_parallelism == 4
+    steady_dear = dataclasses.replace(costly, workload_previous=34_000.0)
+    assert POLICY.decide(steady_dear, CONFIG).target_parallelism == 4
 
 
-def test_a_forecast_behind_the_workload_raises_a_cheap_scale_ins_bound_instead_of_refusing_it() -> None:
+@pytest.mark.parametrize("where", ["always", "cheap"])
+def test_a_forecast_behind_the_workload_raises_the_scale_ins_bound_instead_of_refusing_it(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The last loop ran at 28,500/s, 9.6 % above the forecast for the next one (26,000/s), which then rises to
     # 28,000/s within the hold: raised by the gap that is 30,692/s, above 3 workers' 30,000/s, so 4.
+    monkeypatch.setattr(daedalus, "RISE_GAP_WHERE", where)
     forecast = [26_000.0] * 60 + [28_000.0] * 840
     history = ((NOW - 60, 4),)
     cheap = POLICY.decide(plan(workload=28_500, forecast=forecast, history=history), CONFIG)
     assert cheap.desired_parallelism == 4 and cheap.target_parallelism == 4
     assert any("raised by the gap (x1.096)" in r for r in cheap.reasons)
     assert any(r.startswith("3: capacity 30,000/s < forecast peak 30,692/s") for r in cheap.reasons)
-    # A restart's scale-in is refused on the gap, as is every scale-in of a workload that climbed over the loop before.
-    assert (
-        POLICY.decide(
-            plan(workload=28_500, forecast=forecast, history=history, downtime=22.0), CONFIG
-        ).desired_parallelism
-        == 8
-    )
+    # A restart's scale-in is lifted the same way (its 240-s hold sees the same peak), or with RISE_GAP_WHERE
+    # "cheap" refused on the gap; every scale-in of a workload that climbed over the loop before is refused.
+    dear = POLICY.decide(plan(workload=28_500, forecast=forecast, history=history, downtime=22.0), CONFIG)
+    assert dear.desired_parallelism == (4 if where == "always" else 8)
+    assert any("raised by the gap (x1.096)" in r for r in dear.reasons) is (where == "always")
     climbing = dataclasses.replace(
         plan(workload=28_500, forecast=forecast, history=history), workload_previous=24_000.0
     )
