@@ -99,7 +99,7 @@ def recovery_time(
     # Per worker, records waiting per unit of its share: the replay alike, the held backlog at the bottleneck.
     replay = max(0.0, float(replay_records))
     backlog = np.full(shares.size, replay)
-    bottleneck = int(np.argmin(rates))
+    bottleneck = _bottleneck(shares, rates)
     backlog[bottleneck] += max(0.0, float(held_records)) / float(shares[bottleneck])
     with np.errstate(over="ignore"):
         arrivals = np.concatenate(([0.0], np.cumsum(forecast)))  # arrivals[k] = records in [0, k)
@@ -295,6 +295,14 @@ def _inputs(
         rate = float(series[0])
     lag = current_lag if current_lag is not None and math.isfinite(current_lag) and current_lag > 0 else 0.0
     return float(capacity), series, float(rate), float(lag)
+
+
+def _bottleneck(shares: np.ndarray, rates: np.ndarray) -> int:
+    """The worker that saturates first; among those within rounding of the slowest rate, the one of the smallest
+    share, whose partitions a held backlog takes the longest to work off (a tie is the slower recovery, and the
+    same one however the rates were rounded)."""
+    tied = np.flatnonzero(rates <= float(np.min(rates)) * (1.0 + 1e-9))
+    return int(tied[np.argmin(shares[tied])])
 
 
 def _job_rates(capacity: float, profile: WorkerProfile | None) -> tuple[np.ndarray, np.ndarray]:

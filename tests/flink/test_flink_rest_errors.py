@@ -167,8 +167,10 @@ def test_readers_that_finish_without_a_split_do_not_hold_the_rescale(fake: FakeF
     job = fake.jobs[next(iter(fake.jobs))]
     job.splits = {"a" * 32: 2}  # the source has two splits: at 3 readers one runs, finds none and FINISHES
     clock = SimulatedClock(start=100.0)
+    target = scaler(fake.url, clock=clock)
     with capture_logs() as logs:
-        result = scaler(fake.url, clock=clock).rescale(3, reasons=(), dry_run=False)
+        result = target.rescale(3, reasons=(), dry_run=False)
+        assert target.current_parallelism() == 3  # the next look at the job: the same count is not told again
     assert (result.requested, result.confirmed, result.downtime_s) == (3, 3, 1.5)
     assert clock.now() < 105.0, "confirmed at once, not at the 30-s confirm deadline"
     warned = [e for e in logs if e["event"] == "rescale.subtasks_finished"]

@@ -287,7 +287,9 @@ def _recovery_by_definition(
     rates = caps / shares
     rates = rates * (capacity / rates.min())
     backlog = np.full(shares.size, replay)
-    bottleneck = int(np.argmin(rates))
+    # The worker that saturates first; of several at the slowest rate, the smallest share (the longest to work off).
+    tied = [i for i in range(rates.size) if rates[i] <= rates.min() * (1 + 1e-9)]
+    bottleneck = min(tied, key=lambda i: shares[i])
     backlog[bottleneck] += held / shares[bottleneck]
     arrivals = np.concatenate(([0.0], np.cumsum(forecast)))
     # Caught up up to a billionth of the records in play: both ways of summing round in the last bits.
@@ -346,6 +348,9 @@ def _to_slack(before: float, after: float, slack: float) -> float:
 @example(
     workers=[(5.5, 120.0)], forecast=[0.0, 0.0], replay=0.0, downtime=0.0, held=120.0
 )  # drains to exactly nothing at 1 s
+@example(
+    workers=[(0.6, 600.0), (0.1, 100.0)], forecast=[0.0], replay=0.0, downtime=0.0, held=101.0
+)  # two workers at one rate, rounded apart: the held backlog is the smaller share's either way
 def test_the_fast_recovery_equals_the_plain_definition(
     workers: list[tuple[float, float]], forecast: list[float], replay: float, downtime: float, held: float
 ) -> None:
