@@ -514,18 +514,17 @@ def _scale_out_qualifies(
         if unready:
             return False, unready
     peak, what = float(np.max(known.forecast)), "the forecast peak"
+    ahead_s = decision_hold_s(recovery, config)  # until the agent can act again and its decision has landed
     if rising:
         # A rise under way: the scale-out must carry what the rise envelope says until the agent can act
         # again, or the next rounds climb a staircase of rescales behind the workload.
-        hold_s = decision_hold_s(recovery, config)
-        rise = _forecast_max(known.upper, hold_s)
+        rise = _forecast_max(known.upper, ahead_s)
         if rise > peak:
-            peak, what = rise, f"the rise {hold_s:.0f} s ahead ({rising})"
+            peak, what = rise, f"the rise {ahead_s:.0f} s ahead ({rising})"
     if not priced and CLIMB_CARRIED_WHERE == "always":  # where cheap, the hold's branch above carried it
-        hold_s = decision_hold_s(recovery, config)
-        climbed = _climb_over(plan_input, config, known, hold_s)
+        climbed = _climb_over(plan_input, config, known, ahead_s)
         if climbed > peak:
-            peak, what = climbed, f"the climb continued {hold_s:.0f} s ahead to"
+            peak, what = climbed, f"the climb continued {ahead_s:.0f} s ahead to"
     if capacity > peak:
         return True, f"carries {what} {_fmt(peak)} (capacity {_fmt(capacity)}) and recovers in {recovery:.0f} s"
     return False, f"capacity {_fmt(capacity)} < {what} {_fmt(peak)}"

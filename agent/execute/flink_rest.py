@@ -606,9 +606,9 @@ class FlinkRestScaler:
     def _warn_idle_readers(self, job: FlinkJobStatus) -> None:
         """Say once per vertex, parallelism and count when subtasks have FINISHED while the job runs (read on every
         look at the job, so readers that finish a moment after a rescale was confirmed, or after the first of them,
-        are told at the next round): a
-        source with fewer splits than readers (a bounded source, Flink's DataGeneratorSource fixes its split count
-        at the first start) leaves the extra readers with nothing to do, so scaling it further adds no throughput."""
+        are told at the next round): a source with fewer splits than readers (a bounded source, Flink's
+        DataGeneratorSource fixes its split count at the first start) leaves the extra readers with nothing to do,
+        so scaling it further adds no throughput."""
         for vertex in job.vertices:
             key = f"finished:{vertex.id}:{vertex.parallelism}:{vertex.finished_subtasks}"
             if vertex.finished_subtasks and key not in self._reported:
