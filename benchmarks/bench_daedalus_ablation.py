@@ -342,14 +342,19 @@ def table(
     optimal: dict[Key, dict[str, Any]],
     variants: list[str],
     floors: dict[str, float] | None = None,
+    ready: dict[Key, float] | None = None,
 ) -> list[str]:
     """One line per variant: × optimal (median over traces of the mean over failure seeds, worst), misses,
     avoidable misses (where the optimal schedule of that trace and seed has none) and the (trace, seed) runs
-    with them, rescales; with ``floors`` (the failure-robust floor's worker-hours by trace), × floor too."""
+    with them, rescales; with ``floors`` (the failure-robust floor's worker-hours by trace), × floor too, and
+    with ``ready`` (the failure-ready optimal's worker-hours by trace and seed), × that too."""
     floors = floors or {}
+    ready = ready or {}
     lines = [
         f"{'variant':<26} {'x opt median':>12} {'x opt worst':>11} {'misses':>6} {'avoidable':>9} "
-        f"{'runs':>6} {'rescales':>8}" + (f" {'x floor median':>14} {'x floor worst':>13}" if floors else "")
+        f"{'runs':>6} {'rescales':>8}"
+        + (f" {'x floor median':>14} {'x floor worst':>13}" if floors else "")
+        + (f" {'x ready median':>14} {'x ready worst':>13}" if ready else "")
     ]
     lines.append("-" * len(lines[0]))
     for variant in variants:
@@ -379,6 +384,13 @@ def table(
         ]
         if over_floor:
             line += f" {statistics.median(over_floor):>14.3f} {max(over_floor):>13.3f}"
+        over_ready: dict[str, list[float]] = {}
+        for key, summary in results[variant].items():
+            if key in ready and key[0] in ratios:
+                over_ready.setdefault(key[0], []).append(summary["worker_hours"] / ready[key])
+        if over_ready:
+            per_ready = [statistics.fmean(values) for values in over_ready.values()]
+            line += f" {statistics.median(per_ready):>14.3f} {max(per_ready):>13.3f}"
         lines.append(line)
     return lines
 
@@ -450,7 +462,8 @@ def main() -> None:
     parser.add_argument(
         "--floor",
         action="store_true",
-        help="also compare with each trace's failure-robust floor (benchmarks.bench_robust_floor)",
+        help="also compare with each trace's failure-robust floor and with its failure-ready optimal at the "
+        "rescale cost (benchmarks.bench_robust_floor)",
     )
     parser.add_argument("--json", type=Path, default=None, help="also write every summary here")
     args = parser.parse_args()
@@ -486,15 +499,28 @@ def main() -> None:
             optimal.setdefault((name, own_seed), summary)
     results: dict[str, dict[Key, dict[str, Any]]] = {}
     floors: dict[str, float] = {}
+    ready: dict[Key, float] = {}
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         if args.floor:
-            from benchmarks.bench_robust_floor import floor_worker_hours
+            from benchmarks.bench_robust_floor import floor_worker_hours, ready_optimal
 
             floors = {
                 name: robust
                 for name, _, robust in pool.map(
                     floor_worker_hours, traces, [hours or 1e9] * len(traces), [args.rescale_cost] * len(traces)
+                )
+            }
+            pairs = [(t, seed) for seed in seeds for t in traces]
+            ready = {
+                (name, seed): summary["worker_hours"]
+                for name, seed, summary in pool.map(
+                    ready_optimal,
+                    [t for t, _ in pairs],
+                    [hours] * len(pairs),
+                    [args.failures_per_hour] * len(pairs),
+                    [seed for _, seed in pairs],
+                    [args.rescale_cost] * len(pairs),
                 )
             }
         futures = [
@@ -530,7 +556,7 @@ def main() -> None:
         f"rescale cost {args.rescale_cost}, "
         f"failure seed(s) {', '.join(map(str, seeds))}, {time.perf_counter() - started:.0f} s"
     )
-    print("\n".join(table(results, optimal, variants, floors)))
+    print("\n".join(table(results, optimal, variants, floors, ready)))
     if args.recovery_errors:
         for variant in variants:
             rows = {

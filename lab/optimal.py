@@ -967,6 +967,13 @@ _HEURISTIC_MARGINS = (0.0, 0.05, 0.1, 0.2, 0.35)
 """Headroom over the next loops' peak input of the simple schedules whose best score bounds the DP."""
 
 
+def _loop_minima(minimum: np.ndarray | None, duration: int, interval: int) -> dict[int, int] | None:
+    """Per loop boundary, the fewest workers allowed through that loop (the highest of ``minimum`` in it)."""
+    if minimum is None:
+        return None
+    return {b: int(np.max(minimum[b : b + interval])) for b in range(interval, duration, interval) if b < minimum.size}
+
+
 def _smallest_carrying(choices: np.ndarray, capacity: np.ndarray, rate: float) -> int:
     """The smallest scale-out whose true capacity is at least ``rate`` (the largest if none is)."""
     carrying = np.flatnonzero(capacity >= rate)
@@ -981,6 +988,7 @@ def _simple_schedules(
     interval: int,
     target: float,
     settle_by_end: bool,
+    floors: dict[int, int] | None = None,
 ) -> tuple[Objective, Objective, tuple[tuple[int, int], ...]]:
     """The best of a few simple schedules: the score it is chosen by (which bounds the DP's), its
     judged score, and the schedule.
@@ -996,7 +1004,8 @@ def _simple_schedules(
     for b in boundaries:
         peak = float(horizon.workload[b : b + lookahead].max())
         picks = [_smallest_carrying(choices, capacity, peak * (1 + m)) for m in _HEURISTIC_MARGINS]
-        actions[b] = np.array([*picks, int(choices[-1])], dtype=np.int64)
+        low = (floors or {}).get(b, 0)
+        actions[b] = np.maximum(np.array([*picks, int(choices[-1])], dtype=np.int64), low)
     rows.advance(0, horizon.duration_s, actions)
     best, chosen_by = _final_choice(rows, settle_by_end)
     made_as = int(rows.origin[best])
@@ -1013,6 +1022,7 @@ def optimal_schedule(
     hours: float | None = None,
     failures_per_hour: float = 0.0,
     failures: Sequence[int] | None = None,
+    minimum: np.ndarray | None = None,
 ) -> OptimalSchedule:
     """The schedule of scale-outs that minimises (misses, seconds over target, worker-seconds).
 
@@ -1029,6 +1039,9 @@ def optimal_schedule(
         the ones the replay injects.
     failures
         Explicit failure instants instead.
+    minimum
+        The fewest workers allowed at each second (a loop runs at no fewer than its highest): a schedule held
+        to a floor, e.g. ready for a failure at every moment.
     """
     settings = settings or OptimalSettings()
     started = time.perf_counter()
@@ -1043,8 +1056,9 @@ def optimal_schedule(
     horizon = _Horizon(environment, duration, failure_seconds, workers=max(int(choices.max()), initial))
     target = settings.target_recovery_time_s
 
+    floors = _loop_minima(minimum, duration, interval)
     simple_choice, simple_score, simple_schedule = _simple_schedules(
-        horizon, environment, choices, initial, interval, target, settings.settle_by_end
+        horizon, environment, choices, initial, interval, target, settings.settle_by_end, floors
     )
     bound = simple_choice if settings.use_bound else None
     rows = _Rows.initial(horizon, target, _ALLOWANCE_S, initial)
@@ -1057,6 +1071,8 @@ def optimal_schedule(
         worth = ~_hopeless(rows, choices, boundary, interval, bound)
         if not worth.any():
             worth[:] = True  # nothing can beat the bound: go on with everything
+        if floors is not None:
+            worth &= (choices >= floors.get(boundary, 0))[None, :]
         parent, which = np.nonzero(worth)
         action = choices[which]
         expanded = rows.take(parent)

@@ -166,6 +166,36 @@ def test_the_dp_finds_the_lexicographic_minimum_of_every_schedule(name: str, ali
         )
 
 
+def test_a_schedule_held_to_a_minimum_is_the_least_of_the_schedules_at_or_above_it() -> None:
+    """With the fewest workers allowed per second (a loop runs at no fewer than its highest), the DP finds the
+    lexicographic minimum among the schedules that respect it, which costs more than the unconstrained one here."""
+    case = BRUTE_CASES["step down"]
+    interval, duration = 60, (case.loops + 1) * 60
+    boundaries = [interval * (k + 1) for k in range(case.loops)]
+    minimum = np.zeros(duration, dtype=np.int64)
+    minimum[300:420] = 7  # two loops (from 300 s and 360 s) must run at 7 at least
+    minimum[450] = 4  # one second of 4 holds the whole loop from 420 s
+    allowed = [[n for n in case.scale_outs if n >= minimum[b : b + interval].max()] for b in boundaries]
+    schedules = [list(zip(boundaries, picks)) for picks in itertools.product(*allowed)]
+    runs = predict_schedules(case.trace, SMALL, schedules, duration_s=duration, target_recovery_time_s=case.target_s)
+    verdicts = [run.judge(case.target_s) for run in runs]
+    keys = [
+        (v.misses + v.cut_short, r.objective.seconds_over_target, r.objective.worker_seconds)
+        for r, v in zip(runs, verdicts)
+    ]
+    best = min(range(len(runs)), key=keys.__getitem__)
+    settings = OptimalSettings(
+        loop_interval_s=interval, scale_outs=case.scale_outs, target_recovery_time_s=case.target_s
+    )
+    free = optimal_schedule(case.trace, SMALL, settings=settings, duration_s=duration)
+    held = optimal_schedule(case.trace, SMALL, settings=settings, duration_s=duration, minimum=minimum)
+    assert held.predicted == runs[best].objective
+    assert dict(held.schedule)[300] == dict(held.schedule)[360] == 7 and dict(held.schedule)[420] >= 4
+    assert held.predicted.worker_seconds > free.predicted.worker_seconds
+    replayed = replay_schedule(case.trace, SMALL, held.schedule, duration_s=duration)
+    assert replayed.objective(case.target_s) == held.predicted
+
+
 def SMALL_TRACE(case: BruteCase) -> Trace:
     return case.trace
 

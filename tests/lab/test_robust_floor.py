@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_robust_floor import floor_worker_hours
+from benchmarks.bench_robust_floor import floor_worker_hours, ready_optimal
 from lab.corpus import CorpusTrace
 from lab.settings import load_lab_settings
 from simulator import SimulatedFlinkJob, load_trace
@@ -38,3 +38,26 @@ def test_the_floor_carries_the_workload_and_keeps_room_for_a_failure(tmp_path: P
         assert robust == pytest.approx(carry)
     else:
         assert robust > carry
+
+
+def test_the_failure_ready_optimal_pays_for_its_rescales_and_never_runs_below_the_floor(tmp_path: Path) -> None:
+    """A step from a third to nine tenths of 6 workers' capacity and back: the failure-ready optimal is held to the
+    failure-robust floor at every loop, so it spends at least the floor, misses nothing (it knows the workload),
+    and rescales to follow the step. Where a rescale restarts the job it pays each restart's downtime at the
+    workers it stops, so it spends more than where a rescale is in place."""
+    settings = load_lab_settings(None, {"policy": "daedalus"})
+    env = SimulatedFlinkJob(load_trace(_trace(tmp_path, 1.0).path), settings.simulator).environment
+    low, high = 0.3 * env.true_capacity(6), 0.9 * env.true_capacity(6)
+    path = tmp_path / "step.csv"
+    path.write_text(f"time_s,rate\n0,{low}\n1800,{low}\n1801,{high}\n4500,{high}\n4501,{low}\n7200,{low}\n")
+    trace = CorpusTrace("step", "step", "dev", path, "test", "test")
+    _, _, robust = floor_worker_hours(trace, hours=2.0)
+    spent = {}
+    for cost in ("restart", "in-place"):
+        name, seed, summary = ready_optimal(trace, 2.0, 1.0, None, cost)
+        assert name == "step" and seed == settings.simulator.failure_schedule_seed
+        assert summary["worker_hours"] >= robust
+        assert summary["slo_misses"] == 0
+        assert summary["rescales"] >= 2
+        spent[cost] = summary["worker_hours"]
+    assert spent["restart"] > spent["in-place"], spent
