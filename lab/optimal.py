@@ -974,6 +974,12 @@ def _loop_minima(minimum: np.ndarray | None, duration: int, interval: int) -> di
     return {b: int(np.max(minimum[b : b + interval])) for b in range(interval, duration, interval) if b < minimum.size}
 
 
+def _lowest_allowed(choices: np.ndarray, fewest: int) -> int:
+    """The smallest choice with at least ``fewest`` workers (the largest choice if none has)."""
+    above = choices[choices >= fewest]
+    return int(above[0]) if above.size else int(choices[-1])
+
+
 def _smallest_carrying(choices: np.ndarray, capacity: np.ndarray, rate: float) -> int:
     """The smallest scale-out whose true capacity is at least ``rate`` (the largest if none is)."""
     carrying = np.flatnonzero(capacity >= rate)
@@ -1004,8 +1010,8 @@ def _simple_schedules(
     for b in boundaries:
         peak = float(horizon.workload[b : b + lookahead].max())
         picks = [_smallest_carrying(choices, capacity, peak * (1 + m)) for m in _HEURISTIC_MARGINS]
-        low = (floors or {}).get(b, 0)
-        actions[b] = np.maximum(np.array([*picks, int(choices[-1])], dtype=np.int64), low)
+        low = _lowest_allowed(choices, (floors or {}).get(b, 0))
+        actions[b] = np.array([max(pick, low) for pick in (*picks, int(choices[-1]))], dtype=np.int64)
     rows.advance(0, horizon.duration_s, actions)
     best, chosen_by = _final_choice(rows, settle_by_end)
     made_as = int(rows.origin[best])
@@ -1068,11 +1074,10 @@ def optimal_schedule(
     stepped = 0
     for boundary in range(interval, duration, interval):
         end = min(boundary + interval, duration)
-        worth = ~_hopeless(rows, choices, boundary, interval, bound)
+        allowed = choices >= _lowest_allowed(choices, floors.get(boundary, 0)) if floors is not None else True
+        worth = ~_hopeless(rows, choices, boundary, interval, bound) & allowed
         if not worth.any():
-            worth[:] = True  # nothing can beat the bound: go on with everything
-        if floors is not None:
-            worth &= (choices >= floors.get(boundary, 0))[None, :]
+            worth[:] = allowed  # nothing can beat the bound: go on with every choice allowed
         parent, which = np.nonzero(worth)
         action = choices[which]
         expanded = rows.take(parent)

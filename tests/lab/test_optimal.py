@@ -196,6 +196,24 @@ def test_a_schedule_held_to_a_minimum_is_the_least_of_the_schedules_at_or_above_
     assert replayed.objective(case.target_s) == held.predicted
 
 
+def test_a_minimum_between_or_above_the_choices_holds_the_schedule_at_the_next_choice_up() -> None:
+    """The fewest workers allowed is rounded up to a choice: 5 among (2, 4, 7) is 7, and a minimum above every
+    choice holds the largest."""
+    case = BRUTE_CASES["step down"]
+    interval, duration = 60, (case.loops + 1) * 60
+    settings = OptimalSettings(
+        loop_interval_s=interval, scale_outs=case.scale_outs, target_recovery_time_s=case.target_s
+    )
+    minimum = np.zeros(duration, dtype=np.int64)
+    minimum[120:240] = 5
+    minimum[420:] = 99
+    held = optimal_schedule(case.trace, SMALL, settings=settings, duration_s=duration, minimum=minimum)
+    chosen = dict(held.schedule)
+    assert chosen[120] == chosen[180] == 7
+    assert all(n == 7 for t, n in chosen.items() if t >= 420)
+    assert set(chosen.values()) <= set(case.scale_outs) | {SMALL.initial_parallelism}
+
+
 def SMALL_TRACE(case: BruteCase) -> Trace:
     return case.trace
 
