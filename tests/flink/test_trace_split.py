@@ -119,9 +119,13 @@ def test_per_vertex_rescale_and_a_crash_lose_and_duplicate_nothing(
         seen_counts: list[trace_job.JobCounts] = []
 
         def drained() -> trace_job.JobCounts | None:
+            # Drained is also nothing ahead of a gap. The verifier's gauges are read one after another while it
+            # runs, so one read can hold the last gap's records both ahead and verified (197 ahead of 199,995
+            # verified of 199,995 once, beside the test suite); a double count would never settle to this.
             counts = trace_job.read_counts(flink_cluster.rest_url, job.job_id)
             seen_counts[:] = [counts]
-            return counts if counts.pending == 0 and counts.verified == expected else None
+            settled = counts.pending == 0 and counts.verified == expected and counts.ahead == 0
+            return counts if settled else None
 
         # The crash's replay drains at the map's capacity: slower when other work shares the two cores.
         try:
@@ -132,7 +136,7 @@ def test_per_vertex_rescale_and_a_crash_lose_and_duplicate_nothing(
                 f"{exc}; last counts: {seen_counts}; job {details.get('state')}, vertices "
                 f"{vertices(flink_cluster, job.job_id)}, {len(failures())} failures in its history"
             ) from None
-        assert (counts.ahead, counts.duplicates, counts.lost) == (0, 0, 0), counts
+        assert (counts.duplicates, counts.lost) == (0, 0), counts
         # The rebalance did reorder partitions on their way to the verifier.
         accounting = TraceJobQueries(job=f'job_id="{job.job_id}"')
         ahead = query_at(prometheus, f"max_over_time({accounting.verifier('aheadRecords')}[2m:1s])", time.time())
