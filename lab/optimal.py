@@ -1046,8 +1046,9 @@ def optimal_schedule(
     failures
         Explicit failure instants instead.
     minimum
-        The fewest workers allowed at each second (a loop runs at no fewer than its highest): a schedule held
-        to a floor, e.g. ready for a failure at every moment.
+        The fewest workers allowed at each second: a schedule held to a floor, e.g. ready for a failure at every
+        moment. Each loop after the first (which runs at the initial scale-out, as every replay does) runs at no
+        fewer than its highest, rounded up to a choice.
     """
     settings = settings or OptimalSettings()
     started = time.perf_counter()
