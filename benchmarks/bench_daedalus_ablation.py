@@ -503,20 +503,23 @@ def main() -> None:
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         if args.floor:
-            from benchmarks.bench_robust_floor import floor_worker_hours, ready_optimal
+            from benchmarks.bench_robust_floor import floor_series, ready_optimal, worker_hours
 
-            floors = {
-                name: robust
-                for name, _, robust in pool.map(
-                    floor_worker_hours, traces, [hours or 1e9] * len(traces), [args.rescale_cost] * len(traces)
+            robust = {
+                t.name: series
+                for t, (_, series) in zip(
+                    traces,
+                    pool.map(floor_series, traces, [hours or 1e9] * len(traces), [args.rescale_cost] * len(traces)),
                 )
             }
+            floors = {name: worker_hours(series) for name, series in robust.items()}
             pairs = [(t, seed) for seed in seeds for t in traces]
             ready = {
                 (name, seed): summary["worker_hours"]
                 for name, seed, summary in pool.map(
                     ready_optimal,
                     [t for t, _ in pairs],
+                    [robust[t.name] for t, _ in pairs],
                     [hours] * len(pairs),
                     [args.failures_per_hour] * len(pairs),
                     [seed for _, seed in pairs],

@@ -96,27 +96,33 @@ def floor_series(trace: CorpusTrace, hours: float, rescale_cost: str | None = No
     return carry_floor, robust_floor
 
 
+def worker_hours(series: np.ndarray) -> float:
+    """The worker-hours of a scale-out per second."""
+    return float(series.sum()) / 3600
+
+
 def floor_worker_hours(trace: CorpusTrace, hours: float, rescale_cost: str | None = None) -> tuple[str, float, float]:
     """``(name, carry floor, failure-robust floor)`` in worker-hours for the first ``hours`` of the trace."""
     carry, robust = floor_series(trace, hours, rescale_cost)
-    return trace.name, float(carry.sum()) / 3600, float(robust.sum()) / 3600
+    return trace.name, worker_hours(carry), worker_hours(robust)
 
 
 def ready_optimal(
     trace: CorpusTrace,
+    robust: np.ndarray,
     hours: float | None,
     failures_per_hour: float,
     failure_seed: int | None,
     rescale_cost: str | None,
 ) -> tuple[str, int, dict[str, Any]]:
     """``(name, failure seed, summary)``: the failure-ready optimal of the first ``hours`` of the trace (the module
-    docstring), with the replays' failures and rescale cost; the summary holds its worker-hours, misses and
-    rescales, scored by replaying the schedule through the simulated job."""
+    docstring) held to ``robust``, its failure-robust floor (:func:`floor_series`, the same whatever the failure
+    seed), with the replays' failures and rescale cost; the summary holds its worker-hours, misses and rescales,
+    scored by replaying the schedule through the simulated job."""
     from benchmarks.bench_daedalus_ablation import _seeded, _settings
     from lab.optimal import OptimalSettings, optimal_schedule, replay_schedule
 
     settings = _settings({**rescale_cost_overrides(rescale_cost), **_seeded(failure_seed)})
-    _, robust = floor_series(trace, hours or 1e9, rescale_cost)
     options = OptimalSettings(
         loop_interval_s=int(settings.loop_interval_s),
         min_parallelism=settings.min_parallelism,
@@ -194,16 +200,18 @@ def main() -> None:
     started = time.perf_counter()
     traces = select(args.half)
     optimal = _optimal(args.optimal_from, traces, args.hours, args.jobs, args.rescale_cost, args.optimal_cache)
-    hours = [args.hours] * len(traces)
+    count = len(traces)
+    hours, costs = [args.hours] * count, [args.rescale_cost] * count
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        rows = list(pool.map(floor_worker_hours, traces, hours, [args.rescale_cost] * len(traces)))
-        count = len(traces)
+        series = list(pool.map(floor_series, traces, hours, costs))
+        robusts = [robust for _, robust in series]
         ready = {
             name: summary["worker_hours"]
             for name, _, summary in pool.map(
-                ready_optimal, traces, hours, [1.0] * count, [None] * count, [args.rescale_cost] * count
+                ready_optimal, traces, robusts, hours, [1.0] * count, [None] * count, costs
             )
         }
+    rows = [(t.name, worker_hours(carry), worker_hours(robust)) for t, (carry, robust) in zip(traces, series)]
     half_of = {t.name: t.half for t in traces}
     print(
         f"{'half':<9} {'trace':<22} {'optimal':>8} {'carry floor':>12} {'x opt':>6} {'robust floor':>13} {'x opt':>6}"

@@ -967,17 +967,18 @@ _HEURISTIC_MARGINS = (0.0, 0.05, 0.1, 0.2, 0.35)
 """Headroom over the next loops' peak input of the simple schedules whose best score bounds the DP."""
 
 
-def _loop_minima(minimum: np.ndarray | None, duration: int, interval: int) -> dict[int, int] | None:
-    """Per loop boundary, the fewest workers allowed through that loop (the highest of ``minimum`` in it)."""
+def _loop_minima(
+    minimum: np.ndarray | None, choices: np.ndarray, duration: int, interval: int
+) -> dict[int, int] | None:
+    """Per loop boundary, the smallest choice allowed through that loop: the first with at least the highest of
+    ``minimum`` in it (the largest choice if none has)."""
     if minimum is None:
         return None
-    return {b: int(np.max(minimum[b : b + interval])) for b in range(interval, duration, interval) if b < minimum.size}
-
-
-def _lowest_allowed(choices: np.ndarray, fewest: int) -> int:
-    """The smallest choice with at least ``fewest`` workers (the largest choice if none has)."""
-    above = choices[choices >= fewest]
-    return int(above[0]) if above.size else int(choices[-1])
+    fewest = {
+        b: int(np.max(minimum[b : b + interval])) for b in range(interval, duration, interval) if b < minimum.size
+    }
+    top = int(choices[-1])
+    return {b: next((int(n) for n in choices if n >= low), top) for b, low in fewest.items()}
 
 
 def _smallest_carrying(choices: np.ndarray, capacity: np.ndarray, rate: float) -> int:
@@ -1010,7 +1011,7 @@ def _simple_schedules(
     for b in boundaries:
         peak = float(horizon.workload[b : b + lookahead].max())
         picks = [_smallest_carrying(choices, capacity, peak * (1 + m)) for m in _HEURISTIC_MARGINS]
-        low = _lowest_allowed(choices, (floors or {}).get(b, 0))
+        low = (floors or {}).get(b, 0)
         actions[b] = np.array([max(pick, low) for pick in (*picks, int(choices[-1]))], dtype=np.int64)
     rows.advance(0, horizon.duration_s, actions)
     best, chosen_by = _final_choice(rows, settle_by_end)
@@ -1063,7 +1064,7 @@ def optimal_schedule(
     horizon = _Horizon(environment, duration, failure_seconds, workers=max(int(choices.max()), initial))
     target = settings.target_recovery_time_s
 
-    floors = _loop_minima(minimum, duration, interval)
+    floors = _loop_minima(minimum, choices, duration, interval)
     simple_choice, simple_score, simple_schedule = _simple_schedules(
         horizon, environment, choices, initial, interval, target, settings.settle_by_end, floors
     )
@@ -1075,7 +1076,7 @@ def optimal_schedule(
     stepped = 0
     for boundary in range(interval, duration, interval):
         end = min(boundary + interval, duration)
-        allowed = choices >= _lowest_allowed(choices, floors.get(boundary, 0)) if floors is not None else True
+        allowed = choices >= floors.get(boundary, 0) if floors is not None else True
         worth = ~_hopeless(rows, choices, boundary, interval, bound) & allowed
         if not worth.any():
             worth[:] = allowed  # nothing can beat the bound: go on with every choice allowed

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_robust_floor import floor_worker_hours, ready_optimal
+from benchmarks.bench_robust_floor import floor_series, floor_worker_hours, ready_optimal
 from lab.corpus import CorpusTrace
 from lab.settings import load_lab_settings
 from simulator import SimulatedFlinkJob, load_trace
@@ -52,9 +52,10 @@ def test_the_failure_ready_optimal_pays_for_its_rescales_and_never_runs_below_th
     path.write_text(f"time_s,rate\n0,{low}\n1800,{low}\n1801,{high}\n4500,{high}\n4501,{low}\n7200,{low}\n")
     trace = CorpusTrace("step", "step", "dev", path, "test", "test")
     _, _, robust = floor_worker_hours(trace, hours=2.0)
+    _, floor = floor_series(trace, 2.0)
     spent = {}
     for cost in ("restart", "in-place"):
-        name, seed, summary = ready_optimal(trace, 2.0, 1.0, None, cost)
+        name, seed, summary = ready_optimal(trace, floor, 2.0, 1.0, None, cost)
         assert name == "step" and seed == settings.simulator.failure_schedule_seed
         assert summary["worker_hours"] >= robust
         assert summary["slo_misses"] == 0
