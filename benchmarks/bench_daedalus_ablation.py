@@ -124,11 +124,12 @@ PATCHED: dict[str, dict[str, Any]] = {
         "READY_THROUGH_HOLD": "scale-in",
         "READY_WHERE": "always",
         "CLIMB_CARRIED": True,
+        "CLIMB_OVER": "hold",
         "HOLD_FROM": "scale-in",
     },
     "holds end when the undo lands": {"HOLD_LANDS": "downtime"},
     "before the climb and the scale-ins' hold": {"CLIMB_CARRIED": False, "HOLD_FROM": "planned"},
-    "a cheap scale-out carries the climb": {"CLIMB_CARRIED": True, "HOLD_FROM": "planned"},
+    "a cheap scale-out carries the climb": {"CLIMB_CARRIED": True, "CLIMB_OVER": "hold", "HOLD_FROM": "planned"},
     "scale-ins hold from the rescale's own recovery": {"CLIMB_CARRIED": False, "HOLD_FROM": "scale-in"},
     "holds from the rescale's own recovery": {"CLIMB_CARRIED": False, "HOLD_FROM": "rescale"},
     "holds from the rescale's own recovery and rises of 60-s means": {
@@ -156,6 +157,7 @@ PATCHED: dict[str, dict[str, Any]] = {
     "gap lifted and climb carried only where cheap": {"RISE_GAP_WHERE": "cheap", "CLIMB_CARRIED_WHERE": "cheap"},
     "gap lifted only where cheap": {"RISE_GAP_WHERE": "cheap"},
     "climb carried only where cheap": {"CLIMB_CARRIED_WHERE": "cheap"},
+    "a cheap climb carried over every hold": {"CLIMB_OVER": "hold"},
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an

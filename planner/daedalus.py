@@ -16,8 +16,8 @@ Paper 001, section 3.2. For each candidate scale-out ``i`` from min to max:
    asking it to carry the whole horizon's peak keeps a job with a daily cycle at its peak size. Where a
    rescale is cheap a scale-out is sized on its hold too (:data:`SCALE_OUT_SIZED_ON`): the next round
    adds workers again for a second's stop, and a scale-in's hold starts from its rescale's own recovery
-   (:data:`HOLD_FROM`). On a climb a scale-out carries the climb continued over its hold where that is more
-   (:data:`CLIMB_CARRIED`).
+   (:data:`HOLD_FROM`). On a climb a scale-out carries the climb continued until the agent can act on it again
+   where that is more (:data:`CLIMB_CARRIED`, :data:`CLIMB_OVER`).
 
 Before the search, a job rescaled within the recent-rescale window keeps its scale-out while it
 carries the average workload and the forecast until the next loop. Guards added for production: no
@@ -125,6 +125,17 @@ is, and the next rounds climb a staircase behind it (motorway_traffic: 2 -> 4 ->
 went from 14,000 to 80,000/s in two minutes, falling behind for 75 s). Carried, the dev half's misses went
 from 7 to 1 for 0.7 % more worker-hours; with :data:`HOLD_FROM` ``scale-in`` too, to none at the same
 worker-hours (docs/research/experiments.md, experiment 20)."""
+
+CLIMB_OVER = "next round"
+"""How far ahead a scale-out on a climb carries the climb continued where a rescale is cheap: ``next round``, a loop
+when the rescale's own recovery ends within it, else its whole hold; or ``hold``, always its hold. A round after a
+cheap rescale that has caught up reads where the climb went and adds workers for a second's stop; while the
+rescale still catches up the agent holds its decisions (the recovery guard), and the scale-out must carry the
+climb until it can act again. A climb continued over the whole hold (two loops and the recovery) sized a
+burst's scale-out for three times the climb it showed: on trump_tweets, mpls_police_stops and puerto_rico_deaths,
+bursts of a few minutes from a base of a few workers, Daedalus went to 13-16 workers where 9 carried the burst.
+Over a loop only, a climb that went on through a slow recovery was met in a staircase of scale-outs behind
+it (nile_flow, a miss on every failure seed) (docs/research/experiments.md, experiment 41)."""
 
 CLIMB_CARRIED_WHERE = "always"
 """Where :data:`CLIMB_CARRIED` applies: ``always``, or ``cheap`` (where a rescale is cheap only). A dear rescale
@@ -493,21 +504,24 @@ def _scale_out_qualifies(
 ) -> tuple[bool, str]:
     """A scale-out: where a rescale is cheap (:data:`SCALE_OUT_SIZED_ON`), it carries the upper bound's peak over
     its hold; else the forecast peak over the horizon, or, on a rising workload, the rise envelope until the agent
-    can act again if that is higher. On a climb, the climb continued over the hold where that is higher still
-    (:data:`CLIMB_CARRIED`)."""
+    can act again if that is higher. On a climb, the climb continued where that is higher still
+    (:data:`CLIMB_CARRIED`): where cheap until the agent can act on it (:data:`CLIMB_OVER`), else over the hold."""
     priced = _priced(plan_input, config)
     if SCALE_OUT_SIZED_ON == "hold" and priced:
         hold_s, hold_peak = _hold_peak(plan_input, config, known, n, recovery)
-        what = "the peak"
-        climbed = _climb_over(plan_input, config, known, hold_s)
+        what = f"the peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
+        climb_s = _climb_s(plan_input, config, n, recovery, hold_s)
+        climbed = _climb_over(plan_input, config, known, climb_s)
         if climbed > hold_peak:
-            hold_peak, what = climbed, "the climb continued to"
-        if capacity > hold_peak:
-            return True, (
-                f"carries {what} {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity {_fmt(capacity)}) "
-                f"and recovers in {recovery:.0f} s"
+            hold_peak = climbed
+            what = (
+                f"the climb continued to {_fmt(climbed)} of its {hold_s:.0f} s hold"
+                if climb_s == hold_s
+                else f"the climb continued {climb_s:.0f} s ahead to {_fmt(climbed)} (it recovers within the loop)"
             )
-        return False, f"capacity {_fmt(capacity)} < {what} {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
+        if capacity > hold_peak:
+            return True, f"carries {what} (capacity {_fmt(capacity)}) and recovers in {recovery:.0f} s"
+        return False, f"capacity {_fmt(capacity)} < {what}"
     if READY_THROUGH_HOLD == "every":
         hold_s, hold_peak = _hold_peak(plan_input, config, known, n, recovery)
         unready = _unready(plan_input, config, n, hold_peak, hold_s)
@@ -528,6 +542,15 @@ def _scale_out_qualifies(
     if capacity > peak:
         return True, f"carries {what} {_fmt(peak)} (capacity {_fmt(capacity)}) and recovers in {recovery:.0f} s"
     return False, f"capacity {_fmt(capacity)} < {what} {_fmt(peak)}"
+
+
+def _climb_s(plan_input: PlanInput, config: PlannerConfig, n: int, recovery: float, hold_s: float) -> float:
+    """How far ahead a cheap scale-out to ``n`` carries a climb (:data:`CLIMB_OVER`): a loop when the rescale's own
+    recovery (else the planned one) ends within it, else its hold ``hold_s``."""
+    own = plan_input.rescale_recoveries.get(n, recovery)
+    if CLIMB_OVER == "next round" and own <= config.loop_interval_s:
+        return config.loop_interval_s
+    return hold_s
 
 
 def _climb_over(plan_input: PlanInput, config: PlannerConfig, known: _Known, hold_s: float) -> float:

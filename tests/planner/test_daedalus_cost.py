@@ -151,12 +151,14 @@ def test_a_decisions_hold_starts_from_the_slower_recovery_or_where_cheap_from_th
 @pytest.mark.parametrize("where", ["always", "cheap"])
 def test_a_scale_out_on_a_climb_carries_the_climb_over_its_hold(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The workload climbed from 20,000/s to 35,000/s over the last loop (250/s a second); the forecast, fitted on
-    # the flat before, holds 35,000/s. Where a rescale is cheap the scale-out is sized on its 180-s hold, so on a
-    # climb it carries the climb continued over it (35,000 + 250 x 180 = 80,000/s: 9 workers), not 4 workers
-    # that the next round must add to again. A restart's hold is longer (60-s recovery, 120-s grace, a loop):
-    # 35,000 + 250 x 240 = 95,000/s, 10 workers; with CLIMB_CARRIED_WHERE "cheap" its forecast decides (4).
+    # the flat before, holds 35,000/s. Where a rescale is cheap and its own recovery (90 s) ends after the next
+    # round, the scale-out is sized on its 180-s hold, so on a climb it carries the climb continued over it
+    # (35,000 + 250 x 180 = 80,000/s: 9 workers), not 4 workers that the next round must add to again, which
+    # it could not while the rescale catches up. A restart's hold is longer (60-s recovery, 120-s grace, a
+    # loop): 35,000 + 250 x 240 = 95,000/s, 10 workers; with CLIMB_CARRIED_WHERE "cheap" its forecast decides (4).
     monkeypatch.setattr(daedalus, "CLIMB_CARRIED_WHERE", where)
-    climbing = dataclasses.replace(plan(current=3, workload=35_000, forecast=35_000), workload_previous=20_000.0)
+    slow = plan(current=3, workload=35_000, forecast=35_000, rescale_recovery=90.0)  # recovers after the next round
+    climbing = dataclasses.replace(slow, workload_previous=20_000.0)
     decision = POLICY.decide(climbing, CONFIG)
     assert decision.target_parallelism == 9 and decision.code is ReasonCode.SCALE_OUT
     assert any(r.startswith("9: carries the climb continued to 80,000/s of its 180 s hold") for r in decision.reasons)
@@ -174,6 +176,31 @@ def test_a_scale_out_on_a_climb_carries_the_climb_over_its_hold(where: str, monk
         assert dear.target_parallelism == 4
     steady_dear = dataclasses.replace(costly, workload_previous=34_000.0)
     assert POLICY.decide(steady_dear, CONFIG).target_parallelism == 4
+
+
+@pytest.mark.parametrize("climb_over", ["next round", "hold"])
+def test_a_cheap_scale_out_that_recovers_within_the_loop_carries_the_climb_to_the_next_round(
+    climb_over: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same climb (250/s a second from 35,000/s), but the rescale catches up within the 60-s loop (20 s): the
+    # next round reads where the climb went and can add workers again, so the scale-out carries the climb a loop
+    # ahead, 35,000 + 250 x 60 = 50,000/s (6 workers, 5 carry 50,000/s without room), not over its 180-s hold.
+    monkeypatch.setattr(daedalus, "CLIMB_OVER", climb_over)
+    quick = plan(current=3, workload=35_000, forecast=35_000, rescale_recovery=20.0)
+    decision = POLICY.decide(dataclasses.replace(quick, workload_previous=20_000.0), CONFIG)
+    assert decision.code is ReasonCode.SCALE_OUT
+    if climb_over == "next round":
+        assert decision.target_parallelism == 6
+        assert any(
+            r.startswith("6: carries the climb continued 60 s ahead to 50,000/s (it recovers within the loop)")
+            for r in decision.reasons
+        )
+        assert any(r.startswith("5: capacity 50,000/s < the climb continued 60 s ahead") for r in decision.reasons)
+    else:
+        assert decision.target_parallelism == 9
+    # Where the rescale's own recovery is unknown, the planned one (60 s, within the loop) decides.
+    unknown = dataclasses.replace(plan(current=3, workload=35_000, forecast=35_000), workload_previous=20_000.0)
+    assert POLICY.decide(unknown, CONFIG).target_parallelism == (6 if climb_over == "next round" else 9)
 
 
 @pytest.mark.parametrize("where", ["always", "cheap"])
