@@ -20,7 +20,8 @@ Paper 001, section 3.2. For each candidate scale-out ``i`` from min to max:
    where that is more (:data:`CLIMB_CARRIED`, :data:`CLIMB_OVER`).
 
 Before the search, a job rescaled within the recent-rescale window keeps its scale-out while it
-carries the average workload and the forecast until the next loop. Guards added for production: no
+carries the average workload and the forecast until the next loop (where a rescale is cheap, wanting the scale-in the
+search would take, :data:`RECENT_WANTS`). Guards added for production: no
 decision in the grace period after a rescale, nor while recovering unless the current scale-out can
 no longer finish the recovery in time (:func:`cannot_catch_up`), unknown data keeps the current
 scale-out, and scale-in waits until the lower scale-out has been wanted for the whole stabilization
@@ -137,6 +138,16 @@ carried to the next round the worst trace in place went from 1.406x to 1.307x th
 dev half and from 1.522x to 1.461x held-out, for 0.6-0.8 % fewer worker-hours. Carried a loop ahead always, a
 climb that went on through a slow recovery was met in a staircase of scale-outs behind it (nile_flow, a miss on
 every failure seed) (docs/research/experiments.md, experiment 41)."""
+
+RECENT_WANTS = "searched"
+"""What a round held by the recent-rescale window records as wanted where a rescale is cheap: ``searched``, the
+scale-in the candidate search would take (the job keeps its scale-out this round), so a scale-in wanted in that
+round and the next is taken at the next, the stabilization's two rounds; ``kept``, the current scale-out, so the
+stabilization starts only after the window. Where cheap the window and the stabilization each last about a loop,
+and after a burst's scale-out ``kept`` took three rounds to come down where the readings asked for it at the
+second; recorded, the dev half in place went from 1.307x to 1.298x the failure-robust floor on the worst trace
+(docs/research/experiments.md, experiment 42). A dear rescale keeps its window whole: its stabilization of minutes
+starts after it."""
 
 CLIMB_CARRIED_WHERE = "always"
 """Where :data:`CLIMB_CARRIED` applies: ``always``, or ``cheap`` (where a rescale is cheap only). A dear rescale
@@ -375,6 +386,19 @@ def _recent_rescale_hold(plan_input: PlanInput, config: PlannerConfig, known: _K
             acted=True,
         )
     return None
+
+
+def _wanted_while_held(plan_input: PlanInput, config: PlannerConfig, known: _Known, hold: Decision) -> Decision:
+    """The recent-rescale hold's decision, wanting the scale-in the candidate search would take where a rescale is
+    cheap (:data:`RECENT_WANTS`): the job keeps its scale-out this round, and the stabilization counts the wish."""
+    if RECENT_WANTS != "searched" or not _priced(plan_input, config):
+        return hold
+    reasons: list[str] = []
+    wanted = _search(plan_input, config, known, reasons)
+    current = plan_input.current_parallelism
+    if wanted is None or wanted >= current:
+        return hold
+    return Decision.whole_job(current, wanted, (*hold.reasons, f"wanted {reasons[-1]}"), hold.code)
 
 
 def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons: list[str]) -> int | None:
@@ -696,7 +720,7 @@ class DaedalusPolicy:
             return known
         hold = _recent_rescale_hold(plan_input, config, known)
         if hold is not None:
-            return hold
+            return _wanted_while_held(plan_input, config, known, hold)
         reasons: list[str] = []
         desired = _search(plan_input, config, known, reasons)
         if desired is None:

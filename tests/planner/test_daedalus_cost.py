@@ -263,3 +263,27 @@ def test_a_round_without_any_recovery_prediction_keeps_the_scale_out_rather_than
     as one, never the fallback's "no scale-out recovers in time" that takes the largest scale-out."""
     decision = POLICY.decide(dataclasses.replace(plan(), recovery_times={}), CONFIG)
     assert decision.code is ReasonCode.UNKNOWN_DATA and decision.target_parallelism == 8
+
+
+@pytest.mark.parametrize("wants", ["searched", "kept"])
+def test_a_cheap_round_held_after_a_rescale_wants_the_scale_in_the_stabilization_then_takes(
+    wants: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rescaled to 8 workers 40 s ago (cheap: the grace of 31.4 s is over, the recent-rescale window of a loop is
+    # not), the load fell to 25,000/s: the round keeps 8. With RECENT_WANTS "searched" it wants the 3 the search
+    # finds, and the next round, wanting 3 again, takes it; "kept" wants 8, and the next round stabilizes at 8.
+    monkeypatch.setattr(daedalus, "RECENT_WANTS", wants)
+    held = POLICY.decide(plan(last_rescale_at=NOW - 40), CONFIG)
+    assert held.target_parallelism == 8 and held.code is ReasonCode.KEEP
+    assert held.reasons[0].startswith("rescaled recently and 8 still carries")
+    assert held.desired_parallelism == (3 if wants == "searched" else 8)
+    if wants == "searched":
+        assert held.reasons[-1].startswith("wanted 3: carries the forecast peak 25,000/s")
+    history = ((NOW - 60, 8), (NOW, held.desired_parallelism))  # the rescale's round, then the held one
+    later = dataclasses.replace(plan(last_rescale_at=NOW - 40, history=history), now=NOW + 60)
+    taken = POLICY.decide(later, CONFIG)
+    assert taken.desired_parallelism == 3
+    assert taken.target_parallelism == (3 if wants == "searched" else 8)
+    # A restart's round held after its rescale wants nothing: its stabilization of minutes starts after the window.
+    dear = POLICY.decide(plan(last_rescale_at=NOW - 200, downtime=22.0), CONFIG)
+    assert dear.code is ReasonCode.KEEP and dear.desired_parallelism == 8
