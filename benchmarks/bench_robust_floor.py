@@ -101,12 +101,6 @@ def worker_hours(series: np.ndarray) -> float:
     return float(series.sum()) / 3600
 
 
-def floor_worker_hours(trace: CorpusTrace, hours: float, rescale_cost: str | None = None) -> tuple[str, float, float]:
-    """``(name, carry floor, failure-robust floor)`` in worker-hours for the first ``hours`` of the trace."""
-    carry, robust = floor_series(trace, hours, rescale_cost)
-    return trace.name, worker_hours(carry), worker_hours(robust)
-
-
 def ready_optimal(
     trace: CorpusTrace,
     robust: np.ndarray,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_robust_floor import floor_series, floor_worker_hours, ready_optimal
+from benchmarks.bench_robust_floor import floor_series, ready_optimal, worker_hours
 from lab.corpus import CorpusTrace
 from lab.settings import load_lab_settings
 from simulator import SimulatedFlinkJob, load_trace
@@ -28,8 +28,8 @@ def test_the_floor_carries_the_workload_and_keeps_room_for_a_failure(tmp_path: P
     env = SimulatedFlinkJob(load_trace(probe.path), settings.simulator).environment
     rate = fraction * env.true_capacity(6)
     trace = _trace(tmp_path, rate)
-    name, carry, robust = floor_worker_hours(trace, hours=1.0)
-    assert name == "flat"
+    carry_floor, robust_floor = floor_series(trace, hours=1.0)
+    carry, robust = worker_hours(carry_floor), worker_hours(robust_floor)
     # The arrivals vary around the rate (2 % noise), so a scale-out just above the rate is not always enough.
     fewest = min(n for n in range(1, 17) if env.true_capacity(n) >= rate * 1.1)
     assert carry <= fewest
@@ -51,8 +51,8 @@ def test_the_failure_ready_optimal_pays_for_its_rescales_and_never_runs_below_th
     path = tmp_path / "step.csv"
     path.write_text(f"time_s,rate\n0,{low}\n1800,{low}\n1801,{high}\n4500,{high}\n4501,{low}\n7200,{low}\n")
     trace = CorpusTrace("step", "step", "dev", path, "test", "test")
-    _, _, robust = floor_worker_hours(trace, hours=2.0)
     _, floor = floor_series(trace, 2.0)
+    robust = worker_hours(floor)
     spent = {}
     for cost in ("restart", "in-place"):
         name, seed, summary = ready_optimal(trace, floor, 2.0, 1.0, None, cost)
