@@ -88,6 +88,7 @@ VARIANTS: dict[str, tuple[frozenset[str], dict[str, Any]]] = {
     "loop 30 s": (frozenset(), {"loop_interval_s": 30.0}),
     "loop 60 s": (frozenset(), {"loop_interval_s": 60.0}),
     "loop 20 s": (frozenset(), {"loop_interval_s": 20.0}),
+    "loop 15 s": (frozenset(), {"loop_interval_s": 15.0}),
 }
 """Variant name -> (estimates replaced by the truth, settings overrides)."""
 
