@@ -287,3 +287,36 @@ def test_a_cheap_round_held_after_a_rescale_wants_the_scale_in_the_stabilization
     # A restart's round held after its rescale wants nothing: its stabilization of minutes starts after the window.
     dear = POLICY.decide(plan(last_rescale_at=NOW - 200, downtime=22.0), CONFIG)
     assert dear.code is ReasonCode.KEEP and dear.desired_parallelism == 8
+
+
+@pytest.mark.parametrize("over", ["own", "planned"])
+def test_a_cheap_scale_in_carries_the_bound_while_its_own_rescale_recovers_not_a_failures(
+    over: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # From 8 workers at 25,000/s the forecast rises to 45,000/s after 160 s. A failure at 3 workers (30,000/s) would
+    # recover in 200 s, the rescale to them in 20 s; the hold of that scale-in (140 s) ends before the rise. Carried
+    # while its own rescale recovers, 3 qualifies; while a failure would recover, 3 and 4 fall short of the rise
+    # and 5 is wanted. A restart's scale-in always carries it through the slower recovery.
+    monkeypatch.setattr(daedalus, "RECOVERING_OVER", over)
+    forecast = [25_000.0] * 160 + [45_000.0] * 740
+    history = ((NOW - 120, 3), (NOW - 60, 3))
+    cheap = POLICY.decide(plan(forecast=forecast, history=history, recovery=200.0, rescale_recovery=20.0), CONFIG)
+    if over == "own":
+        assert cheap.target_parallelism == 3 and cheap.code is ReasonCode.SCALE_IN
+    else:
+        assert cheap.desired_parallelism == 5
+        assert "3: capacity 30,000/s < forecast 45,000/s while recovering" in cheap.reasons
+    costly = plan(forecast=forecast, history=history, recovery=200.0, rescale_recovery=20.0, downtime=22.0)
+    assert POLICY.decide(costly, CONFIG).desired_parallelism == 5
+
+
+def test_where_cheap_the_current_scale_out_carries_the_bound_until_the_next_round() -> None:
+    # 3 workers (30,000/s) run at 25,000/s; the upper bound passes their capacity after 100 s, within a failure's
+    # 200-s recovery but not within the loop. Where a rescale is cheap they are kept, and a failure's own check is
+    # its recovery within the target; a restart's job scales out so a failure there would be carried.
+    forecast = [25_000.0] * 100 + [35_000.0] * 800
+    cheap = POLICY.decide(plan(current=3, forecast=forecast, recovery=200.0, rescale_recovery=20.0), CONFIG)
+    assert cheap.target_parallelism == 3 and cheap.code is ReasonCode.KEEP
+    costly = POLICY.decide(plan(current=3, forecast=forecast, recovery=200.0, downtime=22.0), CONFIG)
+    assert costly.target_parallelism > 3
+    assert any(r.startswith("3: capacity 30,000/s < forecast 35,000/s while recovering") for r in costly.reasons)
