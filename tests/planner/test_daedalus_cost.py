@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from planner import DaedalusPolicy, PlanInput, PlannerConfig, daedalus
 from planner.daedalus import Holds, break_even_s, cheap_rescale, holds, rescale_cost_ws, stabilization_s
 from planner.history import Recommendations
-from planner.types import ReasonCode
+from planner.types import Decision, ReasonCode
 
 POLICY = DaedalusPolicy()
 CONFIG = PlannerConfig(min_parallelism=1, max_parallelism=10, target_recovery_time_s=300)
@@ -45,6 +46,16 @@ def plan(
         rescale_downtimes={} if downtime is None else {n: downtime for n in range(1, 11)},
         replay_records=replay,
     )
+
+
+def scale_in_before_a_rise(rise_at: int, **changes: float | None) -> Decision:
+    """The decision at 8 workers and 25,000/s with 3 wanted over the last two rounds, the forecast rising to 45,000/s
+    after ``rise_at`` seconds, a failure at any scale-out recovering in 200 s and a rescale to it in 20 s;
+    ``changes`` are passed to :func:`plan`."""
+    forecast = [25_000.0] * rise_at + [45_000.0] * (900 - rise_at)
+    history = ((NOW - 120, 3), (NOW - 60, 3))
+    settings: dict[str, Any] = {"recovery": 200.0, "rescale_recovery": 20.0, **changes}
+    return POLICY.decide(plan(forecast=forecast, history=history, **settings), CONFIG)
 
 
 def test_a_rescale_costs_its_downtime_on_the_larger_scale_out_and_the_replay_at_the_new_one() -> None:
@@ -131,9 +142,7 @@ def test_a_decisions_hold_starts_from_the_slower_recovery_or_where_cheap_from_th
     # rescale's own (140 s, where a rescale is cheap and the switch says so) does not; a restart's hold always
     # starts from the slower recovery. docs/research/experiments.md, experiment 20, chose between them.
     monkeypatch.setattr(daedalus, "HOLD_FROM", hold_from)
-    forecast = [25_000.0] * 200 + [45_000.0] * 700
-    history = ((NOW - 120, 3), (NOW - 60, 3))
-    cheap = POLICY.decide(plan(forecast=forecast, history=history, recovery=200.0, rescale_recovery=20.0), CONFIG)
+    cheap = scale_in_before_a_rise(200)
     if hold_from == "planned":
         assert cheap.desired_parallelism == 5
         assert any(
@@ -142,10 +151,9 @@ def test_a_decisions_hold_starts_from_the_slower_recovery_or_where_cheap_from_th
     else:
         assert cheap.target_parallelism == 3 and cheap.code is ReasonCode.SCALE_IN
         assert any(r.startswith("3: carries the forecast peak 25,000/s of its 140 s hold") for r in cheap.reasons)
-    unknown = POLICY.decide(plan(forecast=forecast, history=history, recovery=200.0), CONFIG)
+    unknown = scale_in_before_a_rise(200, rescale_recovery=None)
     assert unknown.desired_parallelism == 5, "without the rescale's own recovery, the slower one"
-    costly = plan(forecast=forecast, history=history, recovery=200.0, rescale_recovery=20.0, downtime=22.0)
-    assert POLICY.decide(costly, CONFIG).desired_parallelism == 5
+    assert scale_in_before_a_rise(200, downtime=22.0).desired_parallelism == 5
 
 
 @pytest.mark.parametrize("where", ["always", "cheap"])
@@ -298,16 +306,13 @@ def test_a_cheap_scale_in_carries_the_bound_while_its_own_rescale_recovers_not_a
     # while its own rescale recovers, 3 qualifies; while a failure would recover, 3 and 4 fall short of the rise
     # and 5 is wanted. A restart's scale-in always carries it through the slower recovery.
     monkeypatch.setattr(daedalus, "RECOVERING_OVER", over)
-    forecast = [25_000.0] * 160 + [45_000.0] * 740
-    history = ((NOW - 120, 3), (NOW - 60, 3))
-    cheap = POLICY.decide(plan(forecast=forecast, history=history, recovery=200.0, rescale_recovery=20.0), CONFIG)
+    cheap = scale_in_before_a_rise(160)
     if over == "own":
         assert cheap.target_parallelism == 3 and cheap.code is ReasonCode.SCALE_IN
     else:
         assert cheap.desired_parallelism == 5
         assert "3: capacity 30,000/s < forecast 45,000/s while recovering" in cheap.reasons
-    costly = plan(forecast=forecast, history=history, recovery=200.0, rescale_recovery=20.0, downtime=22.0)
-    assert POLICY.decide(costly, CONFIG).desired_parallelism == 5
+    assert scale_in_before_a_rise(160, downtime=22.0).desired_parallelism == 5
 
 
 def test_where_cheap_the_current_scale_out_carries_the_bound_until_the_next_round() -> None:
