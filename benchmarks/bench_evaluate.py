@@ -4,11 +4,13 @@ Runs ``perdix evaluate`` the way the README's tables were made: the corpus half 
 both shipped traces, every policy at its default, 1 injected failure per hour unless told otherwise,
 and prints the wall time (the goal: the whole corpus under all policies in under 10 minutes on 2
 cores), each policy's × optimal (median, worst) and misses per half, and Daedalus's goal checks.
-Writes summary.json, report.md and the plots to --out.
+Writes summary.json, report.md and the plots to --out. ``--rescale-cost in-place`` (or ``in-place-aligned``)
+replays every policy, and the optimal schedule, on the simulated job whose rescales cost what Flink's in-place
+rescaling costs (``lab.settings.RESCALE_COSTS``), so each peer's front is swept in that regime too.
 
 Run: .venv/bin/python -m benchmarks.bench_evaluate [--corpus all|dev|held-out|none] [--shipped]
      [--hours H] [--failures-per-hour 1] [--sweep [--sweep-policies flink-autoscaler,hpa,...]] [--jobs 2]
-     [--out out/bench_evaluate]
+     [--rescale-cost restart|in-place|in-place-aligned] [--out out/bench_evaluate]
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from agent.logging import configure_logging
 from benchmarks.common import SHIPPED_TRACES, TRACES
 from lab.evaluate import DEFAULT_POLICIES, SWEEPS, corpus_refs, parse_policies, plan_runs, run_all, trace_refs
 from lab.report import goal_checks, write_outputs
-from lab.settings import load_lab_settings
+from lab.settings import RESCALE_COST_DEFAULT, RESCALE_COSTS, load_lab_settings, rescale_cost_overrides
 
 
 def main() -> None:
@@ -39,10 +41,24 @@ def main() -> None:
         help="With --sweep: sweep only these (comma-separated); e.g. the peers alone, for the front verdicts.",
     )
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--rescale-cost",
+        default=RESCALE_COST_DEFAULT,
+        choices=list(RESCALE_COSTS),
+        help="What a rescale of the simulated job costs, for every policy and the optimal schedule "
+        f"(default {RESCALE_COST_DEFAULT}).",
+    )
     parser.add_argument("--out", type=Path, default=Path("out/bench_evaluate"))
     args = parser.parse_args()
     configure_logging("console", "error")
-    settings = load_lab_settings(None, {"telemetry.log_level": "error", "telemetry.log_format": "console"})
+    settings = load_lab_settings(
+        None,
+        {
+            "telemetry.log_level": "error",
+            "telemetry.log_format": "console",
+            **rescale_cost_overrides(args.rescale_cost),
+        },
+    )
     policies = parse_policies(args.policies)
     refs = corpus_refs(args.corpus) if args.corpus != "none" else []
     if args.shipped:
@@ -59,7 +75,10 @@ def main() -> None:
     start = time.perf_counter()
     results = run_all(runs, settings, hours=hours, failures_per_hour=args.failures_per_hour, jobs=args.jobs)
     wall = time.perf_counter() - start
-    print(f"{len(runs)} runs on {len(refs)} traces in {wall:.0f} s wall ({args.jobs} processes)")
+    print(
+        f"{len(runs)} runs on {len(refs)} traces in {wall:.0f} s wall ({args.jobs} processes; "
+        f"rescale cost {args.rescale_cost})"
+    )
     cpu: dict[str, float] = {}
     for result in results:
         cpu[result.run.policy] = cpu.get(result.run.policy, 0.0) + float(result.summary.get("cpu_s", 0.0))

@@ -321,8 +321,10 @@ def _fmt(rate: float) -> str:
     return f"{rate:,.0f}/s"
 
 
-def _forecast_max(forecast: np.ndarray, seconds: float) -> float:
-    """Peak of the forecast over its first ``seconds`` (at least one step)."""
+def forecast_max(forecast: np.ndarray, seconds: float) -> float:
+    """Peak of the forecast over its first ``seconds`` (at least one step; all of it for an unbounded time)."""
+    if not math.isfinite(seconds):
+        return float(np.max(forecast))
     steps = max(1, min(len(forecast), int(math.ceil(seconds))))
     return float(np.max(forecast[:steps]))
 
@@ -358,7 +360,7 @@ def cannot_catch_up(plan_input: PlanInput, config: PlannerConfig) -> bool:
     if capacity is None or workload is None:
         return False
     upper = plan_input.forecast_upper if plan_input.forecast_upper is not None else plan_input.forecast
-    arriving = max(workload, _forecast_max(upper, config.loop_interval_s) if upper is not None and len(upper) else 0.0)
+    arriving = max(workload, forecast_max(upper, config.loop_interval_s) if upper is not None and len(upper) else 0.0)
     spare = capacity - arriving
     backlog = plan_input.consumer_lag or 0.0
     return spare <= 0 or backlog / spare > config.target_recovery_time_s
@@ -391,7 +393,7 @@ def _recent_rescale_hold(plan_input: PlanInput, config: PlannerConfig, known: _K
         or plan_input.now - plan_input.last_rescale_at >= config.recent_rescale_window_s
     ):
         return None
-    next_loop_peak = _forecast_max(known.upper, config.loop_interval_s)
+    next_loop_peak = forecast_max(known.upper, config.loop_interval_s)
     if known.capacity_now > known.workload and known.capacity_now > next_loop_peak:
         return keep(
             plan_input.current_parallelism,
@@ -470,7 +472,7 @@ def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: i
         shown = "never" if math.isinf(recovery) else f"{recovery:.0f} s"
         return False, f"recovery {shown} > target {config.target_recovery_time_s:.0f} s"
     recovering_s = _recovering_s(plan_input, config, n, recovery)
-    during_recovery = _forecast_max(known.upper, recovering_s)
+    during_recovery = forecast_max(known.upper, recovering_s)
     if capacity < during_recovery:
         return False, (
             f"capacity {_fmt(capacity)} < forecast {_fmt(during_recovery)} while recovering"
@@ -479,7 +481,7 @@ def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: i
     if n == plan_input.current_parallelism:
         if READY_THROUGH_HOLD == "every":
             keep_s = 2 * config.loop_interval_s
-            unready = _unready(plan_input, config, n, _forecast_max(known.upper, keep_s), keep_s)
+            unready = _unready(plan_input, config, n, forecast_max(known.upper, keep_s), keep_s)
             if unready:
                 return False, unready
         return True, f"current scale-out qualifies (recovery {recovery:.0f} s)"
@@ -505,7 +507,7 @@ def _hold_peak(
     """``(hold, peak)``: the hold of a rescale to ``n`` this round (:func:`_hold_s`) and the upper bound's peak
     over it."""
     hold_s = _hold_s(plan_input, config, _hold_recovery(plan_input, config, n, recovery))
-    return hold_s, _forecast_max(known.upper, hold_s)
+    return hold_s, forecast_max(known.upper, hold_s)
 
 
 def _hold_recovery(plan_input: PlanInput, config: PlannerConfig, n: int, recovery: float) -> float:
@@ -587,7 +589,7 @@ def _scale_out_qualifies(
     if rising:
         # A rise under way: the scale-out must carry what the rise envelope says until the agent can act
         # again, or the next rounds climb a staircase of rescales behind the workload.
-        rise = _forecast_max(known.upper, ahead_s)
+        rise = forecast_max(known.upper, ahead_s)
         if rise > peak:
             peak, what = rise, f"the rise {ahead_s:.0f} s ahead ({rising})"
     if not priced and CLIMB_CARRIED_WHERE == "always":  # where cheap, the hold's branch above carried it

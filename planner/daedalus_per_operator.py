@@ -40,7 +40,7 @@ import numpy as np
 
 from models.recovery import recovery_time
 from planner import guards
-from planner.daedalus import stabilize
+from planner.daedalus import forecast_max, stabilize
 from planner.ds2_per_operator import Ds2Plan, ds2_plan
 from planner.graph import VertexInput
 from planner.per_operator import (
@@ -224,7 +224,7 @@ class DaedalusPerOperator:
         last = plan_input.last_rescale_at
         if last is None or plan_input.now - last >= planner.recent_rescale_window_s:
             return None
-        next_loop_peak = _forecast_max(forecast, planner.loop_interval_s)
+        next_loop_peak = forecast_max(forecast, planner.loop_interval_s)
         if capacity_now > workload and capacity_now > next_loop_peak:
             return keep_all(
                 plan_input,
@@ -293,7 +293,7 @@ class DaedalusPerOperator:
                 shown = "never" if math.isinf(c.recovery_s) else f"{c.recovery_s:.0f} s"
                 reasons.append(f"{label}: recovery {shown} > target {planner.target_recovery_time_s:.0f} s")
                 continue
-            during = _forecast_max(forecast, c.recovery_s)
+            during = forecast_max(forecast, c.recovery_s)
             if c.capacity < during:
                 reasons.append(f"{label}: capacity {_fmt(c.capacity)} < forecast {_fmt(during)} while recovering")
                 continue
@@ -346,11 +346,3 @@ class DaedalusPerOperator:
         # Held part-way: the cheapest plan of the ladder at least as large as what the window allows.
         partial = [c for c in candidates if not c.current and allowed <= c.cost < current.cost]
         return min(partial, key=lambda c: c.cost) if partial else current
-
-
-def _forecast_max(forecast: np.ndarray, seconds: float) -> float:
-    """Peak of the forecast over its first ``seconds`` (at least one step)."""
-    if not math.isfinite(seconds):
-        return float(np.max(forecast))
-    steps = max(1, min(len(forecast), int(math.ceil(seconds))))
-    return float(np.max(forecast[:steps]))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from planner import DaedalusPolicy, PlanInput, PlannerConfig, StaticPolicy, daedalus
 from planner.history import Recommendations
-from planner.daedalus import cannot_catch_up
+from planner.daedalus import cannot_catch_up, forecast_max
 from planner.types import ReasonCode
 
 POLICY = DaedalusPolicy()
@@ -398,3 +398,12 @@ def test_a_scale_in_stays_ready_for_a_failure_through_its_hold() -> None:
     held = POLICY.decide(PlanInput(**{**inp.__dict__, "failure_ready": ready}), CONFIG)
     assert held.target_parallelism == 5
     assert any("4: a failure at the peak" in r and "in time up to 34,000/s" in r for r in held.reasons)
+
+
+def test_the_forecast_peak_over_a_time_reads_whole_seconds_at_least_one_and_all_of_it_for_an_unbounded_time() -> None:
+    forecast = np.array([1.0, 5.0, 2.0, 9.0])
+    assert forecast_max(forecast, 0.0) == 1.0
+    assert forecast_max(forecast, 1.5) == 5.0
+    assert forecast_max(forecast, 3.0) == 5.0
+    assert forecast_max(forecast, 100.0) == 9.0
+    assert forecast_max(forecast, math.inf) == 9.0
