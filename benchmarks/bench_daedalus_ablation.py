@@ -160,6 +160,7 @@ PATCHED: dict[str, dict[str, Any]] = {
     "climb carried only where cheap": {"CLIMB_CARRIED_WHERE": "cheap"},
     "a cheap climb carried over every hold": {"CLIMB_OVER": "hold"},
     "recent-rescale rounds want nothing": {"RECENT_WANTS": "kept"},
+    "dear: recent-rescale rounds want nothing": {"RECENT_WANTS_WHERE": "cheap"},
     "cheap: carried while a failure recovers": {"RECOVERING_OVER": "planned"},
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's

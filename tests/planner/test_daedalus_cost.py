@@ -292,9 +292,24 @@ def test_a_cheap_round_held_after_a_rescale_wants_the_scale_in_the_stabilization
     taken = POLICY.decide(later, CONFIG)
     assert taken.desired_parallelism == 3
     assert taken.target_parallelism == (3 if wants == "searched" else 8)
-    # A restart's round held after its rescale wants nothing: its stabilization of minutes starts after the window.
+
+
+@pytest.mark.parametrize("where", ["always", "cheap"])
+def test_a_dear_round_held_after_a_rescale_wants_the_scale_in_where_recent_wants_applies_always(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rescaled to 8 workers 200 s ago by a restart (a 22-s downtime): the recent-rescale window of 300 s holds the
+    # round. With RECENT_WANTS_WHERE "always" it wants the scale-in the search finds, so the stabilization of
+    # minutes runs beside the window; "cheap" wants 8, and the stabilization starts after the window.
+    monkeypatch.setattr(daedalus, "RECENT_WANTS_WHERE", where)
     dear = POLICY.decide(plan(last_rescale_at=NOW - 200, downtime=22.0), CONFIG)
-    assert dear.code is ReasonCode.KEEP and dear.desired_parallelism == 8
+    assert dear.code is ReasonCode.KEEP and dear.target_parallelism == 8
+    assert dear.reasons[0].startswith("rescaled recently and 8 still carries")
+    if where == "always":
+        assert dear.desired_parallelism == 3
+        assert dear.reasons[-1].startswith("wanted 3: carries the forecast peak 25,000/s of its 240 s hold")
+    else:
+        assert dear.desired_parallelism == 8
 
 
 @pytest.mark.parametrize("over", ["own", "planned"])
