@@ -141,13 +141,13 @@ climb that went on through a slow recovery was met in a staircase of scale-outs 
 every failure seed) (docs/research/experiments.md, experiment 41)."""
 
 RECENT_WANTS = "searched"
-"""What a round held by the recent-rescale window records as wanted where a rescale is cheap: ``searched``, the
-scale-in the candidate search would take (the job keeps its scale-out this round), so a scale-in wanted in that
-round and the next is taken at the next, the stabilization's two rounds; ``kept``, the current scale-out, so the
-stabilization starts only after the window. Where cheap the window and the stabilization each last about a loop,
-and after a burst's scale-out ``kept`` took three rounds to come down where the readings asked for it at the
-second; recorded, the dev half in place went from 1.307x to 1.298x the failure-robust floor on the worst trace
-(docs/research/experiments.md, experiment 42). Where a rescale is dear too (:data:`RECENT_WANTS_WHERE`)."""
+"""What a round held by the recent-rescale window records as wanted (where :data:`RECENT_WANTS_WHERE` says):
+``searched``, the scale-in the candidate search would take (the job keeps its scale-out this round), so a scale-in
+wanted in that round and the next is taken at the next, the stabilization's two rounds; ``kept``, the current
+scale-out, so the stabilization starts only after the window. Where cheap the window and the stabilization each
+last about a loop, and after a burst's scale-out ``kept`` took three rounds to come down where the readings asked
+for it at the second; recorded, the dev half in place went from 1.307x to 1.298x the failure-robust floor on the
+worst trace (docs/research/experiments.md, experiment 42)."""
 
 RECENT_WANTS_WHERE = "always"
 """Where :data:`RECENT_WANTS` applies: ``always``, or ``cheap`` (where a rescale is cheap only). A dear rescale's
