@@ -23,7 +23,7 @@ from agent.logging import configure_logging
 from benchmarks.common import SHIPPED_TRACES, TRACES
 from lab.evaluate import DEFAULT_POLICIES, SWEEPS, corpus_refs, parse_policies, plan_runs, run_all, trace_refs
 from lab.report import goal_checks, write_outputs
-from lab.settings import RESCALE_COST_DEFAULT, RESCALE_COSTS, load_lab_settings, rescale_cost_overrides
+from lab.settings import RESCALE_COST_DEFAULT, RESCALE_COSTS, load_lab_settings, rescale_cost_of, rescale_cost_overrides
 
 
 def main() -> None:
@@ -95,6 +95,7 @@ def main() -> None:
         failures_per_hour=args.failures_per_hour,
         seed=settings.simulator.seed,
         target_recovery_time_s=settings.target_recovery_time_s,
+        rescale_cost=rescale_cost_of(settings),
     )
     import json
 

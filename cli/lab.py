@@ -35,7 +35,14 @@ from cli.app import (
 )
 from cli.extras import require_extra
 from lab.evaluate import DEFAULT_POLICIES
-from lab.settings import LAB_POLICIES, RESCALE_COST_DEFAULT, RESCALE_COSTS, LabSettings, rescale_cost_overrides
+from lab.settings import (
+    LAB_POLICIES,
+    RESCALE_COST_DEFAULT,
+    RESCALE_COSTS,
+    LabSettings,
+    rescale_cost_of,
+    rescale_cost_overrides,
+)
 from planner import registry
 from simulator import Trace, TraceError, load_trace
 
@@ -287,6 +294,7 @@ def evaluate(
         dag_testbed=dag_testbed,
         dag_replay=dag_replay,
         plots=plots,
+        rescale_cost=rescale_cost_of(settings),
     )
     print(paths["report"].read_text())
     console.print(

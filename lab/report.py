@@ -238,8 +238,24 @@ def _policy_table(title: str, per: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _rescale_cost_line(cost: dict[str, Any]) -> str:
+    """One sentence: what a rescale cost the simulated job in these replays."""
+    replay = "no replay (aligned with a checkpoint)" if cost["aligned"] else "the replay since the last checkpoint"
+    return (
+        f"A rescale cost the simulated job {cost['downtime_base_s']:g} s + {cost['downtime_per_worker_s']:g} s per "
+        f"worker of downtime and {replay} (rescale cost `{cost['profile']}`; the agent's downtime prior "
+        f"{cost['downtime_prior_s']:g} s)."
+    )
+
+
 def render_report(
-    summary: dict[str, Any], *, hours: float | None, failures_per_hour: float, seed: int, target_recovery_time_s: float
+    summary: dict[str, Any],
+    *,
+    hours: float | None,
+    failures_per_hour: float,
+    seed: int,
+    target_recovery_time_s: float,
+    rescale_cost: dict[str, Any] | None = None,
 ) -> str:
     """``report.md``: each policy over the traces, each half and family, each trace, the fronts and the goals."""
     by_trace = summary["traces"]
@@ -254,6 +270,8 @@ def render_report(
         "misses, then worker-hours (`lab/optimal.py`).",
         "",
     ]
+    if rescale_cost is not None:
+        lines += [_rescale_cost_line(rescale_cost), ""]
     lines += _policy_table("Each policy over all traces", summary["policies"])
     halves = sorted({e["half"] for e in by_trace.values() if e.get("half")})
     families = sorted({e["family"] for e in by_trace.values() if e.get("family")})
@@ -370,8 +388,11 @@ def write_outputs(
     dag_testbed: dict[str, Any] | None = None,
     dag_replay: dict[str, Any] | None = None,
     plots: bool = True,
+    rescale_cost: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
-    """summary.json, report.md, one PNG per trace (and a front plot per trace of a sweep); returns their paths."""
+    """summary.json, report.md, one PNG per trace (and a front plot per trace of a sweep); returns their paths.
+    ``rescale_cost`` (:func:`lab.settings.rescale_cost_of`) is what a rescale of the simulated job cost in these
+    replays, recorded with the settings."""
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = build_summary(results, policies)
     summary["settings"] = {
@@ -380,6 +401,8 @@ def write_outputs(
         "seed": seed,
         "target_recovery_time_s": target_recovery_time_s,
     }
+    if rescale_cost is not None:
+        summary["settings"]["rescale_cost"] = rescale_cost
     if dag_testbed:
         summary["dag_testbed"] = dag_testbed
     if dag_replay:
@@ -393,6 +416,7 @@ def write_outputs(
             failures_per_hour=failures_per_hour,
             seed=seed,
             target_recovery_time_s=target_recovery_time_s,
+            rescale_cost=rescale_cost,
         )
     )
     if plots:

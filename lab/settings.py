@@ -64,6 +64,33 @@ def rescale_cost_overrides(name: str | None) -> dict[str, float | bool]:
     return dict(RESCALE_COSTS[name])
 
 
+def rescale_cost_of(settings: LabSettings) -> dict[str, Any]:
+    """What a rescale of the simulated job costs under these settings, as a report records it: the profile of
+    :data:`RESCALE_COSTS` the settings match (``custom`` when none does), the downtime's base and per-worker
+    seconds, whether each rescale is aligned with a checkpoint, and the agent's downtime prior."""
+    values: dict[str, float | bool] = {
+        "simulator.rescale_downtime_base_s": settings.simulator.rescale_downtime_base_s,
+        "simulator.rescale_downtime_per_worker_s": settings.simulator.rescale_downtime_per_worker_s,
+        "simulator.rescale_aligned": settings.simulator.rescale_aligned,
+        "downtime_rescale_prior_s": settings.downtime_rescale_prior_s,
+    }
+    profile = next(
+        (
+            name
+            for name, overrides in RESCALE_COSTS.items()
+            if all(values[key] == overrides.get(key, False) for key in values)
+        ),
+        "custom",
+    )
+    return {
+        "profile": profile,
+        "downtime_base_s": values["simulator.rescale_downtime_base_s"],
+        "downtime_per_worker_s": values["simulator.rescale_downtime_per_worker_s"],
+        "aligned": values["simulator.rescale_aligned"],
+        "downtime_prior_s": values["downtime_rescale_prior_s"],
+    }
+
+
 class LabScaleTargetSettings(ScaleTargetSettings):
     """The agent's scale target, the embedded simulated job unless the lab drives a real one."""
 

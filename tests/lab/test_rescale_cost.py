@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from cli import app
-from lab.settings import RESCALE_COSTS, load_lab_settings, rescale_cost_overrides
+from lab.settings import RESCALE_COSTS, load_lab_settings, rescale_cost_of, rescale_cost_overrides
 from simulator import SimulatedFlinkJob, load_trace
 from tests.conftest import TRACES
 
@@ -81,3 +82,40 @@ def test_the_agent_in_the_lab_knows_its_rescales_are_aligned() -> None:
     assert load_lab_settings(None, rescale_cost_overrides("in-place-aligned")).rescales_aligned
     assert not load_lab_settings(None, rescale_cost_overrides("in-place")).rescales_aligned
     assert not load_lab_settings().rescales_aligned
+
+
+@pytest.mark.parametrize("profile", list(RESCALE_COSTS))
+def test_the_settings_name_the_profile_they_describe(profile: str) -> None:
+    cost = rescale_cost_of(load_lab_settings(None, rescale_cost_overrides(profile)))
+    assert cost["profile"] == profile
+    assert cost["downtime_base_s"] == RESCALE_COSTS[profile]["simulator.rescale_downtime_base_s"]
+    assert cost["aligned"] is (profile == "in-place-aligned")
+
+
+def test_settings_of_no_profile_are_custom_with_their_figures() -> None:
+    cost = rescale_cost_of(load_lab_settings(None, {"simulator.rescale_downtime_base_s": 4.0}))
+    assert cost == {
+        "profile": "custom",
+        "downtime_base_s": 4.0,
+        "downtime_per_worker_s": 1.5,
+        "aligned": False,
+        "downtime_prior_s": load_lab_settings().downtime_rescale_prior_s,
+    }
+
+
+def test_an_evaluation_records_what_a_rescale_cost_in_its_summary_and_report(tmp_path: Path) -> None:
+    """Two reports of one trace in two regimes are told apart by what they say, not by the command that ran."""
+    trace = tmp_path / "flat.csv"
+    trace.write_text("time_s,rate\n0,30000\n3600,30000\n")
+    for profile in ("in-place-aligned", "restart"):
+        out = tmp_path / profile
+        result = CliRunner().invoke(
+            app,
+            ["evaluate", "--trace", str(trace), "--policies", "static", "--hours", "0.1", "--no-plots"]
+            + ["--failures-per-hour", "0", "--rescale-cost", profile, "--out", str(out)],
+        )
+        assert result.exit_code == 0, result.output
+        recorded = json.loads((out / "summary.json").read_text())["settings"]["rescale_cost"]
+        assert recorded == rescale_cost_of(load_lab_settings(None, rescale_cost_overrides(profile)))
+        assert f"(rescale cost `{profile}`" in (out / "report.md").read_text()
+    assert "no replay (aligned with a checkpoint)" in (tmp_path / "in-place-aligned" / "report.md").read_text()
