@@ -26,6 +26,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from agent.clock import Clock, WallClock
+from agent.knowledge.document import KnowledgeUnrecoverable
 from agent.logging import get_logger
 from agent.loop import Agent, Planning
 from agent.ports import EventSink, InterruptibleScaler, KnowledgeStore, MetricSource, MonitorError, Scaler
@@ -189,16 +190,19 @@ class Daemon:
         self.clock = clock or WallClock()
         self.parts = parts or build_parts(settings, clock=self.clock)
         self.log = get_logger("perdix.daemon")
-        self.agent = Agent(
-            settings=settings,
-            clock=self.clock,
-            monitor=self.parts.monitor,
-            scaler=self.parts.scaler,
-            knowledge=self.parts.knowledge,
-            events=self.parts.events,
-            telemetry=self.parts.telemetry,
-            planning=self._planning(),
-        )
+        try:
+            self.agent = Agent(
+                settings=settings,
+                clock=self.clock,
+                monitor=self.parts.monitor,
+                scaler=self.parts.scaler,
+                knowledge=self.parts.knowledge,
+                events=self.parts.events,
+                telemetry=self.parts.telemetry,
+                planning=self._planning(),
+            )
+        except KnowledgeUnrecoverable as exc:
+            raise StartupError(str(exc)) from None
         self.server: TelemetryServer | None = None
         self.scheduler = BackgroundScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None}

@@ -19,7 +19,7 @@ import numpy as np
 from agent.analyze import Analysis, AnalyzeStage, Analyzer
 from agent.clock import Clock
 from agent.json_types import member
-from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge, encode_document
+from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge, KnowledgeUnrecoverable, encode_document
 from agent.knowledge.schema import validate_document
 from agent.logging import get_logger
 from agent.observation import Observation, ReadingBounds, screened
@@ -255,6 +255,8 @@ class Agent:
     def _restore(self) -> None:
         try:
             document = self.knowledge.load()
+        except KnowledgeUnrecoverable:
+            raise  # a fresh start would overwrite a document it could not set aside
         except Exception as exc:  # a broken store must not stop the agent from starting fresh
             self.log.warning("knowledge.load_failed", error=str(exc))
             document = None
@@ -279,6 +281,8 @@ class Agent:
             error = f"{type(exc).__name__}: {exc}"
             try:
                 moved_to = self.knowledge.set_aside(f"cannot restore: {error}")
+            except KnowledgeUnrecoverable:
+                raise
             except Exception as aside_exc:
                 moved_to = None
                 self.log.error("knowledge.set_aside_failed", error=f"{type(aside_exc).__name__}: {aside_exc}")

@@ -13,7 +13,6 @@ never deleted, and the agent starts fresh.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -22,7 +21,13 @@ from kubernetes.client.exceptions import ApiException
 
 from agent.execute.kubernetes import ApiFailure, Backoff, FatalApiError, RetriesExhausted
 from agent.json_types import JsonObject
-from agent.knowledge.document import KnowledgeError, KnowledgeTooLarge, check_document, encode_document
+from agent.knowledge.document import (
+    KnowledgeError,
+    KnowledgeTooLarge,
+    KnowledgeUnrecoverable,
+    encode_document,
+    parse_document,
+)
 from agent.logging import get_logger
 
 KEY = "knowledge.json"
@@ -108,9 +113,9 @@ class ConfigMapKnowledgeStore:
         if raw is None or not raw.strip():
             return None
         try:
-            return check_document(json.loads(raw))
-        except (json.JSONDecodeError, KnowledgeError) as exc:
-            aside = self._move_aside(raw)
+            return parse_document(raw)
+        except KnowledgeError as exc:
+            aside = self._move_aside_or_stop(raw, str(exc))
             self.log.warning("knowledge.unusable", reason=str(exc), moved_to=aside)
             return None
 
@@ -120,9 +125,16 @@ class ConfigMapKnowledgeStore:
         raw = (configmap.data or {}).get(KEY) if configmap is not None else None
         if raw is None or not raw.strip():
             return None
-        aside = self._move_aside(raw)
+        aside = self._move_aside_or_stop(raw, reason)
         self.log.warning("knowledge.unusable", reason=reason, moved_to=aside)
         return aside
+
+    def _move_aside_or_stop(self, raw: str, reason: str) -> str:
+        """:meth:`_move_aside`, or KnowledgeUnrecoverable naming the ConfigMap when the document cannot be moved."""
+        try:
+            return self._move_aside(raw)
+        except KnowledgeStoreError as exc:
+            raise KnowledgeUnrecoverable(f"{exc} (its document cannot be used: {reason}); move or remove it") from None
 
     def _free_key(self, data: dict[str, str], prefix: str) -> str:
         for attempt in range(1000):

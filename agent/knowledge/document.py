@@ -18,6 +18,21 @@ class KnowledgeError(ValueError):
     """A stored document that cannot be used (corrupt, wrong shape, or from a newer Perdix)."""
 
 
+class KnowledgeUnrecoverable(Exception):
+    """A stored document the agent cannot use and could not set aside: a fresh start would overwrite it at the first
+    save, so the agent does not start. The message names where the document is and why."""
+
+
+def parse_document(raw: bytes | str) -> JsonObject:
+    """The stored bytes (or text) as a checked document (:func:`check_document`); KnowledgeError for anything else:
+    not UTF-8, not JSON, nested deeper than the parser goes, or not a document this Perdix reads."""
+    try:
+        document = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise KnowledgeError(f"not a JSON document: {str(exc)[:200]}") from None
+    return check_document(document)
+
+
 def check_document(document: object) -> JsonObject:
     """Return the document if this Perdix can read it, every field checked against the schema
     (:mod:`agent.knowledge.schema`); raise KnowledgeError naming why not (the first field that does not fit)."""
@@ -34,6 +49,8 @@ def check_document(document: object) -> JsonObject:
         validate_document(document)
     except ValueError as exc:
         raise KnowledgeError(f"a field does not fit: {exc}") from None
+    except RecursionError:
+        raise KnowledgeError("a field does not fit: nested deeper than any document this Perdix writes") from None
     return document
 
 

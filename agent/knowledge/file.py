@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from agent.json_types import JsonObject
-from agent.knowledge.document import KnowledgeError, check_document, encode_document
+from agent.knowledge.document import KnowledgeError, KnowledgeUnrecoverable, encode_document, parse_document
 from agent.logging import get_logger
 
 log = get_logger("perdix.knowledge")
@@ -18,6 +18,11 @@ class KnowledgePathError(OSError):
     """The knowledge file cannot be written where the settings put it; the message names the path."""
 
 
+MAX_FILE_BYTES = 16 * 1024 * 1024
+"""The largest knowledge file read: sixteen times the ConfigMap store's limit, which bounds what the agent keeps
+(docs/failure-behaviour.md); a larger file is not one this Perdix wrote, and is moved aside unread."""
+
+
 class FileKnowledgeStore:
     """KnowledgeStore on the local filesystem; a bad file is moved aside, never deleted."""
 
@@ -25,16 +30,26 @@ class FileKnowledgeStore:
         self.path = Path(path)
 
     def load(self) -> JsonObject | None:
-        """The stored document, or None if there is none or it was unusable (then moved aside)."""
+        """The stored document, or None if there is none or it was unusable (then moved aside). Only a regular
+        file of at most :data:`MAX_FILE_BYTES` is read (a FIFO, a device or a larger file is moved aside
+        unread); KnowledgeUnrecoverable when an unusable file cannot be moved aside."""
         try:
-            data = self.path.read_bytes()
+            info = self.path.stat()
         except FileNotFoundError:
             return None
         try:
-            # Decoded here, inside the check: a file that is not UTF-8 is as unusable as one that is not JSON.
-            return check_document(json.loads(data.decode("utf-8")))
-        except (json.JSONDecodeError, UnicodeDecodeError, KnowledgeError) as exc:
-            aside = self._move_aside()
+            if not stat.S_ISREG(info.st_mode):
+                raise KnowledgeError("not a regular file")
+            if info.st_size > MAX_FILE_BYTES:
+                raise KnowledgeError(f"{info.st_size} bytes, over the {MAX_FILE_BYTES} byte limit")
+            with self.path.open("rb") as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)
+            if len(data) > MAX_FILE_BYTES:
+                raise KnowledgeError(f"over the {MAX_FILE_BYTES} byte limit")
+            # Decoded inside the check: a file that is not UTF-8 is as unusable as one that is not JSON.
+            return parse_document(data)
+        except KnowledgeError as exc:
+            aside = self._move_aside_or_stop(str(exc))
             log.warning("knowledge.unusable", path=str(self.path), reason=str(exc), moved_to=str(aside))
             return None
 
@@ -74,11 +89,21 @@ class FileKnowledgeStore:
                 return candidate
         raise OSError(f"{self.path}: too many moved-aside knowledge files next to it")
 
+    def _move_aside_or_stop(self, reason: str) -> Path:
+        """:meth:`_move_aside`, or KnowledgeUnrecoverable naming the path when the file cannot be moved."""
+        try:
+            return self._move_aside()
+        except OSError as exc:
+            raise KnowledgeUnrecoverable(
+                f"knowledge.path: {self.path} cannot be used ({reason}) nor moved aside "
+                f"({exc.strerror or exc}); move or remove it"
+            ) from None
+
     def set_aside(self, reason: str) -> str | None:
         """Move the stored file aside (it parsed but the agent could not use it); the new path, or None."""
         if not self.path.exists():
             return None
-        aside = self._move_aside()
+        aside = self._move_aside_or_stop(reason)
         log.warning("knowledge.unusable", path=str(self.path), reason=reason, moved_to=str(aside))
         return str(aside)
 

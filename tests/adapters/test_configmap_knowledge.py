@@ -162,3 +162,18 @@ def test_a_missing_configmap_that_may_not_be_created_says_so(kube_api: FakeKubeA
     with pytest.raises(KnowledgeStoreError, match="does not exist and may not be created"):
         store.save(DOC)
     assert len(kube_api.log(method="POST")) == 1
+
+
+def test_a_bad_document_with_no_key_left_to_move_it_to_stops_the_agent_and_stays(
+    kube_api: FakeKubeAPI, kube_client: k8s.ApiClient
+) -> None:
+    """A document nested past the parser, beside a thousand moved-aside ones: neither usable nor movable, so
+    loading it is an error naming the ConfigMap (the daemon exits 2 on it), and the document stays as it was."""
+    from agent.knowledge.document import KnowledgeUnrecoverable
+
+    raw = "[" * 100_000 + "]" * 100_000
+    data = {KEY: raw, **{f"knowledge.bad-{n}.json": "{}" for n in range(1000)}}
+    kube_api.add_configmap("perdix-knowledge", data)
+    with pytest.raises(KnowledgeUnrecoverable, match="perdix-knowledge.*too many moved-aside.*move or remove it"):
+        make_store(kube_client).load()
+    assert kube_api.configmap("perdix-knowledge")["data"][KEY] == raw

@@ -26,6 +26,7 @@ import yaml
 from structlog.testing import capture_logs
 from typer.testing import CliRunner
 
+from agent.knowledge.document import KnowledgeUnrecoverable
 from agent.knowledge.file import FileKnowledgeStore
 from agent.knowledge.schema import validate_document
 from cli import app
@@ -150,6 +151,51 @@ def test_a_knowledge_file_that_is_not_utf8_is_moved_aside_not_overwritten(tmp_pa
     assert json.loads(path.read_text())["loop"]["last_round_at"] == 120
 
 
+@pytest.mark.parametrize("case", ["nested past the parser", "a FIFO", "a device", "over the size limit"])
+def test_a_knowledge_file_no_parser_should_read_is_moved_aside_unread_never_overwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """A JSON array nested 100,000 deep (the parser's recursion gives out), a FIFO (reading it would block start-up
+    for ever), a link to /dev/zero (it would read until memory runs out), a file over the limit: each is moved aside
+    as it stands and the agent starts fresh beside it."""
+    from agent.knowledge import file as file_store
+
+    path = tmp_path / "knowledge.json"
+    if case == "nested past the parser":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    elif case == "a FIFO":
+        os.mkfifo(path)
+    elif case == "a device":
+        path.symlink_to("/dev/zero")
+    else:
+        monkeypatch.setattr(file_store, "MAX_FILE_BYTES", 64)
+        path.write_text(json.dumps({"version": 1, "padding": "x" * 64}))
+    before = path.lstat()
+    store = FileKnowledgeStore(path)
+    with capture_logs() as logs:
+        assert store.load() is None
+    (unusable,) = [e for e in logs if e["event"] == "knowledge.unusable"]
+    (aside,) = tmp_path.glob("knowledge.json.bad-*")
+    assert unusable["moved_to"] == str(aside)
+    assert (aside.lstat().st_ino, aside.lstat().st_mode) == (before.st_ino, before.st_mode)  # the same file, moved
+    assert not path.exists() and not path.is_symlink()
+
+
+def test_an_unusable_knowledge_file_that_cannot_be_moved_aside_stops_the_agent_before_it_overwrites(
+    tmp_path: Path,
+) -> None:
+    raw = b"{not json"
+    path = tmp_path / "knowledge.json"
+    path.write_bytes(raw)
+    for n in range(1000):
+        (tmp_path / f"knowledge.json.bad-{n}").write_text("{}")
+    settings = load_lab_settings(None, {})
+    flat = Trace("flat", np.array([0.0, 1800.0]), np.array([30_000.0, 30_000.0]))
+    with pytest.raises(KnowledgeUnrecoverable, match=r"knowledge.path: .*knowledge.json cannot be used .* moved aside"):
+        Replay(flat, settings, hours=0.2, knowledge=FileKnowledgeStore(path))
+    assert path.read_bytes() == raw
+
+
 # ---------------------------------------------------------------------------------------------- start-up
 
 
@@ -201,6 +247,25 @@ def test_a_knowledge_path_that_cannot_be_written_is_a_start_up_error(
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("perdix: error: knowledge.path:"), result.output
     assert "Traceback" not in result.output
+    assert kube_api.scale_target_writes() == []
+
+
+def test_perdix_run_exits_2_on_knowledge_it_can_neither_use_nor_move_aside(
+    tmp_path: Path, kube_api: FakeKubeAPI, kubeconfig: Path, fake_prometheus: FakePrometheus
+) -> None:
+    knowledge = tmp_path / "state" / "knowledge.json"
+    knowledge.parent.mkdir()
+    knowledge.write_bytes(b"[" * 100_000)
+    for n in range(1000):
+        (knowledge.parent / f"knowledge.json.bad-{n}").write_text("{}")
+    result = CliRunner().invoke(
+        app, ["run", "--config", str(_config(tmp_path, fake_prometheus, kubeconfig, knowledge))]
+    )
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines[-1].startswith("perdix: error: knowledge.path:") and "move or remove it" in lines[-1], result.output
+    assert "Traceback" not in result.output
+    assert knowledge.read_bytes() == b"[" * 100_000
     assert kube_api.scale_target_writes() == []
 
 
