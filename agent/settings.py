@@ -27,6 +27,7 @@ from agent.settings_sources import (
     format_validation_error,
     origin_naming,
     reading,
+    unknown_environment_variable,
 )
 from models.forecast.config import DEFAULT_FORECASTER
 from models.recovery import CHECKPOINT_INTERVAL_S, DOWNTIME_FAILURE_PRIOR_S, DOWNTIME_RESCALE_PRIOR_S
@@ -793,6 +794,9 @@ def load_settings(
     given. Raises :class:`ConfigError` with one readable line when anything is wrong.
     """
     flags = flag_tree(overrides)
+    unknown = unknown_environment_variable(model.model_fields)
+    if unknown is not None:
+        raise ConfigError(unknown)
     try:
         with reading(config_file):
             return model(**flags)

@@ -9,9 +9,11 @@ validation error into one line naming the flag, variable or file that set the ba
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+import reprlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -140,11 +142,58 @@ def format_validation_error(
         elif error["type"] not in ("value_error", "assertion_error") and "input" in error:
             value = error["input"]
             if not isinstance(value, dict):
-                message = f"{message} (got {value!r})"
+                message = f"{message} (got {_shown(value)})"
         origin = (source_of(tuple(error["loc"])) if source_of is not None and error["loc"] else None) or source
         where = f"{origin}: " if origin else ""
         lines.append(f"{where}{key}: {message}" if key != "settings" else f"{where}{message}")
+    if len(lines) > MAX_PROBLEMS_SHOWN:
+        lines = [*lines[:MAX_PROBLEMS_SHOWN], f"and {len(lines) - MAX_PROBLEMS_SHOWN} more"]
     return "; ".join(lines)
+
+
+MAX_PROBLEMS_SHOWN = 5
+"""The problems one error line names; the rest are counted."""
+
+
+def _short_repr() -> reprlib.Repr:
+    shown = reprlib.Repr()
+    shown.maxlevel, shown.maxlist, shown.maxtuple, shown.maxdict, shown.maxset = 2, 4, 4, 4, 4
+    shown.maxstring, shown.maxother, shown.maxlong = 80, 80, 40
+    return shown
+
+
+_SHOWN = _short_repr()
+"""A bad value as an error line shows it: a few elements, a couple of levels deep. A YAML file of a few hundred
+bytes whose aliases nest ten deep is a value of a billion elements; its full repr took gigabytes."""
+
+
+def _shown(value: object) -> str:
+    """``value``'s repr, cut short (:data:`_SHOWN`)."""
+    return _SHOWN.repr(value)
+
+
+NOT_SETTINGS = frozenset({"SIMULATOR", "CACHE_DIR", "BASE_IMAGE", "BUILDER", "SOURCE", "FLINK_VERSIONS"})
+"""PERDIX_* variables that are not the agent's settings: the lab's simulator section (``perdix simulate`` and
+``perdix evaluate`` read it), where built Flink jobs are cached, and the image build's and the tests' own."""
+
+
+def unknown_environment_variable(fields: Iterable[str]) -> str | None:
+    """The one line naming the first PERDIX_* variable that sets none of ``fields`` (the settings' top-level keys)
+    and is none of :data:`NOT_SETTINGS`, with the setting it may have meant; None when every one is known. A
+    misspelled variable is no setting at all: ``PERDIX_DRYRUN=true`` would leave a run live that was meant to be
+    dry."""
+    known = {field.upper() for field in fields}
+    for name in sorted(os.environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX):
+            continue
+        head = upper[len(ENV_PREFIX) :].split(ENV_NESTED_DELIMITER, 1)[0]
+        if head in known or head in NOT_SETTINGS:
+            continue
+        close = difflib.get_close_matches(head, sorted(known), n=1)
+        hint = f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""
+        return f"environment variable {name}: not a setting{hint}"
+    return None
 
 
 def environment_variable(loc: Location) -> str | None:

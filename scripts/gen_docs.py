@@ -198,7 +198,8 @@ def render_configuration() -> str:
         "defaults below, the YAML file given with `--config`, `PERDIX_*` environment variables (nested keys joined",
         f"with `{ENV_NESTED_DELIMITER}`, e.g. `{ENV_PREFIX}PROMETHEUS{ENV_NESTED_DELIMITER}URL`), "
         "then command-line flags. An unknown key",
-        "or a value out of range stops the agent at start with exit code 2 and one line naming the key.",
+        "or a value out of range stops the agent at start with exit code 2 and one line naming the key; so does a",
+        "`PERDIX_*` variable that names no setting (`PERDIX_DRYRUN` for `PERDIX_DRY_RUN`).",
         "",
         "The Helm chart mirrors the tree under `perdix:` in camelCase "
         "(a trailing `_s`, seconds, is spelled `Seconds`);",

@@ -94,6 +94,8 @@ VARIABLES: list[tuple[str, str, str]] = [
     ("PERDIX_PROMETHEUS__TIMEOUT_S", "inf", "prometheus.timeout_s"),
     ("PERDIX_MAX_PARALLELISM", "0", "max_parallelism"),
     ("PERDIX_FORECAST_SELECTION", "perhaps", "forecast_selection"),
+    ("PERDIX_DRYRUN", "true", "not a setting (did you mean PERDIX_DRY_RUN?)"),
+    ("PERDIX_LOOP_INTERVAL", "5", "not a setting (did you mean PERDIX_LOOP_INTERVAL_S?)"),
 ]
 
 
@@ -122,3 +124,31 @@ def test_a_bad_simulator_variable_is_named_for_simulate(tmp_path: Path) -> None:
     )
     assert_one_line(result, "environment variable PERDIX_SIMULATOR__PARTITIONS", "partitions (0)")
     assert not (tmp_path / "out").exists()
+
+
+def _alias_bomb(levels: int) -> bytes:
+    """A list of ten strings, then ``levels`` lists of ten aliases of the list before: a few hundred bytes that
+    stand for ten to the ``levels + 1`` strings."""
+    anchors = ["&a0 [" + ", ".join(["lol"] * 10) + "]"]
+    anchors += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels + 1)]
+    return ("policy: [" + ", ".join(anchors) + "]\n").encode()
+
+
+def test_a_bad_value_of_a_few_hundred_bytes_that_aliases_a_billion_is_shown_cut_short(tmp_path: Path) -> None:
+    """The error line shows a few elements of the bad value, not its whole repr: with every alias expanded that
+    took gigabytes (a MemoryError traceback at nine levels, an 8-MB line at six)."""
+    config = tmp_path / "perdix.yaml"
+    config.write_bytes(_alias_bomb(8))
+    assert len(config.read_bytes()) < 600
+    result = run_perdix(*_command("simulate", config, good_trace(tmp_path / "t.csv")), cwd=tmp_path)
+    line = assert_one_line(result, "perdix.yaml", "policy: Input should be a valid string (got [['lol', 'lol'")
+    assert len(line) < 1_000
+
+
+def test_many_problems_are_named_five_at_a_time(tmp_path: Path) -> None:
+    config = tmp_path / "perdix.yaml"
+    config.write_text("".join(f"unknown_{n}: 1\n" for n in range(8)))
+    line = assert_one_line(
+        run_perdix("run", "--config", config, "--dry-run", cwd=tmp_path), "perdix.yaml", "and 3 more"
+    )
+    assert line.count("unknown key") == 5
