@@ -9,9 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar, Literal, TypeVar, overload
+from typing import Annotated, ClassVar, Literal, TypeVar, overload
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from agent.operator_settings import OperatorSettings
@@ -183,10 +193,28 @@ spent (the ``All`` group, ms) as a fraction of the time. Before 1.19 there is no
 collectors' own ``..._GarbageCollector_<name>_Time`` series (docs/safeguards.md)."""
 
 
+def http_url(value: str) -> str:
+    """``value`` if it is an http(s) URL with a host (and a port in range, if it has one); else a ValueError saying
+    why. Checked with the settings, not at the first request: a malformed URL (``http://[::1``) raised from deep in
+    the HTTP clients."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (a port out of range or not a number raises here)
+    except ValueError as exc:
+        raise ValueError(f"not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("not an http:// or https:// URL")
+    if not parts.hostname:
+        raise ValueError("no host in the URL")
+    return value
+
+
 class PrometheusSettings(_Section):
     """Where and how the monitor reads metrics."""
 
-    url: str = Field("http://127.0.0.1:9090", description="Base URL of the Prometheus server.")
+    url: Annotated[str, AfterValidator(http_url)] = Field(
+        "http://127.0.0.1:9090", description="Base URL of the Prometheus server (http:// or https://)."
+    )
     timeout_s: float = Field(
         10.0,
         gt=0,
@@ -263,7 +291,9 @@ class ScaleTargetSettings(_Section):
     name: str = Field("flink-taskmanager", description="Name of the Kubernetes object to scale.")
     namespace: str = Field("default", description="Namespace of the scale target, its Events and ConfigMap.")
     kubeconfig: str | None = Field(None, description="Path of a kubeconfig; unset means in-cluster config.")
-    rest_url: str = Field("http://127.0.0.1:8081", description="Flink REST endpoint (kind flink-rest).")
+    rest_url: Annotated[str, AfterValidator(http_url)] = Field(
+        "http://127.0.0.1:8081", description="Flink REST endpoint (kind flink-rest; http:// or https://)."
+    )
     job: str | None = Field(
         None, description="Flink job name or id (kind flink-rest); unset means the only running job."
     )

@@ -6,7 +6,12 @@ as its ``simulator`` section, so the YAML key and the PERDIX_SIMULATOR__* variab
 
 from __future__ import annotations
 
+import math
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MAX_WORKER_RPS = 1e12
+"""The most records/s one simulated worker processes: records are counted exactly in int64 and float64."""
 
 
 class SimulatorSettings(BaseModel):
@@ -33,7 +38,7 @@ class SimulatorSettings(BaseModel):
     worker_capacity_rps: float = Field(
         14000.0,
         gt=0,
-        le=1e12,
+        le=MAX_WORKER_RPS,
         description="Records/s one worker of speed 1.0 processes at 100 % CPU."
         " At most 1e12: records are counted exactly in int64 and float64.",
     )
@@ -120,6 +125,16 @@ class SimulatorSettings(BaseModel):
                 )
             if min(self.partition_weights) < 0 or sum(self.partition_weights) <= 0:
                 raise ValueError("partition_weights must be non-negative with a positive sum")
-        if self.worker_speeds is not None and min(self.worker_speeds, default=1.0) <= 0:
-            raise ValueError("worker_speeds must all be positive")
+            if not math.isfinite(sum(self.partition_weights)):
+                raise ValueError("partition_weights must have a finite sum (they are relative: scale them down)")
+        if self.worker_speeds is not None:
+            if not self.worker_speeds:
+                raise ValueError("worker_speeds must list at least one speed, or be unset")
+            if min(self.worker_speeds) <= 0:
+                raise ValueError("worker_speeds must all be positive")
+            if max(self.worker_speeds) * self.worker_capacity_rps > MAX_WORKER_RPS:
+                raise ValueError(
+                    f"worker_speeds: a speed of {max(self.worker_speeds):g} at worker_capacity_rps "
+                    f"{self.worker_capacity_rps:g} is over {MAX_WORKER_RPS:g} records/s a worker"
+                )
         return self

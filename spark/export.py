@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import numpy as np
@@ -137,6 +137,11 @@ def describe(result: ExportResult) -> str:
     return "\n".join(lines)
 
 
+MAX_RANGE = timedelta(days=366)
+"""The longest span an export reads: a year, as long as ``perdix simulate --hours`` replays. Longer is no history a
+forecast is retrained on (Prometheus keeps 15 days by default), and ``--since 99999d`` queried for minutes."""
+
+
 def parse_range(since: str, until: str | None, *, now: datetime) -> tuple[datetime, datetime]:
     """``--since``/``--until`` as UTC datetimes; accepts ISO times or a duration like ``14d``/``6h`` before
     ``until``."""
@@ -144,7 +149,13 @@ def parse_range(since: str, until: str | None, *, now: datetime) -> tuple[dateti
     text = since.strip()
     units: Mapping[str, str] = {"d": "D", "h": "h", "m": "min", "s": "s"}
     if text and text[-1] in units and text[:-1].replace(".", "", 1).isdigit():
-        start = end - pd.Timedelta(float(text[:-1]), unit=units[text[-1]]).to_pytimedelta()
+        try:
+            span = pd.Timedelta(float(text[:-1]), unit=units[text[-1]]).to_pytimedelta()
+        except (OverflowError, ValueError):  # pandas' OutOfBoundsTimedelta is a ValueError
+            span = None
+        if span is None or span > MAX_RANGE:
+            raise ExportError(f"--since: {text} is longer than the {MAX_RANGE.days} days an export reads at most")
+        start = end - span
     else:
         try:
             start = as_utc(text).to_pydatetime()
@@ -152,4 +163,9 @@ def parse_range(since: str, until: str | None, *, now: datetime) -> tuple[dateti
             raise ExportError(f"--since: {exc}") from None
     if end <= start:
         raise ExportError(f"--until ({end.isoformat()}) must be after --since ({start.isoformat()})")
+    if end - start > MAX_RANGE:
+        raise ExportError(
+            f"--since/--until: {start.isoformat()} to {end.isoformat()} is longer than the {MAX_RANGE.days} days an "
+            "export reads at most"
+        )
     return start, end

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 import urllib3
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -64,12 +65,30 @@ def api_client(target: ScaleTargetSettings) -> k8s.ApiClient:
             k8s_config.load_kube_config(config_file=target.kubeconfig, client_configuration=configuration)
         else:
             k8s_config.load_incluster_config(client_configuration=configuration)
-    except (k8s_config.ConfigException, OSError, ValueError, TypeError) as exc:
-        where = f"scale_target.kubeconfig ({target.kubeconfig})" if target.kubeconfig else "in-cluster config"
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        raise KubeConfigError(f"{where}: {detail}") from None
+    except yaml.YAMLError as exc:
+        raise KubeConfigError(
+            f"scale_target.kubeconfig ({target.kubeconfig}): not valid YAML: {_one_line(exc)}"
+        ) from None
+    except (TypeError, AttributeError, KeyError) as exc:  # YAML, but not a kubeconfig's mapping
+        if not target.kubeconfig:
+            raise KubeConfigError(f"in-cluster config: {_one_line(exc)}") from None
+        raise KubeConfigError(
+            f"scale_target.kubeconfig ({target.kubeconfig}): not a kubeconfig ({type(exc).__name__}: {_one_line(exc)})"
+        ) from None
+    except (k8s_config.ConfigException, OSError, ValueError) as exc:
+        where = (
+            f"scale_target.kubeconfig ({target.kubeconfig})"
+            if target.kubeconfig
+            else "in-cluster config (set scale_target.kubeconfig outside a cluster)"
+        )
+        raise KubeConfigError(f"{where}: {_one_line(exc)}") from None
     configuration.retries = 0
     return k8s.ApiClient(configuration)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line (its type where it has none), at most 300 characters."""
+    return (" ".join(str(exc).split()) or type(exc).__name__)[:300]
 
 
 # ---------------------------------------------------------------------------------------------- errors

@@ -152,3 +152,26 @@ def test_many_problems_are_named_five_at_a_time(tmp_path: Path) -> None:
         run_perdix("run", "--config", config, "--dry-run", cwd=tmp_path), "perdix.yaml", "and 3 more"
     )
     assert line.count("unknown key") == 5
+
+
+SIMULATORS = [
+    ("no worker speeds", "simulator: {worker_speeds: []}", "worker_speeds must list at least one speed"),
+    (
+        "partition weights past float",
+        "simulator: {partitions: 8, partition_weights: [1e308, 1e308, 1, 1, 1, 1, 1, 1]}",
+        "partition_weights must have a finite sum",
+    ),
+    ("a worker past 1e12 records/s", "simulator: {worker_speeds: [1e308]}", "over 1e+12 records/s a worker"),
+]
+
+
+@pytest.mark.parametrize(("case", "content", "fragment"), SIMULATORS, ids=[case for case, _, _ in SIMULATORS])
+def test_a_simulated_job_that_cannot_run_is_refused_with_the_settings(
+    tmp_path: Path, case: str, content: str, fragment: str
+) -> None:
+    """No speeds was a ZeroDivisionError traceback; weights or a speed past float ran with an overflow warning and
+    reported no record produced or infinite capacity."""
+    config = tmp_path / "perdix.yaml"
+    config.write_text(content + "\n")
+    assert_one_line(run_perdix(*_command("simulate", config, good_trace(tmp_path / "t.csv")), cwd=tmp_path), fragment)
+    assert not (tmp_path / "out").exists()

@@ -89,3 +89,43 @@ def test_a_history_file_that_is_not_parquet_is_one_line_naming_it(tmp_path: Path
     result = run_perdix("retrain", "--history", "history", "--registry", "registry", "--serial", cwd=tmp_path)
     assert_one_line(result, "part-0.parquet")
     assert not (tmp_path / "registry").exists()
+
+
+KUBECONFIGS = [
+    ("not YAML", b"a: [\n", "not valid YAML"),
+    ("binary", b"\x00\x01garbage", "not valid YAML: unacceptable character"),
+    ("a list", b"- 1\n", "not a kubeconfig (TypeError"),
+]
+
+
+@pytest.mark.parametrize(("case", "content", "fragment"), KUBECONFIGS, ids=[case for case, _, _ in KUBECONFIGS])
+def test_a_kubeconfig_that_is_not_one_is_one_line_naming_it(
+    tmp_path: Path, case: str, content: bytes, fragment: str
+) -> None:
+    """Each was a traceback of the YAML parser or an error that did not say the file was no kubeconfig."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_bytes(content)
+    config = tmp_path / "perdix.yaml"
+    config.write_text(f"dry_run: true\nscale_target:\n  kubeconfig: {kubeconfig}\n")
+    assert_one_line(run_perdix("run", "--config", config, cwd=tmp_path), "scale_target.kubeconfig (", fragment)
+
+
+URLS = [
+    ("http://[::1", "not a URL (Invalid IPv6 URL)"),
+    ("notaurl", "not an http:// or https:// URL"),
+    ("ftp://flink:8081", "not an http:// or https:// URL"),
+    ("http://flink:99999", "not a URL (Port out of range"),
+    ("http://:8081", "no host in the URL"),
+]
+
+
+@pytest.mark.parametrize("key", ["prometheus.url", "scale_target.rest_url"])
+@pytest.mark.parametrize(("url", "fragment"), URLS, ids=[url for url, _ in URLS])
+def test_a_url_that_is_not_an_http_one_is_refused_with_the_settings(
+    tmp_path: Path, key: str, url: str, fragment: str
+) -> None:
+    """``http://[::1`` as the REST or the Prometheus URL was a ValueError traceback from the HTTP client."""
+    section, name = key.split(".")
+    config = tmp_path / "perdix.yaml"
+    config.write_text(f"dry_run: true\n{section}:\n  {name}: '{url}'\n")
+    assert_one_line(run_perdix("run", "--config", config, cwd=tmp_path), f"perdix.yaml: {key}: {fragment}")

@@ -138,6 +138,15 @@ def test_parse_range_accepts_durations_and_iso_times() -> None:
         parse_range("2026-11-03", "2026-11-02", now=now)
 
 
+@pytest.mark.parametrize("since", ["200000d", "99999d", "367d", "2020-01-01"])
+def test_a_range_longer_than_a_year_is_one_error_not_an_overflow_or_an_endless_export(since: str) -> None:
+    """``200000d`` overflowed pandas' Timedelta (a traceback); ``99999d`` queried for minutes."""
+    now = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
+    with pytest.raises(ExportError, match="longer than the 366 days an export reads at most"):
+        parse_range(since, None, now=now)
+    assert parse_range("366d", None, now=now) == (now - timedelta(days=366), now)
+
+
 # ---------------------------------------------------------------------- Prometheus (a real HTTP fake)
 
 
