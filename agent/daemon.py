@@ -32,6 +32,7 @@ from agent.loop import Agent, Planning
 from agent.ports import EventSink, InterruptibleScaler, KnowledgeStore, MetricSource, MonitorError, Scaler
 from agent.settings import ConfigError, Settings
 from agent.telemetry import Telemetry, TelemetryServer
+from models.registry import RegistryError
 
 if TYPE_CHECKING:
     from kubernetes import client as k8s
@@ -203,6 +204,8 @@ class Daemon:
             )
         except KnowledgeUnrecoverable as exc:
             raise StartupError(str(exc)) from None
+        except RegistryError as exc:
+            raise StartupError(f"model_registry: {exc}") from None
         self.server: TelemetryServer | None = None
         self.scheduler = BackgroundScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None}

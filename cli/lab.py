@@ -327,6 +327,11 @@ def _check_covers_a_loop(path: Path, workload: Trace, settings: LabSettings, hou
         fail(
             f"{path}: trace covers {workload.duration_s:.0f} s, shorter than one loop ({settings.loop_interval_s:g} s)"
         )
+    if hours is None and workload.duration_s > MAX_HOURS * 3600.0:
+        fail(
+            f"{path}: trace covers {workload.duration_s / 3600.0:,.0f} h, longer than the {MAX_HOURS:g} h a replay "
+            "runs at most; replay its first hours with --hours"
+        )
 
 
 def _dag_replay(

@@ -269,6 +269,23 @@ def test_perdix_run_exits_2_on_knowledge_it_can_neither_use_nor_move_aside(
     assert kube_api.scale_target_writes() == []
 
 
+def test_a_model_registry_no_filesystem_opens_is_a_start_up_error(
+    tmp_path: Path, kube_api: FakeKubeAPI, kubeconfig: Path, fake_prometheus: FakePrometheus
+) -> None:
+    """A scheme no filesystem opens was a RegistryError traceback from the forecaster's set-up."""
+    config = _config(tmp_path, fake_prometheus, kubeconfig, tmp_path / "knowledge.json")
+    document = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**document, "model_registry": "nosuchproto://bucket/models"}))
+    result = CliRunner().invoke(app, ["run", "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("perdix: error: model_registry: nosuchproto://bucket/models: "), (
+        lines
+    )
+    assert "unsupported location" in lines[0]
+    assert kube_api.scale_target_writes() == []
+
+
 def test_a_read_only_knowledge_directory_is_a_start_up_error(
     kube_api: FakeKubeAPI, fake_prometheus: FakePrometheus
 ) -> None:

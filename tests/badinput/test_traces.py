@@ -119,3 +119,15 @@ def test_a_bad_trace_is_one_line_naming_the_file(
     result = run_perdix(*_command(command, trace), cwd=tmp_path, timeout=120)
     assert_one_line(result, "bad.csv", fragment)
     assert not (tmp_path / "out").exists() and not (tmp_path / "history").exists()
+
+
+@pytest.mark.parametrize("command", ["simulate", "evaluate"])
+def test_a_trace_longer_than_a_year_is_refused_unless_hours_cut_it(tmp_path: Path, command: str) -> None:
+    """A trace of two points 3,000 years apart replayed for ever with no word (``--hours`` is capped at a year for
+    the same reason); with ``--hours`` its first hours replay."""
+    trace = _text("time_s,rate\n0,1000\n99999999999,1000\n")(tmp_path / "long.csv")
+    uncut = [part for part in _command(command, trace) if part != "0.2"]
+    uncut.remove("--hours")
+    assert_one_line(run_perdix(*uncut, cwd=tmp_path, timeout=120), "long.csv: trace covers 27,777,778 h", "--hours")
+    assert not (tmp_path / "out").exists()
+    assert run_perdix(*_command(command, trace), cwd=tmp_path, timeout=300).returncode == 0
