@@ -722,3 +722,91 @@ def test_a_restored_document_keeps_its_downtimes_and_takes_the_priors_and_alignm
     assert after.recovery.replay_records(1000.0, "failure") > 0.0
     assert after.recovery.priors["rescale"] == aligned.downtime_rescale_prior_s == 2.0
     assert after.recovery.downtime("rescale", 4) == pytest.approx(0.4)
+
+
+def test_the_drift_is_the_rise_of_the_rate_windows_means_and_nothing_else() -> None:
+    """A slow rise is read as its slope whatever the noise within each window; a flat or falling workload, one of
+    fewer than three windows, or one with a window of no readings drifts by nothing."""
+    from agent.analyze.forecasting import drift_per_s
+
+    rng = np.random.default_rng(3)
+    ramp = 100_000.0 + 10.0 * np.arange(300.0)
+    assert drift_per_s(ramp + rng.normal(0.0, 2_000.0, 300) * (np.arange(300) % 60 != 59), 60) == pytest.approx(
+        10.0, rel=0.3
+    )
+    assert drift_per_s(ramp, 60) == pytest.approx(10.0)
+    assert drift_per_s(ramp[::-1], 60) == 0.0
+    assert drift_per_s(np.full(300, 5_000.0), 60) == 0.0
+    assert drift_per_s(ramp[-119:], 60) == 0.0  # one whole window and a part: no line
+    gap = ramp.copy()
+    gap[60:120] = np.nan
+    assert drift_per_s(gap, 60) == 0.0
+    some = ramp.copy()
+    some[60:90] = np.nan  # half a window read: its mean stands
+    assert drift_per_s(some, 60) > 0.0
+
+
+@pytest.mark.parametrize(
+    ("where", "cheap", "drifted"),
+    [("dear", False, True), ("dear", True, False), ("never", False, False), ("always", True, True)],
+)
+def test_a_dear_recovery_outruns_the_workloads_drift_continued_up_to_the_upper_bound(
+    monkeypatch: pytest.MonkeyPatch, where: str, cheap: bool, drifted: bool
+) -> None:
+    """On a slow rise (1 % a minute, under any climb margin) the arrivals a recovery must outrun go on rising from
+    the level where :data:`ARRIVALS_DRIFT_WHERE` says, never above the upper bound, where the forecast stays flat;
+    else they are the point forecast never below the level."""
+    from agent.analyze import forecasting
+
+    monkeypatch.setattr(forecasting, "ARRIVALS_DRIFT_WHERE", where)
+    settings = load_lab_settings(None, {"policy": "daedalus", "forecast_horizon_s": 600})
+    part = forecasting.Forecasting(settings, executor=None, enabled=True)
+    slope = 100_000.0 * 0.01 / 60.0
+    for minute in range(1, 15):
+        round_ = lagless(60.0 * minute, parallelism=10, uptime_s=60.0 * minute)
+        round_ = replace(round_, workload=100_000.0 + slope * round_.times)
+        forecast = part.step(round_, 60.0 * minute)
+    level = part.level()
+    assert level is not None
+    # The forecast as a naive one reads a slow rise: flat at the level.
+    forecast = replace(forecast, values=np.full(600, level))
+    outlook = part.outlook(forecast, span=60, cheap_rescale=cheap)
+    assert (
+        outlook.arrivals is not None and outlook.upper is not None and level is not None and forecast.values is not None
+    )
+    plain = np.maximum(forecast.values, level)
+    assert np.all(outlook.arrivals >= plain)
+    assert np.all(outlook.arrivals <= np.maximum(plain, outlook.upper))
+    if drifted:
+        ahead = outlook.arrivals[300]
+        assert ahead > plain[300]
+        assert ahead == pytest.approx(min(level + slope * 330.0, outlook.upper[300]), rel=1e-3)
+    else:
+        assert np.array_equal(outlook.arrivals, plain)
+    part.close()
+
+
+@pytest.mark.parametrize("then", ["flat", "climb"])
+def test_arrivals_carry_no_drift_once_the_rise_stops_or_where_it_is_a_climb(
+    monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    """Five minutes of a slow rise, then two minutes flat at its top (the drift is over), or one flat and one
+    climbing 20 % (a climb, the planner's climb rules'): the arrivals are the point forecast never below the level."""
+    from agent.analyze import forecasting
+
+    monkeypatch.setattr(forecasting, "ARRIVALS_DRIFT_WHERE", "always")
+    settings = load_lab_settings(None, {"policy": "daedalus", "forecast_horizon_s": 600})
+    part = forecasting.Forecasting(settings, executor=None, enabled=True)
+    for minute in range(1, 8):
+        round_ = lagless(60.0 * minute, parallelism=10, uptime_s=60.0 * minute)
+        rate = 100_000.0 + 1_000.0 * np.minimum(round_.times, 300.0) / 60.0
+        if minute == 7 and then == "climb":
+            rate = rate * (1.0 + 0.2 * (round_.times - 360.0) / 60.0)
+        forecast = part.step(replace(round_, workload=rate), 60.0 * minute)
+    level = part.level()
+    assert level is not None
+    forecast = replace(forecast, values=np.full(600, level))
+    outlook = part.outlook(forecast, span=60, cheap_rescale=True)
+    assert outlook.arrivals is not None and np.array_equal(outlook.arrivals, np.full(600, level))
+    assert forecasting.drift_per_s(part.recent.last(300), 60) > 0.0  # the fit alone still reads the rise
+    part.close()
