@@ -211,6 +211,9 @@ class Daemon:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
         )
         self._stopped = threading.Event()
+        self._started = False
+        """Set once start() has bound the server and scheduled the rounds: a daemon that never started ran no round,
+        so stop() has nothing to flush (a knowledge file written by a start that failed is a half-applied start)."""
         self.rounds = 0
 
     def _planning(self) -> Planning | None:
@@ -254,6 +257,7 @@ class Daemon:
             next_run_time=datetime.now().astimezone() + timedelta(milliseconds=10),
         )
         self.scheduler.start()
+        self._started = True
         self.log.info(
             "daemon.started",
             loop_interval_s=interval,
@@ -264,7 +268,8 @@ class Daemon:
         )
 
     def stop(self) -> None:
-        """Finish the running round, flush the knowledge, stop serving (idempotent)."""
+        """Finish the running round, flush the knowledge, stop serving (idempotent); after a start that failed,
+        only release what was opened."""
         if self._stopped.is_set():
             return
         self._stopped.set()
@@ -277,12 +282,13 @@ class Daemon:
             self.scheduler.shutdown(wait=True)
         except Exception:  # not started
             pass
-        try:
-            self.parts.knowledge.save(self.agent.document())
-            flushed = True
-        except Exception as exc:
-            self.log.error("knowledge.flush_failed", error=f"{type(exc).__name__}: {exc}")
-            flushed = False
+        flushed = False
+        if self._started:
+            try:
+                self.parts.knowledge.save(self.agent.document())
+                flushed = True
+            except Exception as exc:
+                self.log.error("knowledge.flush_failed", error=f"{type(exc).__name__}: {exc}")
         if self.server is not None:
             self.server.stop()
         for closer in self.parts.closers:
@@ -290,7 +296,8 @@ class Daemon:
                 closer.close()
             except Exception:
                 pass
-        self.log.info("daemon.stopped", rounds=self.rounds, knowledge_flushed=flushed)
+        if self._started:
+            self.log.info("daemon.stopped", rounds=self.rounds, knowledge_flushed=flushed)
 
     def run_until_signal(self) -> None:
         """Start, block until SIGTERM/SIGINT, then stop gracefully."""

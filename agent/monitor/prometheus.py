@@ -14,6 +14,8 @@ two lines (start and end) in the log instead of one per loop.
 
 from __future__ import annotations
 
+import ast
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -200,9 +202,23 @@ def _series_list(answer: object, *, points: str, settings: PrometheusSettings) -
     return answer
 
 
+_CONTENT = re.compile(r"\((b'.*'|b\".*\")\)\s*$", re.DOTALL)
+"""The answer's body as the client quotes it: ``HTTP Status Code 400 (b'{...}')``."""
+
+
 def _error_detail(text: str) -> str:
-    match = re.search(r'"error"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
-    return match.group(1) if match else text[:200]
+    """Prometheus' own ``error`` from the client's message: the body's bytes literal read back and parsed as JSON,
+    not matched as text (a quote escaped inside the bytes literal ended the match at ``invalid parameter \\``)."""
+    match = _CONTENT.search(text)
+    if match:
+        try:
+            body = ast.literal_eval(match.group(1))
+            error = json.loads(body).get("error") if isinstance(body, bytes) else None
+        except (ValueError, SyntaxError, AttributeError, RecursionError):
+            error = None
+        if isinstance(error, str) and error:
+            return " ".join(error.split())[:300]
+    return text[:200]
 
 
 def check_prometheus(settings: PrometheusSettings, *, skip: frozenset[str] = frozenset()) -> None:

@@ -88,7 +88,10 @@ def target(kubeconfig: Path | str) -> dict[str, Any]:
         ("missing kubeconfig", "scale_target.kubeconfig"),
         ("API server down", "does not answer"),
         ("Prometheus down", "prometheus.url: Prometheus at http://127.0.0.1:"),
-        ("rejected query", "prometheus.queries.workload: Prometheus rejected the query"),
+        (
+            "rejected query",
+            'prometheus.queries.workload: Prometheus rejected the query: invalid parameter "query": 1:35: parse error',
+        ),
         ("port taken", "telemetry.metrics_port: cannot listen on 127.0.0.1:"),
     ],
 )
@@ -114,7 +117,9 @@ def test_run_start_up_problems_exit_2_with_one_line(
     elif case == "rejected query":
         bad = 'sum(kafka_messages{topic="input"}) by'
         settings["prometheus"]["queries"] = {"workload": bad}
-        fake_prometheus.answers[bad] = Canned(status=400, error="1:35: parse error: unexpected end of input")
+        fake_prometheus.answers[bad] = Canned(
+            status=400, error='invalid parameter "query": 1:35: parse error: unexpected end of input'
+        )
     elif case == "port taken":
         holder = socket.socket()
         holder.bind(("127.0.0.1", 0))
@@ -132,6 +137,24 @@ def test_run_start_up_problems_exit_2_with_one_line(
     assert code == 2, output
     assert expected in one_error_line(output)
     assert kube_api.scale_target_writes() == []
+    assert not (tmp_path / "k.json").exists()  # a start that failed writes no knowledge
+
+
+def test_a_start_that_fails_at_the_probe_server_logs_no_stop_and_writes_no_knowledge(
+    tmp_path: Path, kube_api: FakeKubeAPI, kubeconfig: Path, fake_prometheus: FakePrometheus
+) -> None:
+    """At the default log level: the knowledge file was flushed, and ``daemon.stopped`` logged, for a daemon that
+    never ran a round."""
+    settings: dict[str, Any] = {
+        "scale_target": target(kubeconfig),
+        "prometheus": {"url": fake_prometheus.url, "timeout_s": 1},
+        "telemetry": {"metrics_host": "999.1.1.1", "metrics_port": free_port(), "log_level": "info"},
+    }
+    code, output = run_with(tmp_path, settings)
+    assert code == 2, output
+    assert "telemetry.metrics_port: cannot listen on 999.1.1.1:" in one_error_line(output)
+    assert "daemon.stopped" not in output
+    assert not (tmp_path / "k.json").exists()
 
 
 def test_run_reports_a_missing_target_once_at_start_and_keeps_going(
