@@ -7,6 +7,7 @@ with one line naming the key (see :func:`load_settings` and :class:`ConfigError`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal, TypeVar, overload
@@ -193,6 +194,10 @@ spent (the ``All`` group, ms) as a fraction of the time. Before 1.19 there is no
 collectors' own ``..._GarbageCollector_<name>_Time`` series (docs/safeguards.md)."""
 
 
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+"""A Prometheus label name."""
+
+
 def http_url(value: str) -> str:
     """``value`` if it is an http(s) URL with a host (and a port in range, if it has one); else a ValueError saying
     why. Checked with the settings, not at the first request: a malformed URL (``http://[::1``) raised from deep in
@@ -263,6 +268,27 @@ class PrometheusSettings(_Section):
         "(the reporter replaces characters such as '-' by '_').",
     )
     queries: PromQLQueries = Field(default_factory=PromQLQueries, description="The PromQL queries.")
+
+    @field_validator("worker_label")
+    @classmethod
+    def _label_name(cls, label: str) -> str:
+        if not LABEL_NAME.fullmatch(label):
+            raise ValueError(f"{label!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)")
+        return label
+
+    @field_validator("source_operator", "flink_job")
+    @classmethod
+    def _label_regex(cls, pattern: str) -> str:
+        # Put inside a double-quoted PromQL string by render(): a quote or a line break would end it there, and
+        # the error would blame the query, not this setting.
+        bad = next((c for c in pattern if c in '"`\n\r'), None)
+        if bad is not None:
+            raise ValueError(f"{bad!r} cannot stand in the PromQL string this regular expression is put in")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression ({exc})") from None
+        return pattern
 
     def render(self, query: str) -> str:
         """``query`` with its placeholders filled (str.format would choke on PromQL's braces)."""

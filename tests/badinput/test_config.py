@@ -56,6 +56,17 @@ CONFIGS: list[tuple[str, bytes | None, str]] = [
     ("a timeout of .inf", b"prometheus:\n  timeout_s: .inf\n", "prometheus.timeout_s: Input should be a finite number"),
     ("a count that is not a whole number", b"max_parallelism: 4.5\n", "max_parallelism"),
     ("a boolean that is a word", b"forecast_selection: perhaps\n", "forecast_selection"),
+    (
+        "a job name that ends the PromQL string",
+        b"prometheus:\n  flink_job: 'x\"} or vector(1) #'\n",
+        "prometheus.flink_job: '\"' cannot stand in the PromQL string",
+    ),
+    (
+        "a source that is no regex",
+        b"prometheus:\n  source_operator: '('\n",
+        "prometheus.source_operator: not a regular",
+    ),
+    ("a worker label that is no label", b"prometheus:\n  worker_label: tm id\n", "is not a Prometheus label name"),
     ("a directory", None, "directory"),
     ("missing", None, "cannot read config file: No such file or directory"),
 ]
