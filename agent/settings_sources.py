@@ -172,9 +172,24 @@ def _shown(value: object) -> str:
     return _SHOWN.repr(value)
 
 
-NOT_SETTINGS = frozenset({"SIMULATOR", "CACHE_DIR", "BASE_IMAGE", "BUILDER", "SOURCE", "FLINK_VERSIONS"})
+NOT_SETTINGS = frozenset(
+    {
+        "SIMULATOR",
+        "CACHE_DIR",
+        "IMAGE",
+        "BASE_IMAGE",
+        "BUILDER",
+        "SOURCE",
+        "DEBIAN_MIRROR",
+        "VERSION",
+        "REVISION",
+        "FLINK_VERSIONS",
+    }
+)
 """PERDIX_* variables that are not the agent's settings: the lab's simulator section (``perdix simulate`` and
-``perdix evaluate`` read it), where built Flink jobs are cached, and the image build's and the tests' own."""
+``perdix evaluate`` read it), where built Flink jobs are cached (``lab.flink.trace_job``), the image build's
+(``scripts/build-image.sh``, the Dockerfile's arguments) and the tests' (``tests/flink/conftest.py``). A test
+fails when one of those is used and not listed here."""
 
 
 def unknown_environment_variable(fields: Iterable[str]) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,43 @@ def test_flink_autoscaler_defaults_are_the_operators() -> None:
     defaults = FlinkAutoscalerSettings()
     for name, value in Settings().flink_autoscaler.model_dump().items():
         assert getattr(defaults, name) == value, name
+
+
+def test_every_perdix_variable_the_project_reads_is_a_setting_or_known_not_to_be_one() -> None:
+    """``unknown_environment_variable`` refuses a PERDIX_* variable that names no setting; the build's, the lab's and
+    the tests' own variables must be listed in NOT_SETTINGS, or exporting one would stop every command."""
+    from agent.settings_sources import ENV_NESTED_DELIMITER, ENV_PREFIX, NOT_SETTINGS
+    from lab.settings import LabSettings
+
+    root = Path(__file__).resolve().parents[2]
+    files = [root / "Makefile", root / "Dockerfile", root / ".ci" / "run"]
+    for directory in (
+        "agent",
+        "cli",
+        "lab",
+        "models",
+        "planner",
+        "spark",
+        "simulator",
+        "benchmarks",
+        "scripts",
+        "helm",
+    ):
+        files += [
+            p for p in (root / directory).rglob("*") if p.is_file() and p.suffix in {".py", ".sh", ".yaml", ".tpl"}
+        ]
+    files += [p for p in (root / "tests").rglob("*.py") if "badinput" not in p.parts]
+    known = {field.upper() for field in LabSettings.model_fields} | NOT_SETTINGS
+    used: dict[str, Path] = {}
+    for path in files:
+        if path.exists():
+            for name in re.findall(r"PERDIX_[A-Z][A-Z0-9_]*", path.read_text(errors="replace")):
+                used.setdefault(name, path)
+    assert len(used) >= 5
+    examples = {"PERDIX_DRYRUN", "PERDIX_SECTION__WINDOW_S"}  # a misspelling a docstring names; a test's made-up key
+    unknown = {
+        name: str(path.relative_to(root))
+        for name, path in used.items()
+        if name not in examples and name[len(ENV_PREFIX) :].split(ENV_NESTED_DELIMITER, 1)[0] not in known
+    }
+    assert not unknown, unknown
