@@ -203,8 +203,10 @@ class Daemon:
                 planning=self._planning(),
             )
         except KnowledgeUnrecoverable as exc:
+            self._close_parts()
             raise StartupError(str(exc)) from None
         except RegistryError as exc:
+            self._close_parts()
             raise StartupError(f"model_registry: {exc}") from None
         self.server: TelemetryServer | None = None
         self.scheduler = BackgroundScheduler(
@@ -291,13 +293,17 @@ class Daemon:
                 self.log.error("knowledge.flush_failed", error=f"{type(exc).__name__}: {exc}")
         if self.server is not None:
             self.server.stop()
+        self._close_parts()
+        if self._started:
+            self.log.info("daemon.stopped", rounds=self.rounds, knowledge_flushed=flushed)
+
+    def _close_parts(self) -> None:
+        """Close what the parts opened (the Kubernetes client), whatever each close raises."""
         for closer in self.parts.closers:
             try:
                 closer.close()
             except Exception:
                 pass
-        if self._started:
-            self.log.info("daemon.stopped", rounds=self.rounds, knowledge_flushed=flushed)
 
     def run_until_signal(self) -> None:
         """Start, block until SIGTERM/SIGINT, then stop gracefully."""

@@ -199,9 +199,11 @@ LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 def http_url(value: str) -> str:
-    """``value`` if it is an http(s) URL with a host (and a port in range, if it has one); else a ValueError saying
-    why. Checked with the settings, not at the first request: a malformed URL (``http://[::1``) raised from deep in
-    the HTTP clients."""
+    """``value`` without surrounding blanks and with its scheme in lower case if it is an http(s) URL with a host (and a
+    port in range, if it has one); else a ValueError saying why. Checked with the settings, not at the first request:
+    a malformed URL (``http://[::1``) raised from deep in the HTTP clients. A value read from a Secret made with
+    ``echo`` ends in a newline; ``HTTPS://`` is https (the clients compare the scheme as written)."""
+    value = value.strip()
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 (a port out of range or not a number raises here)
@@ -211,7 +213,12 @@ def http_url(value: str) -> str:
         raise ValueError("not an http:// or https:// URL")
     if not parts.hostname:
         raise ValueError("no host in the URL")
-    return value
+    return parts.scheme + value[len(parts.scheme) :]
+
+
+PROMQL_ESCAPES = frozenset("abfnrtv\\'\"xuU01234567")
+"""What may follow a backslash in a PromQL string (Go's escapes): a regular expression's ``\\.`` is written
+``\\\\.``."""
 
 
 class PrometheusSettings(_Section):
@@ -279,15 +286,19 @@ class PrometheusSettings(_Section):
     @field_validator("source_operator", "flink_job")
     @classmethod
     def _label_regex(cls, pattern: str) -> str:
-        # Put inside a double-quoted PromQL string by render(): a quote or a line break would end it there, and
-        # the error would blame the query, not this setting.
+        # Put inside a double-quoted PromQL string by render(): a quote or a line break would end it there, a
+        # backslash PromQL does not know would be refused, and the error would blame the query, not this setting.
+        # The expression itself is Prometheus' (Go's RE2) to judge, whose syntax Python's re does not share.
         bad = next((c for c in pattern if c in '"`\n\r'), None)
         if bad is not None:
             raise ValueError(f"{bad!r} cannot stand in the PromQL string this regular expression is put in")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"not a regular expression ({exc})") from None
+        escapes = re.finditer(r"\\(.?)", pattern, flags=re.DOTALL)
+        unknown = next((m.group(0) for m in escapes if m.group(1) not in PROMQL_ESCAPES or not m.group(1)), None)
+        if unknown is not None:
+            raise ValueError(
+                f"'{unknown}' is no escape of the PromQL string this regular expression is put in: "
+                f"write '{chr(92) * 2}{unknown[1:]}'"
+            )
         return pattern
 
     def render(self, query: str) -> str:

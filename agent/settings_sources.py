@@ -192,6 +192,14 @@ NOT_SETTINGS = frozenset(
 fails when one of those is used and not listed here."""
 
 
+SERVICE_LINK = re.compile(
+    r".+_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)"
+)
+"""The variables Kubernetes gives every pod for each Service of its namespace (``PERDIX_METRICS_SERVICE_HOST``,
+``PERDIX_METRICS_PORT_9100_TCP_ADDR`` for a Service ``perdix-metrics``): a release named ``perdix`` makes them
+PERDIX_*; they are no setting and no misspelling of one."""
+
+
 def unknown_environment_variable(fields: Iterable[str]) -> str | None:
     """The one line naming the first PERDIX_* variable that sets none of ``fields`` (the settings' top-level keys)
     and is none of :data:`NOT_SETTINGS`, with the setting it may have meant; None when every one is known. A
@@ -203,7 +211,7 @@ def unknown_environment_variable(fields: Iterable[str]) -> str | None:
         if not upper.startswith(ENV_PREFIX):
             continue
         head = upper[len(ENV_PREFIX) :].split(ENV_NESTED_DELIMITER, 1)[0]
-        if head in known or head in NOT_SETTINGS:
+        if head in known or head in NOT_SETTINGS or SERVICE_LINK.fullmatch(upper):
             continue
         close = difflib.get_close_matches(head, sorted(known), n=1)
         hint = f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""

@@ -8,7 +8,13 @@ import tempfile
 from pathlib import Path
 
 from agent.json_types import JsonObject
-from agent.knowledge.document import KnowledgeError, KnowledgeUnrecoverable, encode_document, parse_document
+from agent.knowledge.document import (
+    KnowledgeError,
+    KnowledgeTooLarge,
+    KnowledgeUnrecoverable,
+    encode_document,
+    parse_document,
+)
 from agent.logging import get_logger
 
 log = get_logger("perdix.knowledge")
@@ -110,6 +116,15 @@ class FileKnowledgeStore:
     def save(self, document: JsonObject) -> None:
         """Write the document to a temp file beside the target, fsync it, then rename over the target."""
         text = encode_document(document)
+        size = len(text.encode())
+        if size > MAX_FILE_BYTES:
+            # Written, it would be moved aside unread at the next start: the last good file stays instead.
+            raise KnowledgeTooLarge(
+                f"knowledge.path: {self.path}: the document is {size} bytes, over the {MAX_FILE_BYTES} byte limit a "
+                "start reads; not written",
+                size_bytes=size,
+                limit_bytes=MAX_FILE_BYTES,
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
         try:

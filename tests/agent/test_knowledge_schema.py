@@ -181,6 +181,24 @@ def test_a_knowledge_file_no_parser_should_read_is_moved_aside_unread_never_over
     assert not path.exists() and not path.is_symlink()
 
 
+def test_the_file_store_writes_no_document_a_start_would_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the limit a start reads, a document is not written (the last good file stays), as the ConfigMap store does
+    at its 1 MiB: written, it would be moved aside unread at the next start."""
+    from agent.knowledge import file as file_store
+    from agent.knowledge.document import KnowledgeTooLarge
+
+    path = tmp_path / "knowledge.json"
+    store = FileKnowledgeStore(path)
+    small = {"version": 1, "loop": {}, "analyzer": {}}
+    store.save(small)
+    monkeypatch.setattr(file_store, "MAX_FILE_BYTES", len(json.dumps(small)) + 10)
+    with pytest.raises(KnowledgeTooLarge, match="over the .* byte limit a start reads; not written"):
+        store.save({**small, "padding": "x" * 100})
+    assert json.loads(path.read_text()) == small
+
+
 def test_an_unusable_knowledge_file_that_cannot_be_moved_aside_stops_the_agent_before_it_overwrites(
     tmp_path: Path,
 ) -> None:

@@ -265,7 +265,7 @@ def test_flink_autoscaler_defaults_are_the_operators() -> None:
 def test_every_perdix_variable_the_project_reads_is_a_setting_or_known_not_to_be_one() -> None:
     """``unknown_environment_variable`` refuses a PERDIX_* variable that names no setting; the build's, the lab's and
     the tests' own variables must be listed in NOT_SETTINGS, or exporting one would stop every command."""
-    from agent.settings_sources import ENV_NESTED_DELIMITER, ENV_PREFIX, NOT_SETTINGS
+    from agent.settings_sources import ENV_NESTED_DELIMITER, ENV_PREFIX, NOT_SETTINGS, SERVICE_LINK
     from lab.settings import LabSettings
 
     root = Path(__file__).resolve().parents[2]
@@ -297,6 +297,50 @@ def test_every_perdix_variable_the_project_reads_is_a_setting_or_known_not_to_be
     unknown = {
         name: str(path.relative_to(root))
         for name, path in used.items()
-        if name not in examples and name[len(ENV_PREFIX) :].split(ENV_NESTED_DELIMITER, 1)[0] not in known
+        if name not in examples
+        and not SERVICE_LINK.fullmatch(name)
+        and name[len(ENV_PREFIX) :].split(ENV_NESTED_DELIMITER, 1)[0] not in known
     }
     assert not unknown, unknown
+
+
+def test_the_variables_kubernetes_gives_a_pod_for_services_named_perdix_are_no_settings_and_no_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A release named perdix has Services perdix-metrics and perdix-jobmanager, and Kubernetes gives every pod of the
+    namespace their host and port variables; refused as misspelled settings, the agent would never start."""
+    for name, value in {
+        "PERDIX_METRICS_SERVICE_HOST": "10.0.0.1",
+        "PERDIX_METRICS_SERVICE_PORT": "9100",
+        "PERDIX_METRICS_SERVICE_PORT_METRICS": "9100",
+        "PERDIX_METRICS_PORT": "tcp://10.0.0.1:9100",
+        "PERDIX_METRICS_PORT_9100_TCP": "tcp://10.0.0.1:9100",
+        "PERDIX_METRICS_PORT_9100_TCP_PROTO": "tcp",
+        "PERDIX_METRICS_PORT_9100_TCP_PORT": "9100",
+        "PERDIX_METRICS_PORT_9100_TCP_ADDR": "10.0.0.1",
+        "PERDIX_PORT": "tcp://10.0.0.2:80",
+    }.items():
+        monkeypatch.setenv(name, value)
+    assert load_settings(None, {}).dry_run is False
+    monkeypatch.setenv("PERDIX_DRYRUN", "true")
+    with pytest.raises(ConfigError, match="PERDIX_DRYRUN: not a setting"):
+        load_settings(None, {})
+
+
+@pytest.mark.parametrize(
+    ("given", "read"),
+    [
+        ("HTTPS://prom.example.com", "https://prom.example.com"),
+        ("http://prometheus:9090\n", "http://prometheus:9090"),
+        (" http://[::1]:9090/prom/ ", "http://[::1]:9090/prom/"),
+        (
+            "https://user:pw@prom.monitoring.svc.cluster.local/api/",
+            "https://user:pw@prom.monitoring.svc.cluster.local/api/",
+        ),
+    ],
+)
+def test_a_url_is_read_without_blanks_and_with_its_scheme_in_lower_case(given: str, read: str) -> None:
+    """A value from a Secret made with ``echo`` ends in a newline; ``HTTPS://`` left TLS unverified, the client
+    comparing the scheme as written."""
+    settings = load_settings(None, {"prometheus.url": given, "scale_target.rest_url": given})
+    assert (settings.prometheus.url, settings.scale_target.rest_url) == (read, read)

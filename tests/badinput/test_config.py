@@ -62,9 +62,9 @@ CONFIGS: list[tuple[str, bytes | None, str]] = [
         "prometheus.flink_job: '\"' cannot stand in the PromQL string",
     ),
     (
-        "a source that is no regex",
-        b"prometheus:\n  source_operator: '('\n",
-        "prometheus.source_operator: not a regular",
+        "a source with an escape PromQL refuses",
+        b"prometheus:\n  source_operator: 'Source:_my\\.topic'\n",
+        "prometheus.source_operator: '\\.' is no escape of the PromQL string",
     ),
     ("a worker label that is no label", b"prometheus:\n  worker_label: tm id\n", "is not a Prometheus label name"),
     ("a directory", None, "directory"),
