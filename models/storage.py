@@ -15,6 +15,11 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 
+MAX_READ_BYTES = 64 * 1024 * 1024
+"""The largest file :meth:`Location.read_bytes` reads: a model artifact is kilobytes (its state is orders and
+coefficients), a commit marker less."""
+
+
 class StorageError(OSError):
     """A location that cannot be opened or written; the message names the location."""
 
@@ -46,10 +51,23 @@ class Location:
         infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
         return sorted(info.base_name for info in infos if info.type == pafs.FileType.Directory)
 
-    def read_bytes(self, path: str) -> bytes:
-        """The whole content of the file at ``path``."""
+    def read_bytes(self, path: str, limit: int = MAX_READ_BYTES) -> bytes:
+        """The whole content of the regular file at ``path``, at most ``limit`` bytes; StorageError for anything
+        else: a FIFO (opening it blocks until someone writes), a device (``/dev/zero`` reads until memory runs out),
+        a directory, or a file over the limit. What a registry or a history holds is read only as what it claims
+        to be."""
+        info = self.fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(f"{path}: no such file")
+        if info.type != pafs.FileType.File:
+            raise StorageError(f"{path}: not a regular file")
+        if info.size is not None and info.size > limit:
+            raise StorageError(f"{path}: {info.size} bytes, over the {limit} byte limit")
         with self.fs.open_input_stream(path) as stream:
-            return bytes(stream.read())
+            data = bytes(stream.read(limit + 1))
+        if len(data) > limit:
+            raise StorageError(f"{path}: over the {limit} byte limit")
+        return data
 
     def write_bytes_atomic(self, path: str, data: bytes) -> None:
         """Write ``data`` to a temporary name next to ``path``, then move it into place.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -78,6 +79,40 @@ def test_damaged_artifacts_raise_corrupt(tmp_path: Path, damage) -> None:
         registry.load("orders", version)
 
 
+def _replace_with(path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    path.unlink()
+    if kind == "a FIFO":
+        os.mkfifo(path)
+    elif kind == "a link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "a directory":
+        path.mkdir()
+    else:
+        from models import storage
+
+        monkeypatch.setattr(storage.Location.read_bytes, "__defaults__", (1024,))
+        path.write_bytes(b" " * 2048)
+
+
+@pytest.mark.parametrize("name", [MODEL, MARKER])
+@pytest.mark.parametrize("kind", ["a FIFO", "a link to /dev/zero", "a directory", "over the size limit"])
+def test_a_file_that_is_no_artifact_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, kind: str
+) -> None:
+    """Opening a FIFO blocked the agent's round for good; /dev/zero, or a file of gigabytes, read until memory ran
+    out. Each is refused as a corrupt artifact before a byte is read, and the version before it stays loadable."""
+    registry = ModelRegistry(str(tmp_path))
+    old, new = versions(2)
+    publish(registry, "orders", old)
+    publish(registry, "orders", new)
+    _replace_with(tmp_path / "orders" / new / name, kind, monkeypatch)
+    with pytest.raises(CorruptArtifact, match="not a regular file|byte limit"):
+        registry.load("orders", new)
+    if kind == "over the size limit":
+        return
+    assert registry.load("orders", old).version == old
+
+
 def test_only_the_newest_k_versions_survive(tmp_path: Path) -> None:
     registry = ModelRegistry(str(tmp_path), keep=3)
     all_versions = versions(6)
@@ -145,3 +180,43 @@ def test_a_statsforecast_residual_is_published_as_plain_numbers_and_forecasts_th
     assert '"fitted"' in text and "gASV" not in text  # parameters, not a pickle
     loaded = SeasonalForecaster.from_dict(registry.load("orders").model)
     assert np.array_equal(loaded.predict(60), model.predict(60))
+
+
+def _fits(state: object) -> list[dict]:
+    """Every statsforecast fit (``arma`` and its coefficients) in a model state."""
+    if isinstance(state, dict):
+        return ([state] if "arma" in state else []) + [f for v in state.values() for f in _fits(v)]
+    return [f for v in state for f in _fits(v)] if isinstance(state, list) else []
+
+
+@pytest.mark.parametrize(
+    ("arma", "sar", "refused"),
+    [([0, 0, 1, 0, 300, 0, 0], 1, True), ([0, 0, 2, 0, 100, 0, 0], 2, True), ([2, 1, 0, 0, 1, 1, 0], 0, False)],
+)
+def test_an_arima_whose_state_no_fit_of_perdix_needs_is_refused_though_its_checksums_match(
+    tmp_path: Path, arma: list[int], sar: int, refused: bool
+) -> None:
+    """A seasonal order at a long season (a 15-KB artifact) made the library's Kalman set-up take gigabytes at the
+    first forecast; Perdix fits with a season of 1, and such a state is refused on load."""
+    from tests.spark.conftest import daily_workload
+
+    registry = ModelRegistry(str(tmp_path))
+    (version,) = versions(1)
+    model = SeasonalForecaster(residual="statsforecast-arima", residual_window_s=6 * 3600).fit(
+        daily_workload(2, seed=3, level=1000.0), start_s=0.0
+    )
+    state = model.to_dict()
+    (fit,) = _fits(state)
+    p, q = arma[0], arma[1]
+    fit["arma"] = arma
+    fit["coef"] = (
+        [[f"ar{i + 1}", 0.1] for i in range(p)]
+        + [[f"ma{i + 1}", 0.1] for i in range(q)]
+        + [[f"sar{i + 1}", 0.1] for i in range(sar)]
+    )
+    registry.publish("orders", version, metadata={"backtest": {"wape": 0.1}}, model=state)
+    if refused:
+        with pytest.raises(CorruptArtifact, match="Kalman state of .* more than any ARIMA this Perdix fits"):
+            registry.load("orders")
+    else:
+        assert registry.load("orders").version == version
