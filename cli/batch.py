@@ -118,8 +118,13 @@ def export_from_simulation(
     from spark.export import ExportError, export_frame
     from spark.history import as_utc, check_job_name
 
+    from spark.history import HistoryError
+
     check_job_name(job)
-    first = as_utc(start)
+    try:
+        first = as_utc(start)
+    except HistoryError as exc:
+        raise ExportError(f"--since: {exc}") from None
     try:
         frame = simulate_history(
             trace_path, start=first, hours=hours, step_s=step_s, simulator=simulator, parallelism=parallelism

@@ -427,7 +427,7 @@ def capacity_plan(
         16, "--max-scale-out", min=1, max=32_768, help="Write prior capacities for scale-outs 1..N."
     ),
     seed: int = typer.Option(
-        0, "--seed", min=0, max=2**63 - 1, help="Testbed seed (on Flink: the shuffle of the partition weights)."
+        0, "--seed", min=0, max=2**32 - 1, help="Testbed seed (on Flink: the shuffle of the partition weights)."
     ),
     min_slots: int = typer.Option(1, "--min-slots", max=1024, help="Flink: fewest task slots explored."),
     max_slots: int = typer.Option(

@@ -27,7 +27,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from models.forecast.seasonal import SeasonalForecaster
@@ -55,11 +55,27 @@ def version_at(moment: datetime) -> str:
     return moment.strftime("v%Y%m%dT%H%M%S") + f"{moment.microsecond // 1000:03d}Z"
 
 
+def published_at(version: str) -> datetime | None:
+    """When ``version`` was published (:func:`version_at`'s form, a real date and time), or None if it is no
+    version: ``v99999999T999999999Z`` matches the pattern and names no time."""
+    if not VERSION_PATTERN.match(version):
+        return None
+    try:
+        return datetime.strptime(version[1:19], "%Y%m%dT%H%M%S%f").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
 def check_version(version: str) -> str:
     """Return ``version`` if it is well formed, else raise :class:`RegistryError`."""
-    if not VERSION_PATTERN.match(version):
+    if published_at(version) is None:
         raise RegistryError(f"malformed model version {version!r} (expected like v20261123T081800123Z)")
     return version
+
+
+FUTURE_SLACK = timedelta(days=1)
+"""How far ahead of this clock a version may be dated (clocks differ); a version dated later was published by no
+retraining yet, and, newer than any to come, it would stop hot reload for good."""
 
 
 def digest(data: bytes) -> str:
@@ -82,6 +98,12 @@ class Artifact:
     model: dict[str, Any]
 
 
+def _current(name: str) -> bool:
+    """``name`` is a version (:func:`published_at`) dated no later than :data:`FUTURE_SLACK` from now."""
+    published = published_at(name)
+    return published is not None and published <= datetime.now(UTC) + FUTURE_SLACK
+
+
 class RegistryReader:
     """Reads versioned model artifacts per job under one root (local path or URI)."""
 
@@ -102,7 +124,7 @@ class RegistryReader:
         return [
             name
             for name in self.location.list_dirs(job_dir)
-            if VERSION_PATTERN.match(name) and self.location.exists(self.location.join(job, name, MARKER))
+            if _current(name) and self.location.exists(self.location.join(job, name, MARKER))
         ]
 
     def latest(self, job: str) -> str | None:

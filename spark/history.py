@@ -70,6 +70,12 @@ def check_job_name(job: str) -> str:
     return job
 
 
+EARLIEST = pd.Timestamp("1970-01-01", tz="UTC")
+LATEST = pd.Timestamp("2200-01-01", tz="UTC")
+"""The times a history may hold: the Unix epoch on, and well before pandas' nanosecond clock ends (2262), so a year
+added to any of them still counts (``--since 9999-12-31`` overflowed it, a traceback)."""
+
+
 def as_utc(moment: datetime | pd.Timestamp | str | float) -> pd.Timestamp:
     """A UTC timestamp (ms precision) from a datetime, an ISO string or epoch seconds."""
     if isinstance(moment, int | float) and not isinstance(moment, bool):
@@ -82,6 +88,8 @@ def as_utc(moment: datetime | pd.Timestamp | str | float) -> pd.Timestamp:
         if pd.isna(stamp):
             raise HistoryError(f"not a time: {moment!r}")
         stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    if not EARLIEST <= stamp < LATEST:
+        raise HistoryError(f"not a time of a job's history: {moment!r} (from {EARLIEST.year} to before {LATEST.year})")
     return stamp.floor("ms")
 
 

@@ -108,6 +108,11 @@ class Backtest:
     per_origin_wape: list[float] = field(default_factory=list)
 
 
+MAX_SPAN = pd.Timedelta(days=366)
+"""The longest history a retraining reads, as long as an export (``spark.export.MAX_RANGE``): two samples a thousand
+years apart asked for a grid of gigabytes."""
+
+
 def resample(frame: pd.DataFrame, *, step_s: int, max_gap_s: int) -> Series:
     """Mean workload rate per ``step_s`` on a regular grid; gaps up to ``max_gap_s`` interpolated linearly."""
     if frame.empty:
@@ -122,6 +127,19 @@ def resample(frame: pd.DataFrame, *, step_s: int, max_gap_s: int) -> Series:
     rates = rates[np.isfinite(rates.to_numpy())]
     if rates.empty:
         raise HistoryError("history has no finite workload rate")
+    rates = rates.sort_index()
+    span = rates.index[-1] - rates.index[0]
+    if span > MAX_SPAN:
+        raise HistoryError(
+            f"history spans {span.days:,} days, more than the {MAX_SPAN.days} a retraining reads; "
+            "export a shorter range"
+        )
+    # The grid below has a value per step across the whole span: a gap far too long is refused before it is built
+    # (the grid's own count of missing steps, below, judges the gaps near the limit).
+    steps = np.diff(rates.index.asi8) / 1e9 if len(rates) > 1 else np.empty(0)
+    if steps.size and float(steps.max()) > max_gap_s + 2 * step_s:
+        gap = float(steps.max()) - step_s
+        raise HistoryError(f"history has a gap of {gap:.0f} s (more than max_gap_s={max_gap_s})")
     origin = pd.Timestamp(0, unit="s", tz="UTC")
     grid = rates.resample(f"{step_s}s", origin=origin).mean()
     missing = grid.isna().to_numpy()

@@ -253,3 +253,32 @@ def test_prometheus_errors_become_one_line(prometheus: str, tmp_path: Path) -> N
             step_s=1.0,
             max_points=20_000,
         )
+
+
+@pytest.mark.parametrize("moment", ["9999-12-31", "0001-01-01", "1677-09-21T00:13:00", "2262-04-11T23:30:00", -1.0])
+def test_a_time_no_history_holds_is_one_error_not_an_overflow_later(moment: str | float) -> None:
+    """``--since 9999-12-31`` with ``--from-simulation`` overflowed pandas' clock once hours were added to it."""
+    from spark.history import HistoryError, as_utc
+
+    with pytest.raises(HistoryError, match="not a time of a job's history"):
+        as_utc(moment)
+    assert as_utc("2199-12-31T23:59:59").year == 2199 and as_utc(0.0).year == 1970
+
+
+@pytest.mark.parametrize(
+    ("times", "message"),
+    [
+        ([0.0, 366 * 86400.0 * 3], "history spans 1,098 days, more than the 366 a retraining reads"),
+        ([0.0, 60.0, 120.0, 100 * 86400.0], "history has a gap of"),
+    ],
+)
+def test_a_history_no_grid_should_be_built_for_is_refused_before_it_is(times: list[float], message: str) -> None:
+    """Two samples a thousand years apart asked the resampling for a grid of gigabytes (a MemoryError, or minutes)."""
+    import pandas as pd
+
+    from spark.history import HistoryError
+    from spark.training import resample
+
+    frame = pd.DataFrame({"time": times, "workload_rate": [1000.0] * len(times)})
+    with pytest.raises(HistoryError, match=message):
+        resample(frame, step_s=60, max_gap_s=600)

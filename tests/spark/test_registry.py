@@ -220,3 +220,18 @@ def test_an_arima_whose_state_no_fit_of_perdix_needs_is_refused_though_its_check
             registry.load("orders")
     else:
         assert registry.load("orders").version == version
+
+
+@pytest.mark.parametrize("name", ["v99999999T999999999Z", "v20261340T250000000Z", "v29991231T000000000Z"])
+def test_a_version_that_names_no_time_or_a_future_one_is_no_version(tmp_path: Path, name: str) -> None:
+    """Newer than any version to come, such a name was adopted and stopped hot reload for good."""
+    registry = ModelRegistry(str(tmp_path))
+    (version,) = versions(1)
+    publish(registry, "orders", version)
+    (tmp_path / "orders" / version).rename(tmp_path / "orders" / name)
+    publish(registry, "orders", version)
+    assert registry.versions("orders") == [version]
+    assert registry.latest("orders") == version
+    if name != "v29991231T000000000Z":
+        with pytest.raises(RegistryError, match="malformed model version"):
+            publish(registry, "orders", name)
