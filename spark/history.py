@@ -267,8 +267,17 @@ def read_history(root: str, *, jobs: Sequence[str] | None = None, columns: Itera
     )
     names = list(columns) if columns is not None else list(HISTORY_SCHEMA.names)
     filter_ = pads.field("job").isin(list(jobs)) if jobs is not None else None
-    table = dataset.to_table(columns=names, filter=filter_)
+    try:
+        table = dataset.to_table(columns=names, filter=filter_)
+    except (ValueError, TypeError, OSError) as exc:  # pyarrow's ArrowInvalid and ArrowTypeError among them
+        raise HistoryError(f"{root}: not a history export-history wrote ({' '.join(str(exc).split())[:300]})") from None
     frame = table.to_pandas()
+    if frame.empty:
+        raise HistoryError(f"{root}: no history rows" + (f" for job(s) {', '.join(jobs)}" if jobs else ""))
+    if jobs is not None:
+        missing = sorted(set(jobs) - set(frame["job"].astype(str))) if "job" in frame else sorted(jobs)
+        if missing:
+            raise HistoryError(f"{root}: no history for job(s) {', '.join(missing)}")
     if "time" in frame:
         frame["time"] = pd.to_datetime(frame["time"], utc=True)
     order = [c for c in ("job", "time") if c in frame]

@@ -27,6 +27,9 @@ class ModelRegistry(RegistryReader):
         if keep < 1:
             raise RegistryError(f"keep must be at least 1, got {keep}")
         super().__init__(uri)
+        if self.location.exists(self.location.root) and not self.location.is_dir(self.location.root):
+            # Refused before any fit: publishing into a file failed only once every job was trained.
+            raise RegistryError(f"{uri}: not a directory, cannot publish models under it")
         self.keep = keep
 
     def publish(self, job: str, version: str, *, metadata: dict[str, Any], model: dict[str, Any]) -> str:

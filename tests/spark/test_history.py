@@ -282,3 +282,20 @@ def test_a_history_no_grid_should_be_built_for_is_refused_before_it_is(times: li
     frame = pd.DataFrame({"time": times, "workload_rate": [1000.0] * len(times)})
     with pytest.raises(HistoryError, match=message):
         resample(frame, step_s=60, max_gap_s=600)
+
+
+def test_a_history_with_nothing_for_the_jobs_asked_is_one_error_not_zero_published(tmp_path: Path) -> None:
+    """``retrain --job`` of a job the history does not hold, or an empty history, reported 0 published and exit 0."""
+    from models.registry import RegistryError
+    from spark.registry import ModelRegistry
+
+    root = str(tmp_path / "history")
+    write_history(frame("2026-11-01T00:00", 60), root, job="orders")
+    assert set(read_history(root, jobs=["orders"])["job"]) == {"orders"}
+    with pytest.raises(HistoryError, match="no history rows for job.s. payments"):
+        read_history(root, jobs=["payments"])
+    with pytest.raises(HistoryError, match="no history for job.s. payments"):
+        read_history(root, jobs=["orders", "payments"])
+    (tmp_path / "registry").write_text("a file")
+    with pytest.raises(RegistryError, match="not a directory, cannot publish"):
+        ModelRegistry(str(tmp_path / "registry"))
