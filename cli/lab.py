@@ -309,14 +309,21 @@ def _check_replayable(traces: list[Path], settings: LabSettings, hours: float | 
 
 
 def _check_prior(settings: LabSettings) -> None:
-    """Exit 2 naming the file unless the capacity prior (when set) reads, before any progress is shown."""
+    """Exit 2 naming the file unless the capacity prior (when set) reads, and naming ``model_registry`` unless the
+    registry (when set) opens, before any progress is shown."""
     from agent.analyze import load_prior
+    from models.registry import RegistryError, RegistryReader
 
     if settings.capacity_prior_path is not None:
         try:
             load_prior(settings.capacity_prior_path)
         except ConfigError as exc:
             fail(str(exc))
+    if settings.model_registry:
+        try:
+            RegistryReader(settings.model_registry)
+        except RegistryError as exc:
+            fail(f"model_registry: {exc}")
 
 
 def _check_covers_a_loop(path: Path, workload: Trace, settings: LabSettings, hours: float | None) -> None:

@@ -129,3 +129,15 @@ def test_a_url_that_is_not_an_http_one_is_refused_with_the_settings(
     config = tmp_path / "perdix.yaml"
     config.write_text(f"dry_run: true\n{section}:\n  {name}: '{url}'\n")
     assert_one_line(run_perdix("run", "--config", config, cwd=tmp_path), f"perdix.yaml: {key}: {fragment}")
+
+
+@pytest.mark.parametrize("command", ["simulate", "evaluate"])
+def test_a_model_registry_no_filesystem_opens_is_one_line_for_the_lab(tmp_path: Path, command: str) -> None:
+    """A RegistryError traceback from the replayed agent's forecaster, as it was at perdix run's start."""
+    config = tmp_path / "perdix.yaml"
+    config.write_text("model_registry: nosuchproto://bucket/models\n")
+    trace = good_trace(tmp_path / "t.csv")
+    args = [command, "--trace", trace, "--hours", "0.2", "--out", "out", "--config", config]
+    result = run_perdix(*args, *(["--policies", "static"] if command == "evaluate" else []), cwd=tmp_path)
+    assert_one_line(result, "model_registry: nosuchproto://bucket/models: unsupported location")
+    assert not (tmp_path / "out").exists()
