@@ -570,7 +570,11 @@ def _print_capacity_model(model: CapacityModelFile, *, on_flink: bool) -> None:
             table.add_row(
                 f"run {index}: {observation['task_slots']} slots", f"MST {observation['capacity']:,.0f} rec/s"
             )
-    table.add_row("task slots for target (110 %)", str(model.task_slots_for_target))
+    slots = model.task_slots_for_target
+    table.add_row(
+        "task slots for target (110 %)",
+        str(slots) if slots is not None else f"out of reach ({model.extra.get('inverse_error', 'no estimate')})",
+    )
     for n in sorted(model.capacities)[:: max(1, len(model.capacities) // 8)]:
         table.add_row(f"capacity at {n}", f"{model.capacities[n]:,.0f} rec/s")
     Console().print(table)

@@ -101,3 +101,13 @@ def test_capacity_plan_command_writes_a_prior_the_agent_can_load(tmp_path: Path)
     assert prior[16] > prior[4] > 0
     bad = CliRunner().invoke(app, ["capacity-plan", "--target-rate", "-5", "--out", str(out)])
     assert bad.exit_code == 2
+
+
+def test_a_target_no_slot_count_reaches_is_said_to_be_out_of_reach_with_why(tmp_path: Path) -> None:
+    """The plan's row printed ``None`` for a target of 10^12 records/s."""
+    out = tmp_path / "model.json"
+    result = CliRunner().invoke(app, ["capacity-plan", "--target-rate", "1e12", "--max-runs", "6", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "out of reach (" in text and "needs more than" in text and "│ None" not in result.output
+    assert load_capacity_prior(out)  # the capacities of the scale-outs are still written

@@ -142,6 +142,25 @@ BAD_VALUES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
     # CPU is a TaskManager's: workers named by subtask cannot carry it (perdix run refuses the same at start).
     ("hpa-with-subtask-workers", {"perdix": {"policy": "hpa"}}, [], ["perdix.prometheus.workerLabel", "set it to pod"]),
     # KEDA's Kafka scaler reads each partition's lag: without kafka_exporter's offsets it could never act.
+    # What perdix run would refuse at start, named by the chart instead of a pod that crash-loops.
+    (
+        "heap-threshold-without-its-query",
+        {"perdix": {"safeguards": {"memory": {"heapUsageThreshold": 0.9}}}},
+        [],
+        ["perdix.prometheus.queries.heapUsage", "perdix.safeguards.memory.heapUsageThreshold reads it"],
+    ),
+    (
+        "gc-threshold-without-its-query",
+        {"perdix": {"safeguards": {"memory": {"gcPressureThreshold": 0.2}}}},
+        [],
+        ["perdix.prometheus.queries.gcTime", "gcPressureThreshold reads it"],
+    ),
+    (
+        "quote-in-the-job-regex",
+        {"perdix": {"prometheus": {"flinkJob": 'orders"} or vector(1) #'}}},
+        [],
+        ["perdix.prometheus.flinkJob", "double quote"],
+    ),
     (
         "keda-lag-without-offsets",
         {"perdix": {"policy": "keda-lag"}},

@@ -137,6 +137,16 @@ that depends on them, so `helm template` and `helm install` fail (`helm lint` re
 {{- if and (or (eq $p.policy "hpa") (eq $p.utilization "cpu")) (eq $p.prometheus.workerLabel "subtask_index") }}
 {{- fail "perdix.prometheus.workerLabel (subtask_index): perdix.policy hpa and perdix.utilization cpu read CPU per TaskManager: set it to pod (or tm_id), with one slot per TaskManager" }}
 {{- end }}
+{{- range $pair := list (list "heapUsageThreshold" "heapUsage") (list "gcPressureThreshold" "gcTime") }}
+{{- if and (not (kindIs "invalid" (index $p.safeguards.memory (first $pair)))) (not (index $p.prometheus.queries (last $pair))) }}
+{{- fail (printf "perdix.prometheus.queries.%s: perdix.safeguards.memory.%s reads it: set it (Flink's reporter: docs/safeguards.md)" (last $pair) (first $pair)) }}
+{{- end }}
+{{- end }}
+{{- range $key := list "flinkJob" "sourceOperator" }}
+{{- if contains "\"" (toString (index $p.prometheus $key)) }}
+{{- fail (printf "perdix.prometheus.%s: a double quote cannot stand in the PromQL string this regular expression is put in" $key) }}
+{{- end }}
+{{- end }}
 {{- if eq $p.policy "keda-lag" }}
 {{- range $key := list "partitionEndOffsets" "partitionCommittedOffsets" }}
 {{- if not (index $p.prometheus.queries $key) }}
