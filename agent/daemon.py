@@ -32,7 +32,6 @@ from agent.loop import Agent, Planning
 from agent.ports import EventSink, InterruptibleScaler, KnowledgeStore, MetricSource, MonitorError, Scaler
 from agent.settings import ConfigError, Settings
 from agent.telemetry import Telemetry, TelemetryServer
-from models.registry import RegistryError
 
 if TYPE_CHECKING:
     from kubernetes import client as k8s
@@ -202,12 +201,9 @@ class Daemon:
                 telemetry=self.parts.telemetry,
                 planning=self._planning(),
             )
-        except KnowledgeUnrecoverable as exc:
+        except (KnowledgeUnrecoverable, ConfigError) as exc:
             self._close_parts()
             raise StartupError(str(exc)) from None
-        except RegistryError as exc:
-            self._close_parts()
-            raise StartupError(f"model_registry: {exc}") from None
         self.server: TelemetryServer | None = None
         self.scheduler = BackgroundScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None}

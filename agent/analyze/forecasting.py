@@ -18,7 +18,7 @@ import numpy as np
 from agent.json_types import JsonObject, JsonValue, member, object_at
 from agent.logging import get_logger
 from agent.observation import Observation
-from agent.settings import Settings
+from agent.settings import ConfigError, Settings
 from models.forecast import Forecast, ForecasterConfig, WorkloadForecaster
 from models.forecast.conformal import ForecastErrors
 from models.forecast.envelope import RiseEnvelope
@@ -120,15 +120,19 @@ class Forecasting:
         self.reloader: ModelReloader | None = None
         if settings.model_registry:
             from agent.model_reload import ModelReloader
+            from models.registry import RegistryError
 
             # A candidate's replay is an order search plus a forecast per origin (a quarter of a second
             # or more): it runs beside the loop, on the injected executor or a thread of its own.
-            self.reloader = ModelReloader(
-                settings.model_registry,
-                settings.job_name,
-                agent_step_s=float(self.forecaster.resolution_s),
-                executor=executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="perdix-reload-score"),
-            )
+            try:
+                self.reloader = ModelReloader(
+                    settings.model_registry,
+                    settings.job_name,
+                    agent_step_s=float(self.forecaster.resolution_s),
+                    executor=executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="perdix-reload-score"),
+                )
+            except RegistryError as exc:  # a location no filesystem opens: a setting's error, named as one
+                raise ConfigError(f"model_registry: {exc}") from None
         self.recent = RecentWorkload(ScoringSpec.for_horizon(settings.forecast_horizon_s))
         """The last hour of workload and the running model's forecasts over it (rates, hot reload)."""
         self.envelope = RiseEnvelope(quantile=settings.forecast_quantile or 0.5, conditioned=settings.rise_conditioned)
