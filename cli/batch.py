@@ -116,9 +116,7 @@ def export_from_simulation(
     from lab.history import SimulationError, simulate_history
     from simulator import TraceError
     from spark.export import ExportError, export_frame
-    from spark.history import as_utc, check_job_name
-
-    from spark.history import HistoryError
+    from spark.history import HistoryError, as_utc, check_job_name
 
     check_job_name(job)
     try:
