@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from models.capacity import MAX_RECORDS_PER_S
 from models.forecast.seasonal import DAY_S, SeasonalForecaster
 from spark.history import HistoryError
 from spark.registry import ModelRegistry
@@ -124,9 +125,14 @@ def resample(frame: pd.DataFrame, *, step_s: int, max_gap_s: int) -> Series:
         else pd.to_datetime(times, utc=True)
     )
     rates = pd.Series(pd.to_numeric(frame["workload_rate"], errors="coerce").to_numpy(float), index=times)
-    rates = rates[np.isfinite(rates.to_numpy())]
+    if rates.isna().all():
+        raise HistoryError("history has no workload_rate values (the column is absent or every value is null)")
+    # A rate no job has (negative, or past MAX_RECORDS_PER_S) is a gap, as the agent reads it: 1e308 had overflowed
+    # every sum of the fit.
+    values = rates.to_numpy()
+    rates = rates[np.isfinite(values) & (values >= 0) & (values <= MAX_RECORDS_PER_S)]
     if rates.empty:
-        raise HistoryError("history has no finite workload rate")
+        raise HistoryError(f"history has no workload rate between 0 and {MAX_RECORDS_PER_S:.0e} records/s")
     rates = rates.sort_index()
     span = rates.index[-1] - rates.index[0]
     if span > MAX_SPAN:

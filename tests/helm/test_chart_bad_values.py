@@ -162,6 +162,25 @@ BAD_VALUES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
         ["perdix.prometheus.flinkJob", "double quote"],
     ),
     (
+        "unknown-escape-in-the-source-regex",
+        {"perdix": {"prometheus": {"sourceOperator": r"Source:\.orders"}}},
+        [],
+        ["perdix.prometheus.sourceOperator", "a backslash must start an escape"],
+    ),
+    # A URL the agent's settings refuse (the IPv6 address is not closed) fails the chart, not the pod's start.
+    (
+        "prometheus-url-without-a-host",
+        {"perdix": {"prometheus": {"url": "http://[::1:9090"}}},
+        [],
+        ["perdix.prometheus.url"],
+    ),
+    (
+        "rest-url-of-no-host",
+        {"mode": "rest", "perdix": {"scaleTarget": {"restUrl": "http:///jobs"}}},
+        [],
+        ["perdix.scaleTarget.restUrl"],
+    ),
+    (
         "keda-lag-without-offsets",
         {"perdix": {"policy": "keda-lag"}},
         [],

@@ -284,6 +284,33 @@ def test_a_history_no_grid_should_be_built_for_is_refused_before_it_is(times: li
         resample(frame, step_s=60, max_gap_s=600)
 
 
+@pytest.mark.parametrize(
+    ("rates", "message"),
+    [
+        ([None] * 5, "no workload_rate values"),
+        ([1e308] * 5, "no workload rate between 0 and 1e\\+12"),
+        ([-1.0] * 5, "no workload rate between 0 and 1e\\+12"),
+    ],
+)
+def test_a_history_of_rates_no_job_has_is_one_error_not_an_overflow_in_the_fit(
+    rates: list[float | None], message: str
+) -> None:
+    """Rates of 1e308 overflowed every sum of the fit (numpy warnings, then an unrelated ValueError)."""
+    from spark.training import resample
+
+    frame = pd.DataFrame({"time": [0.0, 60.0, 120.0, 180.0, 240.0], "workload_rate": rates})
+    with pytest.raises(HistoryError, match=message):
+        resample(frame, step_s=60, max_gap_s=600)
+
+
+def test_absurd_rates_among_good_ones_are_gaps() -> None:
+    from spark.training import resample
+
+    frame = pd.DataFrame({"time": [0.0, 60.0, 120.0, 180.0], "workload_rate": [100.0, 1e308, -5.0, 130.0]})
+    series = resample(frame, step_s=60, max_gap_s=600)
+    assert series.values.tolist() == [100.0, 110.0, 120.0, 130.0]
+
+
 def test_a_history_with_nothing_for_the_jobs_asked_is_one_error_not_zero_published(tmp_path: Path) -> None:
     """``retrain --job`` of a job the history does not hold, or an empty history, reported 0 published and exit 0."""
     from models.registry import RegistryError

@@ -143,8 +143,11 @@ that depends on them, so `helm template` and `helm install` fail (`helm lint` re
 {{- end }}
 {{- end }}
 {{- range $key := list "flinkJob" "sourceOperator" }}
-{{- if contains "\"" (toString (index $p.prometheus $key)) }}
+{{- $pattern := toString (index $p.prometheus $key) }}
+{{- if contains "\"" $pattern }}
 {{- fail (printf "perdix.prometheus.%s: a double quote cannot stand in the PromQL string this regular expression is put in" $key) }}
+{{- else if not (regexMatch `^([^\\]|\\[abfnrtv\\'"xuU0-7])*$` $pattern) }}
+{{- fail (printf "perdix.prometheus.%s: a backslash must start an escape of the PromQL string this regular expression is put in (a regular expression's \\. is written \\\\.)" $key) }}
 {{- end }}
 {{- end }}
 {{- if eq $p.policy "keda-lag" }}
