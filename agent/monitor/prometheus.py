@@ -249,11 +249,30 @@ def check_prometheus(settings: PrometheusSettings, *, skip: frozenset[str] = fro
             _series_list(run_query(partial(prom.custom_query, rendered), settings), points="value", settings=settings)
         except QueryFailed as exc:
             if exc.kind == "rejected":
-                raise ConfigError(f"prometheus.queries.{name}: {exc}") from None
+                raise ConfigError(
+                    f"prometheus.queries.{name}: {exc}{regex_culprits(query, str(exc), settings)}"
+                ) from None
             if exc.kind == "bad_answer":
                 raise MonitorError(f"prometheus.queries.{name}: {exc}") from None
         except PrometheusDown as exc:
             raise MonitorError(f"prometheus.url: {exc}") from None
+
+
+REGEX_SETTINGS = (
+    ("{job}", "prometheus.flink_job", "flink_job"),
+    ("{source}", "prometheus.source_operator", "source_operator"),
+)
+"""The placeholders a query puts a label setting's regular expression in, the setting, and its field."""
+
+
+def regex_culprits(query: str, error: str, settings: PrometheusSettings) -> str:
+    """Where Prometheus refused a regular expression and ``query`` holds a label setting's, the settings it holds
+    (the query itself may be the default and right): `` (the regular expression may be prometheus.flink_job
+    'orders(' ...)``; else nothing. RE2's syntax is Prometheus' to judge, so the settings are named, not tried."""
+    if "regexp" not in error:
+        return ""
+    held = [f"{key} {getattr(settings, attr)!r}" for placeholder, key, attr in REGEX_SETTINGS if placeholder in query]
+    return f" (the regular expression may be {' or '.join(held)})" if held else ""
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ def _rest_scaler(settings: Settings, *, clock: Clock, scaler: Scaler) -> FlinkRe
 
 def _check_queries(settings: Settings) -> None:
     """Run each per-vertex query once: one Prometheus rejects is a ConfigError naming it."""
-    from agent.monitor.prometheus import QueryFailed, connect, run_query
+    from agent.monitor.prometheus import QueryFailed, connect, regex_culprits, run_query
 
     prometheus = connect(settings.prometheus)
     for name, query in settings.operators.queries.model_dump().items():
@@ -82,7 +82,8 @@ def _check_queries(settings: Settings) -> None:
             run_query(partial(prometheus.custom_query, rendered), settings.prometheus)
         except QueryFailed as exc:
             if exc.kind == "rejected":
-                raise ConfigError(f"operators.queries.{name}: {exc}") from None
+                culprits = regex_culprits(query, str(exc), settings.prometheus)
+                raise ConfigError(f"operators.queries.{name}: {exc}{culprits}") from None
         except Exception:  # Prometheus down: the whole-job check at start reported it already
             break
 

@@ -92,6 +92,13 @@ def target(kubeconfig: Path | str) -> dict[str, Any]:
             "rejected query",
             'prometheus.queries.workload: Prometheus rejected the query: invalid parameter "query": 1:35: parse error',
         ),
+        # A regular expression of the settings RE2 refuses: the query is the default, the setting is named.
+        (
+            "rejected regex",
+            'prometheus.queries.workload: Prometheus rejected the query: invalid parameter "query": 1:18: parse '
+            "error: error parsing regexp: missing closing ): `^(?:orders()$` (the regular expression may be "
+            "prometheus.flink_job 'orders(')",
+        ),
         ("port taken", "telemetry.metrics_port: cannot listen on 127.0.0.1:"),
     ],
 )
@@ -119,6 +126,14 @@ def test_run_start_up_problems_exit_2_with_one_line(
         settings["prometheus"]["queries"] = {"workload": bad}
         fake_prometheus.answers[bad] = Canned(
             status=400, error='invalid parameter "query": 1:35: parse error: unexpected end of input'
+        )
+    elif case == "rejected regex":
+        query = 'sum(rate(records{job_name=~"{job}"}[1m]))'
+        settings["prometheus"].update(flink_job="orders(", queries={"workload": query})
+        fake_prometheus.answers[query.replace("{job}", "orders(")] = Canned(
+            status=400,
+            error='invalid parameter "query": 1:18: parse error: error parsing regexp: missing closing ): '
+            "`^(?:orders()$`",
         )
     elif case == "port taken":
         holder = socket.socket()
