@@ -16,6 +16,7 @@ Run: .venv/bin/python -m benchmarks.bench_evaluate [--corpus all|dev|held-out|no
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -73,7 +74,21 @@ def main() -> None:
     runs = plan_runs(refs, policies, sweep=args.sweep, swept=swept)
     hours = args.hours if args.hours is not None else (6.0 if args.shipped else None)
     start = time.perf_counter()
-    results = run_all(runs, settings, hours=hours, failures_per_hour=args.failures_per_hour, jobs=args.jobs)
+    finished: set[tuple[str, str]] = set()
+
+    def progress(key: tuple[str, str], done_s: int, total_s: int) -> None:
+        """One line on stderr per run as it ends: a sweep runs for tens of minutes."""
+        if done_s >= total_s and key not in finished:
+            finished.add(key)
+            print(
+                f"[{len(finished)}/{len(runs)}] {' '.join(key)} ({time.perf_counter() - start:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    results = run_all(
+        runs, settings, hours=hours, failures_per_hour=args.failures_per_hour, jobs=args.jobs, on_progress=progress
+    )
     wall = time.perf_counter() - start
     print(
         f"{len(runs)} runs on {len(refs)} traces in {wall:.0f} s wall ({args.jobs} processes; "
