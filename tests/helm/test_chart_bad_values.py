@@ -175,6 +175,12 @@ BAD_VALUES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
         ["perdix.prometheus.url"],
     ),
     (
+        "prometheus-url-port-out-of-range",
+        {"perdix": {"prometheus": {"url": "http://prometheus:65536"}}},
+        [],
+        ["perdix.prometheus.url"],
+    ),
+    (
         "rest-url-of-no-host",
         {"mode": "rest", "perdix": {"scaleTarget": {"restUrl": "http:///jobs"}}},
         [],
