@@ -109,8 +109,17 @@ def test_default_queries_with_tm_id_read_the_real_job(
         None, {"prometheus.url": prometheus.url, "prometheus.worker_label": "tm_id", "scale_target.kind": "flink-rest"}
     )
     monitor = PrometheusMonitor(settings.prometheus)
-    now = time.time()
-    observation = monitor.observe(since=now - 5, now=now)
+
+    def flowing() -> Any:
+        """The last five seconds' observation once every worker's counters show records in each read second: the
+        rate of a counter over a window reaching back before a subtask's first record reads 0 there (the meters
+        the fixture waits for are per second and start sooner), which is a true reading of a job starting up."""
+        now = time.time()
+        seen = monitor.observe(since=now - 5, now=now)
+        rates = seen.worker_throughput.values()
+        return seen if rates and all((t[~_nan(t)] > 0).all() and (~_nan(t)).any() for t in rates) else None
+
+    observation = poll(flowing, timeout_s=60, interval_s=1, what="records in every worker's last five seconds")
 
     taskmanagers = {tm["id"] for tm in (json.loads(_get(f"{flink_cluster.rest_url}/taskmanagers"))["taskmanagers"])}
     tm_ids = set(observation.worker_throughput)
