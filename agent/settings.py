@@ -221,6 +221,11 @@ PROMQL_ESCAPES = frozenset("abfnrtv\\'\"xuU01234567")
 ``\\\\.``."""
 
 
+REGEX_PLACEHOLDERS = {"{source}": "source_operator", "{job}": "flink_job"}
+"""The placeholders :meth:`PrometheusSettings.render` fills with a label setting's regular expression, and the
+setting (a field of ``prometheus``)."""
+
+
 class PrometheusSettings(_Section):
     """Where and how the monitor reads metrics."""
 
@@ -283,7 +288,7 @@ class PrometheusSettings(_Section):
             raise ValueError(f"{label!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)")
         return label
 
-    @field_validator("source_operator", "flink_job")
+    @field_validator(*REGEX_PLACEHOLDERS.values())
     @classmethod
     def _label_regex(cls, pattern: str) -> str:
         # Put inside a double-quoted PromQL string by render(): a quote or a line break would end it there, a
@@ -303,13 +308,14 @@ class PrometheusSettings(_Section):
 
     def render(self, query: str) -> str:
         """``query`` with its placeholders filled (str.format would choke on PromQL's braces)."""
-        return (
+        rendered = (
             query.replace("{worker_label}", self.worker_label)
             .replace("{window}", str(self.rate_window_s))
             .replace("{step}", f"{self.step_s:g}")
-            .replace("{source}", self.source_operator)
-            .replace("{job}", self.flink_job)
         )
+        for placeholder, setting in REGEX_PLACEHOLDERS.items():
+            rendered = rendered.replace(placeholder, getattr(self, setting))
+        return rendered
 
 
 ScaleTargetKind = Literal["simulated", "deployment", "statefulset", "flinkdeployment", "flink-rest"]

@@ -33,7 +33,13 @@ from urllib3.util.retry import Retry
 from agent.logging import get_logger
 from agent.observation import Observation
 from agent.ports import MonitorError
-from agent.settings import MEMORY_QUERIES, PARTITION_OFFSET_QUERIES, ConfigError, PrometheusSettings
+from agent.settings import (
+    MEMORY_QUERIES,
+    PARTITION_OFFSET_QUERIES,
+    REGEX_PLACEHOLDERS,
+    ConfigError,
+    PrometheusSettings,
+)
 
 SCALAR_QUERIES = ("workload", "consumer_lag", "parallelism", "uptime")
 """Queries that must answer with exactly one series."""
@@ -258,20 +264,17 @@ def check_prometheus(settings: PrometheusSettings, *, skip: frozenset[str] = fro
             raise MonitorError(f"prometheus.url: {exc}") from None
 
 
-REGEX_SETTINGS = (
-    ("{job}", "prometheus.flink_job", "flink_job"),
-    ("{source}", "prometheus.source_operator", "source_operator"),
-)
-"""The placeholders a query puts a label setting's regular expression in, the setting, and its field."""
-
-
 def regex_culprits(query: str, error: str, settings: PrometheusSettings) -> str:
     """Where Prometheus refused a regular expression and ``query`` holds a label setting's, the settings it holds
     (the query itself may be the default and right): `` (the regular expression may be prometheus.flink_job
     'orders(' ...)``; else nothing. RE2's syntax is Prometheus' to judge, so the settings are named, not tried."""
     if "regexp" not in error:
         return ""
-    held = [f"{key} {getattr(settings, attr)!r}" for placeholder, key, attr in REGEX_SETTINGS if placeholder in query]
+    held = [
+        f"prometheus.{setting} {getattr(settings, setting)!r}"
+        for placeholder, setting in REGEX_PLACEHOLDERS.items()
+        if placeholder in query
+    ]
     return f" (the regular expression may be {' or '.join(held)})" if held else ""
 
 

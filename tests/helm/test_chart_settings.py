@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -427,6 +428,49 @@ def test_schema_is_at_least_as_strict_as_the_settings(path: str) -> None:
     if typing.get_origin(info.annotation) is typing.Literal:
         # The chart may narrow an enum (and use "" for "the chart decides"), never widen it.
         assert set(schema["enum"]) - {""} <= set(literal), path
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://prometheus:9090",
+        "HTTPS://prom.example/api/v1",
+        "http://user@prom:9090/x?y=1",
+        "http://[::1]:9090",
+        "http://p:08081",
+        "http://p:65535",
+        "http://[::1",
+        "http://[::1:9090",
+        "http:///jobs",
+        "http://p:65536",
+        "ftp://p",
+        "notaurl",
+    ],
+)
+def test_the_charts_url_patterns_refuse_what_the_settings_refuse(url: str) -> None:
+    """One pattern for both URLs (the REST URL may also be empty), and it agrees with ``http_url`` on each case."""
+    from agent.settings import http_url
+
+    leaves = schema_leaves(CHART_SCHEMA["properties"]["perdix"])
+    pattern = leaves[("prometheus", "url")]["pattern"]
+    assert leaves[("scaleTarget", "restUrl")]["pattern"] == "^$|" + pattern
+    try:
+        http_url(url)
+        accepted = True
+    except ValueError:
+        accepted = False
+    assert (re.fullmatch(pattern, url) is not None) == accepted, url
+
+
+def test_the_charts_promql_escapes_are_the_settings() -> None:
+    """The template's check of ``flinkJob``/``sourceOperator`` allows after a backslash what the settings allow."""
+    from agent.settings import PROMQL_ESCAPES
+
+    template = (CHART / "templates" / "_helpers.tpl").read_text()
+    opening, closing = r"regexMatch `^([^\\]|\\[", "])*$`"
+    assert opening in template, "the escape check is gone from _helpers.tpl"
+    allowed = template.split(opening, 1)[1].split(closing, 1)[0]  # abfnrtv\\'"xuU0-7
+    assert set(allowed.replace("0-7", "01234567").replace("\\\\", "\\")) == set(PROMQL_ESCAPES)
 
 
 def test_the_policy_enum_is_what_perdix_run_runs() -> None:
