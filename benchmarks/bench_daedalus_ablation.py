@@ -163,11 +163,15 @@ PATCHED: dict[str, dict[str, Any]] = {
     "dear: recent-rescale rounds want nothing": {"RECENT_WANTS_WHERE": "cheap"},
     "cheap: carried while a failure recovers": {"RECOVERING_OVER": "planned"},
     "dear: arrivals with the drift": {"agent.analyze.forecasting.ARRIVALS_DRIFT_WHERE": "dear"},
+    "cheap: scale-ins ready as their own stop ends": {
+        "READY_WHERE": "always",
+        "agent.analyze.candidates.SCALE_IN_READY_AFTER_RESCALE": "cheap",
+    },
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an
-endless margin never binds), or the analyze stage's upper bound and arrivals (experiments 15, 16, 17, 20, 38, 39
-and 46 of docs/research/experiments.md)."""
+endless margin never binds), or the analyze stage's upper bound, arrivals and failure-ready workloads
+(experiments 15, 16, 17, 20, 38, 39, 46 and 47 of docs/research/experiments.md)."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
 VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})
 VARIANTS["fixed holds as before"] = (frozenset(), {"holds": "fixed", "rise_conditioned": False})

@@ -483,17 +483,28 @@ class RecoveryPredictor:
         )
 
     def failure_ready_rate(
-        self, capacity: float | None, parallelism: int, target_s: float, profile: WorkerProfile | None = None
+        self,
+        capacity: float | None,
+        parallelism: int,
+        target_s: float,
+        profile: WorkerProfile | None = None,
+        *,
+        after_rescale_from: int | None = None,
     ) -> float | None:
         """The highest steady workload at which a failure at ``parallelism`` (of ``capacity``, its workers as
         ``profile`` says) still recovers within ``target_s`` as :meth:`predict` predicts it (:func:`ready_workload`);
-        None when the capacity is unknown."""
+        None when the capacity is unknown. ``after_rescale_from``: the failure strikes as a rescale from that
+        scale-out ends, and the one recovery works off both stops (their downtimes and replays added up)."""
         if capacity is None or not math.isfinite(capacity) or capacity <= 0:
             return None
+        downtime_s, replay_s = self.downtime("failure", parallelism, parallelism), self.checkpoint_interval_s / 2
+        if after_rescale_from is not None:
+            downtime_s += self.downtime("rescale", parallelism, after_rescale_from)
+            replay_s += self.replay_records(1.0, "rescale")
         return ready_workload(
             capacity=float(capacity),
-            downtime_s=self.downtime("failure", parallelism, parallelism),
-            replay_s=self.checkpoint_interval_s / 2,
+            downtime_s=downtime_s,
+            replay_s=replay_s,
             target_s=target_s,
             profile=profile,
         )

@@ -169,9 +169,8 @@ class Analyzer:
         refused = self.forecasting.take_refused()
         recoveries = self.tracker.feed(observation)
         current = observation.parallelism
-        outlook = self.forecasting.outlook(
-            forecast, span=int(observation.times.size), cheap_rescale=self._rescale_is_cheap(current)
-        )
+        cheap = self._rescale_is_cheap(current)
+        outlook = self.forecasting.outlook(forecast, span=int(observation.times.size), cheap_rescale=cheap)
         scale_outs = evaluate_scale_outs(
             self._candidates(current),
             current=current,
@@ -180,6 +179,7 @@ class Analyzer:
             predictor=self.recovery,
             outlook=outlook,
             target_s=self.settings.target_recovery_time_s,
+            cheap_rescale=cheap,
         )
         self.tracker.remember(scale_outs.capacities.keys(), scale_outs.stop_predictions)
         recovering = self.tracker.holding(now, observation)

@@ -30,6 +30,17 @@ from models.capacity import CapacityModel
 from models.recovery import RecoveryPredictor, WorkerProfile
 
 
+SCALE_IN_READY_AFTER_RESCALE = "never"
+"""Where a scale-in's failure-ready workload (:attr:`ScaleOuts.failure_ready`) is that of a failure striking as the
+scale-in's own stop ends, one recovery working off both stops (their downtimes and replays together): ``never``, a
+failure on a caught-up job as for every other scale-out; ``cheap``, where a rescale is cheap (in place); or
+``always``. A failure is as likely in the seconds after a rescale as at any other moment, and in place two scale-ins
+taken a percent above a caught-up job's readiness met one there and missed. Checked through the hold where cheap
+too (``planner.daedalus.READY_WHERE = "always"``), ``cheap`` took both for one new miss and 1.6 % more of the dev
+half's worker-hours, and held-out cost 1.1 % with the same miss, a failure's third within five minutes
+(docs/research/experiments.md, experiment 47)."""
+
+
 @dataclass(frozen=True)
 class CandidateRecovery:
     """The recovery predictions for one candidate scale-out."""
@@ -54,7 +65,8 @@ class ScaleOuts:
     """Expected downtime of a rescale from the current scale-out (none without a current one)."""
     failure_ready: Mapping[int, float]
     """The highest steady workload at which a failure at each candidate recovers within the target
-    (:meth:`RecoveryPredictor.failure_ready_rate`): what a scale-in must stay below while it holds."""
+    (:meth:`RecoveryPredictor.failure_ready_rate`), for a scale-in a failure as its own stop ends
+    (:data:`SCALE_IN_READY_AFTER_RESCALE`): what a scale-in must stay below while it holds."""
 
     @property
     def recovery_times(self) -> dict[int, float]:
@@ -77,9 +89,14 @@ def evaluate_scale_outs(
     predictor: RecoveryPredictor,
     outlook: WorkloadOutlook,
     target_s: float,
+    cheap_rescale: bool,
 ) -> ScaleOuts:
     """Capacity, downtime and recovery of each candidate, from ``current`` with ``backlog`` records waiting;
-    ``target_s``: the target recovery time the failure-ready workloads are computed for."""
+    ``target_s``: the target recovery time the failure-ready workloads are computed for; ``cheap_rescale``: whether
+    a rescale is cheap (:data:`SCALE_IN_READY_AFTER_RESCALE`)."""
+    after_rescale = SCALE_IN_READY_AFTER_RESCALE == "always" or (
+        SCALE_IN_READY_AFTER_RESCALE == "cheap" and cheap_rescale
+    )
     capacities: dict[int, float | None] = {}
     sources: dict[int, str] = {}
     recoveries: dict[int, CandidateRecovery] = {}
@@ -94,7 +111,8 @@ def evaluate_scale_outs(
             if value is None:
                 continue
             profile = capacity.worker_profile(n)
-            ready = predictor.failure_ready_rate(value, n, target_s, profile)
+            after = current if after_rescale and current is not None and n < current else None
+            ready = predictor.failure_ready_rate(value, n, target_s, profile, after_rescale_from=after)
             if ready is not None:
                 failure_ready[n] = ready
             if outlook.arrivals is None or outlook.recent_rate is None:

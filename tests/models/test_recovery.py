@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from models.recovery import RecoveryPredictor, recovery_time
+from models.recovery import RecoveryPredictor, ready_workload, recovery_time
 from simulator import SimulatedFlinkJob, Trace
 from simulator.config import SimulatorSettings
 
@@ -430,3 +430,23 @@ def test_the_ready_workload_of_an_unknown_capacity_is_unknown_and_of_a_target_wi
     assert predictor.failure_ready_rate(10_000, 4, 15) == 0.0
     # 10,000 * (300 - 15) / (300 - 15 + 15 + 5 - 1)
     assert predictor.failure_ready_rate(10_000, 4, 300) == pytest.approx(10_000 * 285 / 304)
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+def test_a_failure_as_a_rescale_ends_is_ready_only_for_a_workload_that_works_off_both_stops(aligned: bool) -> None:
+    """A failure striking as a rescale's stop ends leaves one recovery to work off both stops: the failure-ready
+    workload after a rescale is that of one stop of both downtimes replaying both stops' records (an aligned
+    rescale replays none of its own), below the workload a failure on a caught-up job is ready for."""
+    predictor = RecoveryPredictor(
+        checkpoint_interval_s=10,
+        downtime_failure_prior_s=15,
+        downtime_rescale_prior_s=2,
+        aligned_rescales=aligned,
+    )
+    alone = predictor.failure_ready_rate(10_000, 4, 300)
+    after = predictor.failure_ready_rate(10_000, 4, 300, after_rescale_from=6)
+    assert alone is not None and after is not None and after < alone
+    # 10,000 * (300 - 15 - 2) / (300 - 15 - 2 + 15 + 2 + 5 + rescale replay - 1)
+    replayed = 0.0 if aligned else 5.0
+    assert after == pytest.approx(10_000 * 283 / (304 + replayed))
+    assert alone == pytest.approx(ready_workload(capacity=10_000, downtime_s=15, replay_s=5, target_s=300))
