@@ -142,15 +142,20 @@ def test_a_sub_second_checkpoint_interval_still_gives_every_scale_out_a_recovery
     assert np.isfinite(analysis.recovery_times[analysis.parallelism])
 
 
-def test_records_already_waiting_lengthen_every_predicted_recovery() -> None:
-    """A job rescaled while behind starts its recovery with that backlog too."""
-    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+def replayed_flat(settings: LabSettings) -> tuple[Analyzer, Observation, float]:
+    """The analyzer after half an hour of the agent's loop over a flat 40,000/s, the last minute's observation and
+    its time."""
     run = Replay(Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0])), settings, hours=0.5)
     run.run()
     analyzer = run.agent.analyzer
     assert isinstance(analyzer, Analyzer)
     now = float(run.job.now_s)
-    observation = run.monitor.observe(since=now - 60, now=now)
+    return analyzer, run.monitor.observe(since=now - 60, now=now), now
+
+
+def test_records_already_waiting_lengthen_every_predicted_recovery() -> None:
+    """A job rescaled while behind starts its recovery with that backlog too."""
+    analyzer, observation, now = replayed_flat(load_lab_settings(None, {"telemetry.log_level": "error"}))
     caught_up = analyzer.analyze(observation, now=now)
     behind = analyzer.analyze(replace(observation, consumer_lag=observation.consumer_lag + 1_000_000.0), now=now)
     n = caught_up.parallelism
@@ -166,12 +171,8 @@ def test_a_scale_in_is_judged_by_its_bad_case_and_the_watch_by_the_expected_one(
     whole checkpoint interval replayed, the workload rising as the envelope says). What the recovery watch
     compares a measured stop with stays the expected prediction."""
     settings = load_lab_settings(None, {"telemetry.log_level": "error", "max_parallelism": 12})
-    run = Replay(Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0])), settings, hours=0.5)
-    run.run()
-    analyzer = run.agent.analyzer
-    assert isinstance(analyzer, Analyzer)
-    now = float(run.job.now_s)
-    analysis = analyzer.analyze(run.monitor.observe(since=now - 60, now=now), now=now)
+    analyzer, observation, now = replayed_flat(settings)
+    analysis = analyzer.analyze(observation, now=now)
     current = analysis.parallelism
     assert current is not None and current > 2
     expected = analyzer.tracker.stop_predictions
@@ -197,12 +198,7 @@ def test_where_cheap_a_scale_in_can_be_ready_for_a_failure_as_its_own_stop_ends(
     settings = load_lab_settings(
         None, {"telemetry.log_level": "error", "max_parallelism": 12, **rescale_cost_overrides(cost)}
     )
-    run = Replay(Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0])), settings, hours=0.5)
-    run.run()
-    analyzer = run.agent.analyzer
-    assert isinstance(analyzer, Analyzer)
-    now = float(run.job.now_s)
-    observation = run.monitor.observe(since=now - 60, now=now)
+    analyzer, observation, now = replayed_flat(settings)
     alone = analyzer.analyze(observation, now=now)  # the shipped setting, "never"
     monkeypatch.setattr(candidates, "SCALE_IN_READY_AFTER_RESCALE", "cheap")
     cheap = analyzer.analyze(observation, now=now)
