@@ -497,10 +497,10 @@ class RecoveryPredictor:
         scale-out ends, and the one recovery works off both stops (their downtimes and replays added up)."""
         if capacity is None or not math.isfinite(capacity) or capacity <= 0:
             return None
-        downtime_s, replay_s = self.downtime("failure", parallelism, parallelism), self.checkpoint_interval_s / 2
+        downtime_s, replay_s = self.downtime("failure", parallelism, parallelism), self.replay_s("failure")
         if after_rescale_from is not None:
             downtime_s += self.downtime("rescale", parallelism, after_rescale_from)
-            replay_s += self.replay_records(1.0, "rescale")
+            replay_s += self.replay_s("rescale")
         return ready_workload(
             capacity=float(capacity),
             downtime_s=downtime_s,
@@ -510,12 +510,16 @@ class RecoveryPredictor:
         )
 
     def replay_records(self, recent_workload_rate: float, kind: str = "failure") -> float:
-        """Records a stop of ``kind`` replays: those since the last checkpoint (half an interval of the recent
-        workload, the expected replay of a stop at a random moment), none for a rescale aligned with a
-        checkpoint. The lag already waiting comes on top."""
+        """Records a stop of ``kind`` replays: :meth:`replay_s` seconds of the recent workload. The lag already
+        waiting comes on top."""
+        return recent_workload_rate * self.replay_s(kind)
+
+    def replay_s(self, kind: str = "failure") -> float:
+        """Seconds of input a stop of ``kind`` replays: those since the last checkpoint (half an interval, the
+        expected replay of a stop at a random moment), none for a rescale aligned with a checkpoint."""
         if kind == "rescale" and self.aligned_rescales:
             return 0.0
-        return recent_workload_rate * self.checkpoint_interval_s / 2
+        return self.checkpoint_interval_s / 2
 
     def last_context(self, kind: str, parallelism: int) -> PredictionContext | None:
         """What the last :meth:`predict` for this kind and scale-out was made of, if there was one."""
