@@ -36,11 +36,11 @@ upper bound's peak over the hold at most the workload at which a failure at the 
 in time. A scale-in must also pay for itself (:func:`_unpaid`): the workers it saves over the time the point
 forecast says it lasts exceed its rescale's cost, and the cost of the rescale back when the forecast says it will
 be undone.
-No scale-in is taken while the workload rises — the last loop's average runs more than
-:data:`RISING_MARGIN` above the forecast for the next loop (the forecast is behind a rise) or more than
-:data:`CLIMB_MARGIN` above the loop before — since a scale-in sized on the forecast meets the rest of
-the rise with the capacity it gave away; a forecast that is only behind is raised by its gap instead and the
-scale-ins are checked against that (:data:`RISE_GAP`, :data:`RISE_GAP_WHERE`). If nothing qualifies, the
+While the workload rises — the last loop's average runs more than :data:`RISING_MARGIN` above the forecast for the
+next loop (the forecast is behind a rise) or more than :data:`CLIMB_MARGIN` above the loop before — a scale-in sized
+on the forecast would meet the rest of the rise with the capacity it gave away: a forecast that is behind is raised by
+its gap and the scale-ins are checked against that (:data:`RISE_GAP`, :data:`RISE_GAP_WHERE`), and a climb is
+compounded over each scale-in's hold, which it must carry too (:data:`CLIMB_ON_SCALE_IN`). If nothing qualifies, the
 scale-out with the shortest predicted recovery is chosen among the current one and those of more capacity, and among
 equals the highest capacity (the paper returns the maximum, which on a job whose capacity stops growing is no better,
 costs the most, and may carry less; :data:`FALLBACK_FROM`).
@@ -81,6 +81,21 @@ reads them (with ``holds: cost``): the workers' rates and busy fractions are ave
 seconds (Flink's meters, Prometheus's rate windows, the simulated job's 30 s), so half a loop of them is the
 new scale-out's. Protects against deciding on the old scale-out's readings; the recovery guard holds on
 while the job catches up."""
+
+
+CLIMB_ON_SCALE_IN = "compound"
+"""What a climb over the loop before (:func:`_climbing`) does to a scale-in: ``compound``, the scale-in must carry the
+climb compounded over its hold (the last loop's average times its ratio to the loop before's, once a loop) beside the
+upper bound's peak there; ``carry``, the climb continued at the last loop's rate (:func:`_climb_over`); ``refuse``, no
+scale-in that round. A climb is a relative rise: a job far above its workload (a large scale-out after a peak, the
+workload back at a tenth of it and climbing again) refused every scale-in until the climb flattened, where the
+scale-out the climb needs over the scale-in's hold is a fraction of the one it runs. Compounded, a climb of a loop is
+taken to go on as it began, which a burst's onset does; continued at its rate, a restart's scale-in of several loops'
+hold met the rest of a burst it had sized as a line (docs/research/experiments.md, experiment 48)."""
+
+CLIMB_ON_SCALE_IN_WHERE = "always"
+"""Where :data:`CLIMB_ON_SCALE_IN` applies: ``always``, or ``cheap`` (where a rescale is cheap; a dear rescale's
+climb refuses every scale-in)."""
 
 
 RISE_GAP_WHILE_FALLING = True
@@ -433,11 +448,18 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
     reason per scale-out tried."""
     next_loop = float(np.mean(known.forecast[: max(1, int(config.loop_interval_s))]))
     rising = _rising(known.workload, next_loop, plan_input.workload_previous)
-    lift = _lifted(plan_input, config, known, next_loop) if rising else None
+    climbing = _climbing(known.workload, plan_input.workload_previous)
+    carried = bool(climbing) and _climb_carried_by_scale_ins(plan_input, config)
+    behind = bool(rising) and rising != climbing  # the forecast's gap fired (it is checked before the climb)
+    lift = _lifted(plan_input, config, known, next_loop) if behind else None
     lifted = None
     if lift is not None:
         lifted, gap = lift
         reasons.append(f"{rising}: scale-ins checked against the forecast raised by the gap ({gap})")
+    elif carried and not behind:
+        lifted = known
+    if carried and lifted is not None:
+        reasons.append(f"{climbing}: scale-ins carry the climb {_climb_word()} over their hold")
     for n in range(config.min_parallelism, config.max_parallelism + 1):
         if lifted is not None and n < plan_input.current_parallelism:
             qualifies, reason = _candidate(plan_input, config, lifted, n, "")
@@ -458,7 +480,10 @@ def _lifted(plan_input: PlanInput, config: PlannerConfig, known: _Known, next_lo
         RISE_GAP != "lift"
         or (RISE_GAP_WHERE == "cheap" and not _priced(plan_input, config))
         or (RISE_GAP_BY == "ratio" and next_loop <= 0)
-        or _climbing(known.workload, plan_input.workload_previous)
+        or (
+            _climbing(known.workload, plan_input.workload_previous)
+            and not _climb_carried_by_scale_ins(plan_input, config)
+        )
     ):
         return None
     if RISE_GAP_BY == "level":
@@ -538,25 +563,30 @@ def _scale_in_qualifies(
     recovery: float,
     rising: str,
 ) -> tuple[bool, str]:
-    """A scale-in to ``n``: not on a rising workload nor while catching up, carrying the forecast peak of its
-    hold, and paying for itself (:func:`_unpaid`)."""
+    """A scale-in to ``n``: not on a workload rising where no lift applies (:func:`_search`) nor while catching up,
+    carrying the forecast peak of its hold and a climb compounded over it (:func:`_scale_in_climb`), and paying for
+    itself (:func:`_unpaid`)."""
     if rising:
         return False, f"{rising}: no scale-in on a rising workload"
     lag = plan_input.consumer_lag
     if lag is not None and capacity < lag:
         return False, f"consumer lag {lag:,.0f} > capacity {_fmt(capacity)}: still catching up"
     hold_s, hold_peak = _hold_peak(plan_input, config, known, n, recovery)
+    climbed = _scale_in_climb(plan_input, config, known, hold_s)
+    what = f"the forecast peak {_fmt(hold_peak)}"
+    if climbed > hold_peak:
+        hold_peak, what = climbed, f"the climb {_climb_word()} to {_fmt(climbed)}"
     if capacity <= hold_peak:
-        return False, f"capacity {_fmt(capacity)} < forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold"
+        return False, f"capacity {_fmt(capacity)} < {what} of its {hold_s:.0f} s hold"
     unready = _unready(plan_input, config, n, hold_peak, hold_s)
     if unready:
         return False, unready
     unpaid = _unpaid(plan_input, config, known, n, capacity)
     if unpaid:
         return False, unpaid
-    return True, (
-        f"carries the forecast peak {_fmt(hold_peak)} of its {hold_s:.0f} s hold (capacity "
-        f"{_fmt(capacity)}) and recovers in {recovery:.0f} s"
+    return (
+        True,
+        f"carries {what} of its {hold_s:.0f} s hold (capacity {_fmt(capacity)}) and recovers in {recovery:.0f} s",
     )
 
 
@@ -609,6 +639,32 @@ def _scale_out_qualifies(
     if capacity > peak:
         return True, f"carries {what} {_fmt(peak)} (capacity {_fmt(capacity)}) and recovers in {recovery:.0f} s"
     return False, f"capacity {_fmt(capacity)} < {what} {_fmt(peak)}"
+
+
+def _climb_carried_by_scale_ins(plan_input: PlanInput, config: PlannerConfig) -> bool:
+    """Whether a climb is carried by the scale-ins this round rather than refusing them (:data:`CLIMB_ON_SCALE_IN`,
+    :data:`CLIMB_ON_SCALE_IN_WHERE`)."""
+    return CLIMB_ON_SCALE_IN in ("carry", "compound") and (
+        CLIMB_ON_SCALE_IN_WHERE == "always" or _priced(plan_input, config)
+    )
+
+
+def _scale_in_climb(plan_input: PlanInput, config: PlannerConfig, known: _Known, hold_s: float) -> float:
+    """The climb a scale-in must carry over its hold (:data:`CLIMB_ON_SCALE_IN`): continued at the last loop's
+    rate (``carry``, :func:`_climb_over`) or at its ratio compounded a loop at a time (``compound``); 0 where the
+    workload does not climb or a climb refuses the scale-ins."""
+    previous = plan_input.workload_previous
+    if not _climb_carried_by_scale_ins(plan_input, config) or previous is None or previous <= 0:
+        return 0.0
+    if not _climbing(known.workload, previous):
+        return 0.0
+    if CLIMB_ON_SCALE_IN == "compound":
+        return known.workload * (known.workload / previous) ** (hold_s / config.loop_interval_s)
+    return _climb_over(plan_input, config, known, hold_s)
+
+
+def _climb_word() -> str:
+    return "compounded" if CLIMB_ON_SCALE_IN == "compound" else "continued"
 
 
 def _climb_s(plan_input: PlanInput, config: PlannerConfig, n: int, recovery: float, hold_s: float) -> float:

@@ -46,7 +46,7 @@ def test_each_round_is_put_under_what_it_left_the_job_in(decision: Decision | No
             ),
             "rising: climbed",
         ),
-        (("7: capacity 70,000/s < forecast peak 72,000/s of its 180 s hold",), "hold peak"),
+        (("7: capacity 70,000/s < the forecast peak 72,000/s of its 180 s hold",), "hold peak"),
         (("7: recovery 420 s > target 300 s",), "recovery"),
         (("7: saves 10 worker-s over 10 s, not more than its rescale cost (12 worker-s)",), "unpaid"),
         (("8: current scale-out qualifies (recovery 40 s)",), "at the minimum"),

@@ -366,17 +366,24 @@ def test_behind_a_rise_a_scale_out_carries_the_rise_envelope_until_the_agent_can
     assert POLICY.decide(level, CONFIG).target_parallelism == 4
 
 
-def test_no_scale_in_while_the_workload_climbs_over_the_loop_before_whatever_the_forecast() -> None:
+def test_a_scale_in_while_the_workload_climbs_over_the_loop_before_carries_the_climb_compounded_over_its_hold() -> None:
     """The forecast follows the ramp (33k/s expected, 33k/s seen), but the last loop ran 10 % and more above
-    the loop before: no scale-in, and a scale-out is sized for the rise envelope too. Below the margin the
-    scale-in goes ahead."""
+    the loop before: a scale-in must carry the climb compounded over its hold (33,000 x (33/29)^(280/60) =
+    60,310/s: 7 workers, not the 4 the forecast wants), and a scale-out is sized for the rise envelope too. Below
+    the margin the scale-in goes ahead on the forecast; with the climb refusing scale-ins, the job keeps 8."""
     steady = tuple((10_000 - 600 + 60 * i, 4) for i in range(11))
     base = plan(current=8, workload=33_000, forecast=33_000, history=steady)
     assert POLICY.decide(base, CONFIG).target_parallelism == 4
     climbing = PlanInput(**{**base.__dict__, "workload_previous": 29_000.0})
     held = POLICY.decide(climbing, CONFIG)
-    assert held.target_parallelism == 8
+    assert held.target_parallelism == 7
     assert any("climbed from 29,000/s" in r for r in held.reasons)
+    assert any(r.startswith("6: capacity 60,000/s < the climb compounded to 60,310/s") for r in held.reasons)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(daedalus, "CLIMB_ON_SCALE_IN", "refuse")
+        refused = POLICY.decide(climbing, CONFIG)
+    assert refused.target_parallelism == 8
+    assert any("no scale-in on a rising workload" in r for r in refused.reasons)
     slow = PlanInput(**{**base.__dict__, "workload_previous": 31_000.0})
     assert POLICY.decide(slow, CONFIG).target_parallelism == 4
     up = plan(current=2, workload=33_000, forecast=33_000)

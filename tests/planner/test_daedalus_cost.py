@@ -146,7 +146,7 @@ def test_a_decisions_hold_starts_from_the_slower_recovery_or_where_cheap_from_th
     if hold_from == "planned":
         assert cheap.desired_parallelism == 5
         assert any(
-            r.startswith("4: capacity 40,000/s < forecast peak 45,000/s of its 320 s hold") for r in cheap.reasons
+            r.startswith("4: capacity 40,000/s < the forecast peak 45,000/s of its 320 s hold") for r in cheap.reasons
         )
     else:
         assert cheap.target_parallelism == 3 and cheap.code is ReasonCode.SCALE_IN
@@ -223,9 +223,10 @@ def test_a_forecast_behind_the_workload_raises_the_scale_ins_bound_instead_of_re
     cheap = POLICY.decide(plan(workload=28_500, forecast=forecast, history=history), CONFIG)
     assert cheap.desired_parallelism == 4 and cheap.target_parallelism == 4
     assert any("raised by the gap (x1.096)" in r for r in cheap.reasons)
-    assert any(r.startswith("3: capacity 30,000/s < forecast peak 30,692/s") for r in cheap.reasons)
+    assert any(r.startswith("3: capacity 30,000/s < the forecast peak 30,692/s") for r in cheap.reasons)
     # A restart's scale-in is lifted the same way (its 240-s hold sees the same peak), or with RISE_GAP_WHERE
-    # "cheap" refused on the gap; every scale-in of a workload that climbed over the loop before is refused.
+    # "cheap" refused on the gap; a workload that climbed over the loop before as well lifts the scale-ins' bound by
+    # the gap and the climb compounded over the hold (CLIMB_ON_SCALE_IN), or refuses them.
     dear = POLICY.decide(plan(workload=28_500, forecast=forecast, history=history, downtime=22.0), CONFIG)
     assert dear.desired_parallelism == (4 if where == "always" else 8)
     assert any("raised by the gap (x1.096)" in r for r in dear.reasons) is (where == "always")
@@ -233,9 +234,57 @@ def test_a_forecast_behind_the_workload_raises_the_scale_ins_bound_instead_of_re
         plan(workload=28_500, forecast=forecast, history=history), workload_previous=24_000.0
     )
     decision = POLICY.decide(climbing, CONFIG)
-    assert decision.desired_parallelism == 8
-    assert any(r.startswith("3: ") and "no scale-in on a rising workload" in r for r in decision.reasons)
-    assert not any("raised by the gap" in r for r in decision.reasons)
+    assert decision.desired_parallelism == 5, "the climb compounded over the 180-s hold: 47,725/s"
+    assert any(r.startswith("4: capacity 40,000/s < the climb compounded to 47,725/s") for r in decision.reasons)
+    monkeypatch.setattr(daedalus, "CLIMB_ON_SCALE_IN", "refuse")
+    refused = POLICY.decide(climbing, CONFIG)
+    assert refused.desired_parallelism == 8
+    assert any(r.startswith("3: ") and "no scale-in on a rising workload" in r for r in refused.reasons)
+    assert not any("raised by the gap" in r for r in refused.reasons)
+
+
+CLIMBS = {
+    # CLIMB_ON_SCALE_IN: (the scale-in where cheap, at a restart's cost, behind the forecast too; the bound where cheap)
+    "refuse": (8, 8, 8, ""),
+    "carry": (2, 3, 3, "the climb continued to 19,000/s"),
+    "compound": (3, 4, 4, "the climb compounded to 23,480/s"),
+}
+
+
+@pytest.mark.parametrize("where", ["always", "cheap"])
+@pytest.mark.parametrize("on_scale_in", list(CLIMBS))
+def test_a_climb_far_below_the_capacity_is_carried_by_a_scale_in_or_refuses_it(
+    on_scale_in: str, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """8 workers (80,000/s) after a peak, the workload back at 12,000/s and climbing from 9,000/s over the loop, the
+    forecast flat. A scale-in must carry the climb over its hold (where cheap 140 s: a 20-s rescale recovery, a loop, a
+    loop; at a restart's cost 240 s: a 60-s recovery, the 120-s grace, a loop). Continued at its rate (50/s a second)
+    that is 19,000/s where cheap (2 workers) and 24,000/s at a restart's cost (3); compounded at its ratio (x4/3 a
+    60-s loop) 23,480/s (3) and 37,926/s (4). Refused, the job keeps 8 until the climb flattens."""
+    monkeypatch.setattr(daedalus, "CLIMB_ON_SCALE_IN", on_scale_in)
+    monkeypatch.setattr(daedalus, "CLIMB_ON_SCALE_IN_WHERE", where)
+    cheap_in, dear_in, behind_in, bound = CLIMBS[on_scale_in]
+    history = ((NOW - 120, 2), (NOW - 60, 2))
+    cheap = dataclasses.replace(
+        plan(workload=12_000, forecast=12_000, history=history, rescale_recovery=20.0), workload_previous=9_000.0
+    )
+    decision = POLICY.decide(cheap, CONFIG)
+    assert decision.target_parallelism == cheap_in
+    if bound:
+        assert decision.code is ReasonCode.SCALE_IN
+        assert any(r.startswith(f"{cheap_in}: carries {bound} of its 140 s hold") for r in decision.reasons)
+    else:
+        assert any(r.startswith("2: ") and "no scale-in on a rising workload" in r for r in decision.reasons)
+    dear = POLICY.decide(dataclasses.replace(cheap, rescale_downtimes={n: 22.0 for n in range(1, 11)}), CONFIG)
+    assert dear.desired_parallelism == (dear_in if where == "always" else 8)
+    if bound and where == "always":
+        refused = f"{dear_in - 1}: capacity {dear_in - 1}0,000/s < the climb {bound.split()[2]} to"
+        assert any(r.startswith(refused) and r.endswith("of its 240 s hold") for r in dear.reasons)
+    # Behind the forecast as well as climbing (13,500/s, 12.5 % above the forecast and 50 % above the loop before),
+    # the scale-ins are checked against the forecast lifted by the gap and the climb together.
+    both = POLICY.decide(dataclasses.replace(cheap, workload_avg=13_500.0), CONFIG)
+    assert both.desired_parallelism == behind_in
+    assert any("raised by the gap (x1.125)" in r for r in both.reasons) is bool(bound)
 
 
 @pytest.mark.parametrize("by", ["level", "ratio"])
