@@ -447,10 +447,10 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
     """The smallest scale-out that meets every check of Algorithm 1 (see the module docstring), or None; one
     reason per scale-out tried."""
     next_loop = float(np.mean(known.forecast[: max(1, int(config.loop_interval_s))]))
-    rising = _rising(known.workload, next_loop, plan_input.workload_previous)
+    behind = _behind(known.workload, next_loop, plan_input.workload_previous)
     climbing = _climbing(known.workload, plan_input.workload_previous)
+    rising = behind or climbing
     carried = bool(climbing) and _climb_carried_by_scale_ins(plan_input, config)
-    behind = bool(rising) and rising != climbing  # the forecast's gap fired (it is checked before the climb)
     lift = _lifted(plan_input, config, known, next_loop) if behind else None
     lifted = None
     if lift is not None:
@@ -658,12 +658,14 @@ def _scale_in_climb(plan_input: PlanInput, config: PlannerConfig, known: _Known,
         return 0.0
     if not _climbing(known.workload, previous):
         return 0.0
-    if CLIMB_ON_SCALE_IN == "compound":
-        return known.workload * (known.workload / previous) ** (hold_s / config.loop_interval_s)
+    if CLIMB_ON_SCALE_IN == "compound":  # in logarithms: a climb from next to nothing compounds past any float
+        loops = hold_s / config.loop_interval_s
+        return known.workload * math.exp(min(math.log(known.workload / previous) * loops, 700.0))
     return _climb_over(plan_input, config, known, hold_s)
 
 
 def _climb_word() -> str:
+    """How the reasons name the climb a scale-in carries (:data:`CLIMB_ON_SCALE_IN`)."""
     return "compounded" if CLIMB_ON_SCALE_IN == "compound" else "continued"
 
 
@@ -724,13 +726,19 @@ def _unpaid(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: int,
 
 
 def _rising(workload: float, next_loop: float, previous: float | None) -> str:
-    """Why the workload counts as rising (empty if it does not): the last loop's average runs more than
-    :data:`RISING_MARGIN` above the forecast for the next loop (the forecast is behind), or it climbs
-    (:func:`_climbing`)."""
+    """Why the workload counts as rising (empty if it does not): the forecast is behind it (:func:`_behind`), or
+    it climbs (:func:`_climbing`)."""
+    return _behind(workload, next_loop, previous) or _climbing(workload, previous)
+
+
+def _behind(workload: float, next_loop: float, previous: float | None) -> str:
+    """Why the forecast is behind the workload (empty if it is not): the last loop's average runs more than
+    :data:`RISING_MARGIN` above the forecast for the next loop (while it fell over the loop before, only with
+    :data:`RISE_GAP_WHILE_FALLING`)."""
     falling = previous is not None and workload < previous
     if workload > (1.0 + RISING_MARGIN) * next_loop and (RISE_GAP_WHILE_FALLING or not falling):
         return f"the workload {_fmt(workload)} runs above the forecast for the next loop {_fmt(next_loop)}"
-    return _climbing(workload, previous)
+    return ""
 
 
 def _climbing(workload: float, previous: float | None) -> str:

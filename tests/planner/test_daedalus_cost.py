@@ -287,6 +287,18 @@ def test_a_climb_far_below_the_capacity_is_carried_by_a_scale_in_or_refuses_it(
     assert any("raised by the gap (x1.125)" in r for r in both.reasons) is bool(bound)
 
 
+def test_a_climb_from_next_to_nothing_refuses_the_scale_ins_without_overflowing() -> None:
+    """A loop before read at 1e-300/s (a reading at the edge of what a float holds) makes any workload a climb whose
+    ratio compounded over a hold is past every float: the round refuses each scale-in on it and keeps 8."""
+    history = ((NOW - 120, 2), (NOW - 60, 2))
+    edge = dataclasses.replace(
+        plan(workload=12_000, forecast=12_000, history=history, rescale_recovery=20.0), workload_previous=1e-300
+    )
+    decision = POLICY.decide(edge, CONFIG)
+    assert decision.target_parallelism == 8
+    assert any(r.startswith("2: capacity 20,000/s < the climb compounded to") for r in decision.reasons)
+
+
 @pytest.mark.parametrize("by", ["level", "ratio"])
 def test_a_forecast_collapsed_to_zero_under_a_flat_workload_is_lifted_by_its_level(
     by: str, monkeypatch: pytest.MonkeyPatch
