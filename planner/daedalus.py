@@ -104,7 +104,7 @@ loop before. A forecast that follows a descent expects more of it and runs below
 is no rise behind the forecast."""
 
 RISE_GAP = "lift"
-"""What the workload running above the forecast for the next loop (:func:`_rising`'s first rule) does to a
+"""What the workload running above the forecast for the next loop (:func:`_behind`) does to a
 scale-in (where :data:`RISE_GAP_WHERE` says): ``lift`` raises the forecast and its upper bound by the gap (the last
 loop's average over the forecast for the next loop) and takes a scale-in that still carries the raised bound over
 its hold; ``veto`` refuses every scale-in that round. A forecast behind the workload is corrected by what it is
@@ -654,9 +654,12 @@ def _scale_in_climb(plan_input: PlanInput, config: PlannerConfig, known: _Known,
     rate (``carry``, :func:`_climb_over`) or at its ratio compounded a loop at a time (``compound``); 0 where the
     workload does not climb or a climb refuses the scale-ins."""
     previous = plan_input.workload_previous
-    if not _climb_carried_by_scale_ins(plan_input, config) or previous is None or previous <= 0:
-        return 0.0
-    if not _climbing(known.workload, previous):
+    if (
+        not _climb_carried_by_scale_ins(plan_input, config)
+        or previous is None
+        or previous <= 0
+        or not _climbing(known.workload, previous)
+    ):
         return 0.0
     if CLIMB_ON_SCALE_IN == "compound":  # in logarithms: a climb from next to nothing compounds past any float
         loops = hold_s / config.loop_interval_s
@@ -723,12 +726,6 @@ def _unpaid(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: int,
         f"saves {saved:,.0f} worker-s {until}, not more than its rescale{' and the one back' if undone else ''} "
         f"cost ({cost:,.0f} worker-s)"
     )
-
-
-def _rising(workload: float, next_loop: float, previous: float | None) -> str:
-    """Why the workload counts as rising (empty if it does not): the forecast is behind it (:func:`_behind`), or
-    it climbs (:func:`_climbing`)."""
-    return _behind(workload, next_loop, previous) or _climbing(workload, previous)
 
 
 def _behind(workload: float, next_loop: float, previous: float | None) -> str:
