@@ -169,11 +169,26 @@ PATCHED: dict[str, dict[str, Any]] = {
     },
     "scale-ins carry a climb": {"CLIMB_ON_SCALE_IN": "carry"},
     "scale-ins carry a climb compounded": {"CLIMB_ON_SCALE_IN": "compound"},
+    "cheap: the climb to the next round as before": {
+        "RECOVERY_UNDER_CLIMB": "off",
+        "CLIMB_OVER": "next round",
+        "CURRENT_CARRIES_CLIMB": "off",
+    },
+    "cheap: recovery judged under the climb": {
+        "RECOVERY_UNDER_CLIMB": "cheap",
+        "CLIMB_OVER": "next round",
+        "CURRENT_CARRIES_CLIMB": "off",
+    },
+    "cheap: recovery under the climb and the climb a loop ahead": {
+        "RECOVERY_UNDER_CLIMB": "cheap",
+        "CLIMB_OVER": "loop",
+        "CURRENT_CARRIES_CLIMB": "off",
+    },
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an
 endless margin never binds), or the analyze stage's upper bound, arrivals and failure-ready workloads
-(experiments 15, 16, 17, 20, 38, 39, 46, 47 and 48 of docs/research/experiments.md)."""
+(experiments 15, 16, 17, 20, 38, 39, 46, 47, 48 and 49 of docs/research/experiments.md)."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
 VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})
 VARIANTS["fixed holds as before"] = (frozenset(), {"holds": "fixed", "rise_conditioned": False})

@@ -22,10 +22,11 @@ Paper 001, section 3.2. For each candidate scale-out ``i`` from min to max:
 
 Before the search, a job rescaled within the recent-rescale window keeps its scale-out while it
 carries the average workload and the forecast until the next loop, wanting the scale-in the search would take
-(:data:`RECENT_WANTS`), so the stabilization runs beside the window. Guards added for production: no
-decision in the grace period after a rescale, nor while recovering unless the current scale-out can
-no longer finish the recovery in time (:func:`cannot_catch_up`), unknown data keeps the current
-scale-out, and scale-in waits until the lower scale-out has been wanted for the whole stabilization
+(:data:`RECENT_WANTS`), so the stabilization runs beside the window; where a rescale is cheap the window and the
+current scale-out must also carry a climb continued to the next round (:data:`CURRENT_CARRIES_CLIMB`). Guards added
+for production: no decision in the grace period after a rescale, nor while recovering unless the current scale-out can
+no longer finish the recovery in time, on a climb with the climb continued (:func:`cannot_catch_up`), unknown data
+keeps the current scale-out, and scale-in waits until the lower scale-out has been wanted for the whole stabilization
 window (HPA style), so a workload hovering at a threshold does not flap. The windows' settings default to
 the default target recovery time (300 s), the time scale the SLO judges on, and the grace to two loops; with
 ``holds: cost`` (the default) and a cheap rescale (:data:`CHEAP_RESCALE_TARGET`, an in-place rescale of a second)
@@ -143,17 +144,18 @@ went from 14,000 to 80,000/s in two minutes, falling behind for 75 s). Carried, 
 from 7 to 1 for 0.7 % more worker-hours; with :data:`HOLD_FROM` ``scale-in`` too, to none at the same
 worker-hours (docs/research/experiments.md, experiment 20)."""
 
-CLIMB_OVER = "next round"
-"""How far ahead a scale-out on a climb carries the climb continued where a rescale is cheap: ``next round``, a loop
-when the rescale's own recovery ends within it, else its whole hold; or ``hold``, always its hold. A round after a
-cheap rescale that has caught up reads where the climb went and adds workers for a second's stop; while the
-rescale still catches up the agent holds its decisions (the recovery guard), and the scale-out must carry the
-climb until it can act again. A climb continued over the whole hold (its recovery and two loops) sized a
-burst's scale-out two to three times past the burst's top (mpls_police_stops: 16 workers where 6-9 carried it);
-carried to the next round the worst trace in place went from 1.406x to 1.307x the failure-robust floor on the
-dev half and from 1.522x to 1.461x held-out, for 0.6-0.8 % fewer worker-hours. Carried a loop ahead always, a
-climb that went on through a slow recovery was met in a staircase of scale-outs behind it (nile_flow, a miss on
-every failure seed) (docs/research/experiments.md, experiment 41)."""
+CLIMB_OVER = "loop"
+"""How far ahead a scale-out on a climb carries the climb continued where a rescale is cheap: ``loop``, to the next
+round; ``next round``, a loop when the rescale's own recovery ends within it, else its whole hold; or ``hold``,
+always its hold. A round after a cheap rescale reads where the climb went and adds workers for a second's stop. A
+climb continued over the whole hold (its recovery and two loops) sized a burst's scale-out two to three times past
+the burst's top (mpls_police_stops: 16 workers where 6-9 carried it; experiment 41). Carried a loop ahead always, a
+climb that went on through a slow recovery was met in a staircase of scale-outs behind it while the recovery guard
+held the agent's decisions (nile_flow, experiment 41), so ``next round`` fell back to the whole hold while the
+rescale caught up. With the recovery judged against the climb (:data:`RECOVERY_UNDER_CLIMB`) and a kept scale-out
+carrying it to the next round (:data:`CURRENT_CARRIES_CLIMB`), the agent acts on the climb at every round instead,
+and a loop ahead always took the dev half's worst trace in place from 1.349x to 1.309x the failure-robust floor
+with one avoidable miss fewer (docs/research/experiments.md, experiment 49)."""
 
 RECENT_WANTS = "searched"
 """What a round held by the recent-rescale window records as wanted (where :data:`RECENT_WANTS_WHERE` says):
@@ -178,6 +180,21 @@ cannot be repeated before its grace has passed: a scale-out sized on a forecast 
 the climb left the job short through the next restart too (motorway_traffic and brent_oil_price: a miss on every
 failure seed). Carried where dear too, with :data:`RISE_GAP_WHERE`, the dev half's avoidable misses at a restart's
 cost went from 15 to 8 for 0.15 % more worker-hours (docs/research/experiments.md, experiment 39)."""
+
+RECOVERY_UNDER_CLIMB = "cheap"
+"""Where the recovery guard judges a recovery against the climb continued (:func:`cannot_catch_up`): ``cheap``
+(where a rescale is cheap), ``always`` or ``off``. On a climb the arrivals a recovery must outrun grow by the last
+loop's climb every second, so the spare capacity shrinks while the backlog drains; the guard yields when the backlog
+cannot be drained within the target before the climb uses the spare up, or when the climb outruns the capacity
+before the next round. Read on the arrivals of now, a recovery at a few percent of spare held the agent's decisions
+while a climb went on through it (docs/research/experiments.md, experiments 41 and 49)."""
+
+CURRENT_CARRIES_CLIMB = "cheap"
+"""Where the current scale-out is kept only if it carries a climb (:func:`_climbing`) continued a loop ahead, as a
+scale-out sized a loop ahead does (:data:`CLIMB_OVER`): ``cheap``, ``always`` or ``off``. A round keeps its scale-out
+until the next one; on a climb that passes its capacity within the loop the job falls behind before the agent
+reads it (nile_flow in place: a scale-out a round later met a climb of 5,000/s a loop 99 s behind;
+docs/research/experiments.md, experiment 49)."""
 
 HOLD_LANDS = "loop"
 """Where a rescale is cheap, how long the undo of a decision takes to land in its hold: ``loop``, or ``downtime``
@@ -378,8 +395,9 @@ def _guards(plan_input: PlanInput, config: PlannerConfig) -> Decision | None:
 def cannot_catch_up(plan_input: PlanInput, config: PlannerConfig) -> bool:
     """A recovering job that its scale-out can no longer bring back in time: the workload rose to its
     capacity (or the forecast says it will within a loop), or the backlog takes longer than the target
-    to work off with the capacity to spare. Waiting for such a recovery only grows the backlog; the
-    search decides instead."""
+    to work off with the capacity to spare; on a climb (:data:`RECOVERY_UNDER_CLIMB`), with the spare shrinking as
+    the climb goes on (:func:`drain_s`), or the climb passing the capacity before the next round. Waiting for such a
+    recovery only grows the backlog; the search decides instead."""
     capacity = plan_input.capacities.get(plan_input.current_parallelism)
     workload = plan_input.workload_avg
     if capacity is None or workload is None:
@@ -388,7 +406,38 @@ def cannot_catch_up(plan_input: PlanInput, config: PlannerConfig) -> bool:
     arriving = max(workload, forecast_max(upper, config.loop_interval_s) if upper is not None and len(upper) else 0.0)
     spare = capacity - arriving
     backlog = plan_input.consumer_lag or 0.0
-    return spare <= 0 or backlog / spare > config.target_recovery_time_s
+    if spare <= 0:
+        return True
+    growth = _recovery_climb(plan_input, config)
+    if growth <= 0:
+        return backlog / spare > config.target_recovery_time_s
+    if capacity - (workload + growth * config.loop_interval_s) <= 0:
+        return True
+    return drain_s(backlog, spare, growth) > config.target_recovery_time_s
+
+
+def _recovery_climb(plan_input: PlanInput, config: PlannerConfig) -> float:
+    """How fast the arrivals a recovery must outrun grow, in records per second each second: the last loop's climb
+    where the workload climbs and :data:`RECOVERY_UNDER_CLIMB` applies, else 0."""
+    previous, workload = plan_input.workload_previous, plan_input.workload_avg
+    applies = RECOVERY_UNDER_CLIMB == "always" or (RECOVERY_UNDER_CLIMB == "cheap" and _priced(plan_input, config))
+    if not applies or previous is None or workload is None or not _climbing(workload, previous):
+        return 0.0
+    return (workload - previous) / config.loop_interval_s
+
+
+def drain_s(backlog: float, spare: float, growth: float) -> float:
+    """Seconds until ``backlog`` records are worked off at ``spare`` records per second to spare, the spare shrinking
+    by ``growth`` each second (the arrivals climbing): the first ``t`` with ``spare t - growth t^2 / 2 >= backlog``;
+    endless when the climb uses the spare up first."""
+    if backlog <= 0:
+        return 0.0
+    if growth <= 0:
+        return backlog / spare if spare > 0 else math.inf
+    discriminant = spare * spare - 2.0 * growth * backlog
+    if spare <= 0 or discriminant < 0:
+        return math.inf
+    return (spare - math.sqrt(discriminant)) / growth
 
 
 def _known(plan_input: PlanInput) -> _Known | Decision:
@@ -412,13 +461,17 @@ def _known(plan_input: PlanInput) -> _Known | Decision:
 
 
 def _recent_rescale_hold(plan_input: PlanInput, config: PlannerConfig, known: _Known) -> Decision | None:
-    """Algorithm 1's first check: a job rescaled recently keeps its scale-out while it still carries the load."""
+    """Algorithm 1's first check: a job rescaled recently keeps its scale-out while it still carries the load: the
+    average workload and the upper bound's peak until the next loop, and a climb continued to it where a kept
+    scale-out must carry that (:data:`CURRENT_CARRIES_CLIMB`)."""
     if (
         plan_input.last_rescale_at is None
         or plan_input.now - plan_input.last_rescale_at >= config.recent_rescale_window_s
     ):
         return None
     next_loop_peak = forecast_max(known.upper, config.loop_interval_s)
+    if _current_carries_climb(plan_input, config):
+        next_loop_peak = max(next_loop_peak, _climb_over(plan_input, config, known, config.loop_interval_s))
     if known.capacity_now > known.workload and known.capacity_now > next_loop_peak:
         return keep(
             plan_input.current_parallelism,
@@ -514,6 +567,13 @@ def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: i
             + ("" if recovering_s == recovery else f" ({recovering_s:.0f} s)")
         )
     if n == plan_input.current_parallelism:
+        climbed = (
+            _climb_over(plan_input, config, known, config.loop_interval_s)
+            if _current_carries_climb(plan_input, config)
+            else 0.0
+        )
+        if capacity <= climbed:
+            return False, f"capacity {_fmt(capacity)} < the climb continued a loop ahead to {_fmt(climbed)}"
         if READY_THROUGH_HOLD == "every":
             keep_s = 2 * config.loop_interval_s
             unready = _unready(plan_input, config, n, forecast_max(known.upper, keep_s), keep_s)
@@ -523,6 +583,12 @@ def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: i
     if n < plan_input.current_parallelism:
         return _scale_in_qualifies(plan_input, config, known, n, capacity, recovery, rising)
     return _scale_out_qualifies(plan_input, config, known, n, capacity, recovery, rising)
+
+
+def _current_carries_climb(plan_input: PlanInput, config: PlannerConfig) -> bool:
+    """Whether the current scale-out must carry a climb continued to the next round to be kept
+    (:data:`CURRENT_CARRIES_CLIMB`)."""
+    return CURRENT_CARRIES_CLIMB == "always" or (CURRENT_CARRIES_CLIMB == "cheap" and _priced(plan_input, config))
 
 
 def _recovering_s(plan_input: PlanInput, config: PlannerConfig, n: int, recovery: float) -> float:
@@ -676,7 +742,7 @@ def _climb_s(plan_input: PlanInput, config: PlannerConfig, n: int, recovery: flo
     """How far ahead a cheap scale-out to ``n`` carries a climb (:data:`CLIMB_OVER`): a loop when the rescale's own
     recovery (else the planned one) ends within it, else its hold ``hold_s``."""
     own = plan_input.rescale_recoveries.get(n, recovery)
-    if CLIMB_OVER == "next round" and own <= config.loop_interval_s:
+    if CLIMB_OVER == "loop" or (CLIMB_OVER == "next round" and own <= config.loop_interval_s):
         return config.loop_interval_s
     return hold_s
 

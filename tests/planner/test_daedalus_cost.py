@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
 import pytest
 
 from planner import DaedalusPolicy, PlanInput, PlannerConfig, daedalus
-from planner.daedalus import Holds, break_even_s, cheap_rescale, holds, rescale_cost_ws, stabilization_s
+from planner.daedalus import (
+    Holds,
+    break_even_s,
+    cannot_catch_up,
+    cheap_rescale,
+    drain_s,
+    holds,
+    rescale_cost_ws,
+    stabilization_s,
+)
 from planner.history import Recommendations
 from planner.types import Decision, ReasonCode
 
@@ -164,6 +174,9 @@ def test_a_scale_out_on_a_climb_carries_the_climb_over_its_hold(where: str, monk
     # (35,000 + 250 x 180 = 80,000/s: 9 workers), not 4 workers that the next round must add to again, which
     # it could not while the rescale catches up. A restart's hold is longer (60-s recovery, 120-s grace, a
     # loop): 35,000 + 250 x 240 = 95,000/s, 10 workers; with CLIMB_CARRIED_WHERE "cheap" its forecast decides (4).
+    # (With CLIMB_OVER "loop", the default, a cheap scale-out carries the climb a loop ahead whatever its recovery:
+    # test_a_cheap_scale_out_carries_the_climb_a_loop_ahead_even_while_its_rescale_catches_up_with_loop.)
+    monkeypatch.setattr(daedalus, "CLIMB_OVER", "next round")
     monkeypatch.setattr(daedalus, "CLIMB_CARRIED_WHERE", where)
     slow = plan(current=3, workload=35_000, forecast=35_000, rescale_recovery=90.0)  # recovers after the next round
     climbing = dataclasses.replace(slow, workload_previous=20_000.0)
@@ -186,7 +199,7 @@ def test_a_scale_out_on_a_climb_carries_the_climb_over_its_hold(where: str, monk
     assert POLICY.decide(steady_dear, CONFIG).target_parallelism == 4
 
 
-@pytest.mark.parametrize("climb_over", ["next round", "hold"])
+@pytest.mark.parametrize("climb_over", ["loop", "next round", "hold"])
 def test_a_cheap_scale_out_that_recovers_within_the_loop_carries_the_climb_to_the_next_round(
     climb_over: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -197,7 +210,7 @@ def test_a_cheap_scale_out_that_recovers_within_the_loop_carries_the_climb_to_th
     quick = plan(current=3, workload=35_000, forecast=35_000, rescale_recovery=20.0)
     decision = POLICY.decide(dataclasses.replace(quick, workload_previous=20_000.0), CONFIG)
     assert decision.code is ReasonCode.SCALE_OUT
-    if climb_over == "next round":
+    if climb_over in ("loop", "next round"):
         assert decision.target_parallelism == 6
         assert any(
             r.startswith("6: carries the climb continued 60 s ahead to 50,000/s (it recovers within the loop)")
@@ -208,7 +221,7 @@ def test_a_cheap_scale_out_that_recovers_within_the_loop_carries_the_climb_to_th
         assert decision.target_parallelism == 9
     # Where the rescale's own recovery is unknown, the planned one (60 s, within the loop) decides.
     unknown = dataclasses.replace(plan(current=3, workload=35_000, forecast=35_000), workload_previous=20_000.0)
-    assert POLICY.decide(unknown, CONFIG).target_parallelism == (6 if climb_over == "next round" else 9)
+    assert POLICY.decide(unknown, CONFIG).target_parallelism == (6 if climb_over in ("loop", "next round") else 9)
 
 
 @pytest.mark.parametrize("where", ["always", "cheap"])
@@ -401,3 +414,97 @@ def test_where_cheap_the_current_scale_out_carries_the_bound_until_the_next_roun
     costly = POLICY.decide(plan(current=3, forecast=forecast, recovery=200.0, downtime=22.0), CONFIG)
     assert costly.target_parallelism > 3
     assert any(r.startswith("3: capacity 30,000/s < forecast 35,000/s while recovering") for r in costly.reasons)
+
+
+def test_a_backlog_drains_while_a_climb_leaves_spare_and_never_once_the_climb_uses_it_up() -> None:
+    assert drain_s(0.0, 10_000.0, 50.0) == 0.0
+    assert drain_s(1_000_000.0, 10_000.0, 0.0) == pytest.approx(100.0)
+    # 10,000/s to spare shrinking by 50/s a second: 10,000 t - 25 t^2 = 600,000 at t = 76.4 s, not 60 s.
+    assert drain_s(600_000.0, 10_000.0, 50.0) == pytest.approx((10_000 - (10_000**2 - 2 * 50 * 600_000) ** 0.5) / 50)
+    assert drain_s(600_000.0, 10_000.0, 50.0) > 60.0
+    # The spare is used up (after 200 s) before a million records are worked off (at most 1,000,000 over 200 s).
+    assert math.isinf(drain_s(1_000_001.0, 10_000.0, 50.0))
+    assert math.isinf(drain_s(1.0, 0.0, 50.0)) and math.isinf(drain_s(1.0, -5.0, 0.0))
+
+
+@pytest.mark.parametrize("where", ["cheap", "always", "off"])
+def test_a_recovery_on_a_climb_is_judged_against_the_climb_continued_where_it_applies(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 4 workers (40,000/s) recovering a million records at 30,000/s, which climbed from 25,000/s over the 60-s loop
+    # (83/s a second). On the arrivals of now the backlog drains in 100 s, within the 300-s target; with the climb
+    # continued the spare is gone after 120 s, 400,000 records short: the guard yields and the search decides.
+    monkeypatch.setattr(daedalus, "RECOVERY_UNDER_CLIMB", where)
+    recovering = dataclasses.replace(
+        plan(current=4, workload=30_000, forecast=30_000),
+        workload_previous=25_000.0,
+        consumer_lag=1_000_000.0,
+        recovering=True,
+    )
+    assert cannot_catch_up(recovering, CONFIG) is (where != "off")
+    decision = POLICY.decide(recovering, CONFIG)
+    assert (decision.code is ReasonCode.RECOVERING) is (where == "off")
+    # Where a rescale is dear (a restart's 22 s) the climb counts only with "always".
+    dear = dataclasses.replace(recovering, rescale_downtimes={n: 22.0 for n in range(1, 11)})
+    assert cannot_catch_up(dear, CONFIG) is (where == "always")
+    # A workload that does not climb (within CLIMB_MARGIN of the loop before) is judged on the arrivals of now.
+    steady = dataclasses.replace(recovering, workload_previous=29_000.0)
+    assert not cannot_catch_up(steady, CONFIG)
+    # No backlog left, but the climb continued passes the capacity before the next round (38,000/s + 133/s a second
+    # over 60 s is 46,000/s, above 40,000/s): the agent does not wait for it.
+    outrun = dataclasses.replace(recovering, workload_avg=38_000.0, workload_previous=30_000.0, consumer_lag=0.0)
+    outrun = dataclasses.replace(outrun, forecast=np.full(900, 38_000.0))
+    assert cannot_catch_up(outrun, CONFIG) is (where != "off")
+
+
+@pytest.mark.parametrize("climb_over", ["loop", "next round"])
+def test_a_cheap_scale_out_carries_the_climb_a_loop_ahead_even_while_its_rescale_catches_up_with_loop(
+    climb_over: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 250/s a second from 35,000/s; the rescale catches up in 90 s, past the 60-s loop. A loop ahead is 50,000/s
+    # (6 workers); over the 210-s hold (90 s, the 60-s grace or loop, a loop) it is 87,500/s (9 workers).
+    monkeypatch.setattr(daedalus, "CLIMB_OVER", climb_over)
+    slow = dataclasses.replace(
+        plan(current=3, workload=35_000, forecast=35_000, rescale_recovery=90.0), workload_previous=20_000.0
+    )
+    decision = POLICY.decide(slow, CONFIG)
+    assert decision.target_parallelism == (6 if climb_over == "loop" else 9)
+
+
+@pytest.mark.parametrize("where", ["cheap", "off"])
+def test_a_kept_scale_out_must_carry_a_climb_continued_to_the_next_round_where_that_applies(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 5 workers (50,000/s) at 45,000/s, climbing 100/s a second: 51,000/s at the next round.
+    monkeypatch.setattr(daedalus, "CURRENT_CARRIES_CLIMB", where)
+    climbing = dataclasses.replace(plan(current=5, workload=45_000, forecast=45_000), workload_previous=39_000.0)
+    decision = POLICY.decide(climbing, CONFIG)
+    if where == "cheap":
+        assert decision.target_parallelism == 6
+        assert any(
+            r.startswith("5: capacity 50,000/s < the climb continued a loop ahead to 51,000/s")
+            for r in decision.reasons
+        )
+    else:
+        assert decision.target_parallelism == 5
+    # Where a rescale is dear the current scale-out is judged as before.
+    dear = dataclasses.replace(climbing, rescale_downtimes={n: 22.0 for n in range(1, 11)})
+    assert not any("a loop ahead" in r for r in POLICY.decide(dear, CONFIG).reasons)
+
+
+@pytest.mark.parametrize("where", ["cheap", "off"])
+def test_a_job_rescaled_recently_keeps_its_scale_out_only_while_it_carries_the_climb_to_the_next_round(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rescaled 45 s ago (past the 31-s grace, within the 60-s window) to 6 workers (60,000/s); the workload climbed
+    # from 50,000/s to 56,000/s over the loop: 62,000/s at the next round, past the capacity, so the window does not
+    # hold it where a kept scale-out carries the climb.
+    monkeypatch.setattr(daedalus, "CURRENT_CARRIES_CLIMB", where)
+    recent = dataclasses.replace(
+        plan(current=6, workload=56_000, forecast=56_000, last_rescale_at=NOW - 45), workload_previous=50_000.0
+    )
+    decision = POLICY.decide(recent, CONFIG)
+    if where == "cheap":
+        assert decision.code is ReasonCode.SCALE_OUT and decision.target_parallelism == 7
+    else:
+        assert decision.target_parallelism == 6 and any("rescaled recently" in r for r in decision.reasons)
