@@ -409,9 +409,7 @@ def cannot_catch_up(plan_input: PlanInput, config: PlannerConfig) -> bool:
     if spare <= 0:
         return True
     growth = _recovery_climb(plan_input, config)
-    if growth <= 0:
-        return backlog / spare > config.target_recovery_time_s
-    if capacity - (workload + growth * config.loop_interval_s) <= 0:
+    if growth > 0 and workload + growth * config.loop_interval_s >= capacity:
         return True
     return drain_s(backlog, spare, growth) > config.target_recovery_time_s
 
@@ -419,11 +417,11 @@ def cannot_catch_up(plan_input: PlanInput, config: PlannerConfig) -> bool:
 def _recovery_climb(plan_input: PlanInput, config: PlannerConfig) -> float:
     """How fast the arrivals a recovery must outrun grow, in records per second each second: the last loop's climb
     where the workload climbs and :data:`RECOVERY_UNDER_CLIMB` applies, else 0."""
-    previous, workload = plan_input.workload_previous, plan_input.workload_avg
     applies = RECOVERY_UNDER_CLIMB == "always" or (RECOVERY_UNDER_CLIMB == "cheap" and _priced(plan_input, config))
-    if not applies or previous is None or workload is None or not _climbing(workload, previous):
+    workload = plan_input.workload_avg
+    if not applies or workload is None:
         return 0.0
-    return (workload - previous) / config.loop_interval_s
+    return _climb_rate(workload, plan_input.workload_previous, config)
 
 
 def drain_s(backlog: float, spare: float, growth: float) -> float:
@@ -469,9 +467,7 @@ def _recent_rescale_hold(plan_input: PlanInput, config: PlannerConfig, known: _K
         or plan_input.now - plan_input.last_rescale_at >= config.recent_rescale_window_s
     ):
         return None
-    next_loop_peak = forecast_max(known.upper, config.loop_interval_s)
-    if _current_carries_climb(plan_input, config):
-        next_loop_peak = max(next_loop_peak, _climb_over(plan_input, config, known, config.loop_interval_s))
+    next_loop_peak = max(forecast_max(known.upper, config.loop_interval_s), _kept_climb(plan_input, config, known))
     if known.capacity_now > known.workload and known.capacity_now > next_loop_peak:
         return keep(
             plan_input.current_parallelism,
@@ -567,11 +563,7 @@ def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: i
             + ("" if recovering_s == recovery else f" ({recovering_s:.0f} s)")
         )
     if n == plan_input.current_parallelism:
-        climbed = (
-            _climb_over(plan_input, config, known, config.loop_interval_s)
-            if _current_carries_climb(plan_input, config)
-            else 0.0
-        )
+        climbed = _kept_climb(plan_input, config, known)
         if capacity <= climbed:
             return False, f"capacity {_fmt(capacity)} < the climb continued a loop ahead to {_fmt(climbed)}"
         if READY_THROUGH_HOLD == "every":
@@ -585,10 +577,11 @@ def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: i
     return _scale_out_qualifies(plan_input, config, known, n, capacity, recovery, rising)
 
 
-def _current_carries_climb(plan_input: PlanInput, config: PlannerConfig) -> bool:
-    """Whether the current scale-out must carry a climb continued to the next round to be kept
-    (:data:`CURRENT_CARRIES_CLIMB`)."""
-    return CURRENT_CARRIES_CLIMB == "always" or (CURRENT_CARRIES_CLIMB == "cheap" and _priced(plan_input, config))
+def _kept_climb(plan_input: PlanInput, config: PlannerConfig, known: _Known) -> float:
+    """The climb continued to the next round that the current scale-out must carry to be kept, by the search or by
+    the recent-rescale window (:data:`CURRENT_CARRIES_CLIMB`); 0 where it need not."""
+    applies = CURRENT_CARRIES_CLIMB == "always" or (CURRENT_CARRIES_CLIMB == "cheap" and _priced(plan_input, config))
+    return _climb_over(plan_input, config, known, config.loop_interval_s) if applies else 0.0
 
 
 def _recovering_s(plan_input: PlanInput, config: PlannerConfig, n: int, recovery: float) -> float:
@@ -750,10 +743,17 @@ def _climb_s(plan_input: PlanInput, config: PlannerConfig, n: int, recovery: flo
 def _climb_over(plan_input: PlanInput, config: PlannerConfig, known: _Known, hold_s: float) -> float:
     """The last loop's climb continued over ``hold_s`` (the loop's average plus its climb per second times the
     hold) where the workload climbs (:func:`_climbing`) and :data:`CLIMB_CARRIED` is on; else 0."""
-    previous = plan_input.workload_previous
-    if not CLIMB_CARRIED or previous is None or not _climbing(known.workload, previous):
+    rate = _climb_rate(known.workload, plan_input.workload_previous, config)
+    if not CLIMB_CARRIED or rate <= 0:
         return 0.0
-    return known.workload + (known.workload - previous) / config.loop_interval_s * hold_s
+    return known.workload + rate * hold_s
+
+
+def _climb_rate(workload: float, previous: float | None, config: PlannerConfig) -> float:
+    """The last loop's climb per second where the workload climbs (:func:`_climbing`), else 0."""
+    if previous is None or not _climbing(workload, previous):
+        return 0.0
+    return (workload - previous) / config.loop_interval_s
 
 
 def _unready(plan_input: PlanInput, config: PlannerConfig, n: int, peak: float, hold_s: float) -> str:
