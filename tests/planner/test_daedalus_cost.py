@@ -508,3 +508,62 @@ def test_a_job_rescaled_recently_keeps_its_scale_out_only_while_it_carries_the_c
         assert decision.code is ReasonCode.SCALE_OUT and decision.target_parallelism == 7
     else:
         assert decision.target_parallelism == 6 and any("rescaled recently" in r for r in decision.reasons)
+
+
+@pytest.mark.parametrize("to", ["wish", "highest"])
+def test_a_cheap_scale_in_wanted_through_its_window_is_taken_to_this_rounds_wish_where_that_applies(
+    to: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 8 workers at 25,000/s, where 3 qualify; the round a loop ago (the one-loop window) wanted 5, a scale-in too.
+    # With STABILIZED_TO "wish" the window confirmed the direction and 3 is taken; "highest" takes the 5 wanted.
+    monkeypatch.setattr(daedalus, "STABILIZED_TO", to)
+    since = {"scale_in_since": NOW - 60}
+    inp = dataclasses.replace(plan(history=((NOW - 60, 5),)), policy_state=since)
+    decision = POLICY.decide(inp, CONFIG)
+    assert decision.desired_parallelism == 3
+    if to == "wish":
+        assert decision.target_parallelism == 3 and decision.code is ReasonCode.SCALE_IN
+        assert decision.reasons[-1] == "scale-in to 3: every round over the last 60 s wanted a scale-in"
+        assert decision.policy_state == since
+    else:
+        assert decision.target_parallelism == 5 and decision.code is ReasonCode.STABILIZED
+        assert decision.policy_state is None
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        None,
+        {},
+        {"scale_in_since": "x"},
+        {"scale_in_since": math.nan},
+        {"scale_in_since": True},
+        {"scale_in_since": NOW + 100},
+        {"scale_in_since": NOW - 20},
+    ],
+)
+def test_a_scale_in_not_wanted_through_the_whole_window_takes_the_highest_wanted_and_starts_counting(
+    state: dict[str, Any] | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No state, one that is not a past time, or one younger than the window (less half a loop for the rounds'
+    # jitter): the window has not confirmed the direction, so the highest wanted (5) is taken, and this round's
+    # scale-in is remembered from now (or from then).
+    monkeypatch.setattr(daedalus, "STABILIZED_TO", "wish")
+    inp = dataclasses.replace(plan(history=((NOW - 60, 5),)), policy_state=state)
+    decision = POLICY.decide(inp, CONFIG)
+    assert decision.target_parallelism == 5
+    kept = NOW - 20 if state == {"scale_in_since": NOW - 20} else NOW
+    assert decision.policy_state == {"scale_in_since": kept}
+
+
+def test_a_round_wanting_no_scale_in_forgets_the_direction_and_a_dear_rescale_takes_the_highest_wanted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(daedalus, "STABILIZED_TO", "wish")
+    since = {"scale_in_since": NOW - 600}
+    busy = dataclasses.replace(plan(workload=75_000, forecast=75_000), policy_state=since)
+    kept = POLICY.decide(busy, CONFIG)
+    assert kept.desired_parallelism >= 8 and kept.policy_state == {"scale_in_since": None}
+    history = ((NOW - 300, 5), (NOW - 60, 5))
+    dear = POLICY.decide(dataclasses.replace(plan(downtime=22.0, history=history), policy_state=since), CONFIG)
+    assert dear.desired_parallelism == 3 and dear.target_parallelism == 5
