@@ -31,7 +31,9 @@ window (HPA style), so a workload hovering at a threshold does not flap. The win
 the default target recovery time (300 s), the time scale the SLO judges on, and the grace to two loops; with
 ``holds: cost`` (the default) and a cheap rescale (:data:`CHEAP_RESCALE_TARGET`, an in-place rescale of a second)
 those are ceilings, and each wait is what this job's rescales cost, measured (:func:`holds`,
-:func:`stabilization_s`): about a loop; a dear rescale (a restart of tens of seconds) keeps the settings.
+:func:`stabilization_s`): about a loop; a dear rescale (a restart of tens of seconds) keeps the settings. Where a
+rescale is cheap a scale-in wanted through its whole window is taken to the newest wish, not the highest wanted
+(:data:`STABILIZED_TO`).
 Where a rescale is dear, a scale-in must stay ready for a failure through its hold (:data:`READY_THROUGH_HOLD`): the
 upper bound's peak over the hold at most the workload at which a failure at the smaller scale-out still recovers
 in time. A scale-in must also pay for itself (:func:`_unpaid`): the workers it saves over the time the point
@@ -884,12 +886,14 @@ def _fallback(plan_input: PlanInput, config: PlannerConfig, reasons: list[str]) 
 
 def stabilize(plan_input: PlanInput, config: PlannerConfig, desired: int, reasons: list[str]) -> int:
     """Scale out at once; scale in only to the highest scale-out wanted over the stabilization window
-    (:func:`stabilization_s`)."""
+    (:func:`stabilization_s`), or, where :data:`STABILIZED_TO` applies, to this round's wish once every round over
+    the window (less half a loop for the rounds' jitter) wanted a scale-in."""
     window_s = stabilization_s(plan_input, config, desired)
+    held: list[str] = []
     target = guards.stabilize(
         plan_input,
         desired,
-        reasons,
+        held,
         window_s=window_s,
         loop_interval_s=config.loop_interval_s,
         upper=config.max_parallelism,
@@ -900,6 +904,7 @@ def stabilize(plan_input: PlanInput, config: PlannerConfig, desired: int, reason
     if applies and confirmed and desired < target:
         reasons.append(f"scale-in to {desired}: every round over the last {window_s:.0f} s wanted a scale-in")
         return desired
+    reasons.extend(held)
     return target
 
 
