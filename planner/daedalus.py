@@ -315,6 +315,12 @@ def _priced(plan_input: PlanInput, config: PlannerConfig) -> bool:
     )
 
 
+def _where(setting: str, plan_input: PlanInput, config: PlannerConfig) -> bool:
+    """Whether a rule whose reach is ``setting`` applies this round: ``always``, ``cheap`` where the round's waits are
+    priced (:func:`_priced`), anything else (``off``) never."""
+    return setting == "always" or (setting == "cheap" and _priced(plan_input, config))
+
+
 def rescale_cost_ws(plan_input: PlanInput, n: int) -> float | None:
     """What a rescale from the current scale-out to ``n`` wastes, in worker-seconds: every worker of the larger
     scale-out held through its measured downtime, and the records since the last checkpoint processed a second
@@ -444,9 +450,8 @@ def cannot_catch_up(plan_input: PlanInput, config: PlannerConfig) -> bool:
 def _recovery_climb(plan_input: PlanInput, config: PlannerConfig) -> float:
     """How fast the arrivals a recovery must outrun grow, in records per second each second: the last loop's climb
     where the workload climbs and :data:`RECOVERY_UNDER_CLIMB` applies, else 0."""
-    applies = RECOVERY_UNDER_CLIMB == "always" or (RECOVERY_UNDER_CLIMB == "cheap" and _priced(plan_input, config))
     workload = plan_input.workload_avg
-    if not applies or workload is None:
+    if not _where(RECOVERY_UNDER_CLIMB, plan_input, config) or workload is None:
         return 0.0
     return _climb_rate(workload, plan_input.workload_previous, config)
 
@@ -509,7 +514,7 @@ def _recent_rescale_hold(plan_input: PlanInput, config: PlannerConfig, known: _K
 def _wanted_while_held(plan_input: PlanInput, config: PlannerConfig, known: _Known, hold: Decision) -> Decision:
     """The recent-rescale hold's decision, wanting the scale-in the candidate search would take (:data:`RECENT_WANTS`,
     :data:`RECENT_WANTS_WHERE`): the job keeps its scale-out this round, and the stabilization counts the wish."""
-    if RECENT_WANTS != "searched" or not (RECENT_WANTS_WHERE == "always" or _priced(plan_input, config)):
+    if RECENT_WANTS != "searched" or not _where(RECENT_WANTS_WHERE, plan_input, config):
         return hold
     reasons: list[str] = []
     wanted = _search(plan_input, config, known, reasons)
@@ -554,7 +559,7 @@ def _lifted(plan_input: PlanInput, config: PlannerConfig, known: _Known, next_lo
     where the rise refuses every scale-in."""
     if (
         RISE_GAP != "lift"
-        or (RISE_GAP_WHERE == "cheap" and not _priced(plan_input, config))
+        or not _where(RISE_GAP_WHERE, plan_input, config)
         or (RISE_GAP_BY == "ratio" and next_loop <= 0)
         or (
             _climbing(known.workload, plan_input.workload_previous)
@@ -607,8 +612,9 @@ def _candidate(plan_input: PlanInput, config: PlannerConfig, known: _Known, n: i
 def _kept_climb(plan_input: PlanInput, config: PlannerConfig, known: _Known) -> float:
     """The climb continued to the next round that the current scale-out must carry to be kept, by the search or by
     the recent-rescale window (:data:`CURRENT_CARRIES_CLIMB`); 0 where it need not."""
-    applies = CURRENT_CARRIES_CLIMB == "always" or (CURRENT_CARRIES_CLIMB == "cheap" and _priced(plan_input, config))
-    return _climb_over(plan_input, config, known, config.loop_interval_s) if applies else 0.0
+    if not _where(CURRENT_CARRIES_CLIMB, plan_input, config):
+        return 0.0
+    return _climb_over(plan_input, config, known, config.loop_interval_s)
 
 
 def _recovering_s(plan_input: PlanInput, config: PlannerConfig, n: int, recovery: float) -> float:
@@ -730,9 +736,7 @@ def _scale_out_qualifies(
 def _climb_carried_by_scale_ins(plan_input: PlanInput, config: PlannerConfig) -> bool:
     """Whether a climb is carried by the scale-ins this round rather than refusing them (:data:`CLIMB_ON_SCALE_IN`,
     :data:`CLIMB_ON_SCALE_IN_WHERE`)."""
-    return CLIMB_ON_SCALE_IN in ("carry", "compound") and (
-        CLIMB_ON_SCALE_IN_WHERE == "always" or _priced(plan_input, config)
-    )
+    return CLIMB_ON_SCALE_IN in ("carry", "compound") and _where(CLIMB_ON_SCALE_IN_WHERE, plan_input, config)
 
 
 def _scale_in_climb(plan_input: PlanInput, config: PlannerConfig, known: _Known, hold_s: float) -> float:
@@ -900,7 +904,7 @@ def stabilize(plan_input: PlanInput, config: PlannerConfig, desired: int, reason
     )
     since = _scale_in_since(plan_input, desired)
     confirmed = since is not None and since <= plan_input.now - window_s + SETTLE_LOOPS * config.loop_interval_s
-    applies = STABILIZED_TO == "wish" and (STABILIZED_TO_WHERE == "always" or _priced(plan_input, config))
+    applies = STABILIZED_TO == "wish" and _where(STABILIZED_TO_WHERE, plan_input, config)
     if applies and confirmed and desired < target:
         reasons.append(f"scale-in to {desired}: every round over the last {window_s:.0f} s wanted a scale-in")
         return desired
