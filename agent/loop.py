@@ -728,6 +728,7 @@ def plan_input_of(agent: Agent, analysis: Analysis, now: float, observation: Obs
         current_parallelism=analysis.parallelism or 0,
         workload_avg=analysis.workload_avg,
         workload_previous=analysis.workload_previous,
+        workload_usual=analysis.workload_usual,
         forecast=analysis.forecast,
         forecast_upper=analysis.forecast_upper,
         consumer_lag=analysis.consumer_lag,

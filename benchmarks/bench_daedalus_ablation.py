@@ -184,7 +184,10 @@ PATCHED: dict[str, dict[str, Any]] = {
         "CLIMB_OVER": "loop",
         "CURRENT_CARRIES_CLIMB": "off",
     },
-    "dear: a scale-in settled over the horizon": {"SETTLED_OVER_HORIZON": "dear"},
+    "dear: a scale-in settled over the horizon": {"SETTLED_CARRIES": "bound"},
+    "dear: a scale-in waits for the window": {"SETTLED_OVER_HORIZON": "off"},
+    "dear: a scale-in settled above the usual at 0.9": {"agent.analyze.forecasting.USUAL_QUANTILE": 0.9},
+    "dear: a scale-in settled above the hour's top": {"agent.analyze.forecasting.USUAL_QUANTILE": 1.0},
     "cheap: a scale-in stabilized at the highest wanted": {"STABILIZED_TO": "highest"},
     "a scale-in confirmed in its direction": {"STABILIZED_TO": "wish", "STABILIZED_TO_WHERE": "always"},
 }

@@ -91,6 +91,9 @@ class PlanInput:
     what a decision that must hold plans for. None: the forecast itself."""
     workload_previous: float | None = None
     """Mean workload over the loop before the last one, records/s; None if unknown (the workload's trend)."""
+    workload_usual: float | None = None
+    """The workload the job stood at or under for the rise quantile of the last hour the agent keeps, records/s;
+    None until that hour is kept whole (where the workload stands against its own recent past)."""
     last_rescale_at: float | None = None
     recovering: bool = False
     """True while the recovery watcher says the job has not caught up after a rescale or failure."""

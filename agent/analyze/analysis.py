@@ -30,6 +30,9 @@ class Analysis:
     """The workload as high as it may rise (``models.forecast.envelope``): what decisions plan for."""
     workload_previous: float | None = None
     """Mean workload over the stretch as long as this round's observation just before it (the loop before), or None."""
+    workload_usual: float | None = None
+    """The workload the job stood at or under for the rise quantile of the last hour it keeps (None until it is kept
+    whole)."""
     restart_detected: str | None = None
     """Why the job is believed to have restarted outside Perdix this round, or None."""
     rescaled_outside: bool = False

@@ -217,6 +217,7 @@ class Analyzer:
             forecast=forecast.values,
             forecast_upper=outlook.upper,
             workload_previous=outlook.previous,
+            workload_usual=outlook.usual,
             forecast_source=forecast.source,
             forecast_wape=forecast.wape,
             capacities=scale_outs.capacities,

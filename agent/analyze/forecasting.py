@@ -60,6 +60,10 @@ DRIFT_BLOCKS = 3
 """The fewest block means (of the rate window each) a drift is fitted on: two points are a difference, not a
 line."""
 
+USUAL_QUANTILE: float | None = None
+"""The quantile of the hour kept that :meth:`Forecasting.usual` reads: None for ``forecast_quantile``, the rise
+quantile decisions plan with."""
+
 
 def drift_per_s(recent: np.ndarray, block_s: int) -> float:
     """The workload's drift, records/s per second, over ``recent`` (a 1-s grid, NaN where nothing arrived): the
@@ -93,6 +97,8 @@ class WorkloadOutlook:
     """The workload as high as it may rise (the rise envelope over the forecast), or the forecast itself."""
     arrivals: np.ndarray | None
     """What a recovery must outrun: the point forecast, never below the level."""
+    usual: float | None = None
+    """The workload the job stood at or under for the rise quantile of the hour kept (:meth:`Forecasting.usual`)."""
 
 
 def forecaster_config(settings: Settings) -> ForecasterConfig:
@@ -211,7 +217,19 @@ class Forecasting:
             last = finite_mean(self.recent.last(span))
             if _drifting(last, previous):
                 arrivals = self._drifted(arrivals, level, upper)
-        return WorkloadOutlook(forecast, recent_rate, previous, upper, arrivals)
+        return WorkloadOutlook(forecast, recent_rate, previous, upper, arrivals, self.usual())
+
+    def usual(self) -> float | None:
+        """The workload the job stood at or under for ``forecast_quantile`` of the workload kept (the last hour with
+        the default horizon; the span of the forecasts' scoring, so it follows the agent's time scale). None until
+        that span is kept whole with at least half of it read, or without a quantile."""
+        quantile = self.settings.forecast_quantile if USUAL_QUANTILE is None else USUAL_QUANTILE
+        span = self.recent.spec.window_s
+        kept = self.recent.last(span)
+        if quantile is None or kept.size < span:
+            return None
+        known = kept[np.isfinite(kept)]
+        return float(np.quantile(known, quantile)) if 2 * known.size >= span else None
 
     def _drifted(self, arrivals: np.ndarray, level: float, upper: np.ndarray | None) -> np.ndarray:
         """The arrivals never below the workload's drift (:func:`drift_per_s`, over the target recovery time, the

@@ -724,6 +724,30 @@ def test_the_level_the_upper_bound_starts_from_is_the_workloads_mean_over_the_ra
     part.close()
 
 
+def test_the_usual_workload_is_the_rise_quantile_of_the_hour_kept_and_unknown_until_it_is_kept_whole() -> None:
+    """Where the workload usually stands: the rise quantile of what the agent keeps (an hour at the default
+    horizon), so a burst of a few minutes in it does not raise it and a trough below it stays a trough; None
+    before the hour is kept whole."""
+    from agent.analyze import forecasting
+
+    settings = load_lab_settings(None, {"policy": "daedalus", "forecast_quantile": 0.8})
+    part = forecasting.Forecasting(settings, executor=None, enabled=False)
+    span = part.recent.spec.window_s
+    assert span == 3600
+    half = span // 2
+    first = lagless(float(half), parallelism=2, uptime_s=float(half), rate=2_000.0, window_s=half)
+    part.step(first, float(half))
+    assert part.usual() is None
+    rest = lagless(float(span), parallelism=2, uptime_s=float(span), rate=2_000.0, window_s=half)
+    burst = rest.workload.copy()
+    burst[-300:] = 20_000.0  # five minutes of a burst at the end of the hour
+    part.step(replace(rest, workload=burst), float(span))
+    kept = part.recent.last(span)
+    assert part.usual() == pytest.approx(float(np.quantile(kept[np.isfinite(kept)], 0.8)))
+    assert part.usual() == pytest.approx(2_000.0)
+    part.close()
+
+
 @pytest.mark.parametrize(("target_s", "run_s"), [(300.0, 10), (60.0, 2), (15.0, 1)])
 def test_a_watched_recovery_ends_after_a_thirtieth_of_the_target_caught_up(target_s: float, run_s: int) -> None:
     """The run of caught-up seconds that ends a watched recovery, and with it the planner's hold, is a part of the

@@ -567,3 +567,25 @@ def test_a_round_wanting_no_scale_in_forgets_the_direction_and_a_dear_rescale_ta
     history = ((NOW - 300, 5), (NOW - 60, 5))
     dear = POLICY.decide(dataclasses.replace(plan(downtime=22.0, history=history), policy_state=since), CONFIG)
     assert dear.desired_parallelism == 3 and dear.target_parallelism == 5
+
+
+@pytest.mark.parametrize(("usual", "target"), [(None, 5), (28_000.0, 3), (38_000.0, 4), (45_000.0, 5)])
+def test_a_dear_scale_in_that_carries_the_usual_workload_settles_over_the_horizon_without_the_window(
+    usual: float | None, target: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 8 workers at 25,000/s where a rescale stops the job for 22 s: 3 qualify, and the rounds 300 and 200 s ago
+    # wanted 5, inside the 300-s window but not the last loop's. A scale-in that also carries where the workload
+    # stood for most of the last hour is taken over the horizon at once (3 at 28,000/s, 4 at 38,000/s); above the
+    # window's 5, or unknown, the window's is.
+    monkeypatch.setattr(daedalus, "SETTLED_OVER_HORIZON", "dear")
+    monkeypatch.setattr(daedalus, "SETTLED_CARRIES", "usual")
+    history = ((NOW - 300, 5), (NOW - 200, 5))
+    inp = dataclasses.replace(plan(downtime=22.0, history=history), workload_usual=usual)
+    decision = POLICY.decide(inp, CONFIG)
+    assert decision.desired_parallelism == 3 and decision.target_parallelism == target
+    if target < 5:
+        assert decision.reasons[-1].startswith(f"{target} carries the workload of most of the last hour")
+    monkeypatch.setattr(daedalus, "SETTLED_CARRIES", "bound")
+    assert POLICY.decide(inp, CONFIG).target_parallelism == 3
+    monkeypatch.setattr(daedalus, "SETTLED_OVER_HORIZON", "off")
+    assert POLICY.decide(inp, CONFIG).target_parallelism == 5
