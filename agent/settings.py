@@ -614,8 +614,10 @@ class Settings(BaseSettings):
         "scale-in must carry it until the agent can undo it and recover in time with it arriving (its bad case, "
         "with a whole checkpoint interval replayed), a scale-out must carry it while the job recovers (and, while "
         "the workload rises, until the agent can act again); the expected recovery is predicted from "
-        "the point forecast. Higher plans for rarer rises: fewer SLO misses at more worker-hours (0.5: the "
-        "typical rise; null: the point forecast alone).",
+        "the point forecast. Where a rescale restarts the job, a scale-in that carries the upper bound over the "
+        "whole horizon and this quantile of the last hour's workload is taken without the stabilization window. "
+        "Higher plans for rarer rises: fewer SLO misses at more worker-hours (0.5: the "
+        "typical rise; null: the point forecast alone, and every scale-in waits for the window).",
     )
     forecast_quantile_cheap: float | None = Field(
         0.7,

@@ -946,8 +946,9 @@ def _settled_early(
     plan_input: PlanInput, config: PlannerConfig, known: _Known, desired: int, target: int, reasons: list[str]
 ) -> int:
     """The stabilized scale-in ``target`` lowered to the smallest scale-out between ``desired`` and it that carries
-    the upper bound's peak over the whole forecast horizon, recovers within the target and stays ready for a failure
-    at that peak, once wanted for a loop (:data:`SETTLED_OVER_HORIZON`)."""
+    the upper bound's peak over the whole forecast horizon (and, with :data:`SETTLED_CARRIES` ``usual``, the usual
+    workload), recovers within the target and stays ready for a failure at that peak, once wanted for a loop
+    (:data:`SETTLED_OVER_HORIZON`)."""
     if SETTLED_OVER_HORIZON != "dear" or _priced(plan_input, config) or target <= desired:
         return target
     peak = float(np.max(known.upper))
