@@ -328,8 +328,10 @@ def _priced(plan_input: PlanInput, config: PlannerConfig) -> bool:
 
 def _where(setting: str, plan_input: PlanInput, config: PlannerConfig) -> bool:
     """Whether a rule whose reach is ``setting`` applies this round: ``always``, ``cheap`` where the round's waits are
-    priced (:func:`_priced`), anything else (``off``) never."""
-    return setting == "always" or (setting == "cheap" and _priced(plan_input, config))
+    priced (:func:`_priced`), ``dear`` where they are not, anything else (``off``) never."""
+    if setting in ("cheap", "dear"):
+        return _priced(plan_input, config) == (setting == "cheap")
+    return setting == "always"
 
 
 def rescale_cost_ws(plan_input: PlanInput, n: int) -> float | None:
@@ -803,8 +805,7 @@ def _unready(plan_input: PlanInput, config: PlannerConfig, n: int, peak: float, 
     peaks at ``peak`` (empty if it would, where a rescale is cheap, or when its failure-ready workload is
     unknown)."""
     ready = plan_input.failure_ready.get(n)
-    cheap_exempt = READY_WHERE == "dear" and _priced(plan_input, config)
-    if READY_THROUGH_HOLD == "off" or cheap_exempt or ready is None or peak <= ready:
+    if READY_THROUGH_HOLD == "off" or not _where(READY_WHERE, plan_input, config) or ready is None or peak <= ready:
         return ""
     return (
         f"a failure at the peak {_fmt(peak)} of its {hold_s:.0f} s hold would recover after the target "
@@ -949,7 +950,7 @@ def _settled_early(
     the upper bound's peak over the whole forecast horizon (and, with :data:`SETTLED_CARRIES` ``usual``, the usual
     workload), recovers within the target and stays ready for a failure at that peak, once wanted for a loop
     (:data:`SETTLED_OVER_HORIZON`)."""
-    if SETTLED_OVER_HORIZON != "dear" or _priced(plan_input, config) or target <= desired:
+    if not _where(SETTLED_OVER_HORIZON, plan_input, config) or target <= desired:
         return target
     peak = float(np.max(known.upper))
     what = "the upper bound's peak"
