@@ -25,7 +25,7 @@ SUBTASK_LABEL = "subtask_index"
 _JOB = 'job_name=~"{job}"'
 _LABELS = f"{VERTEX_LABEL}, {SUBTASK_LABEL}"
 _BY = f"sum by ({_LABELS})"
-_BUSY = accumulated_time_rate("Busy", selector=_JOB, by=_LABELS, drop_nan=True)
+_BUSY = accumulated_time_rate("Busy", selector=_JOB, by=_LABELS)
 _BACK_PRESSURED = accumulated_time_rate("BackPressured", selector=_JOB, by=_LABELS)
 _TIME = f"({_BUSY} + {accumulated_time_rate('Idle', selector=_JOB, by=_LABELS)} + {_BACK_PRESSURED})"
 _HITS = f"{_BY} (rate(flink_taskmanager_job_task_operator_rocksdb_block_cache_hit{{{_JOB}}}[{{window}}s]))"

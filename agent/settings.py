@@ -64,7 +64,7 @@ _TASKS = 'job_name=~"{job}"'
 
 
 _BY_WORKER = "{worker_label}, task_id, subtask_index"
-_BUSY = accumulated_time_rate("Busy", selector=_TASKS, by=_BY_WORKER, drop_nan=True)
+_BUSY = accumulated_time_rate("Busy", selector=_TASKS, by=_BY_WORKER)
 _IDLE = accumulated_time_rate("Idle", selector=_TASKS, by=_BY_WORKER)
 _BACK_PRESSURED = accumulated_time_rate("BackPressured", selector=_TASKS, by=_BY_WORKER)
 

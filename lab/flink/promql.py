@@ -86,11 +86,10 @@ class FlinkQueries:
         """Records per second each worker's source subtask reads."""
         return f"sum by ({self.worker_label}) (rate({OPERATOR}_numRecordsOut{{{self.source}}}[{self.window_s}s]))"
 
-    def _accumulated(self, kind: str, *, drop_nan: bool) -> str:
+    def _accumulated(self, kind: str) -> str:
+        """Every kind through the same subquery over the non-negative samples (see agent.promql)."""
         series = f"{TASK}_accumulate{kind}TimeMs{{{self.source_task}}}"
-        if drop_nan:
-            return f"sum by ({self.worker_label}) (rate(({series} >= 0)[{self.window_s}s:{self.step}]))"
-        return f"sum by ({self.worker_label}) (rate({series}[{self.window_s}s]))"
+        return f"sum by ({self.worker_label}) (rate(({series} >= 0)[{self.window_s}s:{self.step}]))"
 
     @property
     def busy_fraction(self) -> str:
@@ -98,17 +97,17 @@ class FlinkQueries:
 
         The ratio of the accumulated times, so a task that started inside the window reads right.
         """
-        busy = self._accumulated("Busy", drop_nan=True)
-        idle = self._accumulated("Idle", drop_nan=False)
-        pressured = self._accumulated("BackPressured", drop_nan=False)
+        busy = self._accumulated("Busy")
+        idle = self._accumulated("Idle")
+        pressured = self._accumulated("BackPressured")
         return f"{busy} / ({busy} + {idle} + {pressured})"
 
     @property
     def backpressured_fraction(self) -> str:
         """Share (0..1) of each worker's source task time back-pressured: pressured / (busy + idle + pressured)."""
-        busy = self._accumulated("Busy", drop_nan=True)
-        idle = self._accumulated("Idle", drop_nan=False)
-        pressured = self._accumulated("BackPressured", drop_nan=False)
+        busy = self._accumulated("Busy")
+        idle = self._accumulated("Idle")
+        pressured = self._accumulated("BackPressured")
         return f"{pressured} / ({busy} + {idle} + {pressured})"
 
     @property

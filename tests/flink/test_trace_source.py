@@ -216,9 +216,12 @@ def test_workload_query_stays_within_ten_percent_of_the_production_rate_across_r
     )
     assert abs(worst[1] - RATE) <= TOLERANCE * RATE, values
     # The job's own ground truth agrees with the schedule: the enumerator's gauge rises at the production rate.
+    # The gauge is computed when the reporter answers and stamped with the scrape's start, so on loaded cores
+    # the slope over a window may be off by up to a scrape interval at each end (CI read 2 % low).
     truth = TraceJobQueries(job=f'job_id="{job.job_id}"')
     produced = query_range(prometheus, truth.production_rate(WINDOW_S), epoch + WINDOW_S, epoch + END_S)
-    assert all(abs(float(v) - RATE) <= 0.01 * RATE for _, v in produced[0]["values"]), produced
+    scrape_s = float(prometheus.scrape_interval.removesuffix("s"))
+    assert all(abs(float(v) - RATE) <= 2 * scrape_s / WINDOW_S * RATE for _, v in produced[0]["values"]), produced
     log_end = [
         float(v)
         for _, v in query_range(prometheus, truth.log_end_rate(WINDOW_S), epoch + WINDOW_S, epoch + END_S)[0]["values"]
