@@ -13,14 +13,15 @@ import org.apache.flink.api.common.functions.RichMapFunction;
  * subtask here), and a saturated subtask carries {@code capacity} records/s as long as Flink's own
  * work per record stays below the cost.
  *
- * <p>The clock runs on through gaps shorter than {@link #GAP_NANOS}: such a gap is Flink's own work
- * between two records, or a park that woke late because the cores were busy, which the record's cost
- * already pays for. A longer gap is idle time (the source waits 10 ms for new records once it has
- * read everything, a network buffer takes as long to fill), and the clock restarts at the next
- * record, so idle time is never spent as work; a gap below the threshold that was really idle counts
- * as busy. What the last park before an idle gap overslept (up to {@link #MAX_CREDIT_NANOS}) is
- * credited to the next record: on shared cores a subtask that is not saturated parks late at the end
- * of every burst, and without the credit its busy time would read high by that much per burst.
+ * <p>A park that wakes late (the cores were busy) held the thread past its record's cost; the clock
+ * runs on, so the next records park less or not at all until it has caught up, and a saturated
+ * subtask carries its capacity on loaded cores too. Only a pause between two records longer than
+ * {@link #GAP_NANOS} is idle time (the source waits 10 ms for new records once it has read everything,
+ * a network buffer takes as long to fill): the clock restarts at the next record, so idle time is never
+ * spent as work. What the clock was behind when the pause began (up to {@link #MAX_CREDIT_NANOS}, the
+ * last park's oversleep) is credited to the next record: on shared cores a subtask that is not
+ * saturated parks late at the end of every burst, and without the credit its busy time would read
+ * high by that much per burst.
  *
  * <p>Every record parks at once rather than in batches: work deferred to a later park would be
  * absorbed by the idle time between bursts, and the busy time would read low.
@@ -34,8 +35,8 @@ public final class CostlyMap extends RichMapFunction<LogRecord, LogRecord> {
     private transient long costNanos;
     /** When the work of the records so far is done, on the System.nanoTime() clock. */
     private transient long due;
-    /** How late the last park woke up (capped): paid back by the next record after an idle gap. */
-    private transient long credit;
+    /** When the last record left {@link #map}, on the same clock. */
+    private transient long returned;
 
     public CostlyMap(double capacity) {
         this.capacity = capacity;
@@ -45,6 +46,7 @@ public final class CostlyMap extends RichMapFunction<LogRecord, LogRecord> {
     public void open(org.apache.flink.api.common.functions.OpenContext context) {
         costNanos = capacity > 0 ? Math.round(1e9 / capacity) : 0L;
         due = System.nanoTime();
+        returned = due;
     }
 
     @Override
@@ -53,16 +55,15 @@ public final class CostlyMap extends RichMapFunction<LogRecord, LogRecord> {
             return record;
         }
         long now = System.nanoTime();
-        if (now - due > GAP_NANOS) {
-            due = now - credit;
+        if (now - returned > GAP_NANOS) {
+            due = now - Math.min(MAX_CREDIT_NANOS, Math.max(0L, returned - due));
         }
-        credit = 0;
         due += costNanos;
         long wait = due - now;
         if (wait > 0) {
             LockSupport.parkNanos(wait);
-            credit = Math.min(MAX_CREDIT_NANOS, Math.max(0L, System.nanoTime() - due));
         }
+        returned = System.nanoTime();
         return record;
     }
 }
