@@ -220,7 +220,8 @@ def test_workload_query_stays_within_ten_percent_of_the_production_rate_across_r
     # the slope over a window may be off by up to a scrape interval at each end (CI read 2 % low).
     truth = TraceJobQueries(job=f'job_id="{job.job_id}"')
     produced = query_range(prometheus, truth.production_rate(WINDOW_S), epoch + WINDOW_S, epoch + END_S)
-    scrape_s = float(prometheus.scrape_interval.removesuffix("s"))
+    interval = prometheus.scrape_interval
+    scrape_s = float(interval[:-2]) / 1000 if interval.endswith("ms") else float(interval.removesuffix("s"))
     assert all(abs(float(v) - RATE) <= 2 * scrape_s / WINDOW_S * RATE for _, v in produced[0]["values"]), produced
     log_end = [
         float(v)

@@ -37,6 +37,7 @@ class TakenPort(FlinkCluster):
     def __init__(self, workdir: Path, role: str, port: int, *, taskmanagers: int = 1) -> None:
         super().__init__(workdir, taskmanagers=taskmanagers, extra_config=FAST)
         self.taken_role, self.taken_port = role, port
+        self.default_timeout_s = self.reporter_timeout_s
 
     def _start(self, role: str, script: str, metrics_port: int | None = None) -> FlinkProcess:
         return super()._start(role, script, self.taken_port if role == self.taken_role else metrics_port)
@@ -44,12 +45,11 @@ class TakenPort(FlinkCluster):
     def await_reporter(self, proc: FlinkProcess) -> bool:
         """The silent reporter is given up on after 3 s; the others keep the default time to answer (on loaded
         cores a JobManager's reporter took longer than 3 s)."""
-        default = type(self).reporter_timeout_s
-        self.reporter_timeout_s = 3.0 if proc.role == self.taken_role else default
+        self.reporter_timeout_s = 3.0 if proc.role == self.taken_role else self.default_timeout_s
         try:
             return super().await_reporter(proc)
         finally:
-            self.reporter_timeout_s = default
+            self.reporter_timeout_s = self.default_timeout_s
 
 
 def test_a_taskmanager_whose_reporter_is_silent_is_replaced(tmp_path: Path, held_port: int) -> None:

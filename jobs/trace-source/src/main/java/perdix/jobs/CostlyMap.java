@@ -15,8 +15,10 @@ import org.apache.flink.api.common.functions.RichMapFunction;
  *
  * <p>A park that wakes late (the cores were busy) held the thread past its record's cost; the clock
  * runs on, so the next records park less or not at all until it has caught up, and a saturated
- * subtask carries its capacity on loaded cores too. Only a pause between two records longer than
- * {@link #GAP_NANOS} is idle time (the source waits 10 ms for new records once it has read everything,
+ * subtask carries its capacity on loaded cores too. The clock runs at most {@link #MAX_LAG_NANOS}
+ * behind: pauses under {@link #GAP_NANOS} between records count as Flink's own work, paid for by the
+ * records' cost, and one that was really idle is spent as work up to that much. Only a pause between
+ * two records longer than {@link #GAP_NANOS} is idle time (the source waits 10 ms for new records once it has read everything,
  * a network buffer takes as long to fill): the clock restarts at the next record, so idle time is never
  * spent as work. What the clock was behind when the pause began (up to {@link #MAX_CREDIT_NANOS}, the
  * last park's oversleep) is credited to the next record: on shared cores a subtask that is not
@@ -30,6 +32,7 @@ public final class CostlyMap extends RichMapFunction<LogRecord, LogRecord> {
     private static final long serialVersionUID = 1L;
     static final long GAP_NANOS = 1_000_000L;
     static final long MAX_CREDIT_NANOS = 1_000_000L;
+    static final long MAX_LAG_NANOS = 20_000_000L;
 
     private final double capacity;
     private transient long costNanos;
@@ -57,6 +60,8 @@ public final class CostlyMap extends RichMapFunction<LogRecord, LogRecord> {
         long now = System.nanoTime();
         if (now - returned > GAP_NANOS) {
             due = now - Math.min(MAX_CREDIT_NANOS, Math.max(0L, returned - due));
+        } else if (now - due > MAX_LAG_NANOS) {
+            due = now - MAX_LAG_NANOS;
         }
         due += costNanos;
         long wait = due - now;
