@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-TASK = "flink_taskmanager_job_task"
+from agent.promql import accumulated_time_rate
+
 OPERATOR = "flink_taskmanager_job_task_operator"
 
 
@@ -87,9 +88,14 @@ class FlinkQueries:
         return f"sum by ({self.worker_label}) (rate({OPERATOR}_numRecordsOut{{{self.source}}}[{self.window_s}s]))"
 
     def _accumulated(self, kind: str) -> str:
-        """Every kind through the same subquery over the non-negative samples (see agent.promql)."""
-        series = f"{TASK}_accumulate{kind}TimeMs{{{self.source_task}}}"
-        return f"sum by ({self.worker_label}) (rate(({series} >= 0)[{self.window_s}s:{self.step}]))"
+        """The agent's rate of ``accumulate{kind}TimeMs`` (:func:`agent.promql.accumulated_time_rate`) per worker
+        over the source's tasks, its window and step filled in."""
+        query = accumulated_time_rate(kind, selector=self.source_task, by=self.worker_label)
+        return query.replace("{window}", str(self.window_s)).replace("{step}s", self.step)
+
+    def _times(self) -> tuple[str, str, str]:
+        """The busy, idle and back-pressured time rates the two shares divide."""
+        return self._accumulated("Busy"), self._accumulated("Idle"), self._accumulated("BackPressured")
 
     @property
     def busy_fraction(self) -> str:
@@ -97,17 +103,13 @@ class FlinkQueries:
 
         The ratio of the accumulated times, so a task that started inside the window reads right.
         """
-        busy = self._accumulated("Busy")
-        idle = self._accumulated("Idle")
-        pressured = self._accumulated("BackPressured")
+        busy, idle, pressured = self._times()
         return f"{busy} / ({busy} + {idle} + {pressured})"
 
     @property
     def backpressured_fraction(self) -> str:
         """Share (0..1) of each worker's source task time back-pressured: pressured / (busy + idle + pressured)."""
-        busy = self._accumulated("Busy")
-        idle = self._accumulated("Idle")
-        pressured = self._accumulated("BackPressured")
+        busy, idle, pressured = self._times()
         return f"{pressured} / ({busy} + {idle} + {pressured})"
 
     @property

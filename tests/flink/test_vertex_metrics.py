@@ -96,8 +96,9 @@ def test_per_vertex_queries_read_the_real_job(
 ) -> None:
     settings = PrometheusSettings(url=prometheus.url, rate_window_s=20, flink_job="perdix_vertex_metrics")
     rest = FlinkRestScaler(ScaleTargetSettings(kind="flink-rest", rest_url=flink_cluster.rest_url, job=job.job_id))
-    monitor = OperatorMonitor(VertexMonitor(settings, OperatorQueries()), FlinkGraphReader(rest))
-    cost_id = next(v.id for v in FlinkGraphReader(rest).read().vertices if v.name == "cost")
+    graph_reader = FlinkGraphReader(rest)
+    monitor = OperatorMonitor(VertexMonitor(settings, OperatorQueries()), graph_reader)
+    cost_id = next(v.id for v in graph_reader.read().vertices if v.name == "cost")
     # What the map took in by its own counters over the 30 s the queries' windows span (20-s rates over the
     # last 10 s), after its first records and checkpoints: the ground truth the queries are held to.
     poll(
