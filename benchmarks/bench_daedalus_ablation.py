@@ -190,11 +190,16 @@ PATCHED: dict[str, dict[str, Any]] = {
     "dear: a scale-in settled above the hour's top": {"agent.analyze.forecasting.USUAL_QUANTILE": 1.0},
     "cheap: a scale-in stabilized at the highest wanted": {"STABILIZED_TO": "highest"},
     "a scale-in confirmed in its direction": {"STABILIZED_TO": "wish", "STABILIZED_TO_WHERE": "always"},
+    "dear: a scale-in's bad case from where the workload stands": {
+        "agent.analyze.forecasting.BAD_CASE_CONDITIONED_WHERE": "always"
+    },
+    "dear: a scale-in's bad case one bad moment at a time": {"agent.analyze.candidates.BAD_CASE_JOINS": "either"},
+    "dear: no bad case for a scale-in": {"agent.analyze.candidates.BAD_CASE_JOINS": "none"},
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an
 endless margin never binds), or the analyze stage's upper bound, arrivals and failure-ready workloads
-(experiments 15, 16, 17, 20, 38, 39, 46, 47, 48, 49, 50 and 51 of docs/research/experiments.md)."""
+(experiments 15, 16, 17, 20, 38, 39, 46, 47, 48, 49, 50, 51 and 53 of docs/research/experiments.md)."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
 VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})
 VARIANTS["fixed holds as before"] = (frozenset(), {"holds": "fixed", "rise_conditioned": False})

@@ -462,13 +462,15 @@ class RecoveryPredictor:
         current: int,
         current_lag: float = 0.0,
         profile: WorkerProfile | None = None,
+        whole_interval: bool = True,
     ) -> float:
         """The recovery of a rescale from ``current`` to ``parallelism`` in the bad case: the stop falls just
         before a checkpoint completes (a whole interval replayed) and the workload rises as ``upper`` says
         (the rise envelope) while the job catches up. What a rescale that is only an option, a scale-in, must
         recover within; the expected case (:meth:`predict`) is what the watch compares with, and this one is
         not recorded for learning. An aligned rescale's bad case is the same: its checkpoint may fail or miss
-        its bound, and the rescale then goes ahead from the last one."""
+        its bound, and the rescale then goes ahead from the last one. ``whole_interval`` False: the stop replays what
+        one at a random moment does (:meth:`replay_records`), the workload alone as ``upper`` says."""
         inputs = _inputs(capacity, upper, recent_workload_rate, current_lag)
         if inputs is None:
             return math.inf
@@ -476,7 +478,7 @@ class RecoveryPredictor:
         return recovery_time(
             capacity=capacity,
             forecast=series,
-            replay_records=2 * self.replay_records(rate),
+            replay_records=(2 if whole_interval else 1) * self.replay_records(rate),
             downtime_s=self.downtime("rescale", parallelism, current),
             profile=profile,
             held_records=lag,

@@ -24,6 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal
+
+import numpy as np
 
 from agent.analyze.forecasting import WorkloadOutlook
 from models.capacity import CapacityModel
@@ -39,6 +42,16 @@ taken a percent above a caught-up job's readiness met one there and missed. Chec
 too (``planner.daedalus.READY_WHERE = "always"``), ``cheap`` took both for one new miss and 1.6 % more of the dev
 half's worker-hours, and held-out cost 1.1 % with the same miss, a failure's third within five minutes
 (docs/research/experiments.md, experiment 47)."""
+
+
+BAD_CASE_JOINS: Literal["both", "either", "none"] = "both"
+"""What a scale-in's bad case is where a rescale is dear: ``both``, a whole checkpoint interval replayed while the
+workload rises as the upper bound says; ``either``, the slower of a whole interval replayed under the point forecast
+and a stop's expected replay under the upper bound (each bad moment at its own rate, not both at once); ``none``, no
+bad case (the expected recovery of the rescale and of a failure there alone). Where a rescale is cheap it is
+``both``. The bad case is the check that refuses a dear scale-in first, but the next check refuses the same
+scale-ins: on the dev half at a restart's cost ``either`` saved 0.32 % of the worker-hours and ``none`` 0.46 %, each
+for 7 -> 10 avoidable misses (docs/research/experiments.md, experiment 53)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +138,7 @@ def evaluate_scale_outs(
                 backlog=backlog,
                 outlook=outlook,
                 predictor=predictor,
+                bad_case=BAD_CASE_JOINS if not cheap_rescale else "both",
             )
     return ScaleOuts(capacities, sources, recoveries, downtimes, failure_ready)
 
@@ -138,9 +152,10 @@ def evaluate_candidate(
     backlog: float,
     outlook: WorkloadOutlook,
     predictor: RecoveryPredictor,
+    bad_case: Literal["both", "either", "none"] = "both",
 ) -> CandidateRecovery:
     """The three recovery predictions of scale-out ``n`` (see the module docstring); ``backlog``: records
-    waiting now, which a job rescaled while behind starts with."""
+    waiting now, which a job rescaled while behind starts with; ``bad_case``: a scale-in's (:data:`BAD_CASE_JOINS`)."""
     arrivals, rate, lag = outlook.arrivals, outlook.recent_rate, backlog
     kind = "failure" if n == current else "rescale"
     stop = predictor.predict(
@@ -165,9 +180,21 @@ def evaluate_candidate(
             current=n,
         )
         planned = max(stop, failure_there)
-    if current is not None and n < current and outlook.upper is not None:  # a scale-in: its bad case too
-        bad_case = predictor.predict_bad_case(
-            capacity, outlook.upper, rate, parallelism=n, current=current, current_lag=lag, profile=profile
-        )
-        planned = max(planned, bad_case)
+    upper = outlook.scale_in_upper
+    if current is not None and n < current and upper is not None and bad_case != "none":  # a scale-in's bad case
+
+        def bad(workload: np.ndarray | None, whole_interval: bool = True) -> float:
+            return predictor.predict_bad_case(
+                capacity,
+                workload,
+                rate,
+                parallelism=n,
+                current=current,
+                current_lag=lag,
+                profile=profile,
+                whole_interval=whole_interval,
+            )
+
+        worst = bad(upper) if bad_case == "both" else max(bad(arrivals), bad(upper, whole_interval=False))
+        planned = max(planned, worst)
     return CandidateRecovery(stop_s=stop, planned_s=planned)

@@ -60,6 +60,14 @@ DRIFT_BLOCKS = 3
 """The fewest block means (of the rate window each) a drift is fitted on: two points are a difference, not a
 line."""
 
+BAD_CASE_CONDITIONED_WHERE: Literal["always", "cheap"] = "cheap"
+"""Where the bound a scale-in's bad case plans for (:attr:`WorkloadOutlook.bad_case_upper`) is the rise envelope
+conditioned on where the workload stands (``rise_conditioned``): ``always``, or ``cheap``, where every bound is
+(where a rescale is dear the bad case plans for the rises from every moment, as the scale-outs do). Conditioned
+where dear too, the dev half at a restart's cost spent 0.02 % more worker-hours for one avoidable miss more: from
+the middle of the range the rises are no lower, and where the bad case refuses a scale-in the next check does too
+(docs/research/experiments.md, experiment 53)."""
+
 USUAL_QUANTILE: float | None = None
 """The quantile of the hour kept that :meth:`Forecasting.usual` reads: None for ``forecast_quantile``, the rise
 quantile decisions plan with."""
@@ -99,6 +107,14 @@ class WorkloadOutlook:
     """What a recovery must outrun: the point forecast, never below the level."""
     usual: float | None = None
     """The workload the job stood at or under for the rise quantile of the hour kept (:meth:`Forecasting.usual`)."""
+    bad_case_upper: np.ndarray | None = None
+    """The workload as high as it may rise in a scale-in's bad case (:data:`BAD_CASE_CONDITIONED_WHERE`); None:
+    :attr:`upper`."""
+
+    @property
+    def scale_in_upper(self) -> np.ndarray | None:
+        """The bound a scale-in's bad case plans for."""
+        return self.upper if self.bad_case_upper is None else self.bad_case_upper
 
 
 def forecaster_config(settings: Settings) -> ForecasterConfig:
@@ -217,7 +233,11 @@ class Forecasting:
             last = finite_mean(self.recent.last(span))
             if _drifting(last, previous):
                 arrivals = self._drifted(arrivals, level, upper)
-        return WorkloadOutlook(forecast, recent_rate, previous, upper, arrivals, self.usual())
+        bad_case = None
+        if BAD_CASE_CONDITIONED_WHERE == "always" and not cheap_rescale and values is not None and level is not None:
+            if self.settings.forecast_quantile is not None:
+                bad_case = self.envelope.upper(values, level, conditioned=True)
+        return WorkloadOutlook(forecast, recent_rate, previous, upper, arrivals, self.usual(), bad_case)
 
     def usual(self) -> float | None:
         """The workload the job stood at or under for ``forecast_quantile`` of the workload kept (the last hour with

@@ -19,7 +19,7 @@ from agent.loop import Agent
 from lab.replay import MemoryKnowledgeStore, Replay
 from lab.settings import LabSettings, load_lab_settings, rescale_cost_overrides
 from lab.simulated import SimulatedMonitor
-from models.forecast import ForecasterConfig
+from models.forecast import Forecast, ForecasterConfig
 from simulator import SimulatedFlinkJob, Trace
 from tests.models.test_forecast import _step
 
@@ -214,6 +214,71 @@ def test_where_cheap_a_scale_in_can_be_ready_for_a_failure_as_its_own_stop_ends(
             assert cheap.failure_ready[n] == pytest.approx(alone.failure_ready[n], rel=1e-3)
     for n in range(current, settings.max_parallelism + 1):
         assert cheap.failure_ready.get(n) == pytest.approx(alone.failure_ready.get(n), rel=1e-3)
+
+
+@pytest.mark.parametrize("cost", ["in-place", "restart"])
+def test_where_dear_a_scale_ins_bad_case_can_be_one_bad_moment_at_a_time_or_none(
+    cost: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``BAD_CASE_JOINS`` ``either``, where a rescale restarts the job a scale-in's bad case is the slower of a
+    whole interval replayed under the point forecast and the expected replay under the upper bound, never slower
+    than the shipped ``both`` (both at once); with ``none`` only the expected recovery of the rescale and of a
+    failure there, shorter still. Scale-outs keep their recoveries, and where a rescale is in place so does every
+    scale-out: the bad case stays whole there."""
+    settings = load_lab_settings(
+        None, {"telemetry.log_level": "error", "max_parallelism": 12, **rescale_cost_overrides(cost)}
+    )
+    planned = {}
+    for joins in ("both", "either", "none"):  # each on the shipped replay, read by the same first round after it
+        monkeypatch.setattr(candidates, "BAD_CASE_JOINS", "both")
+        analyzer, observation, now = replayed_flat(settings)
+        monkeypatch.setattr(candidates, "BAD_CASE_JOINS", joins)
+        analysis = analyzer.analyze(observation, now=now)
+        planned[joins] = analysis.recovery_times
+    current = analysis.parallelism
+    assert current is not None
+    below = [n for n in range(1, current) if np.isfinite(planned["both"].get(n, np.inf))]
+    if cost == "restart":
+        assert below, planned["both"]
+        for n in below:
+            assert planned["none"][n] < 0.999 * planned["either"][n] <= planned["both"][n]
+    else:
+        assert planned["either"] == planned["both"] == planned["none"]
+    for n in range(current, settings.max_parallelism + 1):
+        assert planned["none"][n] == planned["both"][n]
+
+
+def test_where_dear_a_scale_ins_bad_case_can_plan_for_the_rises_seen_from_where_the_workload_stands(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At the top of a cycle, with ``BAD_CASE_CONDITIONED_WHERE`` ``always`` a dear round's scale-in bad case plans
+    for the rises seen from other tops, lower than the upper bound the round's other checks read; with the shipped
+    ``cheap`` it plans for that bound itself."""
+    from agent.analyze import forecasting
+
+    settings = load_lab_settings(None, {"policy": "daedalus", "telemetry.log_level": "error"})
+    part = forecasting.Forecasting(settings, executor=None, enabled=False)  # the envelope and level alone
+    period = 1440
+    round_s = 60
+    base = lagless(float(round_s), parallelism=2, uptime_s=1e6, window_s=round_s)
+    top = 7 * period + period // 2  # the cycle at its highest, three hours in
+    for now in range(round_s, top + 1, round_s):
+        times = np.arange(now - round_s + 1.0, now + 1.0)
+        workload = 50_000 - 40_000 * np.cos(2 * np.pi * times / period)
+        part.step(replace(base, now=float(now), times=times, workload=workload), float(now))
+    level = part.level()
+    assert level is not None and level > 85_000  # the top of the cycle
+    forecast = Forecast(np.full(settings.forecast_horizon_s, level), "naive", None)
+    shipped = part.outlook(forecast, span=round_s, cheap_rescale=False)
+    assert shipped.bad_case_upper is None and shipped.scale_in_upper is shipped.upper
+    monkeypatch.setattr(forecasting, "BAD_CASE_CONDITIONED_WHERE", "always")
+    dear = part.outlook(forecast, span=round_s, cheap_rescale=False)
+    cheap = part.outlook(forecast, span=round_s, cheap_rescale=True)
+    assert dear.upper is not None and dear.scale_in_upper is not None
+    assert np.array_equal(dear.upper, shipped.upper)
+    assert dear.scale_in_upper[180] < 0.95 * dear.upper[180]
+    assert cheap.bad_case_upper is None  # where cheap every bound is conditioned already
+    part.close()
 
 
 @pytest.mark.parametrize("failure_prior_s", [5.0, 5_000.0])

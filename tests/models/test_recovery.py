@@ -33,6 +33,10 @@ def test_the_bad_case_replays_a_whole_interval_over_the_rise_and_is_not_learned_
     rising = np.linspace(100.0, 150.0, 900)
     assert predictor.predict_bad_case(200.0, rising, 100.0, parallelism=4, current=6) > 69.0
     assert predictor.predict_bad_case(200.0, np.full(900, 200.0), 100.0, parallelism=4, current=6) == math.inf
+    # A stop at a random moment under the rise instead: half an interval replayed, the expected rescale's 64 s flat.
+    assert predictor.predict_bad_case(200.0, flat, 100.0, parallelism=4, current=6, whole_interval=False) == (
+        pytest.approx(64.0)
+    )
     # A what-if: the recovery a stop is later measured against stays the expected one.
     predictor.predict(200.0, flat, 100.0, kind="rescale", parallelism=4)
     predictor.predict_bad_case(200.0, rising, 100.0, parallelism=4, current=6)
