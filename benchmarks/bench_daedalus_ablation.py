@@ -195,11 +195,16 @@ PATCHED: dict[str, dict[str, Any]] = {
     },
     "dear: a scale-in's bad case one bad moment at a time": {"agent.analyze.candidates.BAD_CASE_JOINS": "either"},
     "dear: no bad case for a scale-in": {"agent.analyze.candidates.BAD_CASE_JOINS": "none"},
+    "every rescale priced as a cheap one": {"CHEAP_RESCALE_TARGET": 1.0},
+    "dear: no hold priced": {"HOLDS_PRICED_DEAR": frozenset()},
+    "dear: holds priced": {"HOLDS_PRICED_DEAR": frozenset({"grace", "recent", "stabilization"})},
+    "dear: only the grace priced": {"HOLDS_PRICED_DEAR": frozenset({"grace"})},
+    "dear: only the stabilization priced": {"HOLDS_PRICED_DEAR": frozenset({"stabilization"})},
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an
 endless margin never binds), or the analyze stage's upper bound, arrivals and failure-ready workloads
-(experiments 15, 16, 17, 20, 38, 39, 46, 47, 48, 49, 50, 51 and 53 of docs/research/experiments.md)."""
+(experiments 15, 16, 17, 20, 38, 39, 46, 47, 48, 49, 50, 51, 53 and 54 of docs/research/experiments.md)."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
 VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})
 VARIANTS["fixed holds as before"] = (frozenset(), {"holds": "fixed", "rise_conditioned": False})

@@ -85,8 +85,35 @@ def test_cheap_rescales_shorten_the_holds_to_a_loop_and_costly_ones_keep_the_set
     assert stabilization_s(slow, CONFIG, 4) == stabilization_s(slow, CONFIG, 7) == pytest.approx(8 * 5 + 200)
     restart = plan(downtime=22.0)  # a restart of 8 workers, 10 s + 1.5 s a worker: dear, the settings hold
     assert not cheap_rescale(22.0, 300.0) and cheap_rescale(6.0, 300.0) and not cheap_rescale(None, 300.0)
-    assert holds(restart, CONFIG) == Holds(120, 300, False)
+    # but the recent-rescale window's, which a restart prices too (HOLDS_PRICED_DEAR): 8 workers through 22 s and the
+    # replay at 7 workers' capacity, paid for by one worker.
+    assert holds(restart, CONFIG) == Holds(120, pytest.approx(8 * 22.0 + 7 * 125_000 / 70_000), True)
     assert stabilization_s(restart, CONFIG, 4) == 300
+
+
+@pytest.mark.parametrize(
+    "priced", [(), ("grace",), ("recent",), ("stabilization",), ("grace", "recent", "stabilization")]
+)
+def test_where_a_rescale_is_dear_the_holds_named_follow_from_its_cost_and_the_others_keep_the_settings(
+    priced: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``HOLDS_PRICED_DEAR`` names the holds a dear rescale prices as a cheap one does: the grace its downtime and
+    half a loop, the recent-rescale window until a one-worker scale-in pays for its rescale, the stabilization until
+    one worker's saving pays for the scale-in's; where a rescale is cheap every hold is priced whatever it names."""
+    monkeypatch.setattr(daedalus, "HOLDS_PRICED_DEAR", frozenset(priced))
+    restart = plan(downtime=22.0)  # a restart of 8 workers: 22 s, dear
+    timed = holds(restart, CONFIG)
+    assert timed.grace_s == pytest.approx(22.0 + 30 if "grace" in priced else 120)
+    # A one-worker scale-in from 8: 8 workers through 22 s, and 125,000 records at 7 workers' 70,000/s.
+    recent = 8 * 22.0 + 7 * 125_000 / 70_000
+    assert timed.recent_rescale_window_s == pytest.approx(recent if "recent" in priced else 300)
+    assert timed.priced == bool({"grace", "recent"} & set(priced))
+    assert stabilization_s(restart, CONFIG, 4) == pytest.approx(
+        8 * 22.0 + 4 * 125_000 / 40_000 if "stabilization" in priced else 300
+    )
+    cheap = holds(plan(downtime=1.4), CONFIG)
+    assert (cheap.grace_s, cheap.recent_rescale_window_s, cheap.priced) == (pytest.approx(31.4), 60, True)
+    assert stabilization_s(plan(downtime=1.4), CONFIG, 7) == 60
 
 
 def test_fixed_holds_and_an_unknown_cost_keep_the_settings() -> None:
@@ -335,8 +362,9 @@ def test_a_rescale_is_cheap_by_its_stop_against_the_recovery_target_not_against_
     """Half a second in place is cheap whatever the loop (a 1.5-s one too); a restart of one worker, 11.5 s, is not,
     at a loop of ten minutes too; a stop is judged by how much of the target its backlog takes."""
     fast_loop = dataclasses.replace(CONFIG, loop_interval_s=1.5)
-    assert holds(plan(downtime=0.5), fast_loop).priced
-    assert not holds(plan(downtime=11.5), dataclasses.replace(CONFIG, loop_interval_s=600.0)).priced
+    assert daedalus._priced(plan(downtime=0.5), fast_loop)
+    assert holds(plan(downtime=0.5), fast_loop).grace_s == pytest.approx(0.5 + 0.75)
+    assert not daedalus._priced(plan(downtime=11.5), dataclasses.replace(CONFIG, loop_interval_s=600.0))
     assert cheap_rescale(0.3, 15.0) and not cheap_rescale(0.5, 15.0)
 
 
@@ -372,11 +400,12 @@ def test_a_cheap_round_held_after_a_rescale_wants_the_scale_in_the_stabilization
 def test_a_dear_round_held_after_a_rescale_wants_the_scale_in_where_recent_wants_applies_always(
     where: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Rescaled to 8 workers 200 s ago by a restart (a 22-s downtime): the recent-rescale window of 300 s holds the
-    # round. With RECENT_WANTS_WHERE "always" it wants the scale-in the search finds, so the stabilization of
-    # minutes runs beside the window; "cheap" wants 8, and the stabilization starts after the window.
+    # Rescaled to 8 workers 150 s ago by a restart (a 22-s downtime): the recent-rescale window, priced at 188 s
+    # (HOLDS_PRICED_DEAR), holds the round. With RECENT_WANTS_WHERE "always" it wants the scale-in the search finds,
+    # so the stabilization of minutes runs beside the window; "cheap" wants 8, and the stabilization starts after
+    # the window.
     monkeypatch.setattr(daedalus, "RECENT_WANTS_WHERE", where)
-    dear = POLICY.decide(plan(last_rescale_at=NOW - 200, downtime=22.0), CONFIG)
+    dear = POLICY.decide(plan(last_rescale_at=NOW - 150, downtime=22.0), CONFIG)
     assert dear.code is ReasonCode.KEEP and dear.target_parallelism == 8
     assert dear.reasons[0].startswith("rescaled recently and 8 still carries")
     if where == "always":
