@@ -311,7 +311,7 @@ is cheap every one does): ``grace`` (the rescale's downtime and half a loop), ``
 until a one-worker scale-in would have paid for its rescale), ``stabilization`` (until one worker's saving pays for
 the scale-in's rescale); the others are the settings. The window guards against a round trip right after a
 rescale, which is what its price measures: a restart of a few workers pays for itself within a minute or two, one of
-twelve not within the setting's five. Priced where dear, the window cost the dev half 0.26 % fewer worker-hours at a
+twelve not within the setting's five. Priced where dear, the window saved the dev half 0.26 % of its worker-hours at a
 restart's cost and the held-out half 0.37 %, the worst trace 2.6 % and 1.1 % lower, with the same misses on the dev
 half and one fewer held-out. The grace priced (the downtime and half a loop, 58 s for a 28-s restart) added two
 avoidable misses to the dev half's 7 for 0.9 % fewer worker-hours, the stabilization three for 0.6 %, all three
@@ -382,7 +382,7 @@ class Holds:
     grace_s: float
     recent_rescale_window_s: float
     priced: bool
-    """True when the rescale cost was known and the holds follow from it."""
+    """True when the rescale cost was known and at least one of the two follows from it."""
 
 
 def holds(plan_input: PlanInput, config: PlannerConfig) -> Holds:

@@ -20,6 +20,7 @@ from lab.replay import MemoryKnowledgeStore, Replay
 from lab.settings import LabSettings, load_lab_settings, rescale_cost_overrides
 from lab.simulated import SimulatedMonitor
 from models.forecast import Forecast, ForecasterConfig
+from models.recovery import RecoveryPredictor
 from simulator import SimulatedFlinkJob, Trace
 from tests.models.test_forecast import _step
 
@@ -242,6 +243,8 @@ def test_where_dear_a_scale_ins_bad_case_can_be_one_bad_moment_at_a_time_or_none
         assert below, planned["both"]
         for n in below:
             assert planned["none"][n] < 0.999 * planned["either"][n] <= planned["both"][n]
+        # the envelope's rises over the noise, with a whole interval to work off besides, lengthen the joined case
+        assert any(planned["either"][n] < 0.999 * planned["both"][n] for n in below)
     else:
         assert planned["either"] == planned["both"] == planned["none"]
     for n in range(current, settings.max_parallelism + 1):
@@ -279,6 +282,19 @@ def test_where_dear_a_scale_ins_bad_case_can_plan_for_the_rises_seen_from_where_
     assert dear.scale_in_upper[180] < 0.95 * dear.upper[180]
     assert cheap.bad_case_upper is None  # where cheap every bound is conditioned already
     part.close()
+    # A scale-in's bad case reads that bound, the rest of its checks the upper bound.
+    predictor = RecoveryPredictor(checkpoint_interval_s=10, downtime_rescale_prior_s=30, downtime_failure_prior_s=15)
+    flat, rising = np.full(900, 100.0), np.linspace(100.0, 150.0, 900)
+    outlook = forecasting.WorkloadOutlook(forecast, 100.0, None, rising, flat)
+
+    def planned(bound: np.ndarray | None) -> float:
+        seen = replace(outlook, bad_case_upper=bound)
+        return candidates.evaluate_candidate(
+            4, capacity=200.0, profile=None, current=6, backlog=0.0, outlook=seen, predictor=predictor
+        ).planned_s
+
+    assert planned(flat) == pytest.approx(69.0)
+    assert planned(None) > 69.5
 
 
 @pytest.mark.parametrize("failure_prior_s", [5.0, 5_000.0])

@@ -76,16 +76,16 @@ def test_a_rescale_costs_its_downtime_on_the_larger_scale_out_and_the_replay_at_
     assert break_even_s(plan(), 8) is None
 
 
-def test_cheap_rescales_shorten_the_holds_to_a_loop_and_costly_ones_keep_the_settings() -> None:
+def test_cheap_rescales_shorten_the_holds_to_a_loop_and_costly_ones_price_the_recent_rescale_window_alone() -> None:
     cheap = holds(plan(downtime=1.4), CONFIG)
     assert cheap.priced and cheap.grace_s == pytest.approx(1.4 + 30) and cheap.recent_rescale_window_s == 60
     assert stabilization_s(plan(downtime=1.4), CONFIG, 7) == 60
     slow = plan(downtime=5.0, replay=2_000_000)  # cheap, with a long checkpoint interval's replay
     assert holds(slow, CONFIG).recent_rescale_window_s == pytest.approx(8 * 5 + 7 * 2_000_000 / 70_000)
     assert stabilization_s(slow, CONFIG, 4) == stabilization_s(slow, CONFIG, 7) == pytest.approx(8 * 5 + 200)
-    restart = plan(downtime=22.0)  # a restart of 8 workers, 10 s + 1.5 s a worker: dear, the settings hold
+    restart = plan(downtime=22.0)  # a restart of 8 workers, 10 s + 1.5 s a worker: dear, the settings' grace and
     assert not cheap_rescale(22.0, 300.0) and cheap_rescale(6.0, 300.0) and not cheap_rescale(None, 300.0)
-    # but the recent-rescale window's, which a restart prices too (HOLDS_PRICED_DEAR): 8 workers through 22 s and the
+    # stabilization hold; the recent-rescale window is priced (HOLDS_PRICED_DEAR): 8 workers through 22 s and the
     # replay at 7 workers' capacity, paid for by one worker.
     assert holds(restart, CONFIG) == Holds(120, pytest.approx(8 * 22.0 + 7 * 125_000 / 70_000), True)
     assert stabilization_s(restart, CONFIG, 4) == 300
