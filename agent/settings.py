@@ -539,9 +539,9 @@ class Settings(BaseSettings):
         ge=0,
         le=DAY_S,
         description="After a rescale within this window, keep the scale-out while it still carries "
-        "the load (Daedalus Algorithm 1, first check), seconds. With holds: cost, the longest: "
-        "Daedalus keeps it until a one-worker scale-in would have paid for its rescale (at least a loop), "
-        "whatever a rescale costs. At most a day (DAY_S).",
+        "the load (Daedalus Algorithm 1, first check), seconds. With holds: cost and a cheap rescale, the longest: "
+        "Daedalus keeps it until a one-worker scale-in would have paid for its rescale (at least a loop). "
+        "At most a day (DAY_S).",
     )
     scale_down_stabilization_s: float = Field(
         defaults.SCALE_DOWN_STABILIZATION_S,
@@ -558,8 +558,7 @@ class Settings(BaseSettings):
         "2 % of target_recovery_time_s, e.g. Flink's in-place rescaling), cost shortens the grace period, the "
         "recent-rescale window and the scale-in stabilization to what this job's rescales cost (their downtime "
         "and the records they replay: about a loop), with the three settings as ceilings; a dear rescale (a "
-        "restart) prices the recent-rescale window alone and keeps the other two settings. fixed applies the three "
-        "settings as they are.",
+        "restart) keeps the settings. fixed applies the three settings as they are.",
     )
     forecast_horizon_s: int = Field(
         DEFAULT_FORECASTER.horizon_s,

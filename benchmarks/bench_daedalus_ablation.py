@@ -196,7 +196,7 @@ PATCHED: dict[str, dict[str, Any]] = {
     "dear: a scale-in's bad case one bad moment at a time": {"agent.analyze.candidates.BAD_CASE_JOINS": "either"},
     "dear: no bad case for a scale-in": {"agent.analyze.candidates.BAD_CASE_JOINS": "none"},
     "every rescale priced as a cheap one": {"CHEAP_RESCALE_TARGET": 1.0},
-    "dear: no hold priced": {"HOLDS_PRICED_DEAR": frozenset()},
+    "dear: recent-rescale window priced": {"HOLDS_PRICED_DEAR": frozenset({"recent"})},
     "dear: holds priced": {"HOLDS_PRICED_DEAR": frozenset({"grace", "recent", "stabilization"})},
     "dear: only the grace priced": {"HOLDS_PRICED_DEAR": frozenset({"grace"})},
     "dear: only the stabilization priced": {"HOLDS_PRICED_DEAR": frozenset({"stabilization"})},

@@ -31,8 +31,8 @@ window (HPA style), so a workload hovering at a threshold does not flap. The win
 the default target recovery time (300 s), the time scale the SLO judges on, and the grace to two loops; with
 ``holds: cost`` (the default) and a cheap rescale (:data:`CHEAP_RESCALE_TARGET`, an in-place rescale of a second)
 those are ceilings, and each wait is what this job's rescales cost, measured (:func:`holds`,
-:func:`stabilization_s`): about a loop; a dear rescale (a restart of tens of seconds) prices the recent-rescale window
-alone and keeps the other settings (:data:`HOLDS_PRICED_DEAR`). Where a
+:func:`stabilization_s`): about a loop; a dear rescale (a restart of tens of seconds) keeps the settings
+(:data:`HOLDS_PRICED_DEAR`). Where a
 rescale is cheap a scale-in wanted through its whole window is taken to the newest wish, not the highest wanted
 (:data:`STABILIZED_TO`).
 Where a rescale is dear, a scale-in must stay ready for a failure through its hold (:data:`READY_THROUGH_HOLD`): the
@@ -214,7 +214,7 @@ a job for 0.1-0.3 s, a restart with new pods for 10-30 s (3-10 % of the default 
 off with that spare); between them the threshold is far from both. The recovery target, not the loop, is what a
 stop is judged by: the loop says how soon an undo lands, not what it costs, and judged by a tenth of a loop
 compressed to 1.5 s (a replay at 20×) an in-place stop of half a second counted as a restart. A dear rescale keeps the
-settings' grace and stabilization (:data:`HOLDS_PRICED_DEAR`) and the unconditioned envelope: at a restart's cost, the
+settings' waits (:data:`HOLDS_PRICED_DEAR`) and the unconditioned envelope: at a restart's cost, the
 priced waits and the conditioned envelope cut 1.6 % of the held-out half's worker-hours and added 5 misses to its 9
 (docs/research/experiments.md, experiments 15, 23 and 54)."""
 
@@ -305,18 +305,16 @@ window is five minutes, and the wish at its end is the bottom of a valley as oft
 2.1 % less and its avoidable misses went from 6 to 9 (nyc_flights_daily went from 14 workers to 5 at the bottom of
 a valley and climbed back behind the next rise in three restarts; docs/research/experiments.md, experiment 51)."""
 
-HOLDS_PRICED_DEAR: frozenset[str] = frozenset({"recent"})
+HOLDS_PRICED_DEAR: frozenset[str] = frozenset()
 """Which holds follow from what the job's rescales cost where a rescale is dear too (with ``holds: cost``; where it
 is cheap every one does): ``grace`` (the rescale's downtime and half a loop), ``recent`` (the recent-rescale window,
 until a one-worker scale-in would have paid for its rescale), ``stabilization`` (until one worker's saving pays for
-the scale-in's rescale); the others are the settings. The window guards against a round trip right after a
-rescale, which is what its price measures: a restart of a few workers pays for itself within a minute or two, one of
-twelve not within the setting's five. Priced where dear, the window saved the dev half 0.26 % of its worker-hours at a
-restart's cost and the held-out half 0.37 %, the worst trace 2.6 % and 1.1 % lower, with the same misses on the dev
-half and one fewer held-out. The grace priced (the downtime and half a loop, 58 s for a 28-s restart) added two
-avoidable misses to the dev half's 7 for 0.9 % fewer worker-hours, the stabilization three for 0.6 %, all three
-four for 1.5 %: a restart's scale-in is undone by another restart, which a shorter wait risks
-(docs/research/experiments.md, experiment 54)."""
+the scale-in's rescale); the others are the settings. A price measures what a round trip costs, not how likely one
+is: at a restart's cost the window priced saved 0.26 % of the dev half's worker-hours and 0.37 % of the held-out
+half's with no miss more, but on the demo's bank_calls it let a scale-out made on a climb be undone two minutes
+later, at the foot of the rest of the climb, which three restarts then met late (one miss where none was). The grace
+priced added two avoidable misses to the dev half's 7 for 0.9 % fewer worker-hours, the stabilization three for
+0.6 %, all three four for 1.5 % (docs/research/experiments.md, experiment 54)."""
 
 MIN_HOLD_LOOPS = 1.0
 """The shortest recent-rescale window and scale-in stabilization (with ``holds: cost``), in loops: a scale-in
@@ -392,8 +390,8 @@ def holds(plan_input: PlanInput, config: PlannerConfig) -> Holds:
     the grace lasts the rescale's downtime and :data:`SETTLE_LOOPS` of a loop (the readings of the new
     scale-out); the recent-rescale window lasts until a one-worker scale-in would have paid for its own
     rescale (:func:`break_even_s`: a round trip right after a rescale costs more than it saves before then), at
-    least a loop. The settings are the ceilings. A dear rescale prices the holds :data:`HOLDS_PRICED_DEAR` names (the
-    window) and keeps the settings for the others."""
+    least a loop. The settings are the ceilings. A dear rescale keeps the settings (but for the holds
+    :data:`HOLDS_PRICED_DEAR` names)."""
     current = plan_input.current_parallelism
     downtime = plan_input.rescale_downtimes.get(current)
     grace_priced, recent_priced = (_holds_priced(plan_input, config, hold) for hold in ("grace", "recent"))

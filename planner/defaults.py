@@ -25,8 +25,7 @@ RECENT_RESCALE_WINDOW_S: Final = 300.0
 SCALE_DOWN_STABILIZATION_S: Final = 300.0
 """A lower scale-out must qualify this long before the agent scales in, seconds."""
 HOLDS: Final[Holds] = "cost"
-"""Holds priced by the rescales' cost where a rescale is cheap, and the recent-rescale window where it is dear too
-(``planner.daedalus``)."""
+"""Holds priced by the rescales' cost where a rescale is cheap (``planner.daedalus``)."""
 
 KEDA_LAG_THRESHOLD: Final = 50_000
 """The ``lagThreshold`` of the keda-lag policy, records of lag each replica is sized for: about 3.5 s of one

@@ -76,18 +76,16 @@ def test_a_rescale_costs_its_downtime_on_the_larger_scale_out_and_the_replay_at_
     assert break_even_s(plan(), 8) is None
 
 
-def test_cheap_rescales_shorten_the_holds_to_a_loop_and_costly_ones_price_the_recent_rescale_window_alone() -> None:
+def test_cheap_rescales_shorten_the_holds_to_a_loop_and_costly_ones_keep_the_settings() -> None:
     cheap = holds(plan(downtime=1.4), CONFIG)
     assert cheap.priced and cheap.grace_s == pytest.approx(1.4 + 30) and cheap.recent_rescale_window_s == 60
     assert stabilization_s(plan(downtime=1.4), CONFIG, 7) == 60
     slow = plan(downtime=5.0, replay=2_000_000)  # cheap, with a long checkpoint interval's replay
     assert holds(slow, CONFIG).recent_rescale_window_s == pytest.approx(8 * 5 + 7 * 2_000_000 / 70_000)
     assert stabilization_s(slow, CONFIG, 4) == stabilization_s(slow, CONFIG, 7) == pytest.approx(8 * 5 + 200)
-    restart = plan(downtime=22.0)  # a restart of 8 workers, 10 s + 1.5 s a worker: dear, the settings' grace and
+    restart = plan(downtime=22.0)  # a restart of 8 workers, 10 s + 1.5 s a worker: dear, the settings hold
     assert not cheap_rescale(22.0, 300.0) and cheap_rescale(6.0, 300.0) and not cheap_rescale(None, 300.0)
-    # stabilization hold; the recent-rescale window is priced (HOLDS_PRICED_DEAR): 8 workers through 22 s and the
-    # replay at 7 workers' capacity, paid for by one worker.
-    assert holds(restart, CONFIG) == Holds(120, pytest.approx(8 * 22.0 + 7 * 125_000 / 70_000), True)
+    assert holds(restart, CONFIG) == Holds(120, 300, False)
     assert stabilization_s(restart, CONFIG, 4) == 300
 
 
@@ -400,12 +398,11 @@ def test_a_cheap_round_held_after_a_rescale_wants_the_scale_in_the_stabilization
 def test_a_dear_round_held_after_a_rescale_wants_the_scale_in_where_recent_wants_applies_always(
     where: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Rescaled to 8 workers 150 s ago by a restart (a 22-s downtime): the recent-rescale window, priced at 188 s
-    # (HOLDS_PRICED_DEAR), holds the round. With RECENT_WANTS_WHERE "always" it wants the scale-in the search finds,
-    # so the stabilization of minutes runs beside the window; "cheap" wants 8, and the stabilization starts after
-    # the window.
+    # Rescaled to 8 workers 200 s ago by a restart (a 22-s downtime): the recent-rescale window of 300 s holds the
+    # round. With RECENT_WANTS_WHERE "always" it wants the scale-in the search finds, so the stabilization of
+    # minutes runs beside the window; "cheap" wants 8, and the stabilization starts after the window.
     monkeypatch.setattr(daedalus, "RECENT_WANTS_WHERE", where)
-    dear = POLICY.decide(plan(last_rescale_at=NOW - 150, downtime=22.0), CONFIG)
+    dear = POLICY.decide(plan(last_rescale_at=NOW - 200, downtime=22.0), CONFIG)
     assert dear.code is ReasonCode.KEEP and dear.target_parallelism == 8
     assert dear.reasons[0].startswith("rescaled recently and 8 still carries")
     if where == "always":
