@@ -360,9 +360,9 @@ def test_a_rescale_is_cheap_by_its_stop_against_the_recovery_target_not_against_
     """Half a second in place is cheap whatever the loop (a 1.5-s one too); a restart of one worker, 11.5 s, is not,
     at a loop of ten minutes too; a stop is judged by how much of the target its backlog takes."""
     fast_loop = dataclasses.replace(CONFIG, loop_interval_s=1.5)
-    assert daedalus._priced(plan(downtime=0.5), fast_loop)
+    assert holds(plan(downtime=0.5), fast_loop).priced
     assert holds(plan(downtime=0.5), fast_loop).grace_s == pytest.approx(0.5 + 0.75)
-    assert not daedalus._priced(plan(downtime=11.5), dataclasses.replace(CONFIG, loop_interval_s=600.0))
+    assert not holds(plan(downtime=11.5), dataclasses.replace(CONFIG, loop_interval_s=600.0)).priced
     assert cheap_rescale(0.3, 15.0) and not cheap_rescale(0.5, 15.0)
 
 
