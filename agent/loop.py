@@ -729,6 +729,7 @@ def plan_input_of(agent: Agent, analysis: Analysis, now: float, observation: Obs
         workload_avg=analysis.workload_avg,
         workload_previous=analysis.workload_previous,
         workload_usual=analysis.workload_usual,
+        workload_noise=analysis.workload_noise,
         forecast=analysis.forecast,
         forecast_upper=analysis.forecast_upper,
         consumer_lag=analysis.consumer_lag,

@@ -200,11 +200,15 @@ PATCHED: dict[str, dict[str, Any]] = {
     "dear: holds priced": {"HOLDS_PRICED_DEAR": frozenset({"grace", "recent", "stabilization"})},
     "dear: only the grace priced": {"HOLDS_PRICED_DEAR": frozenset({"grace"})},
     "dear: only the stabilization priced": {"HOLDS_PRICED_DEAR": frozenset({"stabilization"})},
+    "scale-outs read a climb beyond twice the noise": {"CLIMB_NOISE_Z": 2.0},
+    "scale-outs read a climb beyond three times the noise": {"CLIMB_NOISE_Z": 3.0},
+    "every decision reads a climb beyond twice the noise": {"CLIMB_NOISE_Z": 2.0, "CLIMB_NOISE_FOR": "every"},
+    "every decision reads a climb beyond three times the noise": {"CLIMB_NOISE_Z": 3.0, "CLIMB_NOISE_FOR": "every"},
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an
 endless margin never binds), or the analyze stage's upper bound, arrivals and failure-ready workloads
-(experiments 15, 16, 17, 20, 38, 39, 46, 47, 48, 49, 50, 51, 52, 53 and 54 of docs/research/experiments.md)."""
+(experiments 15, 16, 17, 20, 38, 39, 46, 47, 48, 49, 50, 51, 52, 53, 54 and 55 of docs/research/experiments.md)."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
 VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})
 VARIANTS["fixed holds as before"] = (frozenset(), {"holds": "fixed", "rise_conditioned": False})
@@ -362,9 +366,14 @@ def run_optimal(
     return trace.name, "optimal", settings.simulator.failure_schedule_seed, summary, time.perf_counter() - start
 
 
-def _stored_optimal(path: Path) -> dict[str, dict[str, Any]]:
-    """Optimal summaries by trace from a ``perdix evaluate`` summary.json (same hours and failures!)."""
+def _stored_optimal(path: Path, rescale_cost: str | None = None) -> dict[str, dict[str, Any]]:
+    """Optimal summaries by trace from a ``perdix evaluate`` summary.json (same hours and failures!); none when the
+    summary's rescale cost (its ``settings.rescale_cost.profile``, a restart where it records none) is not
+    ``rescale_cost`` (None: a restart)."""
     document = json.loads(path.read_text())
+    recorded = ((document.get("settings") or {}).get("rescale_cost") or {}).get("profile") or "restart"
+    if recorded != (rescale_cost or "restart"):
+        return {}
     return {
         name: entry["runs"]["optimal"]
         for name, entry in document.get("traces", {}).items()
@@ -538,8 +547,8 @@ def main() -> None:
             stored = cache.get(_cache_key(t.name, seed, hours, args.failures_per_hour, args.rescale_cost))
             if stored is not None:
                 optimal[(t.name, seed)] = stored
-    if args.optimal_from and own_seed in seeds and args.rescale_cost == "restart":
-        for name, summary in _stored_optimal(args.optimal_from).items():
+    if args.optimal_from and own_seed in seeds:
+        for name, summary in _stored_optimal(args.optimal_from, args.rescale_cost).items():
             optimal.setdefault((name, own_seed), summary)
     results: dict[str, dict[Key, dict[str, Any]]] = {}
     floors: dict[str, float] = {}

@@ -139,11 +139,13 @@ def _optimal(
     path: Path | None, traces: list[CorpusTrace], hours: float, jobs: int, rescale_cost: str, cache_path: Path | None
 ) -> dict[str, float]:
     """The optimal schedule's worker-hours per trace (the simulator's own failure seed, one failure an hour): from
-    an evaluate summary, else from the ablation's optimal cache, else computed (and added to the cache)."""
+    an evaluate summary of the same rescale cost, else from the ablation's optimal cache, else computed (and added
+    to the cache)."""
     from benchmarks.bench_daedalus_ablation import _cache_key, _settings, _stored_optimal, run_optimal
 
-    if path is not None:
-        return {name: float(summary["worker_hours"]) for name, summary in _stored_optimal(path).items()}
+    stored = _stored_optimal(path, rescale_cost) if path is not None else {}
+    if stored:  # a summary of another rescale cost holds none of this one's
+        return {name: float(summary["worker_hours"]) for name, summary in stored.items()}
     seed = _settings({}).simulator.failure_schedule_seed
     cache: dict[str, Any] = json.loads(cache_path.read_text()) if cache_path is not None and cache_path.exists() else {}
     found = {t.name: cache[key] for t in traces if (key := _cache_key(t.name, seed, hours, 1.0, rescale_cost)) in cache}

@@ -94,6 +94,9 @@ class PlanInput:
     workload_usual: float | None = None
     """The workload the job stood at or under for the rise quantile of the last hour the agent keeps, records/s;
     None until that hour is kept whole (where the workload stands against its own recent past)."""
+    workload_noise: float | None = None
+    """How far the workload's mean moves from one loop to the next by noise alone, relative to its level (a standard
+    deviation); None until enough of the last hour is kept."""
     last_rescale_at: float | None = None
     recovering: bool = False
     """True while the recovery watcher says the job has not caught up after a rescale or failure."""

@@ -33,6 +33,9 @@ class Analysis:
     workload_usual: float | None = None
     """The workload the job stood at or under for the rise quantile of the last hour it keeps (None until it is kept
     whole)."""
+    workload_noise: float | None = None
+    """How far the workload's mean moves from one loop to the next by noise alone, relative to its level (None until
+    enough of it is kept)."""
     restart_detected: str | None = None
     """Why the job is believed to have restarted outside Perdix this round, or None."""
     rescaled_outside: bool = False

@@ -218,6 +218,7 @@ class Analyzer:
             forecast_upper=outlook.upper,
             workload_previous=outlook.previous,
             workload_usual=outlook.usual,
+            workload_noise=outlook.noise,
             forecast_source=forecast.source,
             forecast_wape=forecast.wape,
             capacities=scale_outs.capacities,

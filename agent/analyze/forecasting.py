@@ -68,6 +68,9 @@ where dear too, the dev half at a restart's cost spent 0.02 % more worker-hours 
 the middle of the range the rises are no lower, and where the bad case refuses a scale-in the next check does too
 (docs/research/experiments.md, experiment 53)."""
 
+NOISE_MIN_STRETCHES = 8
+"""The fewest second differences of the kept workload's stretch means :meth:`Forecasting.noise` reads a spread from."""
+
 USUAL_QUANTILE: float | None = None
 """The quantile of the hour kept that :meth:`Forecasting.usual` reads: None for ``forecast_quantile``, the rise
 quantile decisions plan with."""
@@ -107,6 +110,9 @@ class WorkloadOutlook:
     """What a recovery must outrun: the point forecast, never below the level."""
     usual: float | None = None
     """The workload the job stood at or under for the rise quantile of the hour kept (:meth:`Forecasting.usual`)."""
+    noise: float | None = None
+    """How far the workload moves from one stretch as long as this round's observation to the next by noise alone,
+    relative to its level (:meth:`Forecasting.noise`); None until enough of it is kept."""
     bad_case_upper: np.ndarray | None = None
     """The workload as high as it may rise in a scale-in's bad case (:data:`BAD_CASE_CONDITIONED_WHERE`); None:
     :attr:`upper`."""
@@ -237,7 +243,28 @@ class Forecasting:
         if BAD_CASE_CONDITIONED_WHERE == "always" and not cheap_rescale and values is not None and level is not None:
             if self.settings.forecast_quantile is not None:
                 bad_case = self.envelope.upper(values, level, conditioned=True)
-        return WorkloadOutlook(forecast, recent_rate, previous, upper, arrivals, self.usual(), bad_case)
+        noise = self.noise(span) if span else None
+        return WorkloadOutlook(forecast, recent_rate, previous, upper, arrivals, self.usual(), noise, bad_case)
+
+    def noise(self, span: int) -> float | None:
+        """The spread of a change of the workload's mean from one stretch of ``span`` seconds to the next that noise
+        alone explains, relative to its level: the means of the kept workload's stretches, their second differences
+        over the middle mean (a trend of constant slope has none, a step a few, which the median passes over), as a
+        standard deviation (their median absolute value times 1.4826) divided by the square root of 3, since the
+        second difference of independent noise varies three times as much as a first one. None with fewer than
+        :data:`NOISE_MIN_STRETCHES` stretches known whole."""
+        span = int(span)
+        kept = self.recent.last(self.recent.spec.window_s)
+        count = kept.size // span if span > 0 else 0
+        if count < NOISE_MIN_STRETCHES + 2:
+            return None
+        means = kept[kept.size - count * span :].reshape(count, span).mean(axis=1)
+        middle = means[1:-1]
+        second = (means[2:] - 2.0 * middle + means[:-2]) / np.where(middle > 0, middle, np.nan)
+        known = second[np.isfinite(second)]
+        if known.size < NOISE_MIN_STRETCHES:
+            return None
+        return float(1.4826 * np.median(np.abs(known)) / math.sqrt(3.0))
 
     def usual(self) -> float | None:
         """The workload the job stood at or under for ``forecast_quantile`` of the workload kept (the last hour with

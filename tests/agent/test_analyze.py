@@ -4,6 +4,7 @@ and when did an unannounced stop (a failure) begin?"""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -827,6 +828,33 @@ def test_the_usual_workload_is_the_rise_quantile_of_the_hour_kept_and_unknown_un
     assert part.usual() == pytest.approx(float(np.quantile(kept[np.isfinite(kept)], 0.8)))
     assert part.usual() == pytest.approx(2_000.0)
     part.close()
+
+
+def test_the_workloads_noise_is_the_spread_of_its_loop_means_that_no_trend_explains() -> None:
+    """The noise a climb must rise beyond: the spread of the change of the workload's mean from one loop to the next
+    that noise alone explains, relative to its level. A steady ramp (a climb of a constant slope) has none; the
+    same ramp with independent noise on each loop's mean has that noise's spread times the square root of 2 (the
+    change of two independent means), within the sampling error of an hour's 120 loops; unknown until enough is
+    kept."""
+    from agent.analyze import forecasting
+
+    settings = load_lab_settings(None, {"policy": "daedalus"})
+    span = 3600
+    loop = 30
+    rng = np.random.default_rng(3)
+    ramp = np.linspace(10_000.0, 40_000.0, span)
+    means_noise = np.repeat(1.0 + 0.05 * rng.standard_normal(span // loop), loop)
+    for workload, expected in ((ramp, 0.0), (ramp * means_noise, 0.05 * math.sqrt(2.0))):
+        part = forecasting.Forecasting(settings, executor=None, enabled=False)
+        early = lagless(240.0, parallelism=2, uptime_s=240.0, rate=10_000.0, window_s=240)
+        part.step(replace(early, workload=workload[:240]), 240.0)
+        assert part.noise(loop) is None, "eight loops kept: six second differences, too few"
+        rest = lagless(float(span), parallelism=2, uptime_s=float(span), rate=10_000.0, window_s=span - 240)
+        part.step(replace(rest, workload=workload[240:]), float(span))
+        noise = part.noise(loop)
+        assert noise is not None
+        assert noise == pytest.approx(expected, abs=0.015 if expected else 1e-9)
+        part.close()
 
 
 @pytest.mark.parametrize(("target_s", "run_s"), [(300.0, 10), (60.0, 2), (15.0, 1)])

@@ -615,3 +615,43 @@ def test_a_dear_scale_in_that_carries_the_usual_workload_settles_over_the_horizo
     assert POLICY.decide(inp, CONFIG).target_parallelism == 3
     monkeypatch.setattr(daedalus, "SETTLED_OVER_HORIZON", "off")
     assert POLICY.decide(inp, CONFIG).target_parallelism == 5
+
+
+@pytest.mark.parametrize(
+    ("z", "noise", "climbs"), [(None, 0.2, True), (2.0, 0.02, True), (2.0, 0.2, False), (3.0, 0.1, False)]
+)
+def test_a_climb_must_rise_beyond_the_workloads_own_noise_where_that_applies(
+    z: float | None, noise: float, climbs: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The workload rose 25 % over the loop before (28,000 -> 35,000/s). Against the margin alone (10 %) that is a
+    # climb, and a restart's scale-out carries it continued over its 240-s hold (35,000 + 7,000 / 60 x 240 =
+    # 63,000/s: 7 workers). With CLIMB_NOISE_Z the
+    # rise must also pass z spreads of the workload's loop-to-loop noise: on a calm workload (2 %) the margin still
+    # decides; where the minute means move by 10-20 % either way, 25 % is noise and the forecast sizes the
+    # scale-out (4).
+    monkeypatch.setattr(daedalus, "CLIMB_NOISE_Z", z)
+    assert daedalus.climb_margin(noise) == pytest.approx(daedalus.CLIMB_MARGIN if z is None else max(0.1, z * noise))
+    assert daedalus.climb_margin(None) == daedalus.CLIMB_MARGIN
+    base = plan(current=3, workload=35_000, forecast=35_000, downtime=22.0)
+    rose = dataclasses.replace(base, workload_previous=28_000.0, workload_noise=noise)
+    decision = POLICY.decide(rose, CONFIG)
+    assert decision.code is ReasonCode.SCALE_OUT
+    assert decision.target_parallelism == (7 if climbs else 4)
+    assert any("climb continued" in r for r in decision.reasons) == climbs
+
+
+@pytest.mark.parametrize("reach", ["scale-out", "every"])
+def test_a_scale_in_reads_a_climb_against_the_noise_only_where_every_decision_does(
+    reach: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same rise of 25 % on a workload whose loop means move by 20 % either way, at 6 workers. A scale-in taken
+    # for noise at the foot of a climb is met by a restart late, so by default the scale-ins still read it as a
+    # climb against the margin alone and must carry it compounded over their hold (no scale-in); where every
+    # decision reads the noise (CLIMB_NOISE_FOR "every"), it is noise and the forecast sizes the scale-in (4).
+    monkeypatch.setattr(daedalus, "CLIMB_NOISE_Z", 2.0)
+    monkeypatch.setattr(daedalus, "CLIMB_NOISE_FOR", reach)
+    base = plan(current=6, workload=35_000, forecast=35_000, downtime=22.0)
+    rose = dataclasses.replace(base, workload_previous=28_000.0, workload_noise=0.2)
+    decision = POLICY.decide(rose, CONFIG)
+    assert decision.desired_parallelism == (4 if reach == "every" else 6)
+    assert any("climb compounded" in r for r in decision.reasons) == (reach == "scale-out")
