@@ -492,8 +492,8 @@ def main() -> None:
         "--optimal-from",
         type=Path,
         default=None,
-        help="reuse the optimal runs of a `perdix evaluate` summary.json with the same hours and failures "
-        "(the simulator's own failure seed)",
+        help="reuse the optimal runs of a `perdix evaluate` summary.json with the same hours, failures and rescale "
+        "cost (the simulator's own failure seed)",
     )
     parser.add_argument(
         "--optimal-cache",

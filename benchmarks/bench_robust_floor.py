@@ -144,8 +144,10 @@ def _optimal(
     from benchmarks.bench_daedalus_ablation import _cache_key, _settings, _stored_optimal, run_optimal
 
     stored = _stored_optimal(path, rescale_cost) if path is not None else {}
-    if stored:  # a summary of another rescale cost holds none of this one's
+    if stored:
         return {name: float(summary["worker_hours"]) for name, summary in stored.items()}
+    if path is not None:
+        print(f"{path}: no optimal runs at the rescale cost {rescale_cost}; computing them", flush=True)
     seed = _settings({}).simulator.failure_schedule_seed
     cache: dict[str, Any] = json.loads(cache_path.read_text()) if cache_path is not None and cache_path.exists() else {}
     found = {t.name: cache[key] for t in traces if (key := _cache_key(t.name, seed, hours, 1.0, rescale_cost)) in cache}
@@ -190,7 +192,8 @@ def main() -> None:
         "--optimal-from",
         type=Path,
         default=None,
-        help="a `perdix evaluate --policies optimal` summary.json with the same hours (one failure/h)",
+        help="a `perdix evaluate --policies optimal` summary.json with the same hours and rescale cost (one "
+        "failure/h); one of another rescale cost is passed over",
     )
     args = parser.parse_args()
     started = time.perf_counter()

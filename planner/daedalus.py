@@ -94,8 +94,8 @@ CLIMB_NOISE_FOR = "scale-out"
 """Which decisions read a climb against the noise (:data:`CLIMB_NOISE_Z`): ``scale-out``, what a scale-out and a kept
 scale-out carry, the rise a scale-out plans for and the recovery guard's climb (a climb taken for noise costs workers
 a while), or ``every``, the scale-ins too. A rise taken for noise lets a scale-in go at the foot of a climb, which a
-restart then meets late: read by every decision, the dev half at a restart's cost saved 1.03 % for 7 -> 10 avoidable
-misses (mpls_police_stops, a scale-in 9 -> 5 at a rise of 58 %; experiment 55)."""
+restart then meets late: read by every decision at 3, the dev half at a restart's cost saved 1.03 % for 7 -> 10
+avoidable misses (mpls_police_stops, a scale-in 9 -> 5 at a rise of 58 %; experiment 55)."""
 
 
 SETTLE_LOOPS = 0.5
@@ -507,7 +507,7 @@ def _recovery_climb(plan_input: PlanInput, config: PlannerConfig) -> float:
     workload = plan_input.workload_avg
     if not _where(RECOVERY_UNDER_CLIMB, plan_input, config) or workload is None:
         return 0.0
-    return _climb_rate(workload, plan_input.workload_previous, config, _noise_for(plan_input, False))
+    return _climb_rate(workload, plan_input.workload_previous, config, _noise_for(plan_input, scale_in=False))
 
 
 def drain_s(backlog: float, spare: float, growth: float) -> float:
@@ -583,8 +583,10 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
     reason per scale-out tried."""
     next_loop = float(np.mean(known.forecast[: max(1, int(config.loop_interval_s))]))
     behind = _behind(known.workload, next_loop, plan_input.workload_previous)
-    climbing = _climbing(known.workload, plan_input.workload_previous, _noise_for(plan_input, True))
-    rising_out = behind or _climbing(known.workload, plan_input.workload_previous, _noise_for(plan_input, False))
+    climbing = _climbing(known.workload, plan_input.workload_previous, _noise_for(plan_input, scale_in=True))
+    rising_out = behind or _climbing(
+        known.workload, plan_input.workload_previous, _noise_for(plan_input, scale_in=False)
+    )
     rising = behind or climbing
     carried = bool(climbing) and _climb_carried_by_scale_ins(plan_input, config)
     lift = _lifted(plan_input, config, known, next_loop) if behind else None
@@ -619,7 +621,7 @@ def _lifted(plan_input: PlanInput, config: PlannerConfig, known: _Known, next_lo
         or not _where(RISE_GAP_WHERE, plan_input, config)
         or (RISE_GAP_BY == "ratio" and next_loop <= 0)
         or (
-            _climbing(known.workload, plan_input.workload_previous, _noise_for(plan_input, True))
+            _climbing(known.workload, plan_input.workload_previous, _noise_for(plan_input, scale_in=True))
             and not _climb_carried_by_scale_ins(plan_input, config)
         )
     ):
@@ -805,7 +807,7 @@ def _scale_in_climb(plan_input: PlanInput, config: PlannerConfig, known: _Known,
         not _climb_carried_by_scale_ins(plan_input, config)
         or previous is None
         or previous <= 0
-        or not _climbing(known.workload, previous, _noise_for(plan_input, True))
+        or not _climbing(known.workload, previous, _noise_for(plan_input, scale_in=True))
     ):
         return 0.0
     if CLIMB_ON_SCALE_IN == "compound":  # in logarithms: a climb from next to nothing compounds past any float
@@ -834,7 +836,7 @@ def _climb_over(
     """The last loop's climb continued over ``hold_s`` (the loop's average plus its climb per second times the
     hold) where the workload climbs (:func:`_climbing`, against the noise a scale-in's or another decision reads:
     :func:`_noise_for`) and :data:`CLIMB_CARRIED` is on; else 0."""
-    rate = _climb_rate(known.workload, plan_input.workload_previous, config, _noise_for(plan_input, scale_in))
+    rate = _climb_rate(known.workload, plan_input.workload_previous, config, _noise_for(plan_input, scale_in=scale_in))
     if not CLIMB_CARRIED or rate <= 0:
         return 0.0
     return known.workload + rate * hold_s
@@ -902,7 +904,7 @@ def climb_margin(noise: float | None) -> float:
     return max(CLIMB_MARGIN, CLIMB_NOISE_Z * noise)
 
 
-def _noise_for(plan_input: PlanInput, scale_in: bool) -> float | None:
+def _noise_for(plan_input: PlanInput, *, scale_in: bool) -> float | None:
     """The workload's noise a climb is read against by a scale-in's checks (``scale_in``) or by the others'
     (:data:`CLIMB_NOISE_FOR`); None: the climb margin alone."""
     return None if scale_in and CLIMB_NOISE_FOR != "every" else plan_input.workload_noise

@@ -1,9 +1,9 @@
 """Write the synthetic workload shapes (``traces/shapes/``): forms no policy was tuned on, beside the real corpus.
 
 Each is six hours at one point per 60 s (the corpus's grid), between 1,000 and 120,000 records/s (the corpus's
-peak), built from a formula and, for the noise, a fixed seed, so the files are the same on every machine:
+peak), built from a formula and, for the noise, a fixed seed:
 
-* ``square_2h``, ``square_20m``: a square wave between two levels, two hours and twenty minutes a period;
+* ``square_2h``, ``square_20m``: a square wave between two levels, of a period of two hours and of twenty minutes;
 * ``ramp_tent``: a linear climb from 10,000 to 120,000/s over three hours and back;
 * ``flash_crowd``: 20,000/s with a five-minute crowd at 110,000/s every 45 minutes;
 * ``sawtooth_30m``: a climb from 15,000 to 100,000/s over 30 minutes, then a drop at once, again and again;
@@ -28,7 +28,8 @@ OUT = Path(__file__).resolve().parent.parent / "traces" / "shapes"
 PEAK = 120_000.0
 LOWEST = 1_000.0
 SEED = 55
-"""The noise's seed: the files are the same on every machine."""
+"""The noise's seed: the files are the same wherever NumPy's generator draws the same stream (its
+``standard_normal`` stream is not promised across NumPy versions; the test compares the committed files with it)."""
 
 Shape = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 """A rate per point from the points' minutes (and a generator for noise)."""

@@ -68,7 +68,7 @@ where dear too, the dev half at a restart's cost spent 0.02 % more worker-hours 
 the middle of the range the rises are no lower, and where the bad case refuses a scale-in the next check does too
 (docs/research/experiments.md, experiment 53)."""
 
-NOISE_MIN_STRETCHES = 8
+NOISE_MIN_DIFFERENCES = 8
 """The fewest second differences of the kept workload's stretch means :meth:`Forecasting.noise` reads a spread from."""
 
 USUAL_QUANTILE: float | None = None
@@ -252,17 +252,17 @@ class Forecasting:
         over the middle mean (a trend of constant slope has none, a step a few, which the median passes over), as a
         standard deviation (their median absolute value times 1.4826) divided by the square root of 3, since the
         second difference of independent noise varies three times as much as a first one. None with fewer than
-        :data:`NOISE_MIN_STRETCHES` stretches known whole."""
+        :data:`NOISE_MIN_DIFFERENCES` second differences of stretches known whole."""
         span = int(span)
         kept = self.recent.last(self.recent.spec.window_s)
         count = kept.size // span if span > 0 else 0
-        if count < NOISE_MIN_STRETCHES + 2:
+        if count < NOISE_MIN_DIFFERENCES + 2:
             return None
         means = kept[kept.size - count * span :].reshape(count, span).mean(axis=1)
         middle = means[1:-1]
         second = (means[2:] - 2.0 * middle + means[:-2]) / np.where(middle > 0, middle, np.nan)
         known = second[np.isfinite(second)]
-        if known.size < NOISE_MIN_STRETCHES:
+        if known.size < NOISE_MIN_DIFFERENCES:
             return None
         return float(1.4826 * np.median(np.abs(known)) / math.sqrt(3.0))
 

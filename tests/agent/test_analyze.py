@@ -844,16 +844,22 @@ def test_the_workloads_noise_is_the_spread_of_its_loop_means_that_no_trend_expla
     rng = np.random.default_rng(3)
     ramp = np.linspace(10_000.0, 40_000.0, span)
     means_noise = np.repeat(1.0 + 0.05 * rng.standard_normal(span // loop), loop)
-    for workload, expected in ((ramp, 0.0), (ramp * means_noise, 0.05 * math.sqrt(2.0))):
+    noisy = ramp * means_noise
+    gap = noisy.copy()
+    gap[1800:1830] = np.nan  # a loop of no readings: its stretch and the three second differences it is in drop out
+    spread = 0.05 * math.sqrt(2.0)
+    for workload, expected in ((ramp, 0.0), (noisy, spread), (gap, spread)):
         part = forecasting.Forecasting(settings, executor=None, enabled=False)
-        early = lagless(240.0, parallelism=2, uptime_s=240.0, rate=10_000.0, window_s=240)
-        part.step(replace(early, workload=workload[:240]), 240.0)
-        assert part.noise(loop) is None, "eight loops kept: six second differences, too few"
-        rest = lagless(float(span), parallelism=2, uptime_s=float(span), rate=10_000.0, window_s=span - 240)
-        part.step(replace(rest, workload=workload[240:]), float(span))
+        for now in (270, 300):  # nine loops kept: seven second differences, too few; ten: eight
+            window = 270 if now == 270 else 30
+            kept = lagless(float(now), parallelism=2, uptime_s=float(now), rate=10_000.0, window_s=window)
+            part.step(replace(kept, workload=workload[now - window : now]), float(now))
+            assert (part.noise(loop) is None) == (now == 270)
+        rest = lagless(float(span), parallelism=2, uptime_s=float(span), rate=10_000.0, window_s=span - 300)
+        part.step(replace(rest, workload=workload[300:]), float(span))
         noise = part.noise(loop)
         assert noise is not None
-        assert noise == pytest.approx(expected, abs=0.015 if expected else 1e-9)
+        assert noise == pytest.approx(expected, abs=0.005 if expected else 1e-9)
         part.close()
 
 

@@ -625,10 +625,9 @@ def test_a_climb_must_rise_beyond_the_workloads_own_noise_where_that_applies(
 ) -> None:
     # The workload rose 25 % over the loop before (28,000 -> 35,000/s). Against the margin alone (10 %) that is a
     # climb, and a restart's scale-out carries it continued over its 240-s hold (35,000 + 7,000 / 60 x 240 =
-    # 63,000/s: 7 workers). With CLIMB_NOISE_Z the
-    # rise must also pass z spreads of the workload's loop-to-loop noise: on a calm workload (2 %) the margin still
-    # decides; where the minute means move by 10-20 % either way, 25 % is noise and the forecast sizes the
-    # scale-out (4).
+    # 63,000/s: 7 workers). With CLIMB_NOISE_Z the rise must also pass z spreads of the workload's loop-to-loop
+    # noise: on a calm workload (2 %) the margin still decides; where the minute means move by 10-20 % either way,
+    # 25 % is noise and the forecast sizes the scale-out (4).
     monkeypatch.setattr(daedalus, "CLIMB_NOISE_Z", z)
     assert daedalus.climb_margin(noise) == pytest.approx(daedalus.CLIMB_MARGIN if z is None else max(0.1, z * noise))
     assert daedalus.climb_margin(None) == daedalus.CLIMB_MARGIN
