@@ -200,10 +200,28 @@ PATCHED: dict[str, dict[str, Any]] = {
     "dear: holds priced": {"HOLDS_PRICED_DEAR": frozenset({"grace", "recent", "stabilization"})},
     "dear: only the grace priced": {"HOLDS_PRICED_DEAR": frozenset({"grace"})},
     "dear: only the stabilization priced": {"HOLDS_PRICED_DEAR": frozenset({"stabilization"})},
-    "scale-outs read a climb beyond twice the noise": {"CLIMB_NOISE_Z": 2.0},
-    "scale-outs read a climb beyond three times the noise": {"CLIMB_NOISE_Z": 3.0},
-    "every decision reads a climb beyond twice the noise": {"CLIMB_NOISE_Z": 2.0, "CLIMB_NOISE_FOR": "every"},
-    "every decision reads a climb beyond three times the noise": {"CLIMB_NOISE_Z": 3.0, "CLIMB_NOISE_FOR": "every"},
+    "a climb against the margin alone": {"CLIMB_NOISE_Z": None},
+    "scale-outs read a climb beyond three times the noise": {"CLIMB_NOISE_FOR": "scale-out"},
+    "scale-outs read a climb beyond twice the noise of a few loops": {
+        "CLIMB_NOISE_Z": 2.0,
+        "CLIMB_NOISE_FOR": "scale-out",
+        "agent.analyze.forecasting.NOISE_WHOLE_SPAN": False,
+    },
+    "scale-outs read a climb beyond three times the noise of a few loops": {
+        "CLIMB_NOISE_Z": 3.0,
+        "CLIMB_NOISE_FOR": "scale-out",
+        "agent.analyze.forecasting.NOISE_WHOLE_SPAN": False,
+    },
+    "every decision reads a climb beyond twice the noise of a few loops": {
+        "CLIMB_NOISE_Z": 2.0,
+        "CLIMB_NOISE_FOR": "every",
+        "agent.analyze.forecasting.NOISE_WHOLE_SPAN": False,
+    },
+    "every decision reads a climb beyond three times the noise of a few loops": {
+        "CLIMB_NOISE_Z": 3.0,
+        "CLIMB_NOISE_FOR": "every",
+        "agent.analyze.forecasting.NOISE_WHOLE_SPAN": False,
+    },
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an

@@ -71,6 +71,12 @@ the middle of the range the rises are no lower, and where the bad case refuses a
 NOISE_MIN_DIFFERENCES = 8
 """The fewest second differences of the kept workload's stretch means :meth:`Forecasting.noise` reads a spread from."""
 
+NOISE_WHOLE_SPAN = True
+"""Whether :meth:`Forecasting.noise` waits, as :meth:`Forecasting.usual` does, until the span it reads (the last hour
+with the default horizon) is kept whole with at least half of it read. The median of a few dozen differences is
+itself noisy, and in a job's first half hour a spread read from it twice what the hour gives took a real climb for
+noise (docs/research/experiments.md, experiment 55)."""
+
 USUAL_QUANTILE: float | None = None
 """The quantile of the hour kept that :meth:`Forecasting.usual` reads: None for ``forecast_quantile``, the rise
 quantile decisions plan with."""
@@ -252,9 +258,13 @@ class Forecasting:
         over the middle mean (a trend of constant slope has none, a step a few, which the median passes over), as a
         standard deviation (their median absolute value times 1.4826) divided by the square root of 3, since the
         second difference of independent noise varies three times as much as a first one. None with fewer than
-        :data:`NOISE_MIN_DIFFERENCES` second differences of stretches known whole."""
+        :data:`NOISE_MIN_DIFFERENCES` second differences of stretches known whole, or (:data:`NOISE_WHOLE_SPAN`) until
+        the span kept is whole with at least half of it read."""
         span = int(span)
-        kept = self.recent.last(self.recent.spec.window_s)
+        window = self.recent.spec.window_s
+        kept = self.recent.last(window)
+        if NOISE_WHOLE_SPAN and (kept.size < window or 2 * int(np.isfinite(kept).sum()) < window):
+            return None
         count = kept.size // span if span > 0 else 0
         if count < NOISE_MIN_DIFFERENCES + 2:
             return None

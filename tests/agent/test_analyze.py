@@ -830,14 +830,19 @@ def test_the_usual_workload_is_the_rise_quantile_of_the_hour_kept_and_unknown_un
     part.close()
 
 
-def test_the_workloads_noise_is_the_spread_of_its_loop_means_that_no_trend_explains() -> None:
+@pytest.mark.parametrize("whole_span", [True, False])
+def test_the_workloads_noise_is_the_spread_of_its_loop_means_that_no_trend_explains(
+    whole_span: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The noise a climb must rise beyond: the spread of the change of the workload's mean from one loop to the next
     that noise alone explains, relative to its level. A steady ramp (a climb of a constant slope) has none; the
     same ramp with independent noise on each loop's mean has that noise's spread times the square root of 2 (the
-    change of two independent means), within the sampling error of an hour's 120 loops; unknown until enough is
-    kept."""
+    change of two independent means), within the sampling error of an hour's 120 loops, and a loop without readings
+    drops out. Unknown until the hour is kept whole (``NOISE_WHOLE_SPAN``), or else until eight second differences
+    are known (ten loops)."""
     from agent.analyze import forecasting
 
+    monkeypatch.setattr(forecasting, "NOISE_WHOLE_SPAN", whole_span)
     settings = load_lab_settings(None, {"policy": "daedalus"})
     span = 3600
     loop = 30
@@ -854,12 +859,20 @@ def test_the_workloads_noise_is_the_spread_of_its_loop_means_that_no_trend_expla
             window = 270 if now == 270 else 30
             kept = lagless(float(now), parallelism=2, uptime_s=float(now), rate=10_000.0, window_s=window)
             part.step(replace(kept, workload=workload[now - window : now]), float(now))
-            assert (part.noise(loop) is None) == (now == 270)
+            assert (part.noise(loop) is None) == (whole_span or now == 270)
         rest = lagless(float(span), parallelism=2, uptime_s=float(span), rate=10_000.0, window_s=span - 300)
         part.step(replace(rest, workload=workload[300:]), float(span))
         noise = part.noise(loop)
         assert noise is not None
         assert noise == pytest.approx(expected, abs=0.005 if expected else 1e-9)
+        part.close()
+    if whole_span:  # an hour kept whole but less than half of it read
+        part = forecasting.Forecasting(settings, executor=None, enabled=False)
+        sparse = noisy.copy()
+        sparse[: span // 2 + 60] = np.nan
+        whole = lagless(float(span), parallelism=2, uptime_s=float(span), rate=10_000.0, window_s=span)
+        part.step(replace(whole, workload=sparse), float(span))
+        assert part.noise(loop) is None
         part.close()
 
 
