@@ -261,9 +261,8 @@ class Forecasting:
         :data:`NOISE_MIN_DIFFERENCES` second differences of stretches known whole, or (:data:`NOISE_WHOLE_SPAN`) until
         the span kept is whole with at least half of it read."""
         span = int(span)
-        window = self.recent.spec.window_s
-        kept = self.recent.last(window)
-        if NOISE_WHOLE_SPAN and (kept.size < window or 2 * int(np.isfinite(kept).sum()) < window):
+        kept, whole = self._kept_span()
+        if NOISE_WHOLE_SPAN and not whole:
             return None
         count = kept.size // span if span > 0 else 0
         if count < NOISE_MIN_DIFFERENCES + 2:
@@ -281,12 +280,18 @@ class Forecasting:
         the default horizon; the span of the forecasts' scoring, so it follows the agent's time scale). None until
         that span is kept whole with at least half of it read, or without a quantile."""
         quantile = self.settings.forecast_quantile if USUAL_QUANTILE is None else USUAL_QUANTILE
+        kept, whole = self._kept_span()
+        if quantile is None or not whole:
+            return None
+        return float(np.quantile(kept[np.isfinite(kept)], quantile))
+
+    def _kept_span(self) -> tuple[np.ndarray, bool]:
+        """The workload kept over the span the forecasts are scored on (the last hour with the default horizon), and
+        whether that span is kept whole with at least half of it read: what :meth:`usual` and :meth:`noise` wait
+        for."""
         span = self.recent.spec.window_s
         kept = self.recent.last(span)
-        if quantile is None or kept.size < span:
-            return None
-        known = kept[np.isfinite(kept)]
-        return float(np.quantile(known, quantile)) if 2 * known.size >= span else None
+        return kept, kept.size >= span and 2 * int(np.isfinite(kept).sum()) >= span
 
     def _drifted(self, arrivals: np.ndarray, level: float, upper: np.ndarray | None) -> np.ndarray:
         """The arrivals never below the workload's drift (:func:`drift_per_s`, over the target recovery time, the
