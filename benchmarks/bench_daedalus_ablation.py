@@ -201,6 +201,9 @@ PATCHED: dict[str, dict[str, Any]] = {
     "dear: only the grace priced": {"HOLDS_PRICED_DEAR": frozenset({"grace"})},
     "dear: only the stabilization priced": {"HOLDS_PRICED_DEAR": frozenset({"stabilization"})},
     "a climb against the margin alone": {"CLIMB_NOISE_Z": None},
+    "the noise from the changes themselves": {"agent.analyze.forecasting.NOISE_FROM": "changes"},
+    "dear: rises of 60-s means": {"models.forecast.envelope.RISE_MEAN_S": 60},
+    "dear: rises of 30-s means": {"models.forecast.envelope.RISE_MEAN_S": 30},
     "scale-outs read a climb beyond three times the noise": {"CLIMB_NOISE_FOR": "scale-out"},
     "scale-outs read a climb beyond twice the noise of a few loops": {
         "CLIMB_NOISE_Z": 2.0,
@@ -225,8 +228,9 @@ PATCHED: dict[str, dict[str, Any]] = {
 }
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an
-endless margin never binds), or the analyze stage's upper bound, arrivals and failure-ready workloads
-(experiments 15, 16, 17, 20, 38, 39, 46, 47, 48, 49, 50, 51, 52, 53, 54 and 55 of docs/research/experiments.md)."""
+endless margin never binds), or the analyze stage's upper bound, arrivals, noise and failure-ready
+workloads (experiments 15, 16, 17, 20, 38, 39, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56 and 57 of
+docs/research/experiments.md)."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
 VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})
 VARIANTS["fixed holds as before"] = (frozenset(), {"holds": "fixed", "rise_conditioned": False})

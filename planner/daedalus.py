@@ -587,11 +587,16 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
     reason per scale-out tried."""
     next_loop = float(np.mean(known.forecast[: max(1, int(config.loop_interval_s))]))
     behind = _behind(known.workload, next_loop, plan_input.workload_previous)
-    climbing = _climbing(known.workload, plan_input.workload_previous, _noise_for(plan_input, scale_in=True))
-    rising_out = behind or _climbing(
-        known.workload, plan_input.workload_previous, _noise_for(plan_input, scale_in=False)
-    )
+    previous = plan_input.workload_previous
+    noise_in, noise_out = _noise_for(plan_input, scale_in=True), _noise_for(plan_input, scale_in=False)
+    climbing = _climbing(known.workload, previous, noise_in)
+    climbing_out = climbing if noise_out == noise_in else _climbing(known.workload, previous, noise_out)
+    rising_out = behind or climbing_out
     rising = behind or climbing
+    if not climbing_out:
+        within = _within_noise(known.workload, previous, noise_out)
+        if within:
+            reasons.append(within)
     carried = bool(climbing) and _climb_carried_by_scale_ins(plan_input, config)
     lift = _lifted(plan_input, config, known, next_loop) if behind else None
     lifted = None
@@ -920,6 +925,20 @@ def _climbing(workload: float, previous: float | None, noise: float | None = Non
     if previous is not None and workload > (1.0 + climb_margin(noise)) * previous:
         return f"the workload {_fmt(workload)} climbed from {_fmt(previous)} over the loop before"
     return ""
+
+
+def _within_noise(workload: float, previous: float | None, noise: float | None) -> str:
+    """Why a rise past :data:`CLIMB_MARGIN` is no climb (empty unless it is one the workload's ``noise`` alone
+    explains: within :func:`climb_margin`)."""
+    if previous is None or previous <= 0 or workload <= (1.0 + CLIMB_MARGIN) * previous:
+        return ""
+    margin = climb_margin(noise)
+    if workload > (1.0 + margin) * previous:
+        return ""
+    return (
+        f"the workload {_fmt(workload)} rose {100 * (workload / previous - 1.0):.0f} % from {_fmt(previous)} over the"
+        f" loop before, within {CLIMB_NOISE_Z:g} spreads of its noise ({100 * margin:.0f} %): not a climb"
+    )
 
 
 def decision_hold_s(recovery_s: float, config: PlannerConfig, landing_s: float | None = None) -> float:

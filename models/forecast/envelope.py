@@ -45,6 +45,14 @@ to a moment to the highest such mean within the lead after it. 10: the levels th
 SLO's falling-behind allowance, the bursts shorter than a minute count for their share of it: 0.6-0.7 % fewer
 worker-hours, but 1 -> 6 avoidable misses on the held-out half (docs/research/experiments.md, experiment 20)."""
 
+RISE_MEAN_S = 10
+"""The unconditioned ratios (the rises from every moment, what a decision plans for where a rescale is dear) are rises
+of trailing means this long. 10: the levels themselves. The SLO lets a running job fall behind for a minute of an
+episode, so a rise shorter than that need not be carried whole, but what a restart's recovery meets is the rise of the
+levels: on 60-s means the dev half at a restart's cost spent 0.97 % fewer worker-hours (trump_tweets 8.4 %) for 7 ->
+12 avoidable misses, on 30-s means 0.50 % fewer for 7 -> 9, most of them failures met by a scale-out sized on the lower
+peak (docs/research/experiments.md, experiment 57)."""
+
 POSITION_BINS = 3
 """The range is cut into this many equal parts (bottom, middle, top): a conditioned ratio is the quantile of
 the rises from moments in the same part as now, which needs enough of them to be a quantile."""
@@ -180,7 +188,7 @@ class RiseEnvelope:
         q = self.quantile if quantile is None else _checked(quantile)
         if not conditioned or level is None or not math.isfinite(level) or not self.levels:
             if q not in self._ratios:
-                self._ratios[q] = self._compute(q)[-1]
+                self._ratios[q] = self._compute(q, mean_steps=max(1, RISE_MEAN_S // self.resolution_s))[-1]
             return self._ratios[q]
         y = np.asarray(self.levels, dtype=float)
         window = max(2, POSITION_WINDOW_S // self.resolution_s)
@@ -190,7 +198,7 @@ class RiseEnvelope:
             computed = self._compute(q, bins, steps)
             every = computed.pop(-1)
             self._binned[q] = (every, computed)
-            if steps == 1:
+            if steps == max(1, RISE_MEAN_S // self.resolution_s):
                 self._ratios[q] = every
         every, by_part = self._binned[q]
         binned = by_part[self.part(level)]

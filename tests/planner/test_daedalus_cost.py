@@ -637,6 +637,10 @@ def test_a_climb_must_rise_beyond_the_workloads_own_noise_where_that_applies(
     assert decision.code is ReasonCode.SCALE_OUT
     assert decision.target_parallelism == (7 if climbs else 4)
     assert any("climb continued" in r for r in decision.reasons) == climbs
+    # A rise past the margin that the noise explains says so among the round's reasons.
+    discounted = [r for r in decision.reasons if "spreads of its noise" in r]
+    assert bool(discounted) == (not climbs)
+    assert all("rose 25 % from 28,000/s" in r for r in discounted)
 
 
 @pytest.mark.parametrize("reach", ["scale-out", "every"])
@@ -644,9 +648,11 @@ def test_a_scale_in_reads_a_climb_against_the_noise_only_where_every_decision_do
     reach: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The same rise of 25 % on a workload whose loop means move by 20 % either way, at 6 workers. A scale-in taken
-    # for noise at the foot of a climb is met by a restart late, so by default the scale-ins still read it as a
-    # climb against the margin alone and must carry it compounded over their hold (no scale-in); where every
-    # decision reads the noise (CLIMB_NOISE_FOR "every"), it is noise and the forecast sizes the scale-in (4).
+    # for noise at the foot of a climb is met by a restart late, so where only the scale-outs read the noise
+    # the scale-ins read it as a climb against the margin alone and must carry it compounded over their hold (no
+    # scale-in); where every
+    # decision reads the noise (CLIMB_NOISE_FOR "every", the default), it is noise and the forecast sizes the
+    # scale-in (4).
     monkeypatch.setattr(daedalus, "CLIMB_NOISE_Z", 2.0)
     monkeypatch.setattr(daedalus, "CLIMB_NOISE_FOR", reach)
     base = plan(current=6, workload=35_000, forecast=35_000, downtime=22.0)
