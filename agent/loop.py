@@ -730,6 +730,7 @@ def plan_input_of(agent: Agent, analysis: Analysis, now: float, observation: Obs
         workload_previous=analysis.workload_previous,
         workload_usual=analysis.workload_usual,
         workload_noise=analysis.workload_noise,
+        workload_climb_from=analysis.workload_climb_from,
         forecast=analysis.forecast,
         forecast_upper=analysis.forecast_upper,
         consumer_lag=analysis.consumer_lag,

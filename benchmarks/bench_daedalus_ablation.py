@@ -203,6 +203,18 @@ PATCHED: dict[str, dict[str, Any]] = {
     "a climb against the margin alone": {"CLIMB_NOISE_Z": None},
     "the noise from the changes themselves": {"agent.analyze.forecasting.NOISE_FROM": "changes"},
     "dear: rises of 60-s means": {"models.forecast.envelope.RISE_MEAN_S": 60},
+    "a climb over the loop before alone": {"SUSTAINED_CLIMB_LOOPS": None},
+    "a climb over three loops where a rescale is cheap too": {"SUSTAINED_CLIMB_WHERE": "always"},
+    "a climb over three loops for every decision": {
+        "SUSTAINED_CLIMB_LOOPS": 3,
+        "SUSTAINED_CLIMB_FOR": "every",
+        "SUSTAINED_NOISE_GROWS": False,
+    },
+    "a climb over three loops for scale-outs beyond one loop's noise": {
+        "SUSTAINED_CLIMB_LOOPS": 3,
+        "SUSTAINED_CLIMB_FOR": "scale-out",
+        "SUSTAINED_NOISE_GROWS": False,
+    },
     "dear: rises of 30-s means": {"models.forecast.envelope.RISE_MEAN_S": 30},
     "scale-outs read a climb beyond three times the noise": {"CLIMB_NOISE_FOR": "scale-out"},
     "scale-outs read a climb beyond twice the noise of a few loops": {

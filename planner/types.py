@@ -97,6 +97,9 @@ class PlanInput:
     workload_noise: float | None = None
     """How far the workload's mean moves from one loop to the next by noise alone, relative to its level (a standard
     deviation); None until enough of the last hour is kept."""
+    workload_climb_from: float | None = None
+    """The mean workload ``SUSTAINED_CLIMB_LOOPS`` loops before the last one (``planner.daedalus``), where each loop
+    since ran above the one before, records/s; None otherwise (a sustained climb's foot)."""
     last_rescale_at: float | None = None
     recovering: bool = False
     """True while the recovery watcher says the job has not caught up after a rescale or failure."""

@@ -36,6 +36,9 @@ class Analysis:
     workload_noise: float | None = None
     """How far the workload's mean moves from one loop to the next by noise alone, relative to its level (None until
     enough of it is kept)."""
+    workload_climb_from: float | None = None
+    """The mean workload a few loops before, where it ran above the loop before at each since (a sustained climb:
+    ``planner.daedalus.SUSTAINED_CLIMB_LOOPS``), or None."""
     restart_detected: str | None = None
     """Why the job is believed to have restarted outside Perdix this round, or None."""
     rescaled_outside: bool = False

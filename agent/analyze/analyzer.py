@@ -219,6 +219,7 @@ class Analyzer:
             workload_previous=outlook.previous,
             workload_usual=outlook.usual,
             workload_noise=outlook.noise,
+            workload_climb_from=outlook.climb_from,
             forecast_source=forecast.source,
             forecast_wape=forecast.wape,
             capacities=scale_outs.capacities,

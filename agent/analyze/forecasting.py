@@ -130,6 +130,9 @@ class WorkloadOutlook:
     noise: float | None = None
     """How far the workload moves from one stretch as long as this round's observation to the next by noise alone,
     relative to its level (:meth:`Forecasting.noise`); None until enough of it is kept."""
+    climb_from: float | None = None
+    """The mean workload :data:`planner.daedalus.SUSTAINED_CLIMB_LOOPS` stretches as long as this round's observation
+    before it, where each stretch since ran above the one before (a sustained climb); None otherwise or when off."""
     bad_case_upper: np.ndarray | None = None
     """The workload as high as it may rise in a scale-in's bad case (:data:`BAD_CASE_CONDITIONED_WHERE`); None:
     :attr:`upper`."""
@@ -261,7 +264,26 @@ class Forecasting:
             if self.settings.forecast_quantile is not None:
                 bad_case = self.envelope.upper(values, level, conditioned=True)
         noise = self.noise(span) if span else None
-        return WorkloadOutlook(forecast, recent_rate, previous, upper, arrivals, self.usual(), noise, bad_case)
+        climb_from = self.climb_from(span, daedalus.SUSTAINED_CLIMB_LOOPS) if span else None
+        return WorkloadOutlook(
+            forecast, recent_rate, previous, upper, arrivals, self.usual(), noise, climb_from, bad_case
+        )
+
+    def climb_from(self, span: int, loops: int | None) -> float | None:
+        """The mean workload ``loops`` stretches of ``span`` seconds before the last one, where each stretch since ran
+        above the one before it; None where one did not, where a stretch has no readings, with fewer kept, or without
+        ``loops``."""
+        if not loops or span <= 0:
+            return None
+        kept = self.recent.last((loops + 1) * span)
+        if kept.size < (loops + 1) * span:
+            return None
+        stretches = kept.reshape(loops + 1, span)
+        known = np.isfinite(stretches)
+        if not known.any(axis=1).all():
+            return None
+        means = np.where(known, stretches, 0.0).sum(axis=1) / known.sum(axis=1)
+        return float(means[0]) if bool(np.all(np.diff(means) > 0)) else None
 
     def noise(self, span: int) -> float | None:
         """The spread of a change of the workload's mean from one stretch of ``span`` seconds to the next that noise

@@ -1053,3 +1053,36 @@ def test_the_workloads_noise_and_usual_level_reach_the_planner_once_an_hour_is_k
     assert 0.03 < min(noises) <= max(noises) < 0.2
     usuals = [usual for _, usual in late if usual is not None]
     assert all(30_000.0 < usual < 36_000.0 for usual in usuals)
+
+
+def test_a_sustained_climb_starts_where_every_loop_since_ran_above_the_one_before() -> None:
+    """``Forecasting.climb_from``: the mean of the stretch ``loops`` before the last, where each since ran above the
+    one before it; None where one fell back or held, where a stretch has no readings, with too little kept, or with
+    no loops asked for."""
+    from agent.analyze import forecasting
+
+    settings = load_lab_settings(None, {"policy": "daedalus"})
+    loop = 60
+    means = [20_000.0, 21_000.0, 22_500.0, 24_000.0]
+
+    def read(levels: list[float], *, gap: bool = False, loops: int | None = 3) -> float | None:
+        workload = np.repeat(np.asarray(levels), loop)
+        if gap:
+            workload[loop : 2 * loop] = np.nan
+        part = forecasting.Forecasting(settings, executor=None, enabled=False)
+        now = float(workload.size)
+        kept = lagless(now, parallelism=2, uptime_s=now, rate=20_000.0, window_s=workload.size)
+        part.step(replace(kept, workload=workload), now)
+        try:
+            return part.climb_from(loop, loops)
+        finally:
+            part.close()
+
+    assert read(means) == pytest.approx(20_000.0)
+    assert read([19_000.0, *means]) == pytest.approx(20_000.0)  # only the last loops + 1 stretches count
+    assert read([20_000.0, 21_000.0, 20_900.0, 24_000.0]) is None
+    assert read([20_000.0, 21_000.0, 21_000.0, 24_000.0]) is None
+    assert read(means, gap=True) is None
+    assert read(means[1:]) is None
+    assert read(means, loops=None) is None
+    assert read(means, loops=2) == pytest.approx(21_000.0)

@@ -660,3 +660,72 @@ def test_a_scale_in_reads_a_climb_against_the_noise_only_where_every_decision_do
     decision = POLICY.decide(rose, CONFIG)
     assert decision.desired_parallelism == (4 if reach == "every" else 6)
     assert any("climb compounded" in r for r in decision.reasons) == (reach == "scale-out")
+
+
+@pytest.mark.parametrize(
+    ("loops", "reach", "climbs"), [(None, "every", False), (3, "every", True), (3, "scale-out", True)]
+)
+def test_a_climb_can_be_read_over_several_loops_each_above_the_last(
+    loops: int | None, reach: str, climbs: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A ramp of 6 % a loop: 33,000 -> 35,000/s over the last loop is no climb past the 10 % margin, but the workload
+    # has run above the loop before at each of the last three (29,400/s three loops back: +19 %). At a restart's cost a
+    # scale-out sized on the forecast (35,000/s) takes 4 workers; read as a climb over three loops (1,867/s a loop,
+    # 31/s a second) continued over its 240-s hold, 35,000 + 31.1 x 240 = 42,470/s: 5.
+    monkeypatch.setattr(daedalus, "SUSTAINED_CLIMB_LOOPS", loops)
+    monkeypatch.setattr(daedalus, "SUSTAINED_CLIMB_FOR", reach)
+    base = plan(current=3, workload=35_000, forecast=35_000, downtime=22.0)
+    ramp = dataclasses.replace(base, workload_previous=33_000.0, workload_climb_from=29_400.0)
+    decision = POLICY.decide(ramp, CONFIG)
+    assert decision.code is ReasonCode.SCALE_OUT
+    assert decision.target_parallelism == (5 if climbs else 4)
+    assert any("climb continued" in r for r in decision.reasons) == climbs
+    # Where the workload rose past the margin over the loop before alone, that loop's climb is the one read.
+    steep = dataclasses.replace(ramp, workload_previous=30_000.0)
+    assert daedalus._climb(35_000.0, 30_000.0, None, 29_400.0 if loops else None) == (30_000.0, 1)
+    assert POLICY.decide(steep, CONFIG).target_parallelism >= decision.target_parallelism
+
+
+@pytest.mark.parametrize("reach", ["every", "scale-out"])
+def test_a_scale_in_reads_a_climb_over_several_loops_only_where_every_decision_does(
+    reach: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At 6 workers on the same ramp, the forecast flat at 35,000/s: a scale-in to 4 carries the forecast, but not the
+    # climb over three loops compounded over its 240-s hold (6.1 % a loop over four loops: 44,160/s), which 5 does.
+    monkeypatch.setattr(daedalus, "SUSTAINED_CLIMB_LOOPS", 3)
+    monkeypatch.setattr(daedalus, "SUSTAINED_CLIMB_FOR", reach)
+    base = plan(current=6, workload=35_000, forecast=35_000, downtime=22.0)
+    ramp = dataclasses.replace(base, workload_previous=33_000.0, workload_climb_from=29_400.0)
+    decision = POLICY.decide(ramp, CONFIG)
+    assert decision.desired_parallelism == (5 if reach == "every" else 4)
+    assert any("over the last 3 loops" in r for r in decision.reasons) == (reach == "every")
+    assert any("climb compounded to 44,160/s" in r for r in decision.reasons) == (reach == "every")
+
+
+@pytest.mark.parametrize(("grows", "climbs"), [(False, True), (True, False)])
+def test_a_climb_over_several_loops_can_be_read_against_the_noise_grown_over_them(
+    grows: bool, climbs: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same ramp (+19 % over three loops) on a workload whose loop-to-loop noise is 5 %: three spreads of one loop's
+    # (15 %) call it a climb; grown as a random walk's over three loops (5 % x 1.73 x 3 = 26 %) it is noise.
+    monkeypatch.setattr(daedalus, "SUSTAINED_CLIMB_LOOPS", 3)
+    monkeypatch.setattr(daedalus, "SUSTAINED_NOISE_GROWS", grows)
+    assert (daedalus._climb(35_000.0, 33_000.0, 0.05, 29_400.0) is not None) == climbs
+    assert daedalus._climb(35_000.0, 33_000.0, None, 29_400.0) == (29_400.0, 3)  # no noise known: the margin alone
+
+
+@pytest.mark.parametrize("where", ["dear", "always"])
+def test_a_climb_over_several_loops_is_read_where_a_rescale_is_dear_unless_told_everywhere(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Where a rescale costs a second the next round resizes a scale-out short of a ramp, so by default only a restart's
+    # decisions read the climb over several loops.
+    monkeypatch.setattr(daedalus, "SUSTAINED_CLIMB_WHERE", where)
+    for downtime, dear in ((22.0, True), (1.4, False)):
+        ramp = dataclasses.replace(
+            plan(current=3, workload=35_000, forecast=35_000, downtime=downtime),
+            workload_previous=33_000.0,
+            workload_climb_from=29_400.0,
+        )
+        read = daedalus._climb_from_for(ramp, CONFIG, scale_in=False)
+        assert read == (29_400.0 if dear or where == "always" else None)
