@@ -105,7 +105,7 @@ scale-outs alone, the same misses (experiment 55)."""
 SUSTAINED_CLIMB_LOOPS: int | None = 3
 """A climb over this many loops (:attr:`PlanInput.workload_climb_from`): the last loop's average above the one this
 many loops before by more than the climb margin, each loop since above the one before it, is a climb too, at its
-mean rate, where no loop alone rose past the margin; None: a climb over the loop before alone. A ramp of 5-7 % a
+mean rate, where no loop alone rose past the margin; None: a climb over the loop before alone. A ramp of 6-8 % a
 loop passes no loop's margin, and a forecast that lags it sized a restart's scale-out on less than the ramp reached
 before it had recovered (beaver_activity: 9 -> 12 at 100,000/s recovering in 221 s by the forecast, the workload at
 115,000/s four minutes later, then 12 -> 14 and a miss). Read by the scale-outs, beyond the noise grown over the
@@ -115,13 +115,14 @@ worker-hours, the dev half 11 (6) against 12 (7) for 0.21 % more (docs/research/
 SUSTAINED_CLIMB_FOR = "scale-out"
 """Which decisions read a climb over several loops (:data:`SUSTAINED_CLIMB_LOOPS`): ``every``, or ``scale-out`` (as
 :data:`CLIMB_NOISE_FOR` names them). Read by the scale-ins too, the dev half at a restart's cost spent 0.49 % more
-worker-hours for the same misses as the scale-outs alone (0.27 %; experiment 58)."""
+worker-hours for the same misses as the scale-outs alone (0.27 %), both against one loop's noise (experiment 58)."""
 
 
 SUSTAINED_CLIMB_WHERE = "dear"
-"""Where a climb over several loops is read (:data:`SUSTAINED_CLIMB_LOOPS`): ``dear``, where a rescale is not cheap,
-or ``always``. Where a rescale is cheap the next round resizes a scale-out short of a ramp for a second's downtime:
-read there too, both halves in place spent 0.22 % more worker-hours (seed 7) for the same miss (experiment 58)."""
+"""Where a climb over several loops is read (:data:`SUSTAINED_CLIMB_LOOPS`): ``dear``, where the waits are not priced
+(a rescale that is not cheap, or holds fixed by the settings), or ``always``. Where a rescale is cheap the next
+round resizes a scale-out short of a ramp for a second's downtime: read there too, both halves in place spent 0.22 %
+more worker-hours (seed 7) for the same miss (experiment 58)."""
 
 SUSTAINED_NOISE_GROWS = True
 """Whether a climb over several loops must pass the noise's spread grown as a random walk's over them (times the
@@ -534,8 +535,8 @@ def cannot_catch_up(plan_input: PlanInput, config: PlannerConfig) -> bool:
 
 
 def _recovery_climb(plan_input: PlanInput, config: PlannerConfig) -> float:
-    """How fast the arrivals a recovery must outrun grow, in records per second each second: the last loop's climb
-    where the workload climbs and :data:`RECOVERY_UNDER_CLIMB` applies, else 0."""
+    """How fast the arrivals a recovery must outrun grow, in records per second each second: the climb's rate
+    (:func:`_climb_rate`) where the workload climbs and :data:`RECOVERY_UNDER_CLIMB` applies, else 0."""
     workload = plan_input.workload_avg
     if not _where(RECOVERY_UNDER_CLIMB, plan_input, config) or workload is None:
         return 0.0
@@ -635,7 +636,7 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
     )
     rising_out = behind or climbing_out
     rising = behind or climbing
-    if not climbing_out:
+    if not climbing_out and not climbing:
         within = _within_noise(known.workload, previous, noise_out)
         if within:
             reasons.append(within)
@@ -855,9 +856,10 @@ def _climb_carried_by_scale_ins(plan_input: PlanInput, config: PlannerConfig) ->
 
 
 def _scale_in_climb(plan_input: PlanInput, config: PlannerConfig, known: _Known, hold_s: float) -> float:
-    """The climb a scale-in must carry over its hold (:data:`CLIMB_ON_SCALE_IN`): continued at the last loop's
-    rate (``carry``, :func:`_climb_over`) or at its ratio compounded a loop at a time (``compound``); 0 where the
-    workload does not climb or a climb refuses the scale-ins."""
+    """The climb a scale-in must carry over its hold (:data:`CLIMB_ON_SCALE_IN`): continued at its rate (``carry``,
+    :func:`_climb_over`) or at its ratio a loop compounded a loop at a time (``compound``), over the loop before or
+    the loops of a climb over several (:func:`_climb`); 0 where the workload does not climb or a climb refuses the
+    scale-ins."""
     if not _climb_carried_by_scale_ins(plan_input, config):
         return 0.0
     climb = _climb(
@@ -892,9 +894,9 @@ def _climb_s(plan_input: PlanInput, config: PlannerConfig, n: int, recovery: flo
 def _climb_over(
     plan_input: PlanInput, config: PlannerConfig, known: _Known, hold_s: float, *, scale_in: bool = False
 ) -> float:
-    """The last loop's climb continued over ``hold_s`` (the loop's average plus its climb per second times the
-    hold) where the workload climbs (:func:`_climbing`, against the noise a scale-in's or another decision reads:
-    :func:`_noise_for`) and :data:`CLIMB_CARRIED` is on; else 0."""
+    """The climb continued over ``hold_s`` (the last loop's average plus the climb per second, :func:`_climb_rate`,
+    times the hold) where the workload climbs (:func:`_climbing`, against the noise and over the loops a scale-in's or
+    another decision reads: :func:`_noise_for`, :func:`_climb_from_for`) and :data:`CLIMB_CARRIED` is on; else 0."""
     rate = _climb_rate(
         known.workload,
         plan_input.workload_previous,
@@ -1001,8 +1003,9 @@ def _climb(
 ) -> tuple[float, int] | None:
     """``(base, loops)`` of the workload's climb, or None where it does not climb: the loop before's average and 1
     where the last loop's runs more than the climb margin (:func:`climb_margin`, of the workload's ``noise``) above
-    it, whatever the forecast says; else, where it runs that far above ``climb_from`` (the foot of a climb over
-    :data:`SUSTAINED_CLIMB_LOOPS` loops, each above the one before), that and the loops."""
+    it, whatever the forecast says; else, where it runs past the margin above ``climb_from`` (the foot of a climb over
+    :data:`SUSTAINED_CLIMB_LOOPS` loops, each above the one before; the noise grown over them with
+    :data:`SUSTAINED_NOISE_GROWS`), that and the loops."""
     margin = climb_margin(noise)
     if previous is not None and workload > (1.0 + margin) * previous:
         return previous, 1

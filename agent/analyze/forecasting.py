@@ -266,7 +266,15 @@ class Forecasting:
         noise = self.noise(span) if span else None
         climb_from = self.climb_from(span, daedalus.SUSTAINED_CLIMB_LOOPS) if span else None
         return WorkloadOutlook(
-            forecast, recent_rate, previous, upper, arrivals, self.usual(), noise, climb_from, bad_case
+            forecast,
+            recent_rate,
+            previous,
+            upper,
+            arrivals,
+            usual=self.usual(),
+            noise=noise,
+            climb_from=climb_from,
+            bad_case_upper=bad_case,
         )
 
     def climb_from(self, span: int, loops: int | None) -> float | None:
@@ -292,7 +300,8 @@ class Forecasting:
         standard deviation (their median absolute value times 1.4826) divided by the square root of 3, since the
         second difference of independent noise varies three times as much as a first one. None with fewer than
         :data:`NOISE_MIN_DIFFERENCES` second differences of stretches known whole, or (:data:`NOISE_WHOLE_SPAN`) until
-        the span kept is whole with at least half of it read."""
+        the span kept is whole with at least half of it read. With :data:`NOISE_FROM` ``changes``: the changes from one
+        stretch's mean to the next about their median, each over the mean it started from, as a standard deviation."""
         span = int(span)
         kept, whole = self._kept_span()
         if NOISE_WHOLE_SPAN and not whole:

@@ -46,8 +46,9 @@ SLO's falling-behind allowance, the bursts shorter than a minute count for their
 worker-hours, but 1 -> 6 avoidable misses on the held-out half (docs/research/experiments.md, experiment 20)."""
 
 RISE_MEAN_S = 10
-"""The unconditioned ratios (the rises from every moment, what a decision plans for where a rescale is dear) are rises
-of trailing means this long. 10: the levels themselves. The SLO lets a running job fall behind for a minute of an
+"""The unconditioned ratios (the rises from every moment, what a decision plans for where a rescale is dear, and where
+the conditioned ones are not asked for) are rises of trailing means this long. 10: the levels themselves at the
+default 10-s resolution. The SLO lets a running job fall behind for a minute of an
 episode, so a rise shorter than that need not be carried whole, but what a restart's recovery meets is the rise of the
 levels: on 60-s means the dev half at a restart's cost spent 0.97 % fewer worker-hours (trump_tweets 8.4 %) for 7 ->
 12 avoidable misses, on 30-s means 0.50 % fewer for 7 -> 9, most of them failures met by a scale-out sized on the lower

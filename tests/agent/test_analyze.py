@@ -1086,3 +1086,30 @@ def test_a_sustained_climb_starts_where_every_loop_since_ran_above_the_one_befor
     assert read(means[1:]) is None
     assert read(means, loops=None) is None
     assert read(means, loops=2) == pytest.approx(21_000.0)
+
+
+def test_a_sustained_climbs_foot_reaches_the_planner_on_a_ramp_and_not_on_a_flat(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ten minutes flat at 20,000/s, then a ramp to 60,000/s over twenty: what the planner is given through the agent's
+    own loop carries no climb's foot on the flat, and on the ramp the mean three loops back, below the workload now."""
+    from agent import loop as agent_loop
+
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    seen: list[tuple[float, float | None, float | None]] = []
+    original = agent_loop.plan_input_of
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        plan_input = original(*args, **kwargs)  # type: ignore[arg-type]
+        seen.append((plan_input.now, plan_input.workload_climb_from, plan_input.workload_avg))
+        return plan_input
+
+    monkeypatch.setattr(agent_loop, "plan_input_of", recorded)
+    trace = Trace("ramp", np.array([0.0, 600.0, 1800.0, 2400.0]), np.array([20_000.0, 20_000.0, 60_000.0, 60_000.0]))
+    Replay(trace, settings, hours=1800 / 3600).run()
+    flat = [climb_from for now, climb_from, _ in seen if now <= 600]
+    ramp = [(climb_from, workload) for now, climb_from, workload in seen if 900 <= now <= 1800]
+    assert flat and all(climb_from is None for climb_from in flat)
+    read = [(climb_from, workload) for climb_from, workload in ramp if climb_from is not None]
+    assert len(read) >= len(ramp) // 2
+    assert all(workload is not None and climb_from < workload for climb_from, workload in read)

@@ -145,3 +145,24 @@ def test_the_conditioned_rises_of_longer_means_leave_out_bursts_shorter_than_the
     else:
         assert 1.2 < conditioned.ratio(120, 12_000.0) < 1.6, conditioned.ratio(120, 12_000.0)
     assert plain.ratio(120, 12_000.0) == plain.ratio(120)
+
+
+@pytest.mark.parametrize(("rise_mean_s", "conditioned_mean_s"), [(10, 10), (60, 10), (10, 60), (60, 60)])
+def test_the_unconditioned_rises_are_of_their_own_means_whichever_table_is_read_first(
+    rise_mean_s: int, conditioned_mean_s: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same bursty workload: the unconditioned ratio (:data:`models.forecast.envelope.RISE_MEAN_S`) is the same
+    whether a conditioned table (its own means, :data:`~models.forecast.envelope.CONDITIONED_MEAN_S`) was read before
+    it or not, and rises of 60-s means see a 20-s burst's share of a minute (docs/research/experiments.md,
+    experiment 57)."""
+    monkeypatch.setattr(envelope_module, "RISE_MEAN_S", rise_mean_s)
+    monkeypatch.setattr(envelope_module, "CONDITIONED_MEAN_S", conditioned_mean_s)
+    period = np.full(300, 12_000.0)
+    period[140:160] = 30_000.0
+    samples = np.tile(period, 24) + 100 * np.random.default_rng(3).standard_normal(300 * 24)
+    first_conditioned, alone = RiseEnvelope(quantile=0.8, conditioned=True), RiseEnvelope(quantile=0.8)
+    for envelope in (first_conditioned, alone):
+        envelope.update(samples)
+    first_conditioned.ratio(120, 12_000.0)  # fills the conditioned table, and the unconditioned one where they agree
+    assert first_conditioned.ratio(120) == alone.ratio(120)
+    assert (alone.ratio(120) > 2.0) == (rise_mean_s == 10)

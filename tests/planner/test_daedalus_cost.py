@@ -648,11 +648,10 @@ def test_a_scale_in_reads_a_climb_against_the_noise_only_where_every_decision_do
     reach: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The same rise of 25 % on a workload whose loop means move by 20 % either way, at 6 workers. A scale-in taken
-    # for noise at the foot of a climb is met by a restart late, so where only the scale-outs read the noise
-    # the scale-ins read it as a climb against the margin alone and must carry it compounded over their hold (no
-    # scale-in); where every
-    # decision reads the noise (CLIMB_NOISE_FOR "every", the default), it is noise and the forecast sizes the
-    # scale-in (4).
+    # for noise at the foot of a climb is met by a restart late, so where only the scale-outs read the noise the
+    # scale-ins read it as a climb against the margin alone and must carry it compounded over their hold (no
+    # scale-in); where every decision reads the noise (CLIMB_NOISE_FOR "every", the default), it is noise and the
+    # forecast sizes the scale-in (4).
     monkeypatch.setattr(daedalus, "CLIMB_NOISE_Z", 2.0)
     monkeypatch.setattr(daedalus, "CLIMB_NOISE_FOR", reach)
     base = plan(current=6, workload=35_000, forecast=35_000, downtime=22.0)
@@ -691,7 +690,7 @@ def test_a_scale_in_reads_a_climb_over_several_loops_only_where_every_decision_d
     reach: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # At 6 workers on the same ramp, the forecast flat at 35,000/s: a scale-in to 4 carries the forecast, but not the
-    # climb over three loops compounded over its 240-s hold (6.1 % a loop over four loops: 44,160/s), which 5 does.
+    # climb over three loops compounded over its 240-s hold (6.0 % a loop over four loops: 44,160/s), which 5 does.
     monkeypatch.setattr(daedalus, "SUSTAINED_CLIMB_LOOPS", 3)
     monkeypatch.setattr(daedalus, "SUSTAINED_CLIMB_FOR", reach)
     base = plan(current=6, workload=35_000, forecast=35_000, downtime=22.0)
