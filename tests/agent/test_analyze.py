@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from lab.settings import LabSettings, load_lab_settings, rescale_cost_overrides
 from lab.simulated import SimulatedMonitor
 from models.forecast import Forecast, ForecasterConfig
 from models.recovery import RecoveryPredictor
+from planner.types import PlanInput
 from simulator import SimulatedFlinkJob, Trace
 from tests.models.test_forecast import _step
 
@@ -1022,6 +1024,24 @@ def test_arrivals_carry_no_drift_once_the_rise_stops_or_where_it_is_a_climb(
     part.close()
 
 
+def planner_inputs(
+    monkeypatch: pytest.MonkeyPatch, trace: Trace, settings: LabSettings, *, hours: float
+) -> list[PlanInput]:
+    """What the whole-job policy was given at every round of the agent's own loop over ``hours`` of ``trace``."""
+    from agent import loop as agent_loop
+
+    given: list[PlanInput] = []
+    original = agent_loop.plan_input_of
+
+    def recorded(*args: Any, **kwargs: Any) -> PlanInput:
+        given.append(original(*args, **kwargs))
+        return given[-1]
+
+    monkeypatch.setattr(agent_loop, "plan_input_of", recorded)
+    Replay(trace, settings, hours=hours).run()
+    return given
+
+
 def test_the_workloads_noise_and_usual_level_reach_the_planner_once_an_hour_is_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -1029,21 +1049,11 @@ def test_the_workloads_noise_and_usual_level_reach_the_planner_once_an_hour_is_k
     given (the agent's PlanInput, through its own loop) carries no noise nor usual level until the hour is kept whole,
     then a noise of that order (the loop-to-loop spread of the minute's means, not the per-second noise's) and a
     usual level about the workload's upper part."""
-    from agent import loop as agent_loop
-
     minutes = np.arange(0, 80, dtype=float)
     rates = 30_000.0 * (1.0 + 0.10 * np.random.default_rng(3).standard_normal(minutes.size))
     settings = load_lab_settings(None, {"telemetry.log_level": "error", "simulator.workload_noise": 0.02})
-    seen: list[tuple[float, float | None, float | None]] = []
-    original = agent_loop.plan_input_of
-
-    def recorded(*args: object, **kwargs: object) -> object:
-        plan_input = original(*args, **kwargs)  # type: ignore[arg-type]
-        seen.append((plan_input.now, plan_input.workload_noise, plan_input.workload_usual))
-        return plan_input
-
-    monkeypatch.setattr(agent_loop, "plan_input_of", recorded)
-    Replay(Trace("noisy", minutes * 60.0, rates), settings, hours=75 / 60).run()
+    given = planner_inputs(monkeypatch, Trace("noisy", minutes * 60.0, rates), settings, hours=75 / 60)
+    seen = [(plan_input.now, plan_input.workload_noise, plan_input.workload_usual) for plan_input in given]
     early = [(noise, usual) for now, noise, usual in seen if now < 3000]
     late = [(noise, usual) for now, noise, usual in seen if now >= 3900]
     assert early and all(noise is None and usual is None for noise, usual in early)
@@ -1093,20 +1103,10 @@ def test_a_sustained_climbs_foot_reaches_the_planner_on_a_ramp_and_not_on_a_flat
 ) -> None:
     """Ten minutes flat at 20,000/s, then a ramp to 60,000/s over twenty: what the planner is given through the agent's
     own loop carries no climb's foot on the flat, and on the ramp the mean three loops back, below the workload now."""
-    from agent import loop as agent_loop
-
     settings = load_lab_settings(None, {"telemetry.log_level": "error"})
-    seen: list[tuple[float, float | None, float | None]] = []
-    original = agent_loop.plan_input_of
-
-    def recorded(*args: object, **kwargs: object) -> object:
-        plan_input = original(*args, **kwargs)  # type: ignore[arg-type]
-        seen.append((plan_input.now, plan_input.workload_climb_from, plan_input.workload_avg))
-        return plan_input
-
-    monkeypatch.setattr(agent_loop, "plan_input_of", recorded)
     trace = Trace("ramp", np.array([0.0, 600.0, 1800.0, 2400.0]), np.array([20_000.0, 20_000.0, 60_000.0, 60_000.0]))
-    Replay(trace, settings, hours=1800 / 3600).run()
+    given = planner_inputs(monkeypatch, trace, settings, hours=1800 / 3600)
+    seen = [(plan_input.now, plan_input.workload_climb_from, plan_input.workload_avg) for plan_input in given]
     flat = [climb_from for now, climb_from, _ in seen if now <= 600]
     ramp = [(climb_from, workload) for now, climb_from, workload in seen if 900 <= now <= 1800]
     assert flat and all(climb_from is None for climb_from in flat)
