@@ -540,13 +540,7 @@ def _recovery_climb(plan_input: PlanInput, config: PlannerConfig) -> float:
     workload = plan_input.workload_avg
     if not _where(RECOVERY_UNDER_CLIMB, plan_input, config) or workload is None:
         return 0.0
-    return _climb_rate(
-        workload,
-        plan_input.workload_previous,
-        config,
-        _noise_for(plan_input, scale_in=False),
-        _climb_from_for(plan_input, config, scale_in=False),
-    )
+    return _climb_rate(workload, _read_climb(plan_input, config, workload, scale_in=False), config)
 
 
 def drain_s(backlog: float, spare: float, growth: float) -> float:
@@ -622,26 +616,17 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
     reason per scale-out tried."""
     next_loop = float(np.mean(known.forecast[: max(1, int(config.loop_interval_s))]))
     behind = _behind(known.workload, next_loop, plan_input.workload_previous)
-    previous = plan_input.workload_previous
-    noise_in, noise_out = _noise_for(plan_input, scale_in=True), _noise_for(plan_input, scale_in=False)
-    from_in, from_out = (
-        _climb_from_for(plan_input, config, scale_in=True),
-        _climb_from_for(plan_input, config, scale_in=False),
-    )
-    climbing = _climbing(known.workload, previous, noise_in, from_in)
-    climbing_out = (
-        climbing
-        if (noise_out, from_out) == (noise_in, from_in)
-        else _climbing(known.workload, previous, noise_out, from_out)
-    )
-    rising_out = behind or climbing_out
+    climb_in = _read_climb(plan_input, config, known.workload, scale_in=True)
+    climb_out = _read_climb(plan_input, config, known.workload, scale_in=False)
+    climbing = _climbing(known.workload, climb_in)
+    rising_out = behind or _climbing(known.workload, climb_out)
     rising = behind or climbing
-    if not climbing_out and not climbing:
-        within = _within_noise(known.workload, previous, noise_out)
+    if climb_in is None and climb_out is None:
+        within = _within_noise(known.workload, plan_input.workload_previous, _noise_for(plan_input, scale_in=False))
         if within:
             reasons.append(within)
     carried = bool(climbing) and _climb_carried_by_scale_ins(plan_input, config)
-    lift = _lifted(plan_input, config, known, next_loop) if behind else None
+    lift = _lifted(plan_input, config, known, next_loop, climbing) if behind else None
     lifted = None
     if lift is not None:
         lifted, gap = lift
@@ -663,24 +648,19 @@ def _search(plan_input: PlanInput, config: PlannerConfig, known: _Known, reasons
     return None
 
 
-def _lifted(plan_input: PlanInput, config: PlannerConfig, known: _Known, next_loop: float) -> tuple[_Known, str] | None:
+def _lifted(
+    plan_input: PlanInput, config: PlannerConfig, known: _Known, next_loop: float, climbing: str
+) -> tuple[_Known, str] | None:
     """The round's signals with the forecast and its upper bound raised by the gap between the last loop's average
     and the forecast for the next loop (:data:`RISE_GAP`, :data:`RISE_GAP_BY`), with the gap as the reason gives it,
     for the scale-ins of a round whose workload counts as rising only by that gap (:data:`RISE_GAP_WHERE`); None
-    where the rise refuses every scale-in."""
+    where the rise refuses every scale-in, ``climbing`` (the scale-ins' climb, :func:`_climbing`) among them where a
+    climb refuses them."""
     if (
         RISE_GAP != "lift"
         or not _where(RISE_GAP_WHERE, plan_input, config)
         or (RISE_GAP_BY == "ratio" and next_loop <= 0)
-        or (
-            _climbing(
-                known.workload,
-                plan_input.workload_previous,
-                _noise_for(plan_input, scale_in=True),
-                _climb_from_for(plan_input, config, scale_in=True),
-            )
-            and not _climb_carried_by_scale_ins(plan_input, config)
-        )
+        or (climbing and not _climb_carried_by_scale_ins(plan_input, config))
     ):
         return None
     if RISE_GAP_BY == "level":
@@ -862,12 +842,7 @@ def _scale_in_climb(plan_input: PlanInput, config: PlannerConfig, known: _Known,
     scale-ins."""
     if not _climb_carried_by_scale_ins(plan_input, config):
         return 0.0
-    climb = _climb(
-        known.workload,
-        plan_input.workload_previous,
-        _noise_for(plan_input, scale_in=True),
-        _climb_from_for(plan_input, config, scale_in=True),
-    )
+    climb = _read_climb(plan_input, config, known.workload, scale_in=True)
     if climb is None or climb[0] <= 0:
         return 0.0
     if CLIMB_ON_SCALE_IN == "compound":  # in logarithms: a climb from next to nothing compounds past any float
@@ -895,30 +870,17 @@ def _climb_over(
     plan_input: PlanInput, config: PlannerConfig, known: _Known, hold_s: float, *, scale_in: bool = False
 ) -> float:
     """The climb continued over ``hold_s`` (the last loop's average plus the climb per second, :func:`_climb_rate`,
-    times the hold) where the workload climbs (:func:`_climbing`, against the noise and over the loops a scale-in's or
-    another decision reads: :func:`_noise_for`, :func:`_climb_from_for`) and :data:`CLIMB_CARRIED` is on; else 0."""
-    rate = _climb_rate(
-        known.workload,
-        plan_input.workload_previous,
-        config,
-        _noise_for(plan_input, scale_in=scale_in),
-        _climb_from_for(plan_input, config, scale_in=scale_in),
-    )
+    times the hold) where the workload climbs as a scale-in's or another decision reads it (:func:`_read_climb`) and
+    :data:`CLIMB_CARRIED` is on; else 0."""
+    rate = _climb_rate(known.workload, _read_climb(plan_input, config, known.workload, scale_in=scale_in), config)
     if not CLIMB_CARRIED or rate <= 0:
         return 0.0
     return known.workload + rate * hold_s
 
 
-def _climb_rate(
-    workload: float,
-    previous: float | None,
-    config: PlannerConfig,
-    noise: float | None = None,
-    climb_from: float | None = None,
-) -> float:
-    """The climb per second where the workload climbs (:func:`_climb`, with its ``noise`` and ``climb_from``): over
-    the last loop, or over the loops of a sustained climb; else 0."""
-    climb = _climb(workload, previous, noise, climb_from)
+def _climb_rate(workload: float, climb: tuple[float, int] | None, config: PlannerConfig) -> float:
+    """The climb per second of the last loop's average ``workload`` where it climbs (``climb``, :func:`_climb`'s base
+    and loops): over the loop before, or over the loops of a sustained climb; else 0."""
     if climb is None:
         return 0.0
     base, loops = climb
@@ -1018,11 +980,21 @@ def _climb(
     return None
 
 
-def _climbing(
-    workload: float, previous: float | None, noise: float | None = None, climb_from: float | None = None
-) -> str:
-    """Why the workload climbs (empty if it does not: :func:`_climb`)."""
-    climb = _climb(workload, previous, noise, climb_from)
+def _read_climb(
+    plan_input: PlanInput, config: PlannerConfig, workload: float, *, scale_in: bool
+) -> tuple[float, int] | None:
+    """The climb of the last loop's average ``workload`` (:func:`_climb`) as a scale-in's checks (``scale_in``) or the
+    others' read it: against the noise (:func:`_noise_for`) and over the loops (:func:`_climb_from_for`) they read."""
+    return _climb(
+        workload,
+        plan_input.workload_previous,
+        _noise_for(plan_input, scale_in=scale_in),
+        _climb_from_for(plan_input, config, scale_in=scale_in),
+    )
+
+
+def _climbing(workload: float, climb: tuple[float, int] | None) -> str:
+    """Why the last loop's average ``workload`` climbs (empty if it does not: ``climb``, :func:`_climb`'s)."""
     if climb is None:
         return ""
     base, loops = climb

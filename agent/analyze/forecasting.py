@@ -99,17 +99,23 @@ def drift_per_s(recent: np.ndarray, block_s: int) -> float:
     one reading, not independent ones), where it rises; 0 where it falls or is flat, and with fewer than
     :data:`DRIFT_BLOCKS` complete blocks or any block without readings."""
     block_s = max(1, int(block_s))
-    blocks = recent.size // block_s
-    if blocks < DRIFT_BLOCKS:
+    means = block_means(recent, block_s)
+    if means is None or means.size < DRIFT_BLOCKS:
         return 0.0
-    grid = recent[recent.size - blocks * block_s :].reshape(blocks, block_s)
-    known = np.isfinite(grid)
-    if not known.any(axis=1).all():
-        return 0.0
-    means = np.where(known, grid, 0.0).sum(axis=1) / known.sum(axis=1)
-    x = np.arange(blocks, dtype=float) * block_s
+    x = np.arange(means.size, dtype=float) * block_s
     slope = float(np.polyfit(x, means, 1)[0])
     return slope if math.isfinite(slope) and slope > 0 else 0.0
+
+
+def block_means(values: np.ndarray, block_s: int) -> np.ndarray | None:
+    """The means of the whole blocks of ``block_s`` seconds at the end of ``values`` (a 1-s grid, NaN where nothing
+    arrived), each over its readings; None where a block has none."""
+    blocks = values.size // block_s
+    grid = values[values.size - blocks * block_s :].reshape(blocks, block_s)
+    known = np.isfinite(grid)
+    if not known.any(axis=1).all():
+        return None
+    return np.where(known, grid, 0.0).sum(axis=1) / known.sum(axis=1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -284,14 +290,8 @@ class Forecasting:
         if not loops or span <= 0:
             return None
         kept = self.recent.last((loops + 1) * span)
-        if kept.size < (loops + 1) * span:
-            return None
-        stretches = kept.reshape(loops + 1, span)
-        known = np.isfinite(stretches)
-        if not known.any(axis=1).all():
-            return None
-        means = np.where(known, stretches, 0.0).sum(axis=1) / known.sum(axis=1)
-        return float(means[0]) if bool(np.all(np.diff(means) > 0)) else None
+        means = block_means(kept, span) if kept.size == (loops + 1) * span else None
+        return float(means[0]) if means is not None and bool(np.all(np.diff(means) > 0)) else None
 
     def noise(self, span: int) -> float | None:
         """The spread of a change of the workload's mean from one stretch of ``span`` seconds to the next that noise
