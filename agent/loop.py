@@ -738,6 +738,8 @@ def plan_input_of(agent: Agent, analysis: Analysis, now: float, observation: Obs
         recovery_times=analysis.recovery_times,
         last_rescale_at=agent.last_rescale_at,
         recovering=analysis.recovering,
+        recovering_since=analysis.recovering_since,
+        backlog_drain=analysis.backlog_drain,
         recent_recommendations=agent.recommendations,
         capacity_sources=analysis.capacity_sources,
         worker_cpu_avg=analysis.worker_cpu_avg,

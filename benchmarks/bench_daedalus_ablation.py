@@ -216,6 +216,20 @@ PATCHED: dict[str, dict[str, Any]] = {
         "SUSTAINED_NOISE_GROWS": False,
     },
     "dear: rises of 30-s means": {"models.forecast.envelope.RISE_MEAN_S": 30},
+    "dear: the kept scale-out carries the climb a loop ahead": {"CURRENT_CARRIES_CLIMB": "always"},
+    "the recovery guard over the whole target at the spare alone": {
+        "RECOVERY_LEFT_FROM": "now",
+        "RECOVERY_DRAIN_MEASURED": "off",
+    },
+    "the recovery guard counts the target from the stop": {"RECOVERY_DRAIN_MEASURED": "off"},
+    "the recovery guard reads the backlog's own drain over what is left of the target": {
+        "RECOVERY_DRAIN_MEASURED": "always",
+        "RECOVERY_LEFT_FROM": "stop",
+    },
+    "cheap: the recovery guard reads the backlog's own drain over what is left of the target": {
+        "RECOVERY_DRAIN_MEASURED": "cheap",
+        "RECOVERY_LEFT_FROM": "stop",
+    },
     "scale-outs read a climb beyond three times the noise": {"CLIMB_NOISE_FOR": "scale-out"},
     "scale-outs read a climb beyond twice the noise of a few loops": {
         "CLIMB_NOISE_Z": 2.0,

@@ -244,6 +244,17 @@ cannot be drained within the target before the climb uses the spare up, or when 
 before the next round. Read on the arrivals of now, a recovery at a few percent of spare held the agent's decisions
 while a climb went on through it (docs/research/experiments.md, experiments 41 and 49)."""
 
+RECOVERY_LEFT_FROM = "stop"
+"""What the recovery guard (:func:`cannot_catch_up`) gives a backlog to be worked off in: ``stop``, what is left of the
+target since the recovery started (processing stopped); ``now``, the whole target from this round. The target counts
+from the stop, so a recovery half through it with a backlog the spare works off in most of a target is already late."""
+
+RECOVERY_DRAIN_MEASURED = "cheap"
+"""Where the recovery guard (:func:`cannot_catch_up`) has a backlog worked off at the slower of the capacity's spare
+over the arrivals and the rate it fell by over the last loop (``PlanInput.backlog_drain``), not at the spare alone:
+``cheap``, ``always`` or ``off``. On a skewed job the last of a backlog sits on the busiest worker, which works it
+off with its own part of the spare: the total backlog then falls several times slower than the job's spare says."""
+
 CURRENT_CARRIES_CLIMB = "cheap"
 """Where the current scale-out is kept only if it carries a climb (:func:`_climbing`) continued a loop ahead, as a
 scale-out sized a loop ahead does (:data:`CLIMB_OVER`): ``cheap``, ``always`` or ``off``. A round keeps its scale-out
@@ -513,11 +524,12 @@ def _guards(plan_input: PlanInput, config: PlannerConfig) -> Decision | None:
 
 
 def cannot_catch_up(plan_input: PlanInput, config: PlannerConfig) -> bool:
-    """A recovering job that its scale-out can no longer bring back in time: the workload rose to its
-    capacity (or the forecast says it will within a loop), or the backlog takes longer than the target
-    to work off with the capacity to spare; on a climb (:data:`RECOVERY_UNDER_CLIMB`), with the spare shrinking as
-    the climb goes on (:func:`drain_s`), or the climb passing the capacity before the next round. Waiting for such a
-    recovery only grows the backlog; the search decides instead."""
+    """A recovering job that its scale-out can no longer bring back in time: the workload rose to its capacity (or the
+    forecast says it will within a loop), or the backlog takes longer to work off with the capacity to spare (or as
+    fast as it falls: :data:`RECOVERY_DRAIN_MEASURED`) than the recovery has left (:data:`RECOVERY_LEFT_FROM`); on a
+    climb (:data:`RECOVERY_UNDER_CLIMB`), with the spare shrinking as the climb goes on (:func:`drain_s`), or the
+    climb passing the capacity before the next round. Waiting for such a recovery only grows the backlog; the search
+    decides instead."""
     capacity = plan_input.capacities.get(plan_input.current_parallelism)
     workload = plan_input.workload_avg
     if capacity is None or workload is None:
@@ -528,10 +540,24 @@ def cannot_catch_up(plan_input: PlanInput, config: PlannerConfig) -> bool:
     backlog = plan_input.consumer_lag or 0.0
     if spare <= 0:
         return True
+    drain = plan_input.backlog_drain
+    measured = drain is not None and math.isfinite(drain) and backlog > 0
+    if measured and drain is not None and _where(RECOVERY_DRAIN_MEASURED, plan_input, config):
+        if drain <= 0:
+            return True
+        spare = min(spare, drain)
     growth = _recovery_climb(plan_input, config)
     if growth > 0 and workload + growth * config.loop_interval_s >= capacity:
         return True
-    return drain_s(backlog, spare, growth) > config.target_recovery_time_s
+    return drain_s(backlog, spare, growth) > _recovery_left_s(plan_input, config)
+
+
+def _recovery_left_s(plan_input: PlanInput, config: PlannerConfig) -> float:
+    """Seconds a recovering job has left to work its backlog off in (:data:`RECOVERY_LEFT_FROM`)."""
+    since = plan_input.recovering_since
+    if RECOVERY_LEFT_FROM != "stop" or since is None:
+        return config.target_recovery_time_s
+    return config.target_recovery_time_s - max(0.0, plan_input.now - since)
 
 
 def _recovery_climb(plan_input: PlanInput, config: PlannerConfig) -> float:

@@ -103,6 +103,12 @@ class PlanInput:
     last_rescale_at: float | None = None
     recovering: bool = False
     """True while the recovery watcher says the job has not caught up after a rescale or failure."""
+    recovering_since: float | None = None
+    """When that recovery started (processing stopped), s; None while the watcher holds for none. The target
+    recovery time counts from it."""
+    backlog_drain: float | None = None
+    """Records/s the backlog fell by over the last loop while the job recovers (negative where it grew); None where
+    unknown or while it does not recover."""
     recent_recommendations: Recommendations = field(default_factory=Recommendations)
     """Desired scale-outs of earlier rounds, for scale-down stabilization."""
     capacity_sources: Mapping[int, str] = field(default_factory=dict)

@@ -39,6 +39,11 @@ class Analysis:
     workload_climb_from: float | None = None
     """The mean workload a few loops before, where it ran above the loop before at each since (a sustained climb:
     ``planner.daedalus.SUSTAINED_CLIMB_LOOPS``), or None."""
+    recovering_since: float | None = None
+    """When the recovery the planner holds for started (processing stopped), s; None while it holds for none."""
+    backlog_drain: float | None = None
+    """Records/s the backlog fell by over the loop while the planner holds for a recovery (``backlog_drain``); None
+    otherwise."""
     restart_detected: str | None = None
     """Why the job is believed to have restarted outside Perdix this round, or None."""
     rescaled_outside: bool = False

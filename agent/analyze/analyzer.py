@@ -17,7 +17,7 @@ from agent.analyze.analysis import Analysis
 from agent.analyze.candidates import ScaleOuts, evaluate_scale_outs
 from agent.analyze.capacity import CapacityTracker, load_prior
 from agent.analyze.forecasting import Forecasting, WorkloadOutlook, finite_mean
-from agent.analyze.recovery import MeasuredRecovery, RecoveryTracker
+from agent.analyze.recovery import MeasuredRecovery, RecoveryTracker, backlog_drain
 from agent.analyze.restarts import Restart, RestartDetector
 from agent.json_types import JsonObject, JsonValue
 from agent.observation import Observation
@@ -226,6 +226,8 @@ class Analyzer:
             capacity_sources=scale_outs.sources,
             recovery_times=scale_outs.recovery_times,
             recovering=recovering,
+            recovering_since=self.tracker.watch.started_at if recovering else None,
+            backlog_drain=backlog_drain(observation) if recovering else None,
             worker_cpu_avg=_mean_worker_cpu(observation),
             restart_detected=restart.reason if restart is not None else None,
             rescaled_outside=restart is not None and restart.rescaled_outside,

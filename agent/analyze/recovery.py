@@ -110,6 +110,22 @@ def falling_behind(observation: Observation) -> bool:
     return slope * (seconds[-1] - seconds[0]) > max(rate, 1.0)
 
 
+def backlog_drain(observation: Observation) -> float | None:
+    """Records per second the backlog fell by over the seconds the job ran (a line through them; negative where it
+    grew), or None with fewer than :data:`FALLING_BEHIND_MIN_S` of them: how fast a recovery works its backlog off,
+    as measured, where the capacity's spare says how fast it should. On a skewed job the last of a backlog sits on
+    the busiest worker, which works it off with its own spare alone."""
+    uptime = observation.uptime_s
+    times, lag = observation.times, observation.consumer_lag
+    if uptime is None or uptime <= 0 or times.size == 0:
+        return None
+    running = (times >= times[-1] - uptime + 5) & np.isfinite(lag)
+    if int(running.sum()) < FALLING_BEHIND_MIN_S:
+        return None
+    seconds, backlog = times[running], lag[running]
+    return -float(np.polyfit(seconds - seconds[0], backlog, 1)[0])
+
+
 class RecoveryTracker:
     """The recovery watch, the downtime feedback and the recovery predictor they teach."""
 

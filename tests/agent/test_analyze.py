@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from agent.analyze import Analysis, Analyzer, MeasuredRecovery, candidates
-from agent.analyze.recovery import falling_behind
+from agent.analyze.recovery import backlog_drain, falling_behind
 from agent.analyze.forecasting import forecaster_config
 from agent.analyze.restarts import RestartDetector, stopped_at
 from agent.observation import Observation
@@ -50,6 +50,17 @@ def test_a_running_job_whose_backlog_grows_is_falling_behind() -> None:
 def test_a_job_working_its_backlog_off_or_holding_it_is_not() -> None:
     assert not falling_behind(observation(np.linspace(70_000, 10_000, 60), uptime_s=3600))
     assert not falling_behind(observation(np.full(60, 5_000.0) + np.sin(np.arange(60)) * 200, uptime_s=3600))
+
+
+def test_a_backlogs_drain_is_read_from_the_seconds_the_job_ran() -> None:
+    """1,000 records/s off a backlog over a minute; growing, a negative drain; 40 s down then 20 s of 500/s off it:
+    the 15 s run since settling alone; too few seconds run, or an unknown uptime, say nothing."""
+    assert backlog_drain(observation(np.linspace(70_000, 11_000, 60), uptime_s=3600)) == pytest.approx(1_000.0)
+    assert backlog_drain(observation(np.linspace(10_000, 70_000, 61), uptime_s=3600)) == pytest.approx(-1_000.0)
+    lag = np.concatenate([np.linspace(0, 40_000, 40), np.linspace(40_000, 30_500, 20)])
+    assert backlog_drain(observation(lag, uptime_s=20)) == pytest.approx(500.0)
+    assert backlog_drain(observation(lag, uptime_s=12)) is None
+    assert backlog_drain(observation(lag, uptime_s=None)) is None
 
 
 def test_only_seconds_since_the_restart_count() -> None:
@@ -1025,9 +1036,15 @@ def test_arrivals_carry_no_drift_once_the_rise_stops_or_where_it_is_a_climb(
 
 
 def planner_inputs(
-    monkeypatch: pytest.MonkeyPatch, trace: Trace, settings: LabSettings, *, hours: float
+    monkeypatch: pytest.MonkeyPatch,
+    trace: Trace,
+    settings: LabSettings,
+    *,
+    hours: float,
+    failures_per_hour: float = 0.0,
 ) -> list[PlanInput]:
-    """What the whole-job policy was given at every round of the agent's own loop over ``hours`` of ``trace``."""
+    """What the whole-job policy was given at every round of the agent's own loop over ``hours`` of ``trace`` (with
+    ``failures_per_hour`` TaskManager failures)."""
     from agent import loop as agent_loop
 
     given: list[PlanInput] = []
@@ -1038,7 +1055,7 @@ def planner_inputs(
         return given[-1]
 
     monkeypatch.setattr(agent_loop, "plan_input_of", recorded)
-    Replay(trace, settings, hours=hours).run()
+    Replay(trace, settings, hours=hours, failures_per_hour=failures_per_hour).run()
     return given
 
 
@@ -1113,3 +1130,23 @@ def test_a_sustained_climbs_foot_reaches_the_planner_on_a_ramp_and_not_on_a_flat
     read = [(climb_from, workload) for climb_from, workload in ramp if climb_from is not None]
     assert len(read) >= len(ramp) // 2
     assert all(workload is not None and climb_from < workload for climb_from, workload in read)
+
+
+def test_the_start_and_drain_of_the_recovery_held_for_reach_the_planner_while_it_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two hours of a steady 30,000/s with two failures an hour: each round the planner is told the job recovers, it is
+    told since when (at or before the round, within the target of it: the watch holds no longer) and, where measured,
+    how fast the backlog falls; no round told it does not recover is given either."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error", "simulator.failure_seed": 7})
+    trace = Trace("steady", np.array([0.0, 7200.0]), np.array([30_000.0, 30_000.0]))
+    given = planner_inputs(monkeypatch, trace, settings, hours=2.0, failures_per_hour=2.0)
+    held = [plan_input for plan_input in given if plan_input.recovering]
+    assert held
+    target = settings.target_recovery_time_s
+    assert all(p.recovering_since is not None and p.now - target <= p.recovering_since <= p.now for p in held)
+    # The backlog's drain over the loop is given where the job ran long enough in it, and the backlog fell.
+    drains = [p.backlog_drain for p in held if p.backlog_drain is not None]
+    assert drains and max(drains) > 0.0
+    free = [p for p in given if not p.recovering]
+    assert all(p.recovering_since is None and p.backlog_drain is None for p in free)

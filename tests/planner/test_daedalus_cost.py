@@ -483,6 +483,56 @@ def test_a_recovery_on_a_climb_is_judged_against_the_climb_continued_where_it_ap
     assert cannot_catch_up(outrun, CONFIG) is (where != "off")
 
 
+@pytest.mark.parametrize("left_from", ["stop", "now"])
+def test_the_recovery_guard_gives_the_backlog_what_is_left_of_the_target_since_the_stop(
+    left_from: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 4 workers (40,000/s) recovering 1.2 million records at a steady 35,000/s: 240 s to work off at 5,000/s to spare.
+    # Within the 300-s target counted from now; but the stop was 120 s ago, so 180 s are left and it is late.
+    monkeypatch.setattr(daedalus, "RECOVERY_LEFT_FROM", left_from)
+    recovering = dataclasses.replace(
+        plan(current=4, workload=35_000, forecast=35_000),
+        workload_previous=35_000.0,
+        consumer_lag=1_200_000.0,
+        recovering=True,
+        recovering_since=NOW - 120.0,
+    )
+    assert cannot_catch_up(recovering, CONFIG) is (left_from == "stop")
+    assert (POLICY.decide(recovering, CONFIG).code is ReasonCode.RECOVERING) is (left_from == "now")
+    # The same backlog 10 s after the stop has 290 s left: the guard holds either way.
+    fresh = dataclasses.replace(recovering, recovering_since=NOW - 10.0)
+    assert not cannot_catch_up(fresh, CONFIG)
+    # A recovery whose start is unknown is given the whole target.
+    assert not cannot_catch_up(dataclasses.replace(recovering, recovering_since=None), CONFIG)
+
+
+@pytest.mark.parametrize("where", ["cheap", "always", "off"])
+def test_the_recovery_guard_can_read_the_backlogs_own_drain_where_it_is_slower_than_the_spare(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 4 workers (40,000/s) recovering 300,000 records at a steady 35,000/s: 60 s at the 5,000/s to spare, but the
+    # backlog fell by 800/s over the last loop (its last on the busiest worker): 375 s, past the 300-s target.
+    monkeypatch.setattr(daedalus, "RECOVERY_DRAIN_MEASURED", where)
+    recovering = dataclasses.replace(
+        plan(current=4, workload=35_000, forecast=35_000),
+        workload_previous=35_000.0,
+        consumer_lag=300_000.0,
+        recovering=True,
+        backlog_drain=800.0,
+    )
+    read = where != "off"
+    assert cannot_catch_up(recovering, CONFIG) is read
+    # A drain faster than the spare does not shorten what the spare says; one that grew the backlog is late.
+    assert not cannot_catch_up(dataclasses.replace(recovering, backlog_drain=20_000.0), CONFIG)
+    assert cannot_catch_up(dataclasses.replace(recovering, backlog_drain=-50.0), CONFIG) is read
+    # Nothing left to work off, or no drain measured: the spare alone.
+    assert not cannot_catch_up(dataclasses.replace(recovering, consumer_lag=0.0), CONFIG)
+    assert not cannot_catch_up(dataclasses.replace(recovering, backlog_drain=None), CONFIG)
+    # Where a rescale is dear (a restart's 22 s) the drain counts only with "always".
+    dear = dataclasses.replace(recovering, rescale_downtimes={n: 22.0 for n in range(1, 11)})
+    assert cannot_catch_up(dear, CONFIG) is (where == "always")
+
+
 @pytest.mark.parametrize("climb_over", ["loop", "next round"])
 def test_a_cheap_scale_out_carries_the_climb_a_loop_ahead_even_while_its_rescale_catches_up_with_loop(
     climb_over: str, monkeypatch: pytest.MonkeyPatch
