@@ -247,20 +247,26 @@ while a climb went on through it (docs/research/experiments.md, experiments 41 a
 RECOVERY_LEFT_FROM = "stop"
 """What the recovery guard (:func:`cannot_catch_up`) gives a backlog to be worked off in: ``stop``, what is left of the
 target since the recovery started (processing stopped); ``now``, the whole target from this round. The target counts
-from the stop, so a recovery half through it with a backlog the spare works off in most of a target is already late."""
+from the stop, so a recovery half through it with a backlog the spare works off in most of a target is already late.
+With the drain measured where a rescale is cheap (:data:`RECOVERY_DRAIN_MEASURED`), no run of either half missed in
+place over three failure seeds (two avoidable misses before), for 0.03 % more worker-hours; at a restart's cost the
+held-out half's avoidable misses went from 15 to 13 for 0.13 % more (docs/research/experiments.md, experiment 60)."""
 
 RECOVERY_DRAIN_MEASURED = "cheap"
 """Where the recovery guard (:func:`cannot_catch_up`) has a backlog worked off at the slower of the capacity's spare
 over the arrivals and the rate it fell by over the last loop (``PlanInput.backlog_drain``), not at the spare alone:
 ``cheap``, ``always`` or ``off``. On a skewed job the last of a backlog sits on the busiest worker, which works it
-off with its own part of the spare: the total backlog then falls several times slower than the job's spare says."""
+off with its own part of the spare: the total backlog then falls several times slower than the job's spare says.
+Where a rescale is dear the search's scale-out mid-recovery adds a restart's downtime and replay to the backlog it is
+meant to shorten: read there too, it took a restart a loop sooner and one miss more on the dev half (experiment 60)."""
 
 CURRENT_CARRIES_CLIMB = "cheap"
 """Where the current scale-out is kept only if it carries a climb (:func:`_climbing`) continued a loop ahead, as a
 scale-out sized a loop ahead does (:data:`CLIMB_OVER`): ``cheap``, ``always`` or ``off``. A round keeps its scale-out
 until the next one; on a climb that passes its capacity within the loop the job falls behind before the agent
 reads it (nile_flow in place: a scale-out a round later met a climb of 5,000/s a loop 99 s behind;
-docs/research/experiments.md, experiment 49)."""
+docs/research/experiments.md, experiment 49). ``always`` took an accelerating climb's restart a round sooner
+(lynx_trappings) but traded misses elsewhere at a restart's cost: dev +0.12 %, no miss fewer (experiment 59)."""
 
 HOLD_LANDS = "loop"
 """Where a rescale is cheap, how long the undo of a decision takes to land in its hold: ``loop``, or ``downtime``
