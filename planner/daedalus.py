@@ -254,8 +254,8 @@ held-out half's avoidable misses went from 15 to 13 for 0.13 % more (docs/resear
 
 RECOVERY_DRAIN_MEASURED = "cheap"
 """Where the recovery guard (:func:`cannot_catch_up`) has a backlog worked off at the slower of the capacity's spare
-over the arrivals and the rate it fell by over the last loop (``PlanInput.backlog_drain``), not at the spare alone:
-``cheap``, ``always`` or ``off``. On a skewed job the last of a backlog sits on the busiest worker, which works it
+over the arrivals and the rate it fell by over the last loop (``PlanInput.backlog_drain``), not at the spare alone,
+while more than a second of input is left (less is a caught-up job's noise): ``cheap``, ``always`` or ``off``. On a skewed job the last of a backlog sits on the busiest worker, which works it
 off with its own part of the spare: the total backlog then falls several times slower than the job's spare says.
 Where a rescale is dear the search's scale-out mid-recovery adds a restart's downtime and replay to the backlog it is
 meant to shorten: read there too, it took a restart a loop sooner and one miss more on the dev half (experiment 60)."""
@@ -547,8 +547,8 @@ def cannot_catch_up(plan_input: PlanInput, config: PlannerConfig) -> bool:
     if spare <= 0:
         return True
     drain = plan_input.backlog_drain
-    measured = drain is not None and math.isfinite(drain) and backlog > 0
-    if measured and drain is not None and _where(RECOVERY_DRAIN_MEASURED, plan_input, config):
+    behind = backlog > max(workload, 1.0)  # more than a second of input: a caught-up job's lag is noise
+    if behind and drain is not None and math.isfinite(drain) and _where(RECOVERY_DRAIN_MEASURED, plan_input, config):
         if drain <= 0:
             return True
         spare = min(spare, drain)

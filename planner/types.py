@@ -104,8 +104,9 @@ class PlanInput:
     recovering: bool = False
     """True while the recovery watcher says the job has not caught up after a rescale or failure."""
     recovering_since: float | None = None
-    """When that recovery started (processing stopped), s; None while the watcher holds for none. The target
-    recovery time counts from it."""
+    """When that recovery started (processing first stopped, through every stop inside it: a failure, or a rescale
+    taken because it could not catch up in time), s; None while the watcher holds for none. The target recovery time
+    counts from it."""
     backlog_drain: float | None = None
     """Records/s the backlog fell by over the last loop while the job recovers (negative where it grew); None where
     unknown or while it does not recover."""

@@ -40,7 +40,8 @@ class Analysis:
     """The mean workload a few loops before, where it ran above the loop before at each since (a sustained climb:
     ``planner.daedalus.SUSTAINED_CLIMB_LOOPS``), or None."""
     recovering_since: float | None = None
-    """When the recovery the planner holds for started (processing stopped), s; None while it holds for none."""
+    """When the recovery the planner holds for started (processing first stopped, through every stop inside it), s;
+    None while it holds for none."""
     backlog_drain: float | None = None
     """Records/s the backlog fell by over the loop while the planner holds for a recovery (``backlog_drain``); None
     otherwise."""

@@ -226,7 +226,7 @@ class Analyzer:
             capacity_sources=scale_outs.sources,
             recovery_times=scale_outs.recovery_times,
             recovering=recovering,
-            recovering_since=self.tracker.watch.started_at if recovering else None,
+            recovering_since=self.tracker.recovering_since if recovering else None,
             backlog_drain=backlog_drain(observation) if recovering else None,
             worker_cpu_avg=_mean_worker_cpu(observation),
             restart_detected=restart.reason if restart is not None else None,

@@ -62,6 +62,14 @@ class WatchedRecovery:
     """True once the job ran again but its backlog grew (logged once)."""
     from_parallelism: int | None = None
     """The scale-out the job stopped at, for a rescale (its downtime depends on both)."""
+    episode_started_at: float | None = None
+    """When the recovery this stop carries on began, where it stopped inside a watched one (a failure, or a rescale
+    taken because the job could not catch up in time); None where it began one of its own."""
+
+    @property
+    def episode_start(self) -> float:
+        """When processing first stopped in the recovery this stop belongs to: the target counts from it."""
+        return self.started_at if self.episode_started_at is None else self.episode_started_at
 
     def to_dict(self) -> JsonObject:
         """The knowledge document's form."""
@@ -149,6 +157,13 @@ class RecoveryTracker:
         return self.watch.active
 
     @property
+    def recovering_since(self) -> float | None:
+        """When processing first stopped in the recovery being watched (through every stop inside it), or None."""
+        if not self.watch.active:
+            return None
+        return self._watched.episode_start if self._watched is not None else self.watch.started_at
+
+    @property
     def stop_predictions(self) -> Mapping[int, float]:
         """The last round's expected recovery of the stop that would start at each scale-out next."""
         return self._stop_predictions
@@ -187,10 +202,12 @@ class RecoveryTracker:
             self.watch.resumed(restart.restarted_at)
 
     def _start_watch(self, now: float, kind: str, parallelism: int, from_parallelism: int | None = None) -> None:
+        episode: float | None = None
         if self.watch.active and self._watched is not None:
             # A stop inside a watched recovery (a rescale the planner took because the job could not catch up in
             # time, or a failure) carries that recovery on: the earlier one has no end of its own to measure.
             self.log.info("recovery.superseded", **self._watched.to_dict(), by=kind, at=now)
+            episode = self._watched.episode_start
         predicted = self._stop_predictions.get(parallelism) if parallelism in self._evaluated else None
         self.watch.start(now)
         self._watched = WatchedRecovery(
@@ -199,6 +216,7 @@ class RecoveryTracker:
             parallelism=parallelism,
             predicted_s=predicted if predicted is not None and math.isfinite(predicted) else None,
             from_parallelism=from_parallelism,
+            episode_started_at=episode,
         )
 
     # -------------------------------------------------------------- downtime feedback

@@ -158,6 +158,7 @@ class WatchedState(_Part):
     overdue: Bool = False
     falling_behind: Bool = False
     from_parallelism: Parallelism | None = None
+    episode_started_at: FiniteFloat | None = None
 
 
 class SeasonalNaiveState(_Part):

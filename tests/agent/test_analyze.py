@@ -52,6 +52,23 @@ def test_a_job_working_its_backlog_off_or_holding_it_is_not() -> None:
     assert not falling_behind(observation(np.full(60, 5_000.0) + np.sin(np.arange(60)) * 200, uptime_s=3600))
 
 
+def test_a_recovery_is_timed_from_its_first_stop_through_every_stop_inside_it() -> None:
+    """A failure at 1,000 s, then a rescale at 1,100 s while the job still recovers: the recovery the planner holds for
+    began at 1,000 s (the target counts from there), though the watch now measures the rescale's stop."""
+    from agent.analyze.recovery import RecoveryTracker
+    from agent.analyze.restarts import Restart
+
+    tracker = RecoveryTracker(load_lab_settings(None, {"policy": "daedalus"}))
+    assert tracker.recovering_since is None
+    tracker.on_restart(Restart("uptime fell", False, 4, stopped_at=1_000.0, restarted_at=1_020.0))
+    assert tracker.recovering_since == 1_000.0
+    tracker.on_rescale(now=1_100.0, from_parallelism=4, to_parallelism=6, downtime_s=None, resumed_at=None)
+    assert tracker.watch.started_at == 1_100.0 and tracker.recovering_since == 1_000.0
+    restored = RecoveryTracker(load_lab_settings(None, {"policy": "daedalus"}))
+    restored.restore(tracker.to_dict())
+    assert restored.recovering_since == 1_000.0
+
+
 def test_a_backlogs_drain_is_read_from_the_seconds_the_job_ran() -> None:
     """1,000 records/s off a backlog over a minute; growing, a negative drain; 40 s down then 20 s of 500/s off it:
     the 15 s run since settling alone; too few seconds run, or an unknown uptime, say nothing."""
@@ -1036,15 +1053,14 @@ def test_arrivals_carry_no_drift_once_the_rise_stops_or_where_it_is_a_climb(
 
 
 def planner_inputs(
-    monkeypatch: pytest.MonkeyPatch,
-    trace: Trace,
-    settings: LabSettings,
-    *,
-    hours: float,
-    failures_per_hour: float = 0.0,
+    monkeypatch: pytest.MonkeyPatch, trace: Trace, settings: LabSettings, *, hours: float
 ) -> list[PlanInput]:
-    """What the whole-job policy was given at every round of the agent's own loop over ``hours`` of ``trace`` (with
-    ``failures_per_hour`` TaskManager failures)."""
+    """What the whole-job policy was given at every round of the agent's own loop over ``hours`` of ``trace``."""
+    return replayed_inputs(monkeypatch, Replay(trace, settings, hours=hours))
+
+
+def replayed_inputs(monkeypatch: pytest.MonkeyPatch, replay: Replay) -> list[PlanInput]:
+    """What the whole-job policy was given at every round of the agent's own loop as ``replay`` runs."""
     from agent import loop as agent_loop
 
     given: list[PlanInput] = []
@@ -1055,7 +1071,7 @@ def planner_inputs(
         return given[-1]
 
     monkeypatch.setattr(agent_loop, "plan_input_of", recorded)
-    Replay(trace, settings, hours=hours, failures_per_hour=failures_per_hour).run()
+    replay.run()
     return given
 
 
@@ -1140,11 +1156,17 @@ def test_the_start_and_drain_of_the_recovery_held_for_reach_the_planner_while_it
     how fast the backlog falls; no round told it does not recover is given either."""
     settings = load_lab_settings(None, {"telemetry.log_level": "error", "simulator.failure_seed": 7})
     trace = Trace("steady", np.array([0.0, 7200.0]), np.array([30_000.0, 30_000.0]))
-    given = planner_inputs(monkeypatch, trace, settings, hours=2.0, failures_per_hour=2.0)
+    replay = Replay(trace, settings, hours=2.0, failures_per_hour=2.0)
+    given = replayed_inputs(monkeypatch, replay)
     held = [plan_input for plan_input in given if plan_input.recovering]
     assert held
-    target = settings.target_recovery_time_s
-    assert all(p.recovering_since is not None and p.now - target <= p.recovering_since <= p.now for p in held)
+    # Each start is a stop of the job: an injected failure (as the uptime tells it, within a few seconds) or a rescale.
+    stops = [*replay.failures, *(p.last_rescale_at for p in given if p.last_rescale_at is not None)]
+    for p in held:
+        assert p.recovering_since is not None and p.recovering_since <= p.now
+        assert min(abs(p.recovering_since - stop) for stop in stops) <= 5.0
+    # Some round holds a loop and more after its recovery's start (the start is not this round's time).
+    assert any(p.now - p.recovering_since >= settings.loop_interval_s for p in held if p.recovering_since is not None)
     # The backlog's drain over the loop is given where the job ran long enough in it, and the backlog fell.
     drains = [p.backlog_drain for p in held if p.backlog_drain is not None]
     assert drains and max(drains) > 0.0

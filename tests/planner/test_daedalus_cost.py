@@ -525,8 +525,10 @@ def test_the_recovery_guard_can_read_the_backlogs_own_drain_where_it_is_slower_t
     # A drain faster than the spare does not shorten what the spare says; one that grew the backlog is late.
     assert not cannot_catch_up(dataclasses.replace(recovering, backlog_drain=20_000.0), CONFIG)
     assert cannot_catch_up(dataclasses.replace(recovering, backlog_drain=-50.0), CONFIG) is read
-    # Nothing left to work off, or no drain measured: the spare alone.
+    # Nothing left to work off, under a second of input left (a caught-up job's lag is noise), or no drain measured:
+    # the spare alone.
     assert not cannot_catch_up(dataclasses.replace(recovering, consumer_lag=0.0), CONFIG)
+    assert not cannot_catch_up(dataclasses.replace(recovering, consumer_lag=30_000.0, backlog_drain=-50.0), CONFIG)
     assert not cannot_catch_up(dataclasses.replace(recovering, backlog_drain=None), CONFIG)
     # Where a rescale is dear (a restart's 22 s) the drain counts only with "always".
     dear = dataclasses.replace(recovering, rescale_downtimes={n: 22.0 for n in range(1, 11)})
