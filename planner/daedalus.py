@@ -255,10 +255,11 @@ held-out half's avoidable misses went from 15 to 13 for 0.13 % more (docs/resear
 RECOVERY_DRAIN_MEASURED = "cheap"
 """Where the recovery guard (:func:`cannot_catch_up`) has a backlog worked off at the slower of the capacity's spare
 over the arrivals and the rate it fell by over the last loop (``PlanInput.backlog_drain``), not at the spare alone,
-while more than a second of input is left (less is a caught-up job's noise): ``cheap``, ``always`` or ``off``. On a skewed job the last of a backlog sits on the busiest worker, which works it
-off with its own part of the spare: the total backlog then falls several times slower than the job's spare says.
-Where a rescale is dear the search's scale-out mid-recovery adds a restart's downtime and replay to the backlog it is
-meant to shorten: read there too, it took a restart a loop sooner and one miss more on the dev half (experiment 60)."""
+while more than a second of input is left (less is a caught-up job's noise): ``cheap``, ``always`` or ``off``. On a
+skewed job the last of a backlog sits on the busiest worker, which works it off with its own part of the spare: the
+total backlog then falls several times slower than the job's spare says. Where a rescale is dear the search's
+scale-out mid-recovery adds a restart's downtime and replay to the backlog it is meant to shorten: read there too, it
+took a restart a loop sooner and one miss more on the dev half (experiment 60)."""
 
 CURRENT_CARRIES_CLIMB = "cheap"
 """Where the current scale-out is kept only if it carries a climb (:func:`_climbing`) continued a loop ahead, as a

@@ -58,6 +58,13 @@ def plan(
     )
 
 
+def recovering_plan(workload: float, previous: float, lag: float, **changes: Any) -> PlanInput:
+    """4 workers (40,000/s) recovering ``lag`` records at ``workload``/s, from ``previous``/s over the loop before;
+    ``changes`` are set on the PlanInput."""
+    at_rate = plan(current=4, workload=workload, forecast=workload)
+    return dataclasses.replace(at_rate, workload_previous=previous, consumer_lag=lag, recovering=True, **changes)
+
+
 def scale_in_before_a_rise(rise_at: int, **changes: float | None) -> Decision:
     """The decision at 8 workers and 25,000/s with 3 wanted over the last two rounds, the forecast rising to 45,000/s
     after ``rise_at`` seconds, a failure at any scale-out recovering in 200 s and a rescale to it in 20 s;
@@ -461,12 +468,7 @@ def test_a_recovery_on_a_climb_is_judged_against_the_climb_continued_where_it_ap
     # (83/s a second). On the arrivals of now the backlog drains in 100 s, within the 300-s target; with the climb
     # continued the spare is gone after 120 s, 400,000 records short: the guard yields and the search decides.
     monkeypatch.setattr(daedalus, "RECOVERY_UNDER_CLIMB", where)
-    recovering = dataclasses.replace(
-        plan(current=4, workload=30_000, forecast=30_000),
-        workload_previous=25_000.0,
-        consumer_lag=1_000_000.0,
-        recovering=True,
-    )
+    recovering = recovering_plan(30_000, 25_000, 1_000_000)
     assert cannot_catch_up(recovering, CONFIG) is (where != "off")
     decision = POLICY.decide(recovering, CONFIG)
     assert (decision.code is ReasonCode.RECOVERING) is (where == "off")
@@ -490,13 +492,7 @@ def test_the_recovery_guard_gives_the_backlog_what_is_left_of_the_target_since_t
     # 4 workers (40,000/s) recovering 1.2 million records at a steady 35,000/s: 240 s to work off at 5,000/s to spare.
     # Within the 300-s target counted from now; but the stop was 120 s ago, so 180 s are left and it is late.
     monkeypatch.setattr(daedalus, "RECOVERY_LEFT_FROM", left_from)
-    recovering = dataclasses.replace(
-        plan(current=4, workload=35_000, forecast=35_000),
-        workload_previous=35_000.0,
-        consumer_lag=1_200_000.0,
-        recovering=True,
-        recovering_since=NOW - 120.0,
-    )
+    recovering = recovering_plan(35_000, 35_000, 1_200_000, recovering_since=NOW - 120.0)
     assert cannot_catch_up(recovering, CONFIG) is (left_from == "stop")
     assert (POLICY.decide(recovering, CONFIG).code is ReasonCode.RECOVERING) is (left_from == "now")
     # The same backlog 10 s after the stop has 290 s left: the guard holds either way.
@@ -513,13 +509,7 @@ def test_the_recovery_guard_can_read_the_backlogs_own_drain_where_it_is_slower_t
     # 4 workers (40,000/s) recovering 300,000 records at a steady 35,000/s: 60 s at the 5,000/s to spare, but the
     # backlog fell by 800/s over the last loop (its last on the busiest worker): 375 s, past the 300-s target.
     monkeypatch.setattr(daedalus, "RECOVERY_DRAIN_MEASURED", where)
-    recovering = dataclasses.replace(
-        plan(current=4, workload=35_000, forecast=35_000),
-        workload_previous=35_000.0,
-        consumer_lag=300_000.0,
-        recovering=True,
-        backlog_drain=800.0,
-    )
+    recovering = recovering_plan(35_000, 35_000, 300_000, backlog_drain=800.0)
     read = where != "off"
     assert cannot_catch_up(recovering, CONFIG) is read
     # A drain faster than the spare does not shorten what the spare says; one that grew the backlog is late.
