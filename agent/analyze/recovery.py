@@ -104,15 +104,10 @@ def falling_behind(observation: Observation) -> bool:
 
     Only seconds after the restart plus a few to settle count: while down, every job's backlog grows.
     """
-    uptime = observation.uptime_s
-    times, lag = observation.times, observation.consumer_lag
-    if uptime is None or uptime <= 0 or times.size == 0:
+    running = _running_backlog(observation)
+    if running is None:
         return False
-    running = times >= times[-1] - uptime + 5
-    finite = running & np.isfinite(lag)
-    if int(finite.sum()) < FALLING_BEHIND_MIN_S:
-        return False
-    seconds, backlog = times[finite], lag[finite]
+    seconds, backlog = running
     slope = float(np.polyfit(seconds - seconds[0], backlog, 1)[0])
     rate = observation.workload_mean or 0.0
     return slope * (seconds[-1] - seconds[0]) > max(rate, 1.0)
@@ -123,6 +118,16 @@ def backlog_drain(observation: Observation) -> float | None:
     grew), or None with fewer than :data:`FALLING_BEHIND_MIN_S` of them: how fast a recovery works its backlog off,
     as measured, where the capacity's spare says how fast it should. On a skewed job the last of a backlog sits on
     the busiest worker, which works it off with its own spare alone."""
+    running = _running_backlog(observation)
+    if running is None:
+        return None
+    seconds, backlog = running
+    return -float(np.polyfit(seconds - seconds[0], backlog, 1)[0])
+
+
+def _running_backlog(observation: Observation) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(seconds, backlog)`` of the known readings since the job last ran again plus a few seconds to settle, or
+    None with fewer than :data:`FALLING_BEHIND_MIN_S` of them (or the uptime unknown, or the job down)."""
     uptime = observation.uptime_s
     times, lag = observation.times, observation.consumer_lag
     if uptime is None or uptime <= 0 or times.size == 0:
@@ -130,8 +135,7 @@ def backlog_drain(observation: Observation) -> float | None:
     running = (times >= times[-1] - uptime + 5) & np.isfinite(lag)
     if int(running.sum()) < FALLING_BEHIND_MIN_S:
         return None
-    seconds, backlog = times[running], lag[running]
-    return -float(np.polyfit(seconds - seconds[0], backlog, 1)[0])
+    return times[running], lag[running]
 
 
 class RecoveryTracker:
