@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -54,6 +55,11 @@ capacity read at full load drifted down while nothing changed (on a real job fro
 minutes, a scale-in decided by when the stabilization window ended). A block's mean keeps the load's own
 variation and averages the noise away; at a steady load the blocks pile up at one point and the line (fitted
 on the earlier variation, or none without it: then the records per unit of load) holds still."""
+
+PARTITION_READINGS = 2
+"""The partition weights move on the per-partition median of the weights and this many readings (the last ones), so
+one reading alone, an exporter's glitch or an offset that jumped, never moves them: a shift in the keys moves them
+once two readings show it. The first reading sets them (a cold start reads the skew in its first round)."""
 
 SOURCES = ("observed", "estimated", "prior", "unknown")
 """Where a capacity came from, most trusted first."""
@@ -157,6 +163,8 @@ class CapacityModel:
         self.workers: tuple[str, ...] = ()
         """The current workers (from :meth:`set_workers`)."""
         self._shares: dict[int, _Shares] = {}
+        self._partition_readings: deque[np.ndarray] = deque(maxlen=PARTITION_READINGS)
+        """The last readings' shares per partition (:meth:`observe_partition_records`); not kept across a restart."""
         self._pending: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._last_round: dict[str, tuple[float, float] | None] = {}
         self._held: dict[str, float | None] | None = None
@@ -176,12 +184,25 @@ class CapacityModel:
         self.partition_weights = array / array.sum()
 
     def observe_partition_records(self, records: Iterable[float], *, smoothing: float = 0.2) -> None:
-        """Fold one interval's records per source partition into the partition weights (an exponential
-        moving average of the shares, so a drifting key distribution is followed)."""
+        """Fold one interval's records per source partition into the partition weights: an exponential moving
+        average, so a drifting key distribution is followed, of the per-partition median of the weights and the
+        last :data:`PARTITION_READINGS` readings, so one reading alone moves nothing. The first reading, or the
+        first after the topic was repartitioned, sets them."""
         counts = np.asarray(list(records), dtype=float)
         if counts.size == 0 or not np.all(np.isfinite(counts)) or np.any(counts < 0) or counts.sum() <= 0:
             return
-        shares = counts / counts.sum()
+        reading = counts / counts.sum()
+        if self._partition_readings and self._partition_readings[-1].size != reading.size:
+            self._partition_readings.clear()  # the topic was repartitioned: the readings before say nothing now
+        self._partition_readings.append(reading)
+        shares = reading
+        if self.partition_weights is not None and self.partition_weights.size == reading.size:
+            if len(self._partition_readings) < PARTITION_READINGS:
+                return  # restored weights and one reading: a median of two is their mean, which one reading moves
+            median = np.median(np.stack([self.partition_weights, *self._partition_readings]), axis=0)
+            if median.sum() <= 0:
+                return
+            shares = median / median.sum()
         if self.partition_weights is None or self.partition_weights.size != shares.size:
             self.partition_weights = shares
         else:

@@ -21,6 +21,11 @@ from agent.settings import ConfigError, Settings
 from models.capacity import CapacityModel
 from planner.safeguards import gc_dominates
 
+PARTITION_RATE_TOLERANCE = 1.25
+"""How far the records the source partitions produced over a round (their log-end offsets) may stand from the
+workload read over it, as a factor either way, before the round's offsets are refused: the two are the same records
+read from two exporters, apart by the rate window's smear of a change."""
+
 WORKERS_KEPT_PER_SCALE_OUT = 4
 """Worker regressions kept, per unit of max_parallelism, however fast pods churn (bounds the knowledge)."""
 
@@ -103,12 +108,25 @@ class CapacityTracker:
         last, self._last_ends = self._last_ends, (now, ends)
         since = observation.partition_ends_since
         if since is not None and len(since) == ends.size:
-            before = np.asarray(since, dtype=float)
+            before, seconds = np.asarray(since, dtype=float), float(observation.times.size)
         elif last is not None and last[1].shape == ends.shape and now > last[0]:
-            before = last[1]
+            before, seconds = last[1], now - last[0]
         else:
             return
-        self.model.observe_partition_records(ends - before)
+        records = ends - before
+        known = observation.workload[np.isfinite(observation.workload)]
+        workload = float(known.mean()) if known.size else None
+        if workload is None or seconds <= 0:
+            return  # nothing to check the offsets against: they wait for a round that has it
+        rate = float(np.sum(records)) / seconds
+        if not workload / PARTITION_RATE_TOLERANCE <= rate <= workload * PARTITION_RATE_TOLERANCE:
+            # The offsets and the workload read the same records from two exporters; where they disagree one
+            # of them is wrong, and the weights (every scale-out's skew) are not moved on it.
+            self.log.info(
+                "capacity.partition_offsets_refused", offsets_rate=round(rate, 1), workload=round(workload, 1)
+            )
+            return
+        self.model.observe_partition_records(records)
 
     def to_dict(self) -> JsonObject:
         """This part's field of the analyzer's knowledge document."""

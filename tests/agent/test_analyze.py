@@ -1172,3 +1172,45 @@ def test_the_start_and_drain_of_the_recovery_held_for_reach_the_planner_while_it
     assert drains and max(drains) > 0.0
     free = [p for p in given if not p.recovering]
     assert all(p.recovering_since is None and p.backlog_drain is None for p in free)
+
+
+def test_a_partition_offset_that_jumps_moves_no_capacity() -> None:
+    """One partition's log-end offset read 1e14 records ahead (an exporter's glitch), or a jump the workload's own
+    reading cannot tell from a burst, must not move the capacity at any scale-out: the offsets whose records
+    disagree with the workload read over the same round are refused (logged), and one reading alone never moves
+    the partition weights."""
+    from structlog.testing import capture_logs
+
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    job = SimulatedFlinkJob(
+        Trace("near", np.array([0.0, 7200.0]), np.array([110_000.0, 110_000.0])), settings.simulator
+    )
+    monitor = SimulatedMonitor(job)
+    clean, glitched, nudged = Analyzer(settings), Analyzer(settings), Analyzer(settings)
+    rounds = []
+    for now in (60, 120, 180):
+        job.run_until(now)
+        rounds.append(monitor.observe(since=now - 60, now=now))
+    for analyzer in (clean, glitched, nudged):
+        analyzer.analyze(rounds[0], now=60)
+    assert rounds[1].partition_offsets is not None
+    total = sum(
+        end - start for (end, _), start in zip(rounds[1].partition_offsets, rounds[1].partition_ends_since or ())
+    )
+
+    def jumped(observation: Observation, by: float) -> Observation:
+        offsets = list(observation.partition_offsets or ())
+        end, committed = offsets[0]
+        offsets[0] = (end + int(by), committed)
+        return replace(observation, partition_offsets=tuple(offsets))
+
+    expected = clean.analyze(rounds[1], now=120).capacities
+    with capture_logs() as logs:
+        absurd = glitched.analyze(jumped(rounds[1], 1e14), now=120).capacities
+    assert [e for e in logs if e["event"] == "capacity.partition_offsets_refused"]
+    inside = nudged.analyze(jumped(rounds[1], 0.2 * total), now=120).capacities
+    for n in range(1, 17):
+        assert absurd[n] == pytest.approx(expected[n], rel=1e-9), n
+        assert inside[n] == pytest.approx(expected[n], rel=1e-9), n
+    after = clean.analyze(rounds[2], now=180).capacities
+    assert nudged.analyze(rounds[2], now=180).capacities == pytest.approx(after)

@@ -562,3 +562,28 @@ def test_set_prior_takes_the_positive_capacities_as_the_prior() -> None:
     assert model.prior == {2: 100.0}
     assert model.capacity_at(2) == (100.0, "prior")
     assert model.capacity_at(1) == (None, "unknown")
+
+
+def test_one_reading_alone_never_moves_the_partition_weights_and_two_that_agree_do() -> None:
+    """An offset that jumped once (an exporter's glitch) puts most of a round's records on one partition; folded into
+    the weights it would put that partition's reader at the bottleneck of every scale-out. The weights move on the
+    median of the weights and the last two readings: not on the glitch, but on a shift in the keys once it lasts."""
+    even = np.full(8, 100.0)
+    model = CapacityModel(partitions=8)
+    model.observe_partition_records(even)  # the first reading sets them (a cold start reads the skew at once)
+    assert model.partition_weights == pytest.approx(np.full(8, 1 / 8))
+    glitch = even.copy()
+    glitch[0] += 1e6
+    model.observe_partition_records(glitch)
+    model.observe_partition_records(even)
+    assert model.partition_weights == pytest.approx(np.full(8, 1 / 8))
+
+    hot = even.copy()
+    hot[0] = 800.0  # a hot key: partition 0 now carries 8/15 of the input, reading after reading
+    model.observe_partition_records(hot)
+    assert model.partition_weights == pytest.approx(np.full(8, 1 / 8))
+    model.observe_partition_records(hot)
+    assert model.partition_weights[0] > 1.5 / 8
+    for _ in range(20):
+        model.observe_partition_records(hot)
+    assert model.partition_weights[0] == pytest.approx(800 / 1500, abs=0.01)
