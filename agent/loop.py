@@ -20,7 +20,7 @@ from agent.analyze import Analysis, AnalyzeStage, Analyzer
 from agent.clock import Clock
 from agent.json_types import member
 from agent.knowledge.document import SCHEMA_VERSION, KnowledgeTooLarge, KnowledgeUnrecoverable, encode_document
-from agent.knowledge.schema import validate_document
+from agent.knowledge.schema import check_moments, validate_document
 from agent.logging import get_logger
 from agent.observation import Observation, ReadingBounds, screened
 from agent.plan_bounds import PlanBounds
@@ -265,8 +265,10 @@ class Agent:
             return
         try:
             # Read field by field (every store checked it already; a store of the lab's may not have).
-            loop = validate_document(document).loop
+            typed = validate_document(document)
+            loop = typed.loop
             self.analyzer.restore(member(document, "analyzer"))
+            check_moments(typed, self.clock.now())
             self.last_rescale_at = loop.last_rescale_at
             self.last_round_at = loop.last_round_at
             self.rescales = RescaleHistory.from_stored(loop.rescales)

@@ -164,7 +164,8 @@ class CapacityModel:
         """The current workers (from :meth:`set_workers`)."""
         self._shares: dict[int, _Shares] = {}
         self._partition_readings: deque[np.ndarray] = deque(maxlen=PARTITION_READINGS)
-        """The last readings' shares per partition (:meth:`observe_partition_records`); not kept across a restart."""
+        """The last readings' shares per partition (:meth:`observe_partition_records`), held in memory only: a restart
+        begins them afresh."""
         self._pending: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._last_round: dict[str, tuple[float, float] | None] = {}
         self._held: dict[str, float | None] | None = None

@@ -14,10 +14,10 @@ back without what it did not read. A newer Perdix that adds fields bumps ``versi
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from models.forecast.states import Bool, FiniteFloat, GappedSeries, Int, Str
 
@@ -30,7 +30,17 @@ Moment = Annotated[FiniteFloat, Field(ge=0)]
 Seconds = Annotated[FiniteFloat, Field(ge=0)]
 NonNegative = Annotated[FiniteFloat, Field(ge=0)]
 """A finite number at least zero (a variance's moment, a capacity, a sum of readings)."""
-ScaleOutKey = Annotated[Str, Field(pattern=r"^\d{1,5}$")]
+MAX_RATE = 1e12
+"""The most records a second any job reports (``models.capacity.MAX_RECORDS_PER_S``): a stored rate or capacity above
+it was not written by the agent."""
+Rate = Annotated[FiniteFloat, Field(ge=0, le=MAX_RATE)]
+"""Records a second: a capacity, a workload."""
+RateSeries = Annotated[list[Rate | None], Field(max_length=1_000_000)]
+"""A workload's samples (``null`` marks a gap)."""
+MOMENT_SLACK_S = 300.0
+"""How far after the agent's clock a stored moment may lie (another pod's clock running ahead) before the document
+is refused: a rescale stored as a day ahead would hold every round in its grace until then."""
+ScaleOutKey = Annotated[Str, Field(pattern=r"^[1-9]\d{0,4}$")]
 """A scale-out as a JSON object key."""
 Name = Annotated[Str, Field(max_length=253)]
 RecoveryKind = Literal["rescale", "failure"]
@@ -55,6 +65,17 @@ class RegressionState(_Part):
     min_samples: Count = 2
     min_x_variance: NonNegative = 0.0
 
+    @model_validator(mode="after")
+    def _a_line_of_real_readings(self) -> RegressionState:
+        # Every line the agent fits is of loads, seconds or rates: its means are within what a job reports, and a
+        # covariance never exceeds the product of the spreads (Cauchy-Schwarz). A line outside either overflowed
+        # to infinity within rounds and could never be saved again.
+        if abs(self.mean_x) > MAX_RATE or abs(self.mean_y) > MAX_RATE:
+            raise ValueError(f"a mean beyond {MAX_RATE:g}")
+        if self.c_xy * self.c_xy > self.m2_x * self.m2_y * (1 + 1e-9) + 1e-9:
+            raise ValueError("a covariance beyond the product of the spreads")
+        return self
+
 
 class SharesState(_Part):
     """The workers' shares of the throughput at one scale-out (``models.capacity``)."""
@@ -72,16 +93,16 @@ class CapacityState(_Part):
     min_cpu_std: NonNegative = 0.02
     saturated_cpu: Annotated[FiniteFloat, Field(gt=0, le=1)] = 0.95
     min_known_fraction: Annotated[FiniteFloat, Field(ge=0, le=1)] = 0.5
-    prior: dict[ScaleOutKey, NonNegative] = Field(default_factory=dict)
+    prior: dict[ScaleOutKey, Rate] = Field(default_factory=dict)
     partitions: Annotated[Int, Field(ge=1)] | None = None
-    partition_weights: list[NonNegative] | None = None
+    partition_weights: list[Annotated[FiniteFloat, Field(ge=0, le=1)]] | None = None
     regressions: dict[Name, RegressionState] = Field(default_factory=dict)
     last_seen: dict[Name, Moment] = Field(default_factory=dict)
     ratios: dict[Name, tuple[NonNegative, NonNegative]] = Field(default_factory=dict)
     """Per worker: decayed sums of throughput and of load over its loaded seconds."""
     light_ratios: dict[Name, tuple[NonNegative, NonNegative]] = Field(default_factory=dict)
     """The same over its light seconds."""
-    observed: dict[ScaleOutKey, NonNegative] = Field(default_factory=dict)
+    observed: dict[ScaleOutKey, Rate] = Field(default_factory=dict)
     shares: dict[ScaleOutKey, SharesState] = Field(default_factory=dict)
     workers: list[Name] = Field(default_factory=list)
     skipped: Count = 0
@@ -180,10 +201,10 @@ class ForecasterState(_Part):
     horizon_s: Annotated[Int, Field(ge=1, le=86_400)]
     window_s: Annotated[Int, Field(ge=1, le=7 * 86_400)]
     resolution_s: Annotated[Int, Field(ge=1, le=3600)]
-    raw: GappedSeries
-    buckets: GappedSeries
+    raw: RateSeries
+    buckets: RateSeries
     bucket_count: Count
-    partial: GappedSeries
+    partial: RateSeries
     last_wape: NonNegative | None = None
     poor_loops: Count = 0
     fits_started: Count = 0
@@ -197,7 +218,7 @@ class ForecasterState(_Part):
 class EnvelopeState(_Part):
     """``models.forecast.envelope.RiseEnvelope``."""
 
-    levels: GappedSeries
+    levels: RateSeries
 
 
 class AnalyzerState(_Part):
@@ -311,3 +332,37 @@ def validate_document(document: Mapping[str, object]) -> KnowledgeDocument:
     if found is not None:
         raise ValueError(f"{found}: a number that is NaN or infinite")
     return typed
+
+
+def moments(document: KnowledgeDocument) -> Iterator[tuple[str, float]]:
+    """Every moment the document holds, with the field it is in: when things happened, by the clock that saved it."""
+    loop = document.loop
+    named = {"loop.last_round_at": loop.last_round_at, "loop.last_rescale_at": loop.last_rescale_at}
+    yield from ((path, value) for path, value in named.items() if value is not None)
+    yield from ((f"loop.rescales[{i}].at", record.at) for i, record in enumerate(loop.rescales))
+    yield from ((f"loop.recommendations[{i}]", at) for i, (at, _) in enumerate(loop.recommendations))
+    yield from ((f"loop.ineffective_scale_outs[{i}].at", r.at) for i, r in enumerate(loop.ineffective_scale_outs))
+    analyzer = document.analyzer
+    if analyzer is None:
+        return
+    yield from ((f"analyzer.capacity.last_seen.{w}", at) for w, at in analyzer.capacity.last_seen.items())
+    if analyzer.last_uptime is not None:
+        yield "analyzer.last_uptime", analyzer.last_uptime[0]
+    watch = analyzer.watch
+    for name in ("started_at", "resumed_at", "run_start"):
+        value = getattr(watch, name)
+        if value is not None:
+            yield f"analyzer.watch.{name}", value
+    if analyzer.watch_meta is not None:
+        for name in ("started_at", "episode_started_at"):
+            value = getattr(analyzer.watch_meta, name)
+            if value is not None:
+                yield f"analyzer.watch_meta.{name}", value
+
+
+def check_moments(document: KnowledgeDocument, now: float) -> None:
+    """Raises ValueError naming the first moment later than ``now`` by more than :data:`MOMENT_SLACK_S`: a document
+    from the future was not saved by this job's agent, and its rescale would hold the loop until then."""
+    for path, value in moments(document):
+        if value > now + MOMENT_SLACK_S:
+            raise ValueError(f"{path}: {value:g} is more than {MOMENT_SLACK_S:g} s after now ({now:g})")

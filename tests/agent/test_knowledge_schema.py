@@ -84,6 +84,20 @@ MISFITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         _set("loop.policy_state", {"policy": "ds2", "state": "gASV"}),
         "loop.policy_state.state",
     ),
+    "a capacity beyond any job's": (
+        _set("analyzer.capacity.observed", {"8": 1e308}),
+        "analyzer.capacity.observed.8",
+    ),
+    "a capacity at no worker": (_set("analyzer.capacity.observed", {"0": 1000.0}), "analyzer.capacity.observed.0"),
+    "a workload below zero": (_set("analyzer.envelope.levels.0", -1e9), "analyzer.envelope.levels.0"),
+    "a line whose mean no job reads": (
+        lambda document: _first_line(document).update(mean_y=1e300),
+        "analyzer.capacity.regressions",
+    ),
+    "a line whose covariance exceeds its spreads": (
+        lambda document: _first_line(document).update(c_xy=10.0 * (1.0 + _first_line(document)["m2_y"])),
+        "analyzer.capacity.regressions",
+    ),
     "an old base64 model state": (
         _set(
             "analyzer.forecaster.model",
@@ -92,6 +106,37 @@ MISFITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         "StatsForecastState",
     ),
 }
+
+
+def _first_line(document: dict[str, Any]) -> dict[str, Any]:
+    """The first worker's line in the capacity model (a mutable part of ``document``)."""
+    lines: dict[str, dict[str, Any]] = document["analyzer"]["capacity"]["regressions"]
+    return lines[min(lines)]
+
+
+def test_a_document_from_the_future_is_moved_aside_and_the_agent_rescales_again() -> None:
+    """A stored rescale far after the agent's clock (another clock, or a forged document) would hold every round in
+    its grace until then, while the backlog grew without bound. Restarted on it, the agent refuses the document,
+    naming the moment, keeps it aside and starts fresh: it scales the job out as the agent that never stopped does."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    trace = Trace("climb", np.array([0.0, 600.0, 3600.0]), np.array([20_000.0, 20_000.0, 90_000.0]))
+    kept, fresh = Replay(trace, settings, hours=1.0), Replay(trace, settings, hours=1.0)
+    kept.run(until_s=600)
+    fresh.run(until_s=600)
+    assert kept.knowledge.document is not None
+    kept.knowledge.document["loop"]["last_rescale_at"] = 1e308
+    with capture_logs() as logs:
+        kept.agent = kept.start_agent()
+    refused = [e for e in logs if e["event"] == "knowledge.restore_failed"]
+    assert refused and "loop.last_rescale_at" in refused[0]["error"], logs
+    assert kept.knowledge.aside and kept.knowledge.aside[0]["loop"]["last_rescale_at"] == 1e308
+    fresh.knowledge.document = None
+    fresh.agent = fresh.start_agent()
+    kept.run()
+    fresh.run()
+    ours, theirs = kept.result().summary, fresh.result().summary
+    assert ours["rescales"] >= 1 and ours["rescales"] == theirs["rescales"]
+    assert ours["worker_hours"] == pytest.approx(theirs["worker_hours"])
 
 
 def _nan(document: dict[str, Any]) -> str:
