@@ -13,6 +13,8 @@ import difflib
 import os
 import re
 import reprlib
+import types
+import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, SettingsError, YamlConfigSettingsSource
 from pydantic_settings.sources import ConfigFileSourceType
 
@@ -118,11 +120,51 @@ class SettingsFileSource(YamlConfigSettingsSource):
     """
 
     def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        self._model = settings_cls  # before the base class reads the file (in its __init__)
         super().__init__(settings_cls, yaml_file=_SETTINGS_FILE.get())
 
     def _read_files(self, files: ConfigFileSourceType | None, deep_merge: bool = False) -> dict[str, Any]:
         # The signature is the base class's (PydanticBaseSettingsSource), Any included.
-        return read_settings_file(Path(str(files))) if files is not None else {}
+        if files is None:
+            return {}
+        path = Path(str(files))
+        tree = read_settings_file(path)
+        flag = boolean_for_a_number(tree, self._model)
+        if flag is not None:
+            raise ConfigError(f"{path}: {flag}")
+        return tree
+
+
+def boolean_for_a_number(tree: Mapping[str, object], model: type[BaseModel], at: str = "") -> str | None:
+    """Where the YAML file gives ``true`` or ``false`` for a number, named with the fix, or None. pydantic reads a
+    boolean as 1 or 0 wherever a number goes (``max_parallelism: true`` ran the job at one worker), and YAML
+    writes one for ``yes``, ``on`` and ``true`` alike."""
+    for key, value in tree.items():
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            continue  # an unknown key: the model's own validation names it
+        kinds = _leaf_types(field.annotation)
+        where = f"{at}{key}"
+        if isinstance(value, bool) and bool not in kinds and kinds & {int, float}:
+            return f"{where}: Input should be a number, not {str(value).lower()}"
+        if isinstance(value, Mapping):
+            for kind in kinds:
+                if isinstance(kind, type) and issubclass(kind, BaseModel):
+                    found = boolean_for_a_number(value, kind, f"{where}.")
+                    if found is not None:
+                        return found
+    return None
+
+
+def _leaf_types(annotation: object) -> set[object]:
+    """The types an annotation admits, through Optional, unions and Annotated."""
+    arguments = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _leaf_types(arguments[0])
+    if origin in (typing.Union, types.UnionType):
+        return set().union(*(_leaf_types(argument) for argument in arguments))
+    return {annotation}
 
 
 def format_validation_error(

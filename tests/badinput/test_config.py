@@ -56,6 +56,13 @@ CONFIGS: list[tuple[str, bytes | None, str]] = [
     ("a timeout of .inf", b"prometheus:\n  timeout_s: .inf\n", "prometheus.timeout_s: Input should be a finite number"),
     ("a count that is not a whole number", b"max_parallelism: 4.5\n", "max_parallelism"),
     ("a boolean that is a word", b"forecast_selection: perhaps\n", "forecast_selection"),
+    ("true for a count", b"max_parallelism: true\n", "max_parallelism: Input should be a number, not true"),
+    ("yes for a duration", b"loop_interval_s: yes\n", "loop_interval_s: Input should be a number, not true"),
+    (
+        "false for a nested number",
+        b"safeguards:\n  memory:\n    heap_usage_threshold: false\n",
+        "safeguards.memory.heap_usage_threshold: Input should be a number, not false",
+    ),
     (
         "a job name that ends the PromQL string",
         b"prometheus:\n  flink_job: 'x\"} or vector(1) #'\n",
