@@ -136,7 +136,7 @@ class RegistryReader:
         path = self.location.join(job, version, MARKER)
         try:
             marker = json.loads(self.location.read_bytes(path))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise CorruptArtifact(f"{path}: unreadable commit marker ({exc})") from None
         if not isinstance(marker, dict) or not isinstance(marker.get("files"), dict):
             raise CorruptArtifact(f"{path}: commit marker lacks the file checksums")
@@ -157,7 +157,7 @@ class RegistryReader:
             raise CorruptArtifact(f"{path}: checksum does not match the commit marker")
         try:
             document = json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise CorruptArtifact(f"{path}: not JSON ({exc})") from None
         if not isinstance(document, dict):
             raise CorruptArtifact(f"{path}: expected a JSON object")

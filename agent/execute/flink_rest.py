@@ -153,7 +153,7 @@ class FlinkRestClient:
             return None
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ScalerError(f"{method} {self.rest_url}{path}: answer is not JSON", kind="rejected") from None
 
     def _call(self, method: str, path: str, body: JsonValue) -> JsonValue:

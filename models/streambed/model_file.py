@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models.capacity import MAX_RECORDS_PER_S
 from models.streambed.explorer import FAMILIES, Surrogate
 
 SCHEMA_VERSION = 1
@@ -172,8 +173,8 @@ def _capacities(raw: object, fail: _Fail) -> dict[int, float]:
         if scale_out < 1:
             raise fail(f"capacities key {scale_out} must be a scale-out >= 1")
         capacity = _finite(value, f"capacities[{key}]", fail)
-        if capacity < 0:
-            raise fail(f"capacities[{key}] must be >= 0, got {capacity}")
+        if not 0 <= capacity <= MAX_RECORDS_PER_S:
+            raise fail(f"capacities[{key}] must be within 0..{MAX_RECORDS_PER_S:g} records/s, got {capacity:g}")
         capacities[scale_out] = capacity
     return capacities
 
@@ -216,6 +217,8 @@ def read_capacity_model(path: str | os.PathLike[str]) -> CapacityModelFile:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise CapacityModelError(f"{source}: not valid JSON ({error})") from None
+    except RecursionError:
+        raise CapacityModelError(f"{source}: not valid JSON (nested deeper than the parser goes)") from None
     return CapacityModelFile.from_dict(data, source=source)
 
 

@@ -25,6 +25,8 @@ def _prior(root: Path, case: str) -> str:
         path.mkdir()
     elif case == "endless":
         return "/dev/zero"
+    elif case == "nested deeper than the parser goes":
+        path.write_text("[" * 200_000 + "]" * 200_000)
     return str(path)
 
 
@@ -36,6 +38,7 @@ PRIOR_CASES = [
     ("a directory", "Is a directory"),
     ("missing", "no such file"),
     ("endless", "larger than 16 MiB"),
+    ("nested deeper than the parser goes", "not valid JSON (nested deeper than the parser goes)"),
 ]
 
 
