@@ -30,10 +30,18 @@ class SimulatorSettings(BaseModel):
         None, description="Explicit speed factor per worker index (overrides worker_speed_spread)."
     )
     workload_noise: float = Field(
-        0.02, ge=0, description="Relative standard deviation of the per-second arrival rate around the trace."
+        0.02,
+        ge=0,
+        le=10,
+        description="Relative standard deviation of the per-second arrival rate around the trace. At most 10: "
+        "beyond, the arrivals overflow.",
     )
     partition_skew: float = Field(
-        0.1, ge=0, description="Zipf exponent of partition weights (0: uniform; 1: classic Zipf)."
+        0.1,
+        ge=0,
+        le=100,
+        description="Zipf exponent of partition weights (0: uniform; 1: classic Zipf). At most 100: beyond, the "
+        "weights overflow.",
     )
     worker_capacity_rps: float = Field(
         14000.0,
