@@ -174,6 +174,12 @@ MAX_FRACTION = 1.05
 overshoot a little). Flink's busyTimeMsPerSecond above 1050 ms per second is no measurement."""
 MAX_UPTIME_S = 100 * 365 * 86_400.0
 """Uptime no job has (a century)."""
+SPIKE_FACTOR = 100.0
+"""A rate or backlog sample more than this many times its round's reference is a glitch, not a reading: a rate's
+reference is the median of its series over the round, a backlog's that median plus the records the workload could
+add over the round. Prometheus' ``rate()`` spreads a change over its window, and a backlog grows no faster than the
+input arrives, so no real change makes one sample a hundred times its round; a counter that reset or an exporter
+that misread does (one workload sample of 5e11/s, or a lag of 5e17 records, scaled a job of 1e5/s to its maximum)."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +225,13 @@ class _Screen:
         self.note(name, int(bad.sum()), what)
         return np.where(bad, np.nan, values)
 
+    def spikes(self, name: str, values: np.ndarray, reference: float | None) -> np.ndarray:
+        """``values`` without the samples above :data:`SPIKE_FACTOR` times ``reference`` (none without one)."""
+        if reference is None or not reference > 0:
+            return values
+        high = SPIKE_FACTOR * reference
+        return self.series(name, values, high, f"above {SPIKE_FACTOR:g}x the round's {_fmt(reference)}")
+
     def per_worker(
         self, name: str, values: Mapping[str, np.ndarray], high: float, what: str
     ) -> Mapping[str, np.ndarray]:
@@ -254,9 +267,15 @@ def _screened_series(observation: Observation, bounds: ReadingBounds, screen: _S
     fraction = (
         f"negative, non-finite or above {bounds.max_fraction:g} (busy above {bounds.max_fraction * 1000:.0f} ms/s)"
     )
+    workload = screen.series("workload", observation.workload, bounds.max_rate, rate)
+    workload = screen.spikes("workload", workload, _median(workload))
+    lag = screen.series("consumer_lag", observation.consumer_lag, bounds.max_records, records)
+    arrived = _max(workload) * max(workload.size, 60) if _max(workload) is not None else None
+    if arrived is not None:
+        lag = screen.spikes("consumer_lag", lag, (_median(lag) or 0.0) + arrived)
     checked = {
-        "workload": screen.series("workload", observation.workload, bounds.max_rate, rate),
-        "consumer_lag": screen.series("consumer_lag", observation.consumer_lag, bounds.max_records, records),
+        "workload": workload,
+        "consumer_lag": lag,
         "worker_throughput": screen.per_worker("throughput", observation.worker_throughput, bounds.max_rate, rate),
         "worker_cpu": screen.per_worker("cpu", observation.worker_cpu, bounds.max_fraction, fraction),
         "worker_busy": screen.per_worker("busy", observation.worker_busy, bounds.max_fraction, fraction),
@@ -266,6 +285,22 @@ def _screened_series(observation: Observation, bounds: ReadingBounds, screen: _S
         uptime = f"negative, non-finite or above {bounds.max_uptime_s:.0f} s"
         checked["uptime"] = screen.series("uptime", observation.uptime, bounds.max_uptime_s, uptime)
     return {name: value for name, value in checked.items() if value is not getattr(observation, name)}
+
+
+def _median(values: np.ndarray) -> float | None:
+    """The median of the known samples, or None."""
+    known = values[np.isfinite(values)]
+    return float(np.median(known)) if known.size else None
+
+
+def _max(values: np.ndarray) -> float | None:
+    """The largest known sample, or None."""
+    known = values[np.isfinite(values)]
+    return float(known.max()) if known.size else None
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}" if value >= 10 else f"{value:.3g}"
 
 
 def _screened_scalars(observation: Observation, bounds: ReadingBounds, gaps: dict[str, str]) -> dict[str, object]:

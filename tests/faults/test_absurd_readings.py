@@ -45,6 +45,18 @@ MODES: dict[str, tuple[str, Canned, str, str]] = {
     "cpu 40x": ("cpu", _two(40.0), "hpa", "cpu"),
     "negative lag": ("consumer_lag", Canned([({}, lambda t: -1e6)]), "flink-autoscaler", "consumer_lag"),
     "negative uptime": ("uptime", Canned([({}, lambda t: -600_000.0)]), "flink-autoscaler", "uptime"),
+    "workload spikes of 5e11": (
+        "workload",
+        Canned([({}, lambda t: 5e11 if int(t) % 10 >= 8 else 2000.0)]),
+        "daedalus",
+        "workload",
+    ),
+    "lag spikes of 5e17": (
+        "consumer_lag",
+        Canned([({}, lambda t: 5e17 if int(t) % 10 >= 8 else 50.0)]),
+        "flink-autoscaler",
+        "consumer_lag",
+    ),
 }
 
 
@@ -118,7 +130,14 @@ def test_a_prometheus_count_the_scale_target_contradicts_yields_to_the_scale_tar
     assert [e["event"] for e in logs].count("parallelism.disagree") == 1
 
 
-CONTROL = ["parallelism -2", "parallelism 1e308", "busy 5000 ms/s", "cpu 40x"]
+CONTROL = [
+    "parallelism -2",
+    "parallelism 1e308",
+    "busy 5000 ms/s",
+    "cpu 40x",
+    "workload spikes of 5e11",
+    "lag spikes of 5e17",
+]
 """The modes whose policy acts on the value when it gets through (the peers guard themselves against the
 others; for those the gap the zero-writes test asserts is what fails without the validation)."""
 
