@@ -230,6 +230,10 @@ PATCHED: dict[str, dict[str, Any]] = {
         "RECOVERY_DRAIN_MEASURED": "cheap",
         "RECOVERY_LEFT_FROM": "stop",
     },
+    "dear: the conformal bound over the forecast errors": {
+        "agent.analyze.forecasting.UPPER_BOUND": "forecast_errors",
+        "agent.analyze.forecasting.UPPER_BOUND_WHERE": "dear",
+    },
     "scale-outs read a climb beyond three times the noise": {"CLIMB_NOISE_FOR": "scale-out"},
     "scale-outs read a climb beyond twice the noise of a few loops": {
         "CLIMB_NOISE_Z": 2.0,
@@ -255,7 +259,7 @@ PATCHED: dict[str, dict[str, Any]] = {
 """Variant name -> constants set for its replay alone, ``planner.daedalus``'s by their bare names, another module's
 by its dotted path: a part of the rule turned back or off (an effectively endless minimum is the ceiling, an
 endless margin never binds), or the analyze stage's upper bound, arrivals, noise and failure-ready
-workloads (experiments 15, 16, 17, 20, 38, 39, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59 and 60 of
+workloads (experiments 15, 16, 17, 20, 38, 39, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60 and 61 of
 docs/research/experiments.md)."""
 VARIANTS.update({name: (frozenset(), {}) for name in PATCHED})
 VARIANTS["conditioned rises and no gap while falling"] = (frozenset(), {"rise_conditioned": True})

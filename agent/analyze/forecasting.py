@@ -39,6 +39,13 @@ the realised peak at its stated rate (0.79-0.80 at quantile 0.8 on the held-out 
 more worker-hours at the median trace of the dev half for one miss more (docs/research/experiments.md,
 experiment 16), so the rises stand."""
 
+UPPER_BOUND_WHERE: Literal["cheap", "dear", "always"] = "cheap"
+"""Where :data:`UPPER_BOUND` applies: ``cheap`` (where a rescale is cheap), ``dear`` or ``always``; elsewhere the
+rises stand. Where a rescale is dear the conformal bound, lower than the rises from a peak but wider in a trough, kept
+more workers through the troughs than it saved after the peaks: the dev half at a restart's cost spent 1.6 % more
+worker-hours with two avoidable misses more on its first failure seed (docs/research/experiments.md, experiment
+61)."""
+
 CONFORMAL_FROM_LEVEL = True
 """With ``UPPER_BOUND`` ``forecast_errors``: the errors are measured against the forecast's peak never below the
 level it started from (False: against the forecast's peak alone, which covers at the same rate with a higher
@@ -364,7 +371,7 @@ class Forecasting:
         """The workload as high as it may rise: the forecast's own errors where a rescale is cheap and they are
         scored (:data:`UPPER_BOUND`), else the rise envelope, at ``forecast_quantile_cheap`` where a rescale is
         cheap."""
-        if UPPER_BOUND == "forecast_errors" and cheap_rescale:
+        if UPPER_BOUND == "forecast_errors" and UPPER_BOUND_WHERE in ("always", "cheap" if cheap_rescale else "dear"):
             floor = level if CONFORMAL_FROM_LEVEL else None
             bound = self.errors.upper(values, part=self.envelope.part(level), level=floor)
             if bound is not None:
