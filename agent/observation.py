@@ -270,8 +270,9 @@ def _screened_series(observation: Observation, bounds: ReadingBounds, screen: _S
     workload = screen.series("workload", observation.workload, bounds.max_rate, rate)
     workload = screen.spikes("workload", workload, _median(workload))
     lag = screen.series("consumer_lag", observation.consumer_lag, bounds.max_records, records)
-    arrived = _max(workload) * max(workload.size, 60) if _max(workload) is not None else None
-    if arrived is not None:
+    peak = _max(workload)
+    if peak is not None:
+        arrived = peak * max(workload.size, 60)  # the most the backlog can grow by over the round (a minute at least)
         lag = screen.spikes("consumer_lag", lag, (_median(lag) or 0.0) + arrived)
     checked = {
         "workload": workload,
