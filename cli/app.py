@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -85,6 +86,11 @@ def _writable_dir(directory: Path) -> str | None:
         return f"cannot be read ({exc.strerror or exc})"
     if not os.access(directory, os.W_OK | os.X_OK):
         return "is not writable"
+    try:  # the permission bits do not bind root, and some file systems (/proc) take no file whatever they say
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        return f"cannot be written ({exc.strerror or exc})"
     return None
 
 

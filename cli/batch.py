@@ -51,6 +51,10 @@ def export_history(
 
     if (prometheus is None) == (from_simulation is None):
         fail("give exactly one of --prometheus URL or --from-simulation TRACE")
+    if from_simulation is not None and until is not None:
+        fail("--until applies to --prometheus only: a simulated history ends with its trace or --hours")
+    if prometheus is not None and (hours is not None or parallelism is not None):
+        fail("--hours and --parallelism apply to --from-simulation only")
     if "://" not in out:
         check_output_dir(Path(out), [])
     settings = settings_from(config, {"prometheus.url": prometheus}, LabSettings)

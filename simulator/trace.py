@@ -83,6 +83,8 @@ def load_trace(path: Path | str) -> Trace:
             if len(row) != 2:
                 raise TraceError(f"{path}:{line_no}: expected 2 columns, got {len(row)}")
             try:
+                if "_" in row[0] or "_" in row[1]:
+                    raise ValueError("digits grouped with '_' are Python's, not a CSV number")
                 time_s, rate = float(row[0]), float(row[1])
             except ValueError:
                 raise TraceError(f"{path}:{line_no}: non-numeric value in {','.join(row)!r}") from None

@@ -152,6 +152,15 @@ def test_serve_metrics_refuses_a_speed_it_cannot_keep(tmp_path: Path, speed: str
         (["export-history", "--from-simulation", "t.csv", "--job", "a/b", "--out", "h"], "job name 'a/b'"),
         (["export-history", "--job", "j", "--out", "h"], "give exactly one of --prometheus URL or --from-simulation"),
         (
+            ["export-history", "--from-simulation", "t.csv", "--job", "j", "--out", "h", "--until", "2020-01-01"],
+            "--until applies to --prometheus only",
+        ),
+        (
+            ["export-history", "--prometheus", "http://127.0.0.1:1", "--since", "1d", "--job", "j", "--out", "h"]
+            + ["--hours", "1"],
+            "--hours and --parallelism apply to --from-simulation only",
+        ),
+        (
             ["capacity-plan", "--target-rate", "100", "--out", "m.json", "--probes", "3"],
             "--probes: only for --testbed flink",
         ),

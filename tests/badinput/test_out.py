@@ -72,6 +72,11 @@ def _dangling_link(root: Path) -> tuple[str, str]:
     return "link", "link"
 
 
+def _a_file_system_that_takes_no_file(root: Path) -> tuple[str, str]:
+    # /proc grants root every mode bit and takes no file: only a file tried says so.
+    return "/proc/perdix-out", "/proc cannot be written"
+
+
 Setup = Callable[[Path], tuple[str, str]]
 # (case, set-up returning (--out, fragment), commands it applies to)
 OUTS: list[tuple[str, Setup, tuple[str, ...]]] = [
@@ -83,6 +88,11 @@ OUTS: list[tuple[str, Setup, tuple[str, ...]]] = [
     ("an output file that is a directory", _summary_is_a_directory, ("simulate", "evaluate")),
     ("a name too long", _name_too_long, ("simulate", "evaluate", "capacity-plan")),
     ("a dangling symbolic link", _dangling_link, ("simulate", "evaluate")),
+    (
+        "a file system that takes no file",
+        _a_file_system_that_takes_no_file,
+        ("simulate", "evaluate", "capacity-plan", "export-history"),
+    ),
 ]
 
 CASES = [

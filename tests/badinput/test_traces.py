@@ -57,6 +57,7 @@ TRACES: list[tuple[str, Writer, str]] = [
     ("wrong header", _text("t,r\n0,1\n60,1\n"), ":1: expected header"),
     ("one point", _text("time_s,rate\n0,1\n"), "at least 2 points"),
     ("three columns", _text("time_s,rate\n0,1,2\n60,1\n"), ":2: expected 2 columns"),
+    ("digits grouped by underscores", _text("time_s,rate\n0,1_000\n60,1000\n"), ":2: non-numeric value"),
     ("not a number", _text("time_s,rate\n0,1\n60,fast\n"), ":3: non-numeric"),
     ("NaN rate", _text("time_s,rate\n0,1\n60,nan\n"), ":3: value is not finite"),
     ("infinite rate", _text("time_s,rate\n0,inf\n60,1\n"), ":2: value is not finite"),
