@@ -176,10 +176,13 @@ MAX_UPTIME_S = 100 * 365 * 86_400.0
 """Uptime no job has (a century)."""
 SPIKE_FACTOR = 100.0
 """A rate or backlog sample more than this many times its round's reference is a glitch, not a reading: a rate's
-reference is the median of its series over the round, a backlog's that median plus the records the workload could
-add over the round. Prometheus' ``rate()`` spreads a change over its window, and a backlog grows no faster than the
-input arrives, so no real change makes one sample a hundred times its round; a counter that reset or an exporter
-that misread does (one workload sample of 5e11/s, or a lag of 5e17 records, scaled a job of 1e5/s to its maximum)."""
+reference is the median of its series over the round (a worker's throughput, its own), a backlog's (the job's or a
+worker's) that median plus the records the workload could add over the round. Prometheus' ``rate()`` spreads a
+change over its window, and a backlog grows no faster than the input arrives, so no real change makes one sample a
+hundred times its round; a counter that reset or an exporter that misread does (one workload sample of 5e11/s, or a
+lag of 5e17 records, scaled a job of 1e5/s to its maximum; one worker's throughput sample of 5e11/s, read as its
+capacity, scaled it in to one worker). A step from near idle past a few hundred times its level, in a round's
+second half, is seen a round later."""
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,22 @@ class _Screen:
         high = SPIKE_FACTOR * reference
         return self.series(name, values, high, f"above {SPIKE_FACTOR:g}x the round's {_fmt(reference)}")
 
+    def worker_spikes(
+        self, name: str, values: Mapping[str, np.ndarray], extra: float = 0.0
+    ) -> Mapping[str, np.ndarray]:
+        """Each worker's series without the samples above :data:`SPIKE_FACTOR` times its own round's median plus
+        ``extra`` (a worker with no positive reference keeps its samples; the same mapping when none has one)."""
+        bad: dict[str, np.ndarray] = {}
+        for worker, series in values.items():
+            reference = (_median(series) or 0.0) + extra
+            if reference > 0:
+                bad[worker] = _out_of(series, 0.0, SPIKE_FACTOR * reference)
+        count = sum(int(b.sum()) for b in bad.values())
+        if not count:
+            return values
+        self.note(name, count, f"above {SPIKE_FACTOR:g}x their worker's round")
+        return {worker: np.where(bad[worker], np.nan, s) if worker in bad else s for worker, s in values.items()}
+
     def per_worker(
         self, name: str, values: Mapping[str, np.ndarray], high: float, what: str
     ) -> Mapping[str, np.ndarray]:
@@ -271,16 +290,20 @@ def _screened_series(observation: Observation, bounds: ReadingBounds, screen: _S
     workload = screen.spikes("workload", workload, _median(workload))
     lag = screen.series("consumer_lag", observation.consumer_lag, bounds.max_records, records)
     peak = _max(workload)
-    if peak is not None:
-        arrived = peak * max(workload.size, 60)  # the most the backlog can grow by over the round (a minute at least)
+    arrived = None if peak is None else peak * max(workload.size, 60)  # the most a backlog grows by over the round
+    if arrived is not None:
         lag = screen.spikes("consumer_lag", lag, (_median(lag) or 0.0) + arrived)
+    throughput = screen.per_worker("throughput", observation.worker_throughput, bounds.max_rate, rate)
+    backlog = screen.per_worker("worker_backlog", observation.worker_backlog, bounds.max_records, records)
+    if arrived is not None:
+        backlog = screen.worker_spikes("worker_backlog", backlog, arrived)
     checked = {
         "workload": workload,
         "consumer_lag": lag,
-        "worker_throughput": screen.per_worker("throughput", observation.worker_throughput, bounds.max_rate, rate),
+        "worker_throughput": screen.worker_spikes("throughput", throughput),
         "worker_cpu": screen.per_worker("cpu", observation.worker_cpu, bounds.max_fraction, fraction),
         "worker_busy": screen.per_worker("busy", observation.worker_busy, bounds.max_fraction, fraction),
-        "worker_backlog": screen.per_worker("worker_backlog", observation.worker_backlog, bounds.max_records, records),
+        "worker_backlog": backlog,
     }
     if observation.uptime is not None:
         uptime = f"negative, non-finite or above {bounds.max_uptime_s:.0f} s"

@@ -207,3 +207,54 @@ def test_a_workload_flapping_around_a_threshold_rescales_a_bounded_number_of_tim
     assert max(per_hour) <= 3, f"rescales per hour {per_hour}: {rescales}"
     gaps = np.diff([t for t, _ in rescales])
     assert gaps.size == 0 or gaps.min() >= settings.grace_period_s
+
+
+def _one_worker_spiking(monkeypatch: Any, *, screened: bool) -> Replay:
+    """A replay in which, from ten minutes on, the last throughput sample of one worker reads 5e11/s each round."""
+    from dataclasses import replace
+
+    import agent.observation
+    from lab.simulated import SimulatedMonitor
+
+    original = SimulatedMonitor.observe
+
+    def spiking(self: SimulatedMonitor, *, since: float, now: float) -> Any:
+        observation = original(self, since=since, now=now)
+        if now < 600:
+            return observation
+        series = {worker: values.copy() for worker, values in observation.worker_throughput.items()}
+        series[min(series)][-1] = 5e11
+        return replace(observation, worker_throughput=series)
+
+    monkeypatch.setattr(SimulatedMonitor, "observe", spiking)
+    if not screened:
+        monkeypatch.setattr(agent.observation._Screen, "worker_spikes", lambda self, name, values, extra=0.0: values)
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    trace = Trace("steady", np.array([0.0, 1800.0]), np.array([70_000.0, 70_000.0]))
+    run = Replay(trace, settings, hours=0.4)
+    run.run()
+    return run
+
+
+def test_one_worker_s_throughput_spike_each_round_is_a_gap_and_moves_no_scale_out(monkeypatch: Any) -> None:
+    """A worker's throughput read at 5e11/s for one second a round (a counter that reset, an exporter's misread)
+    is the throughput its capacity line learns from; under the absolute bound of 1e12/s it scaled a steady job
+    of 70k/s in to one worker. Above 100x its own round's median it is a gap named in the observation, and the
+    job keeps the scale-out of the same replay without the spikes."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    steady = Replay(Trace("steady", np.array([0.0, 1800.0]), np.array([70_000.0, 70_000.0])), settings, hours=0.4)
+    steady.run()
+    spiked = _one_worker_spiking(monkeypatch, screened=True)
+    assert spiked.result().rescales == steady.result().rescales
+    late = [r for r in spiked.rounds if r.now >= 600 and r.observation is not None]
+    assert late and all("throughput" in r.observation.gaps for r in late)
+
+
+def test_without_the_screen_the_same_spikes_would_scale_the_job_in(monkeypatch: Any) -> None:
+    """The control: unscreened, the spikes scale the job in far below what it carries, so the test above can
+    fail."""
+    settings = load_lab_settings(None, {"telemetry.log_level": "error"})
+    steady = Replay(Trace("steady", np.array([0.0, 1800.0]), np.array([70_000.0, 70_000.0])), settings, hours=0.4)
+    steady.run()
+    unscreened = _one_worker_spiking(monkeypatch, screened=False).result().summary["final_parallelism"]
+    assert unscreened < steady.result().summary["final_parallelism"] // 2
