@@ -3,6 +3,7 @@ an existing output directory is reused, named with the files the run replaces, a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -73,8 +74,9 @@ def _dangling_link(root: Path) -> tuple[str, str]:
 
 
 def _a_file_system_that_takes_no_file(root: Path) -> tuple[str, str]:
-    # /proc grants root every mode bit and takes no file: only a file tried says so.
-    return "/proc/perdix-out", "/proc cannot be written"
+    # /proc grants root every mode bit and takes no file: only a file tried says so (to another user the mode
+    # bits already do: "/proc is not writable").
+    return "/proc/perdix-out", "/proc " + ("cannot be written" if os.geteuid() == 0 else "is not writable")
 
 
 Setup = Callable[[Path], tuple[str, str]]
