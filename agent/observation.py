@@ -245,22 +245,24 @@ class _Screen:
             reference = (_median(series) or 0.0) + extra
             if reference > 0:
                 bad[worker] = _out_of(series, 0.0, SPIKE_FACTOR * reference)
-        count = sum(int(b.sum()) for b in bad.values())
-        if not count:
-            return values
-        self.note(name, count, f"above {SPIKE_FACTOR:g}x their worker's round")
-        return {worker: np.where(bad[worker], np.nan, s) if worker in bad else s for worker, s in values.items()}
+        return self._dropped(name, values, bad, f"above {SPIKE_FACTOR:g}x their worker's round")
 
     def per_worker(
         self, name: str, values: Mapping[str, np.ndarray], high: float, what: str
     ) -> Mapping[str, np.ndarray]:
         """Each worker's series without the samples outside ``[0, high]`` (the same mapping when none has)."""
-        bad = {worker: _out_of(s, 0.0, high) for worker, s in values.items()}
+        return self._dropped(name, values, {worker: _out_of(s, 0.0, high) for worker, s in values.items()}, what)
+
+    def _dropped(
+        self, name: str, values: Mapping[str, np.ndarray], bad: Mapping[str, np.ndarray], what: str
+    ) -> Mapping[str, np.ndarray]:
+        """Each worker's series without the samples ``bad`` marks (workers it leaves out keep theirs), named in the
+        gap; the same mapping when it marks none."""
         count = sum(int(b.sum()) for b in bad.values())
         if not count:
             return values
         self.note(name, count, what)
-        return {worker: np.where(bad[worker], np.nan, s) for worker, s in values.items()}
+        return {worker: np.where(bad[worker], np.nan, s) if worker in bad else s for worker, s in values.items()}
 
 
 def screened(observation: Observation, bounds: ReadingBounds = ReadingBounds()) -> Observation:
@@ -289,14 +291,13 @@ def _screened_series(observation: Observation, bounds: ReadingBounds, screen: _S
     workload = screen.series("workload", observation.workload, bounds.max_rate, rate)
     workload = screen.spikes("workload", workload, _median(workload))
     lag = screen.series("consumer_lag", observation.consumer_lag, bounds.max_records, records)
-    peak = _max(workload)
-    arrived = None if peak is None else peak * max(workload.size, 60)  # the most a backlog grows by over the round
-    if arrived is not None:
-        lag = screen.spikes("consumer_lag", lag, (_median(lag) or 0.0) + arrived)
-    throughput = screen.per_worker("throughput", observation.worker_throughput, bounds.max_rate, rate)
     backlog = screen.per_worker("worker_backlog", observation.worker_backlog, bounds.max_records, records)
-    if arrived is not None:
+    peak = _max(workload)
+    if peak is not None:
+        arrived = peak * max(workload.size, 60)  # the most a backlog grows by over the round (a minute at least)
+        lag = screen.spikes("consumer_lag", lag, (_median(lag) or 0.0) + arrived)
         backlog = screen.worker_spikes("worker_backlog", backlog, arrived)
+    throughput = screen.per_worker("throughput", observation.worker_throughput, bounds.max_rate, rate)
     checked = {
         "workload": workload,
         "consumer_lag": lag,

@@ -114,8 +114,7 @@ class CapacityTracker:
         else:
             return
         records = ends - before
-        known = observation.workload[np.isfinite(observation.workload)]
-        workload = float(known.mean()) if known.size else None
+        workload = observation.workload_mean
         if workload is None or seconds <= 0:
             return  # nothing to check the offsets against: they wait for a round that has it
         rate = float(np.sum(records)) / seconds

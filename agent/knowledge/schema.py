@@ -19,7 +19,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from models.forecast.states import Bool, FiniteFloat, GappedSeries, Int, Str
+from agent.observation import MAX_RATE
+from models.forecast.states import MAX_SAMPLES, Bool, FiniteFloat, GappedSeries, Int, Str
 
 Count = Annotated[Int, Field(ge=0)]
 """A non-negative whole number (samples, loops, fits)."""
@@ -30,12 +31,10 @@ Moment = Annotated[FiniteFloat, Field(ge=0)]
 Seconds = Annotated[FiniteFloat, Field(ge=0)]
 NonNegative = Annotated[FiniteFloat, Field(ge=0)]
 """A finite number at least zero (a variance's moment, a capacity, a sum of readings)."""
-MAX_RATE = 1e12
-"""The most records a second any job reports (``models.capacity.MAX_RECORDS_PER_S``): a stored rate or capacity above
-it was not written by the agent."""
 Rate = Annotated[FiniteFloat, Field(ge=0, le=MAX_RATE)]
-"""Records a second: a capacity, a workload."""
-RateSeries = Annotated[list[Rate | None], Field(max_length=1_000_000)]
+"""Records a second: a capacity, a workload. Above what any job reports (``agent.observation.MAX_RATE``) it was not
+written by the agent."""
+RateSeries = Annotated[list[Rate | None], Field(max_length=MAX_SAMPLES)]
 """A workload's samples (``null`` marks a gap)."""
 MOMENT_SLACK_S = 300.0
 """How far after the agent's clock a stored moment may lie (another pod's clock running ahead) before the document
