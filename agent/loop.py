@@ -84,6 +84,14 @@ def planner_config(settings: Settings) -> PlannerConfig:
     )
 
 
+def with_partitions(config: PlannerConfig, partitions: int | None) -> PlannerConfig:
+    """``config`` with the source partitions the round read where the settings gave none (a set count is the
+    analysis' count too)."""
+    if partitions is None or partitions == config.source_partitions:
+        return config
+    return replace(config, source_partitions=partitions)
+
+
 class RoundStatus(str, Enum):
     """How a round ended."""
 
@@ -598,7 +606,7 @@ class WholeJobPlanning:
         """Ask the policy, let the safeguards review its decision, and rescale when it changes the scale-out."""
         result, analysis, current, now = context.result, context.analysis, context.current, context.now
         plan_input = plan_input_of(agent, analysis, now, context.observation)
-        config = agent.round_config()
+        config = with_partitions(agent.round_config(), analysis.source_partitions)
         self.judge_scale_out(agent, analysis, plan_input.worker_busy, now)
         decision = agent.step(result, "plan", lambda: self.policy.decide(plan_input, config))
         if decision is None:
@@ -649,9 +657,7 @@ class WholeJobPlanning:
             parallelism=parallelism,
             capacities=analysis.capacities,
             settled=settled,
-            cause=skew_cause(
-                worker_busy, parallelism=parallelism or 0, source_partitions=agent.settings.source_partitions
-            ),
+            cause=skew_cause(worker_busy, parallelism=parallelism or 0, source_partitions=analysis.source_partitions),
         )
         if record is not None:
             agent.report_ineffective(record)

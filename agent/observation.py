@@ -47,6 +47,9 @@ class Observation:
     """Per source partition, the log-end offset at the start of the window, where the monitor has it (a range
     read of the offsets): the records each partition received over the window, so the partition weights are
     known from the first round instead of the second. None: the analyzer differences consecutive rounds."""
+    source_partitions: int | None = None
+    """Partitions the sources read, as their per-partition offset gauges count them (the most over the window);
+    None where the job reports none."""
     rate_window_s: float = 0.0
     """The window the rates (workload, throughput, busy) were taken over, seconds: a step shows as a ramp that
     long (Prometheus' ``rate()`` over ``prometheus.rate_window_s``). 0: exact per-second rates (the simulator)."""

@@ -73,7 +73,11 @@ PARTITION_OFFSET_QUERIES = ("partition_end_offsets", "partition_committed_offset
 """The queries that answer one series per source partition (kafka_exporter's offsets)."""
 MEMORY_QUERIES = ("heap_usage", "gc_time")
 """The queries that answer one series per TaskManager (the memory-pressure guard's JVM metrics)."""
-OPTIONAL_QUERIES = PARTITION_OFFSET_QUERIES + MEMORY_QUERIES
+MAX_SOURCE_PARTITIONS = 1_000_000
+"""The most source partitions a job is taken to have, set or read (the planner holds a weight per partition)."""
+COUNT_QUERIES = ("source_partitions",)
+"""The queries that answer one count that a job may not report at all (no series: unknown, no gap)."""
+OPTIONAL_QUERIES = PARTITION_OFFSET_QUERIES + MEMORY_QUERIES + COUNT_QUERIES
 """Queries that may be left empty (not read); every other one must be set."""
 
 
@@ -134,6 +138,16 @@ class PromQLQueries(_Section):
     uptime: str = Field(
         'max(flink_jobmanager_job_uptime{job_name=~"{job}"})',
         description="Job uptime in milliseconds; a reset means the job restarted. Needs: the JobManager's uptime.",
+    )
+    source_partitions: str = Field(
+        'count(count by (topic, partition) ({__name__=~"flink_taskmanager_job_task_operator_.+_topic_partition_'
+        f'currentOffset",{_SOURCE}}}))',
+        description="How many partitions the sources read: the distinct (topic, partition) labels of the readers' "
+        "per-partition offset gauges (Flink's KafkaSource reports KafkaSourceReader.topic.T.partition.P."
+        "currentOffset), the highest count over the window. With it the capacity at a scale-out the job never "
+        "ran keeps the partitions' granularity (at 5 readers of 12 partitions the busiest reads 3, as at 4); "
+        "source_partitions, where set, wins. No series: unknown, no gap. Empty: not read. "
+        "Needs: a source that reports per-partition offsets.",
     )
     partition_end_offsets: str = Field(
         "",
@@ -665,7 +679,7 @@ class Settings(BaseSettings):
     source_partitions: int | None = Field(
         None,
         ge=1,
-        le=1_000_000,
+        le=MAX_SOURCE_PARTITIONS,
         description="Partitions of the source topic (the most readers that get input); unset: "
         "unknown, except on the simulated target where the simulator's count is used."
         " At most a million: the planner holds a weight per partition.",

@@ -62,6 +62,8 @@ class Analysis:
     replay_records: float | None = None
     """Records a rescale now replays, expected (the recovery predictor's: none where rescales are aligned with a
     checkpoint), or None."""
+    source_partitions: int | None = None
+    """Partitions the sources read: source_partitions where set, else as the sources report them; None: unknown."""
 
     def summary(self) -> dict[str, object]:
         """The fields of the ``loop`` log event."""

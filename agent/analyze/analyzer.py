@@ -237,6 +237,7 @@ class Analyzer:
             failure_ready=scale_outs.failure_ready,
             rescale_recoveries=scale_outs.stop_predictions,
             replay_records=None if rate is None else self.recovery.replay_records(rate, "rescale"),
+            source_partitions=self.capacity.model.partitions,
         )
 
 

@@ -51,7 +51,9 @@ class CapacityTracker:
         """Time and log-end offsets of the source partitions at the last round (for their rates)."""
 
     def learn(self, observation: Observation, now: float) -> None:
-        """Fold one observation into the model: partition weights, worker regressions, the observed capacity."""
+        """Fold one observation into the model: partition count and weights, worker regressions, the observed
+        capacity."""
+        self._learn_partition_count(observation)
         self._learn_partition_weights(observation, now)
         learns = self._learns_from(observation)
         self._learn_workers(observation, learns=learns)
@@ -97,6 +99,15 @@ class CapacityTracker:
         if forgotten:
             self.log.info("capacity.workers_forgotten", count=len(forgotten), kept=len(self.model.regressions))
 
+    def _learn_partition_count(self, observation: Observation) -> None:
+        """The partitions the sources report reading (their per-partition offset gauges), where source_partitions
+        is not set: the granularity of the input's split at every scale-out the job has not run."""
+        count = observation.source_partitions
+        if self.settings.source_partitions is not None or count is None or count == self.model.partitions:
+            return
+        self.log.info("capacity.partitions_read", partitions=count, was=self.model.partitions)
+        self.model.partitions = count
+
     def _learn_partition_weights(self, observation: Observation, now: float) -> None:
         """Records produced per partition over the window (log-end offsets at its start, where the monitor gives
         them, else at the last round) give the partition weights, and with them the skew at scale-outs the job
@@ -137,3 +148,5 @@ class CapacityTracker:
         self.model = CapacityModel.from_dict(object_at(state, "capacity"))
         if prior and not self.model.prior:
             self.model.set_prior(prior)
+        if self.settings.source_partitions is not None:  # the setting wins over a count stored or read
+            self.model.partitions = self.settings.source_partitions

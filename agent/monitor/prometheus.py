@@ -34,6 +34,8 @@ from agent.logging import get_logger
 from agent.observation import Observation
 from agent.ports import MonitorError
 from agent.settings import (
+    COUNT_QUERIES,
+    MAX_SOURCE_PARTITIONS,
     MEMORY_QUERIES,
     PARTITION_OFFSET_QUERIES,
     REGEX_PLACEHOLDERS,
@@ -347,6 +349,7 @@ class _Readings:
     workers: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     partitions: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
     memory: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
 
 
 class PrometheusMonitor:
@@ -443,6 +446,11 @@ class PrometheusMonitor:
         for name in MEMORY_QUERIES:
             if name in answers:
                 readings.memory[name] = self._per_taskmanager(name, answers[name], grid, now, gaps)
+        for name in COUNT_QUERIES:
+            if name in answers:
+                count = self._count(name, answers[name], grid, gaps)
+                if count is not None:
+                    readings.counts[name] = count
         return readings
 
     def _observation(
@@ -475,6 +483,7 @@ class PrometheusMonitor:
             worker_backlog={w: s for w, s in backlog.items() if w in throughput},
             partition_offsets=offsets,
             partition_ends_since=ends_since,
+            source_partitions=readings.counts.get("source_partitions"),
             taskmanager_heap_usage=memory.get("heap_usage", {}),
             taskmanager_gc_pressure=memory.get("gc_time", {}),
             rate_window_s=float(self.settings.rate_window_s),
@@ -544,6 +553,27 @@ class PrometheusMonitor:
             return series
         self._note(name, None)
         return series
+
+    def _count(self, name: str, answer: list[PromSeries], grid: Grid, gaps: dict[str, str]) -> int | None:
+        """The most the count reached over the window, or None: no series is a job that reports none (no gap);
+        more than one series, or a value that is no count from 1 to :data:`MAX_SOURCE_PARTITIONS`, is a gap."""
+        if not answer:
+            self._note(name, None)
+            return None
+        if len(answer) > 1:
+            self._gap(gaps, name, "wrong_shape", f"expected one series, got {len(answer)}")
+            return None
+        series = grid.place(answer[0].get("values", []))
+        finite = series[np.isfinite(series)]
+        if not finite.size:
+            self._note(name, None)
+            return None
+        most = float(finite.max())
+        if not (1 <= most <= MAX_SOURCE_PARTITIONS and most == round(most)):
+            self._gap(gaps, name, "absurd", f"{most:g} is no count from 1 to {MAX_SOURCE_PARTITIONS:,}")
+            return None
+        self._note(name, None)
+        return int(most)
 
     def _per_worker(
         self, name: str, answer: list[PromSeries], grid: Grid, now: float, gaps: dict[str, str]

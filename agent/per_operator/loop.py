@@ -21,7 +21,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Gauge
 
 from agent.analyze import Analysis
-from agent.loop import Agent, RoundContext, RoundOutcome, RoundResult, RoundStatus
+from agent.loop import Agent, RoundContext, RoundOutcome, RoundResult, RoundStatus, with_partitions
 from agent.per_operator.execute import VertexScaler
 from agent.per_operator.monitor import OperatorMonitor
 from agent.per_operator.observation import OperatorObservation, screened_operators
@@ -128,7 +128,7 @@ class VertexPlanning:
         plan_input = agent.step(result, "plan", lambda: self._plan_input(agent, seen, context))
         if plan_input is None:
             return
-        config = agent.round_config()
+        config = with_partitions(agent.round_config(), context.analysis.source_partitions)
         self._judge_vertices(agent, plan_input, now)
         decision = agent.step(result, "plan", lambda: self.policy.decide(plan_input, config))
         if decision is None:

@@ -65,6 +65,7 @@ def test_a_healthy_answer_lands_on_one_grid_with_no_gaps(fake_prometheus: FakePr
     np.testing.assert_array_equal(obs.worker_busy["tm-1"], np.full(60, 0.45))
     np.testing.assert_array_equal(obs.worker_backlog["tm-1"], np.full(60, 30.0))
     assert obs.parallelism == 2 and obs.uptime_s == 600.0 and obs.latest_lag == 50.0
+    assert obs.source_partitions is None, "no per-partition gauges: the count is unknown"
     assert dict(obs.gaps) == {} and obs.usable
     assert obs.rate_window_s == 60.0, "the window its rates were taken over: a step spreads over it"
     ranges = [p for path, p in fake_prometheus.requests if path == "/api/v1/query_range"]
@@ -297,3 +298,31 @@ def test_partition_offsets_are_read_over_the_same_stretch_for_every_partition() 
     assert _partition_offsets(ends, committed)[0] == ((20, 15), (120, None))
     # No point both have: each one's last offset, and no stretch to weigh the partitions by.
     assert _partition_offsets({0: np.array([1.0, nan]), 1: np.array([nan, 2.0])}, {}) == (((1, None), (2, None)), None)
+
+
+def test_the_partition_count_is_the_most_the_window_read(fake_prometheus: FakePrometheus) -> None:
+    # A rescale's restart leaves some readers without their partitions for a few scrapes: the count dips.
+    healthy(fake_prometheus)
+    fake_prometheus.answers[q("source_partitions")] = Canned([({}, lambda t: 7.0 if 1020 <= t < 1030 else 12.0)])
+    obs = monitor_for(fake_prometheus).observe(since=SINCE, now=NOW)
+    assert obs.source_partitions == 12 and "source_partitions" not in obs.gaps
+
+
+@pytest.mark.parametrize(
+    ("series", "problem"),
+    [
+        ([({}, lambda t: 0.5)], "absurd"),
+        ([({}, lambda t: 2e6)], "absurd"),
+        ([({}, lambda t: 1e300)], "absurd"),
+        ([({"topic": "a"}, lambda t: 4.0), ({"topic": "b"}, lambda t: 8.0)], "wrong shape"),
+    ],
+)
+def test_a_partition_count_that_is_no_count_is_a_gap_and_no_reading(
+    fake_prometheus: FakePrometheus, series: list[tuple[dict[str, str], object]], problem: str
+) -> None:
+    healthy(fake_prometheus)
+    fake_prometheus.answers[q("source_partitions")] = Canned(series)  # type: ignore[arg-type]
+    obs = monitor_for(fake_prometheus).observe(since=SINCE, now=NOW)
+    assert obs.source_partitions is None
+    assert obs.gaps["source_partitions"].startswith(problem), obs.gaps
+    assert obs.usable, "the count's gap takes none of the round's data away"

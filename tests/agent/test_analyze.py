@@ -1214,3 +1214,46 @@ def test_a_partition_offset_that_jumps_moves_no_capacity() -> None:
         assert inside[n] == pytest.approx(expected[n], rel=1e-9), n
     after = clean.analyze(rounds[2], now=180).capacities
     assert nudged.analyze(rounds[2], now=180).capacities == pytest.approx(after)
+
+
+def test_the_partition_count_the_sources_report_keeps_the_split_at_a_scale_out_not_run() -> None:
+    """At 5 readers of 12 equal partitions the busiest reads 3, as at 4: the job's capacity at 4 is its capacity
+    at 5. Without the count the skew seen at 5 is kept at 4 and the capacity read a fifth low (every scale-in to
+    4 refused on it); with the count the sources report, the split is kept. A count set in the settings wins."""
+    from structlog.testing import capture_logs
+
+    overrides = {
+        "telemetry.log_level": "error",
+        "simulator.partitions": 12,
+        "simulator.partition_skew": 0.0,
+        "simulator.worker_speed_spread": 0.0,
+        "simulator.workload_noise": 0.0,
+        "simulator.initial_parallelism": 5,
+    }
+    lab = load_lab_settings(None, overrides)
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0])), lab.simulator)
+    monitor = SimulatedMonitor(job)
+    rounds = []
+    for now in range(60, 660, 60):
+        job.run_until(now)
+        # A job whose offsets are not exported: only the readers' count, as the Prometheus monitor reads it.
+        rounds.append(
+            replace(monitor.observe(since=now - 60, now=now), partition_offsets=None, partition_ends_since=None)
+        )
+    blind = Analyzer(lab.model_copy(update={"source_partitions": None}))
+    counted = Analyzer(lab.model_copy(update={"source_partitions": None}))
+    configured = Analyzer(lab.model_copy(update={"source_partitions": 12}))
+    with capture_logs() as logs:
+        for index, observation in enumerate(rounds):
+            now = 60.0 * (index + 1)
+            unknown = blind.analyze(observation, now=now)
+            read = counted.analyze(replace(observation, source_partitions=12), now=now)
+            kept = configured.analyze(replace(observation, source_partitions=6), now=now)
+    assert [e["partitions"] for e in logs if e["event"] == "capacity.partitions_read"] == [12]
+    at_five = read.capacities[5]
+    assert at_five is not None and unknown.capacities[5] == pytest.approx(at_five, rel=1e-9)
+    assert unknown.capacities[4] == pytest.approx(at_five * 4 / 5, rel=1e-9)
+    assert read.capacities[4] == pytest.approx(at_five, rel=1e-9)
+    assert read.capacities[6] == pytest.approx(at_five * 6 / 4, rel=1e-9), "6 readers of 12 read 2 each"
+    assert read.source_partitions == 12 and unknown.source_partitions is None
+    assert kept.source_partitions == 12 and kept.capacities[4] == pytest.approx(at_five, rel=1e-9)

@@ -35,6 +35,8 @@ class FakePrometheus:
 
     def __init__(self) -> None:
         self.answers: dict[str, Canned] = {}
+        self.otherwise = Canned()
+        """The answer to a query not in ``answers``: an unknown metric's (no series), unless set."""
         self.requests: list[tuple[str, dict[str, str]]] = []
         self._server: ThreadingHTTPServer | None = None
 
@@ -84,9 +86,7 @@ class FakePrometheus:
         query = params.get("query", "")
         if path == "/api/v1/query" and query == "1":
             return 200, {"status": "success", "data": {"resultType": "scalar", "result": [0, "1"]}}, 0.0
-        canned = self.answers.get(query)
-        if canned is None:
-            canned = Canned()  # an unknown metric: Prometheus answers with no series
+        canned = self.answers.get(query, self.otherwise)
         if canned.status != 200:
             return canned.status, {"status": "error", "errorType": "bad_data", "error": canned.error}, canned.delay_s
         if path == "/api/v1/query":

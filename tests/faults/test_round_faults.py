@@ -130,7 +130,8 @@ def test_bad_prometheus_answers_act_on_nothing_and_flip_readiness_once(
     writes_before = len(kube_api.scale_target_writes())
 
     if fault == "every_query_fails":
-        fake_prometheus.answers = {name: Canned(status=500, error="boom") for name in fake_prometheus.answers}
+        fake_prometheus.answers = {}
+        fake_prometheus.otherwise = Canned(status=500, error="boom")
     else:
         fake_prometheus.answers[q("workload")] = BAD_WORKLOAD[fault]
     with capture_logs() as logs:

@@ -36,7 +36,14 @@ import pytest
 
 from agent.execute.flink_rest import FlinkRestScaler
 from agent.monitor.prometheus import PrometheusMonitor
-from agent.settings import OPTIONAL_QUERIES, PrometheusSettings, PromQLQueries, ScaleTargetSettings, load_settings
+from agent.settings import (
+    COUNT_QUERIES,
+    OPTIONAL_QUERIES,
+    PrometheusSettings,
+    PromQLQueries,
+    ScaleTargetSettings,
+    load_settings,
+)
 from lab.flink import trace_job
 from lab.flink.promql import FlinkQueries, TraceJobQueries
 from lab.flink.trace_job import TraceJob, TraceJobOptions
@@ -322,10 +329,11 @@ def perdix_monitor(job: TraceJob, prometheus: PrometheusServer, *, window_s: int
     )
     monitor = PrometheusMonitor(settings.prometheus)
     assert settings.prometheus.rate_window_s == (window_s or WINDOW_S)  # the shipped window is the lab queries' one
-    # Every default query is read as shipped; the optional ones (Kafka's partition offsets) are empty and not read.
+    # Every default query is read as shipped; the optional ones (Kafka's partition offsets, the JVM's memory) are
+    # empty and not read, but for the partition count, which a job without per-partition gauges leaves unanswered.
     shipped = {name: query for name, query in PromQLQueries().model_dump().items() if query}
     assert monitor.queries == {name: settings.prometheus.render(query) for name, query in shipped.items()}
-    assert set(PromQLQueries.model_fields) - set(shipped) == set(OPTIONAL_QUERIES)
+    assert set(PromQLQueries.model_fields) - set(shipped) == set(OPTIONAL_QUERIES) - set(COUNT_QUERIES)
     return monitor
 
 
@@ -386,6 +394,10 @@ def test_perdix_default_queries_follow_parallelism_uptime_and_a_saturated_slot(
         observation = monitor.observe(since=epoch + at_s - 5, now=epoch + at_s)
         assert observation.parallelism == parallelism, (at_s, observation.parallelism, observation.gaps)
         assert observation.uptime_s is not None and observation.uptime_s < at_s + 6, (at_s, observation.uptime_s)
+        # The readers' per-partition gauges, named as Flink's KafkaSource names its own, count the log's
+        # partitions at every scale-out, however the readers split them.
+        assert observation.source_partitions == job.options.partitions, (at_s, observation.source_partitions)
+        assert "source_partitions" not in observation.gaps, observation.gaps
     # At parallelism 1 the default busy query reads the saturated slot, over a 20-s window that lies after the
     # rescale to 1 (a 60-s one would average it with the three slots before); the backlog grows.
     observation = perdix_monitor(job, prometheus, window_s=20).observe(since=epoch + END_S - 5, now=epoch + END_S)

@@ -12,6 +12,7 @@ import org.apache.flink.api.connector.source.SourceReader;
 import org.apache.flink.api.connector.source.SourceReaderContext;
 import org.apache.flink.core.io.InputStatus;
 import org.apache.flink.metrics.Counter;
+import org.apache.flink.metrics.MetricGroup;
 
 /**
  * Reads the reader's partitions round-robin, a burst at a time, never past what is produced.
@@ -34,6 +35,11 @@ final class LogReader implements SourceReader<LogRecord, LogSplit> {
     private final ScheduledExecutorService timer;
     /** FLIP-33 numRecordsIn of the source: records taken from the log (Flink counts numRecordsOut itself). */
     private final Counter recordsIn;
+    /**
+     * Per-partition gauges, named as Flink's KafkaSource names its own
+     * ({@code KafkaSourceReader.topic.T.partition.P.currentOffset}): what the agent counts the partitions by.
+     */
+    private final MetricGroup partitionMetrics;
 
     private int current;
     private int burst;
@@ -65,6 +71,7 @@ final class LogReader implements SourceReader<LogRecord, LogSplit> {
         recordsIn = context.metricGroup().getIOMetricGroup().getNumRecordsInCounter();
         context.metricGroup().setPendingRecordsGauge(this::pendingRecords);
         context.metricGroup().gauge("producedRecords", this::producedRecords);
+        partitionMetrics = context.metricGroup().addGroup("LogSourceReader").addGroup("topic", "log");
     }
 
     @Override
@@ -122,7 +129,11 @@ final class LogReader implements SourceReader<LogRecord, LogSplit> {
     @Override
     public void addSplits(List<LogSplit> splits) {
         for (LogSplit split : splits) {
-            cursors.add(new Cursor(split.partition, split.nextOffset));
+            Cursor cursor = new Cursor(split.partition, split.nextOffset);
+            cursors.add(cursor);
+            partitionMetrics
+                    .addGroup("partition", String.valueOf(split.partition))
+                    .gauge("currentOffset", () -> cursor.next);
         }
         cursors.sort((a, b) -> Integer.compare(a.partition, b.partition));
         published = cursors.toArray(new Cursor[0]);
