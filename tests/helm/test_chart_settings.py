@@ -94,8 +94,8 @@ DISTINCT = {
     "prometheus.queries.parallelism": "count(flink_taskmanager_Status_JVM_CPU_Load)",
     "prometheus.queries.uptime": 'max(flink_jobmanager_job_uptime{job_name="orders"})',
     "prometheus.queries.source_partitions": (
-        "count(count by (partition) (flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset"
-        '{topic="orders"}))'
+        "count(count by (partition) ("
+        'flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset{topic="orders"}))'
     ),
     "prometheus.queries.partition_end_offsets": (
         'max by (partition) (kafka_topic_partition_current_offset{topic="orders"})'
