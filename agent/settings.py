@@ -893,7 +893,7 @@ def load_settings(
         file = str(config_file) if config_file is not None else None
         raise ConfigError(format_validation_error(exc, file, origin_naming(flags))) from None
     except SettingsError as exc:
-        raise ConfigError(env_settings_error(exc)) from None
+        raise ConfigError(env_settings_error(exc, model)) from None
 
 
 __all__ = [

@@ -10,6 +10,7 @@ validation error into one line naming the flag, variable or file that set the ba
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import reprlib
@@ -274,16 +275,57 @@ def environment_variable(loc: Location) -> str | None:
     return ", ".join(within) or None
 
 
-def env_settings_error(exc: SettingsError) -> str:
-    """pydantic-settings' SettingsError (a section's variable that is not JSON) as the variable's own line."""
+def env_settings_error(exc: SettingsError, model: type[BaseModel]) -> str:
+    """pydantic-settings' SettingsError (a variable whose value must be JSON and is not) as the variable's own
+    line: a list or mapping setting's (``PERDIX_SAFEGUARDS__BLOCKED_PERIODS__PERIODS``) says it takes JSON, a
+    section's says to set one key of it."""
     field = re.search(r'field "([^"]+)"', str(exc))
     name = environment_variable((field.group(1),)) if field else None
     if field is None or name is None:
         return f"{ENV_PREFIX}* environment: {exc}"
+    for variable in name.split(", "):
+        shape = _json_shape(model, variable)
+        if shape is not None and not _is_json(os.environ.get(variable, "")):
+            example = '["..."]' if shape == "list" else '{"KEY": ...}'
+            return f"environment variable {variable}: not a JSON {shape} (e.g. {variable}='{example}')"
+    section = field.group(1) if ", " in name else ".".join(_path(name)).lower()
     return (
-        f"environment variable {name}: not a JSON object of the {field.group(1)!r} section "
+        f"environment variable {name}: not a JSON object of the {section!r} section "
         f"(or set one key: {name}{ENV_NESTED_DELIMITER}KEY)"
     )
+
+
+def _path(variable: str) -> list[str]:
+    """The keys a PERDIX_* variable names, upper case (``PERDIX_A__B``: A, B)."""
+    return variable.upper().removeprefix(ENV_PREFIX).split(ENV_NESTED_DELIMITER)
+
+
+def _json_shape(model: type[BaseModel], variable: str) -> str | None:
+    """``list`` or ``object`` where ``variable`` names a setting that holds a list or a mapping (which the
+    environment gives as JSON), else None (a section, a scalar, or no setting)."""
+    kinds: set[object] = {model}
+    for part in _path(variable):
+        sections = [kind for kind in kinds if isinstance(kind, type) and issubclass(kind, BaseModel)]
+        field = next(
+            (f for section in sections for key, f in section.model_fields.items() if key.upper() == part), None
+        )
+        if field is None:
+            return None
+        kinds = _leaf_types(field.annotation)
+    origins = {typing.get_origin(kind) or kind for kind in kinds}
+    if origins & {list, tuple, set, frozenset}:
+        return "list"
+    if origins & {dict, Mapping}:
+        return "object"
+    return None
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def flag_tree(overrides: Mapping[str, object] | None) -> dict[str, Any]:

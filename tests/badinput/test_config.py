@@ -103,6 +103,12 @@ def test_a_bad_config_file_is_one_line_naming_the_file(
 # (variable, value, what the line says besides the variable's name)
 VARIABLES: list[tuple[str, str, str]] = [
     ("PERDIX_PROMETHEUS", "notjson", "not a JSON object of the 'prometheus' section"),
+    ("PERDIX_SAFEGUARDS__BLOCKED_PERIODS", "on", "not a JSON object of the 'safeguards.blocked_periods' section"),
+    (
+        "PERDIX_SAFEGUARDS__BLOCKED_PERIODS__PERIODS",
+        "09:00-10:00",
+        """not a JSON list (e.g. PERDIX_SAFEGUARDS__BLOCKED_PERIODS__PERIODS='["..."]')""",
+    ),
     ("PERDIX_SCALE_TARGET", "[1, 2]", "scale_target"),
     ("PERDIX_SCALE_TARGET", '{"kind": "x"}', "scale_target.kind"),
     ("PERDIX_LOOP_INTERVAL_S", "abc", "loop_interval_s: Input should be a valid number"),
