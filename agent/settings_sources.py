@@ -296,7 +296,7 @@ def env_settings_error(exc: SettingsError, model: type[BaseModel]) -> str:
 
 
 def _path(variable: str) -> list[str]:
-    """The keys a PERDIX_* variable names, upper case (``PERDIX_A__B``: A, B)."""
+    """The keys a PERDIX_* variable names, upper case (``PERDIX_SAFEGUARDS__QUOTA``: SAFEGUARDS, QUOTA)."""
     return variable.upper().removeprefix(ENV_PREFIX).split(ENV_NESTED_DELIMITER)
 
 

@@ -587,3 +587,26 @@ def test_one_reading_alone_never_moves_the_partition_weights_and_two_that_agree_
     for _ in range(20):
         model.observe_partition_records(hot)
     assert model.partition_weights[0] == pytest.approx(800 / 1500, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("partitions", "five"),
+    [(None, 5 * (3643 / 4 + 4497 / 6) / 2), (24, 4.8 * (3643 / 4 + 4497 / 6) / 2)],
+)
+def test_a_scale_out_between_two_run_reads_both(partitions: int | None, five: float) -> None:
+    """On one-slot TaskManagers sharing two cores a slot carries less as more run: 911/s at 4, 750/s at 6. Scaled
+    from 6 alone, 5 reads 6's rate per slot; between 4 and 6, both were run, and 5 reads the rate between theirs
+    (with 24 partitions, per evenly loaded reader: 5 readers of 24 are 4.8 of them). Beyond the scale-outs run
+    on one side only, the capacity is scaled from the current one as before."""
+    model = CapacityModel(partitions=partitions)
+    model.record_observed(4, 3643.0)
+    model.record_observed(6, 4497.0)
+    capacity, source = model.capacity_at(5, current=6)
+    assert source == "estimated" and capacity == pytest.approx(five, rel=1e-12)
+    alone = CapacityModel(partitions=partitions)
+    alone.record_observed(6, 4497.0)
+    from_six = 4497.0 * (4.8 / 6 if partitions else 5 / 6)
+    assert alone.capacity_at(5, current=6)[0] == pytest.approx(from_six, rel=1e-12)
+    assert capacity > from_six
+    assert model.capacity_at(3, current=6)[0] == pytest.approx(alone.capacity_at(3, current=6)[0], rel=1e-12)
+    assert model.capacity_at(8, current=6)[0] == pytest.approx(alone.capacity_at(8, current=6)[0], rel=1e-12)
