@@ -144,7 +144,8 @@ class PromQLQueries(_Section):
         f'currentOffset",{_SOURCE}}}))',
         description="How many partitions the sources read: the distinct (topic, partition) labels of the readers' "
         "per-partition offset gauges (Flink's KafkaSource reports KafkaSourceReader.topic.T.partition.P."
-        "currentOffset), the highest count over the window. With it the capacity at a scale-out the job never "
+        "currentOffset), the highest count over the window; a lower count than one read before is not taken (a topic's "
+        "partitions are never taken away). With it the capacity at a scale-out the job never "
         "ran keeps the partitions' granularity (at 5 readers of 12 partitions the busiest reads 3, as at 4); "
         "source_partitions, where set, wins. No series: unknown, no gap. Empty: not read. "
         "Needs: a source that reports per-partition offsets.",

@@ -101,9 +101,13 @@ class CapacityTracker:
 
     def _learn_partition_count(self, observation: Observation) -> None:
         """The partitions the sources report reading (their per-partition offset gauges), where source_partitions
-        is not set: the granularity of the input's split at every scale-out the job has not run."""
+        is not set: the granularity of the input's split at every scale-out the job has not run.
+
+        The count only grows: a topic's partitions are never taken away, and a lower reading is a window in which
+        some readers went unscraped (a lower count would cap the readers the planner gives a source)."""
         count = observation.source_partitions
-        if self.settings.source_partitions is not None or count is None or count == self.model.partitions:
+        known = self.model.partitions
+        if self.settings.source_partitions is not None or count is None or (known is not None and count <= known):
             return
         self.log.info("capacity.partitions_read", partitions=count, was=self.model.partitions)
         self.model.partitions = count
