@@ -523,12 +523,11 @@ class CapacityModel:
         between = self._between_observed(parallelism, {**self.observed, current: reference})
         if between is not None:
             return between
-        if self.partitions is not None and parallelism <= self.partitions and current <= self.partitions:
-            # Only the partition count is known: at n readers the busiest owns ceil(P/n) partitions,
-            # so the job runs like P/ceil(P/n) evenly loaded workers. The skew measured today beyond
-            # that granularity is kept by scaling from the reference.
-            return reference * _even_workers(self.partitions, parallelism) / _even_workers(self.partitions, current)
-        # Without partition weights or count, keep today's skew (max share / mean share) at every scale-out.
+        if self.partitions is None or max(parallelism, current) <= self.partitions:
+            # Only the partition count known: the skew measured today beyond its granularity is kept by scaling
+            # the reference by the evenly loaded workers (:meth:`_even`). Without weights or count, today's skew
+            # (max share / mean share) is kept at every scale-out.
+            return reference * self._even(parallelism) / self._even(current)
         return reference * parallelism / current
 
     def _between_observed(self, parallelism: int, observed: Mapping[int, float]) -> float | None:
@@ -550,7 +549,8 @@ class CapacityModel:
 
     def _even(self, parallelism: int) -> float:
         """Evenly loaded workers ``parallelism`` readers amount to: where the partition count is known and they do
-        not outnumber it, the partitions over the busiest reader's share of them; else the readers."""
+        not outnumber it, the partitions over the busiest reader's share of them (it owns ceil(P/n) of them); else
+        the readers."""
         if self.partitions is not None and parallelism <= self.partitions:
             return _even_workers(self.partitions, parallelism)
         return float(parallelism)

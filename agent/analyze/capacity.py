@@ -109,7 +109,7 @@ class CapacityTracker:
         known = self.model.partitions
         if self.settings.source_partitions is not None or count is None or (known is not None and count <= known):
             return
-        self.log.info("capacity.partitions_read", partitions=count, was=self.model.partitions)
+        self.log.info("capacity.partitions_read", partitions=count, was=known)
         self.model.partitions = count
 
     def _learn_partition_weights(self, observation: Observation, now: float) -> None:
