@@ -234,6 +234,8 @@ PATCHED: dict[str, dict[str, Any]] = {
         "agent.analyze.forecasting.UPPER_BOUND": "forecast_errors",
         "agent.analyze.forecasting.UPPER_BOUND_WHERE": "dear",
     },
+    "the forecast not held to the rises": {"agent.analyze.forecasting.FORECAST_HELD_WHERE": "never"},
+    "cheap: the forecast held to the rises": {"agent.analyze.forecasting.FORECAST_HELD_WHERE": "cheap"},
     "scale-outs read a climb beyond three times the noise": {"CLIMB_NOISE_FOR": "scale-out"},
     "scale-outs read a climb beyond twice the noise of a few loops": {
         "CLIMB_NOISE_Z": 2.0,

@@ -97,6 +97,17 @@ def _trailing_mean(y: np.ndarray, steps: int) -> np.ndarray:
     return out
 
 
+def _rises(y: np.ndarray, filled: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """The highest level within ``steps`` levels after each moment over the level at that moment, and where that
+    ratio is usable (a known, positive level and a known level ahead); ``filled``: ``y`` with each gap at -inf, so a
+    gap is never the highest level within a lead."""
+    ahead = np.lib.stride_tricks.sliding_window_view(filled[1:], steps).max(axis=1)
+    base = y[: len(ahead)]
+    usable = np.isfinite(base) & (base > 0) & np.isfinite(ahead)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return ahead / base, usable
+
+
 def _checked(quantile: float) -> float:
     """A rise quantile, in [0.5, 1) (ValueError otherwise)."""
     if not 0.5 <= quantile < 1:
@@ -130,6 +141,8 @@ class RiseEnvelope:
         self._binned: dict[float, tuple[dict[int, float], dict[int, dict[int, float]]]] = {}
         """The conditioned ratios by quantile: from every moment, and by the part of the range the moment stood
         in."""
+        self._highest: dict[int, float] | None = None
+        """:meth:`highest`'s ratios, until the history changes."""
 
     def update(self, samples: np.ndarray) -> None:
         """Fold per-second samples into the history (NaN skipped); the ratios are recomputed when read."""
@@ -142,6 +155,27 @@ class RiseEnvelope:
                 self._partial = []
                 self._ratios.clear()
                 self._binned.clear()
+                self._highest = None
+
+    def highest(self) -> dict[int, float]:
+        """The highest rise ratio the history shows within each lead of :data:`LEADS_S` it holds enough windows of
+        (as a quantile's: :data:`MIN_WINDOWS` leads), never lower than a shorter lead's; a lead without enough history
+        is absent. The steepest the workload has been seen to rise, which a point forecast is held to."""
+        if self._highest is None:
+            y = _trailing_mean(np.asarray(self.levels, dtype=float), max(1, RISE_MEAN_S // self.resolution_s))
+            filled = np.where(np.isfinite(y), y, -np.inf)
+            table: dict[int, float] = {}
+            previous = 1.0
+            for lead in LEADS_S:
+                steps = max(1, lead // self.resolution_s)
+                if len(y) <= steps:
+                    break
+                rises, usable = _rises(y, filled, steps)
+                if usable.sum() < max(10, MIN_WINDOWS * steps):
+                    break
+                table[lead] = previous = max(previous, float(rises[usable].max()))
+            self._highest = table
+        return self._highest
 
     def _compute(
         self, quantile: float, groups: np.ndarray | None = None, mean_steps: int = 1
@@ -159,14 +193,9 @@ class RiseEnvelope:
             steps = max(1, lead // self.resolution_s)
             values = {key: previous[key] if key == -1 else math.nan for key in keys}
             if len(y) > steps:
-                # Highest level within the lead after each moment, over the level at that moment.
-                ahead = np.lib.stride_tricks.sliding_window_view(filled[1:], steps).max(axis=1)
-                base = y[: len(ahead)]
-                usable = np.isfinite(base) & (base > 0) & np.isfinite(ahead)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    rises = ahead / base
+                rises, usable = _rises(y, filled, steps)
                 for key in keys:
-                    mask = usable if key == -1 else usable & (groups[: len(ahead)] == key)  # type: ignore[index]
+                    mask = usable if key == -1 else usable & (groups[: len(rises)] == key)  # type: ignore[index]
                     # A quantile of rises needs many windows of the lead, not one event seen from every
                     # moment before it: with less than MIN_WINDOWS leads of history the shorter lead's
                     # ratio stands (none at all: 1, the point forecast alone).
@@ -258,3 +287,4 @@ class RiseEnvelope:
         self.levels.extend(math.nan if v is None else float(v) for v in state.get("levels", []))
         self._ratios.clear()
         self._binned.clear()
+        self._highest = None

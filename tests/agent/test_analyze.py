@@ -1258,3 +1258,51 @@ def test_the_partition_count_the_sources_report_keeps_the_split_at_a_scale_out_n
     assert read.capacities[6] == pytest.approx(at_five * 6 / 4, rel=1e-9), "6 readers of 12 read 2 each"
     assert read.source_partitions == 12 and unknown.source_partitions is None
     assert kept.source_partitions == 12 and kept.capacities[4] == pytest.approx(at_five, rel=1e-9)
+
+
+@pytest.mark.parametrize(("where", "cheap", "held"), [("always", False, True), ("dear", True, False)])
+def test_a_forecast_is_held_to_the_steepest_rises_the_workload_has_shown(
+    monkeypatch: pytest.MonkeyPatch, where: str, cheap: bool, held: bool
+) -> None:
+    """A workload that has climbed 10 % a minute at its steepest, forecast to go 5x within the horizon (a model
+    carrying a climb's momentum): within a lead the history measures, the forecast the round plans with rises no
+    more than the workload has within it, counted from where the level stands; past the longest lead measured, no
+    faster than that lead's rise; where it stays under the bound it stands as it is."""
+    from agent.analyze import forecasting
+
+    monkeypatch.setattr(forecasting, "FORECAST_HELD_WHERE", where)
+    settings = load_lab_settings(None, {"policy": "daedalus", "forecast_horizon_s": 600})
+    part = forecasting.Forecasting(settings, executor=None, enabled=True)
+    for minute in range(1, 12):
+        round_ = lagless(60.0 * minute, parallelism=10, uptime_s=60.0 * minute)
+        rate = 10_000.0 * (1.0 + 0.1 * np.minimum(round_.times, 240.0) / 60.0)
+        forecast = part.step(replace(round_, workload=rate), 60.0 * minute)
+    level = part.level()
+    assert level is not None and level == pytest.approx(14_000.0)
+    wild = replace(forecast, values=np.linspace(level, 5 * level, 600))
+    outlook = part.outlook(wild, span=60, cheap_rescale=cheap)
+    values = outlook.forecast.values
+    assert values is not None and wild.values is not None
+    if not held:
+        assert np.array_equal(values, wild.values)
+        return
+    highest = part.envelope.highest()
+    longest = max(highest)
+    assert longest < 600 and highest[longest] < 1.5
+    assert np.all(values <= wild.values)
+    # Each second ahead is counted from the level, half a rate window back.
+    ahead = np.arange(1, 601) + 0.5 * settings.prometheus.rate_window_s
+    shortest = min(highest)
+    within = ahead <= longest
+    bound = np.where(
+        within,
+        np.interp(ahead, [0.0, *highest], [1.0, *highest.values()]),
+        1 + (highest[longest] - 1) * ahead / longest,
+    )
+    assert shortest < longest and np.any(within) and not np.all(within)
+    assert values == pytest.approx(np.minimum(wild.values, level * bound), rel=1e-9)
+    assert values[-1] < wild.values[-1]
+    assert outlook.arrivals is not None and np.all(outlook.arrivals <= np.maximum(values, level))
+    calm = replace(forecast, values=np.full(600, level))
+    assert np.array_equal(part.outlook(calm, span=60, cheap_rescale=cheap).forecast.values, calm.values)
+    part.close()

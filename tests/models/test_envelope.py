@@ -166,3 +166,22 @@ def test_the_unconditioned_rises_are_of_their_own_means_whichever_table_is_read_
     first_conditioned.ratio(120, 12_000.0)  # fills the conditioned table, and the unconditioned one where they agree
     assert first_conditioned.ratio(120) == alone.ratio(120)
     assert (alone.ratio(120) > 2.0) == (rise_mean_s == 10)
+
+
+def test_the_highest_rise_is_the_steepest_the_history_shows_at_each_lead_measured() -> None:
+    """One doubling within an hour of a flat workload: the highest rise within any lead is 2 where the quantiles see
+    none; a lead the history holds too few windows of (ten of it: 450 s and longer in an hour) is absent, and none
+    is measured before ten levels."""
+    envelope = RiseEnvelope(quantile=0.8)
+    envelope.update(np.concatenate([np.full(3000, 1000.0), np.full(600, 2000.0)]))
+    highest = envelope.highest()
+    assert envelope.ratio(300) == 1.0
+    assert list(highest) == [lead for lead in envelope_module.LEADS_S if lead <= 300]
+    assert all(ratio == pytest.approx(2.0) for ratio in highest.values())
+    short = RiseEnvelope()
+    short.update(np.linspace(1000.0, 1300.0, 200))  # 20 levels: the 10-s lead alone
+    assert list(short.highest()) == [10]
+    assert short.highest()[10] == pytest.approx(1 + 15 / 1000, rel=0.01)
+    young = RiseEnvelope()
+    young.update(np.full(90, 1000.0))
+    assert young.highest() == {}
