@@ -265,7 +265,7 @@ class Forecasting:
             # The last checkpoint interval's samples are a gap (rates restart with the tasks): the
             # level stands in, or every recovery would read "never" and undo the rescale.
             recent_rate = level
-        if forecast.values is not None and level is not None and _held_applies(cheap_rescale):
+        if forecast.values is not None and level is not None and _applies(FORECAST_HELD_WHERE, cheap_rescale):
             forecast = replace(forecast, values=self.held_to_rises(forecast.values, level))
         values = forecast.values
         upper = (
@@ -277,7 +277,7 @@ class Forecasting:
         # Right after a step the forecast still follows the old level for a few loops; a recovery planned
         # on it drains at the old rate's spare capacity, which the new rate does not leave.
         arrivals = np.maximum(values, level) if values is not None and level is not None else values
-        if arrivals is not None and level is not None and _drift_applies(cheap_rescale) and span:
+        if arrivals is not None and level is not None and _applies(ARRIVALS_DRIFT_WHERE, cheap_rescale) and span:
             last = finite_mean(self.recent.last(span))
             if _drifting(last, previous):
                 arrivals = self._drifted(arrivals, level, upper)
@@ -300,20 +300,10 @@ class Forecasting:
         )
 
     def held_to_rises(self, values: np.ndarray, level: float) -> np.ndarray:
-        """``values`` (a forecast, one a second ahead) never above ``level`` times the highest rise the workload has
-        shown within each lead (:meth:`RiseEnvelope.highest`), past the longest lead measured that lead's rise
-        continued at its pace; ``values`` as they are before any lead is measured. The level stands half a rate
-        window back (:meth:`level`), so a lead is counted from there."""
-        highest = self.envelope.highest()
-        if not highest or values.size == 0:
-            return values
-        leads = np.asarray(list(highest), dtype=float)
-        ratios = np.asarray(list(highest.values()))
-        ahead = np.arange(1, values.size + 1, dtype=float) + 0.5 * max(1, self.settings.prometheus.rate_window_s)
-        bound = np.interp(ahead, np.concatenate(([0.0], leads)), np.concatenate(([1.0], ratios)))
-        beyond = ahead > leads[-1]
-        bound[beyond] = 1.0 + (ratios[-1] - 1.0) * ahead[beyond] / leads[-1]
-        held = np.minimum(values, level * bound)
+        """``values`` (a forecast, one a second ahead) held to the highest rises the workload has shown from ``level``
+        (:meth:`RiseEnvelope.held`). The level stands half a rate window back (:meth:`level`), so a lead is counted
+        from there."""
+        held = self.envelope.held(values, level, since_s=0.5 * max(1, self.settings.prometheus.rate_window_s))
         if np.any(held < values):
             self.log.info(
                 "forecast.held_to_rises", peak=round(float(values.max()), 1), held_peak=round(float(held.max()), 1)
@@ -401,7 +391,7 @@ class Forecasting:
         """The workload as high as it may rise: the forecast's own errors where a rescale is cheap and they are
         scored (:data:`UPPER_BOUND`), else the rise envelope, at ``forecast_quantile_cheap`` where a rescale is
         cheap."""
-        if UPPER_BOUND == "forecast_errors" and UPPER_BOUND_WHERE in ("always", "cheap" if cheap_rescale else "dear"):
+        if UPPER_BOUND == "forecast_errors" and _applies(UPPER_BOUND_WHERE, cheap_rescale):
             floor = level if CONFORMAL_FROM_LEVEL else None
             bound = self.errors.upper(values, part=self.envelope.part(level), level=floor)
             if bound is not None:
@@ -445,14 +435,10 @@ def _drifting(last: float | None, previous: float | None) -> bool:
     return last is not None and previous is not None and previous < last <= (1.0 + daedalus.CLIMB_MARGIN) * previous
 
 
-def _held_applies(cheap_rescale: bool) -> bool:
-    """Whether the point forecast is held to the workload's rises this round (:data:`FORECAST_HELD_WHERE`)."""
-    return FORECAST_HELD_WHERE == "always" or FORECAST_HELD_WHERE == ("cheap" if cheap_rescale else "dear")
-
-
-def _drift_applies(cheap_rescale: bool) -> bool:
-    """Whether the arrivals carry the drift this round (:data:`ARRIVALS_DRIFT_WHERE`)."""
-    return ARRIVALS_DRIFT_WHERE == "always" or (ARRIVALS_DRIFT_WHERE == "dear" and not cheap_rescale)
+def _applies(where: str, cheap_rescale: bool) -> bool:
+    """Whether a rule switched on ``where`` (``always``, ``cheap``, ``dear`` or ``never``: :data:`FORECAST_HELD_WHERE`,
+    :data:`ARRIVALS_DRIFT_WHERE`, :data:`UPPER_BOUND_WHERE`) applies this round."""
+    return where == "always" or where == ("cheap" if cheap_rescale else "dear")
 
 
 def finite_mean(values: np.ndarray) -> float | None:

@@ -108,6 +108,18 @@ def _rises(y: np.ndarray, filled: np.ndarray, steps: int) -> tuple[np.ndarray, n
         return ahead / base, usable
 
 
+def _interpolated(seconds: np.ndarray | float, table: Mapping[int, float]) -> np.ndarray:
+    """The ratios of ``table`` (by lead) at ``seconds`` ahead, interpolated from 1 at none."""
+    leads = np.asarray([0.0, *table], dtype=float)
+    return np.interp(seconds, leads, np.asarray([1.0, *table.values()], dtype=float))
+
+
+def _enough(windows: int, steps: int) -> bool:
+    """Whether ``windows`` rises of a lead ``steps`` levels long are a distribution: many windows of the lead, not one
+    event seen from every moment before it (:data:`MIN_WINDOWS`)."""
+    return windows >= max(10, MIN_WINDOWS * steps)
+
+
 def _checked(quantile: float) -> float:
     """A rise quantile, in [0.5, 1) (ValueError otherwise)."""
     if not 0.5 <= quantile < 1:
@@ -171,7 +183,7 @@ class RiseEnvelope:
                 if len(y) <= steps:
                     break
                 rises, usable = _rises(y, filled, steps)
-                if usable.sum() < max(10, MIN_WINDOWS * steps):
+                if not _enough(int(usable.sum()), steps):
                     break
                 table[lead] = previous = max(previous, float(rises[usable].max()))
             self._highest = table
@@ -199,7 +211,7 @@ class RiseEnvelope:
                     # A quantile of rises needs many windows of the lead, not one event seen from every
                     # moment before it: with less than MIN_WINDOWS leads of history the shorter lead's
                     # ratio stands (none at all: 1, the point forecast alone).
-                    if mask.sum() >= max(10, MIN_WINDOWS * steps):
+                    if _enough(int(mask.sum()), steps):
                         values[key] = max(previous[key], _quantile(rises[mask], quantile))
             for key in keys:
                 value = values[key]
@@ -253,10 +265,7 @@ class RiseEnvelope:
     def ratio(self, lead_s: float, level: float | None = None) -> float:
         """The rise ratio within ``lead_s`` (1 with too little history), interpolated between measured leads;
         with ``level``, conditioned on where that level stands (:meth:`_table`)."""
-        table = self._table(level)
-        leads = np.asarray(LEADS_S, dtype=float)
-        values = np.asarray([table[lead] for lead in LEADS_S])
-        return float(np.interp(lead_s, np.concatenate(([0.0], leads)), np.concatenate(([1.0], values))))
+        return float(_interpolated(lead_s, self._table(level)))
 
     def upper(
         self, forecast: np.ndarray, level: float, *, conditioned: bool | None = None, quantile: float | None = None
@@ -264,11 +273,22 @@ class RiseEnvelope:
         """``max(forecast, level × ratio(lead))`` at every lead (second) of the forecast, the ratios conditioned
         on where ``level`` stands when :attr:`conditioned` (and ``conditioned``, when given, allows it), at
         ``quantile`` (:attr:`quantile` unless given)."""
-        leads = np.arange(1, len(forecast) + 1, dtype=float)
-        conditioned_table = self._table(level, conditioned, quantile)
-        table = np.asarray([1.0, *(conditioned_table[lead] for lead in LEADS_S)])
-        ratios = np.interp(leads, np.concatenate(([0.0], np.asarray(LEADS_S, dtype=float))), table)
+        ratios = _interpolated(np.arange(1, len(forecast) + 1, dtype=float), self._table(level, conditioned, quantile))
         return np.maximum(forecast, level * ratios)
+
+    def held(self, forecast: np.ndarray, level: float, *, since_s: float = 0.0) -> np.ndarray:
+        """``forecast`` (one a second ahead) never above ``level`` times the highest rise within each lead
+        (:meth:`highest`), each lead counted from ``since_s`` before the forecast's first second; past the longest
+        lead measured, that lead's rise continued at its pace; ``forecast`` as it is before any lead is measured."""
+        highest = self.highest()
+        if not highest or forecast.size == 0:
+            return forecast
+        ahead = np.arange(1, forecast.size + 1, dtype=float) + since_s
+        longest = max(highest)
+        bound = np.where(
+            ahead <= longest, _interpolated(ahead, highest), 1.0 + (highest[longest] - 1.0) * ahead / longest
+        )
+        return np.minimum(forecast, level * bound)
 
     def to_dict(self) -> dict[str, Any]:
         """The level history, in whole records per second (null for a gap).
