@@ -70,14 +70,16 @@ _BACK_PRESSURED = accumulated_time_rate("BackPressured", selector=_TASKS, by=_BY
 
 
 PARTITION_OFFSET_QUERIES = ("partition_end_offsets", "partition_committed_offsets")
-"""The queries that answer one series per source partition (kafka_exporter's offsets)."""
+"""The queries that answer one series per source partition from the brokers (kafka_exporter's offsets)."""
+PARTITION_READ_QUERIES = ("partition_read_offsets",)
+"""The queries that answer one series per source partition from the job's readers; no series: not known, no gap."""
 MEMORY_QUERIES = ("heap_usage", "gc_time")
 """The queries that answer one series per TaskManager (the memory-pressure guard's JVM metrics)."""
 MAX_SOURCE_PARTITIONS = 1_000_000
 """The most source partitions a job is taken to have, set or read (the planner holds a weight per partition)."""
 COUNT_QUERIES = ("source_partitions",)
 """The queries that answer one count that a job may not report at all (no series: unknown, no gap)."""
-OPTIONAL_QUERIES = PARTITION_OFFSET_QUERIES + MEMORY_QUERIES + COUNT_QUERIES
+OPTIONAL_QUERIES = PARTITION_OFFSET_QUERIES + PARTITION_READ_QUERIES + MEMORY_QUERIES + COUNT_QUERIES
 """Queries that may be left empty (not read); every other one must be set."""
 
 
@@ -155,8 +157,20 @@ class PromQLQueries(_Section):
         description="Log-end offset of each source partition, one series per 'partition' label (kafka_exporter's "
         "kafka_topic_partition_current_offset of the topic; KAFKA_BROKER_QUERIES). What each partition received "
         "over the window gives the partitions' weights, from which Daedalus reads the skew at scale-outs the job "
-        "never ran (without them: from source_partitions, every partition alike); the keda-lag policy's input. "
+        "never ran (without them: from partition_read_offsets while the job keeps up, else from source_partitions, "
+        "every partition alike); the keda-lag policy's input. "
         "Empty: not read. Needs: a Kafka source and kafka_exporter scraped.",
+    )
+    partition_read_offsets: str = Field(
+        'max by (partition) ({__name__=~"flink_taskmanager_job_task_operator_.+_topic_partition_currentOffset",'
+        f"{_SOURCE}}})",
+        description="Offset each source partition is read up to, one series per 'partition' label: the readers' "
+        "own per-partition gauges (Flink's KafkaSource reports KafkaSourceReader.topic.T.partition.P.currentOffset), "
+        "one topic. Over a round whose backlog stayed within 1 % of the records read, each partition was read as "
+        "fast as it received, so what each one's reader advanced weighs it as the log-end offsets would: the "
+        "partition weights where partition_end_offsets is not read (a job without kafka_exporter). A round with a "
+        "larger backlog, a restart or fewer series than source_partitions counts is not used. No series: not "
+        "known, no gap. Empty: not read. Needs: a source that reports per-partition offsets.",
     )
     partition_committed_offsets: str = Field(
         "",

@@ -26,6 +26,12 @@ PARTITION_RATE_TOLERANCE = 1.25
 workload read over it, as a factor either way, before the round's offsets are refused: the two are the same records
 read from two exporters, apart by the rate window's smear of a change."""
 
+KEPT_UP_BACKLOG = 0.01
+"""The readers' own offsets weigh the partitions only over a round whose backlog stayed within this fraction of the
+records read over it. What a partition's reader advanced differs from what the partition received by the
+difference of its backlog at the round's two ends, at most the job's backlog: so no partition's share of the
+records is off by more than this fraction."""
+
 WORKERS_KEPT_PER_SCALE_OUT = 4
 """Worker regressions kept, per unit of max_parallelism, however fast pods churn (bounds the knowledge)."""
 
@@ -113,22 +119,15 @@ class CapacityTracker:
         self.model.partitions = count
 
     def _learn_partition_weights(self, observation: Observation, now: float) -> None:
-        """Records produced per partition over the window (log-end offsets at its start, where the monitor gives
-        them, else at the last round) give the partition weights, and with them the skew at scale-outs the job
-        has not run (round-robin assignment)."""
-        offsets = observation.partition_offsets
-        if not offsets:
+        """What each source partition received over the window gives the partition weights, and with them the skew
+        at scale-outs the job has not run (round-robin assignment): from the log-end offsets where the monitor
+        reads them, else from how far each partition's reader advanced while the job kept up."""
+        received = self._received(observation, now)
+        if received is None:
+            received = self._read_while_keeping_up(observation)
+        if received is None:
             return
-        ends = np.asarray([end for end, _ in offsets], dtype=float)
-        last, self._last_ends = self._last_ends, (now, ends)
-        since = observation.partition_ends_since
-        if since is not None and len(since) == ends.size:
-            before, seconds = np.asarray(since, dtype=float), float(observation.times.size)
-        elif last is not None and last[1].shape == ends.shape and now > last[0]:
-            before, seconds = last[1], now - last[0]
-        else:
-            return
-        records = ends - before
+        records, seconds = received
         workload = observation.workload_mean
         if workload is None or seconds <= 0:
             return  # nothing to check the offsets against: they wait for a round that has it
@@ -141,6 +140,43 @@ class CapacityTracker:
             )
             return
         self.model.observe_partition_records(records)
+
+    def _received(self, observation: Observation, now: float) -> tuple[np.ndarray, float] | None:
+        """Records each partition received and over how many seconds, from the log-end offsets: at the window's
+        start where the monitor gives them, else at the last round; None without either."""
+        offsets = observation.partition_offsets
+        if not offsets:
+            return None
+        ends = np.asarray([end for end, _ in offsets], dtype=float)
+        last, self._last_ends = self._last_ends, (now, ends)
+        since = observation.partition_ends_since
+        if since is not None and len(since) == ends.size:
+            return ends - np.asarray(since, dtype=float), float(observation.times.size)
+        if last is not None and last[1].shape == ends.shape and now > last[0]:
+            return ends - last[1], now - last[0]
+        return None
+
+    def _read_while_keeping_up(self, observation: Observation) -> tuple[np.ndarray, float] | None:
+        """Records each partition's reader advanced over the window, where that is what the partition received:
+        the job ran throughout (no restart replayed part of it), no read went back, every partition the readers
+        count has its own series (one topic), and the backlog stayed within :data:`KEPT_UP_BACKLOG` of the
+        records read at every second. None otherwise."""
+        reads = observation.partition_reads
+        if not reads or observation.times.size == 0:
+            return None
+        partitions = self.model.partitions
+        if partitions is not None and len(reads) < partitions:
+            return None
+        start, end = np.asarray(reads, dtype=float).T
+        records = end - start
+        if np.any(start < 0) or np.any(records < 0) or not records.sum() > 0:
+            return None
+        if observation.restarted_since(float(observation.times[0])) is not None:
+            return None
+        lag = np.asarray(observation.consumer_lag, dtype=float)
+        if lag.size == 0 or not np.all(np.isfinite(lag)) or lag.max() > KEPT_UP_BACKLOG * records.sum():
+            return None
+        return records, float(observation.times.size)
 
     def to_dict(self) -> JsonObject:
         """This part's field of the analyzer's knowledge document."""

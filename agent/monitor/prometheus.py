@@ -38,6 +38,7 @@ from agent.settings import (
     MAX_SOURCE_PARTITIONS,
     MEMORY_QUERIES,
     PARTITION_OFFSET_QUERIES,
+    PARTITION_READ_QUERIES,
     REGEX_PLACEHOLDERS,
     ConfigError,
     PrometheusSettings,
@@ -443,6 +444,11 @@ class PrometheusMonitor:
         for name in PARTITION_OFFSET_QUERIES:
             if name in answers:
                 readings.partitions[name] = self._per_partition(name, answers[name], grid, now, gaps)
+        for name in PARTITION_READ_QUERIES:
+            if name in answers and answers[name]:  # a job whose readers report no offsets: not known, no gap
+                readings.partitions[name] = self._per_partition(name, answers[name], grid, now, gaps)
+            elif name in answers:
+                self._note(name, None)
         for name in MEMORY_QUERIES:
             if name in answers:
                 readings.memory[name] = self._per_taskmanager(name, answers[name], grid, now, gaps)
@@ -483,6 +489,7 @@ class PrometheusMonitor:
             worker_backlog={w: s for w, s in backlog.items() if w in throughput},
             partition_offsets=offsets,
             partition_ends_since=ends_since,
+            partition_reads=_partition_reads(readings.partitions.get("partition_read_offsets", {})),
             source_partitions=readings.counts.get("source_partitions"),
             taskmanager_heap_usage=memory.get("heap_usage", {}),
             taskmanager_gc_pressure=memory.get("gc_time", {}),
@@ -676,13 +683,30 @@ def _partition_offsets(
     weighs it."""
     if not ends:
         return None, None
-    order = sorted(ends)
-    matrix = np.vstack([ends[p] for p in order])
-    common = np.flatnonzero(np.all(np.isfinite(matrix), axis=0))
+    order, matrix, common = _common_points(ends)
     at = int(common[-1]) if common.size else None
     offsets = tuple((int(_value_at(ends[p], at) or 0), _committed_at(committed.get(p), at)) for p in order)
     since = tuple(int(v) for v in matrix[:, common[0]]) if common.size >= 2 else None
     return offsets, since
+
+
+def _partition_reads(reads: Mapping[int, np.ndarray]) -> tuple[tuple[int, int], ...] | None:
+    """Per partition in order of its number, the offset its reader had read up to at the first and at the last
+    grid point at which every partition has a value: what each one was read over the same stretch. None without
+    two such points."""
+    if not reads:
+        return None
+    _, matrix, common = _common_points(reads)
+    if common.size < 2:
+        return None
+    return tuple((int(start), int(end)) for start, end in matrix[:, [common[0], common[-1]]])
+
+
+def _common_points(series: Mapping[int, np.ndarray]) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The partitions in order, their series stacked, and the grid points at which every one has a value."""
+    order = sorted(series)
+    matrix = np.vstack([series[p] for p in order])
+    return order, matrix, np.flatnonzero(np.all(np.isfinite(matrix), axis=0))
 
 
 def _value_at(series: np.ndarray, index: int | None) -> float | None:

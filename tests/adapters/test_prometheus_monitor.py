@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from structlog.testing import capture_logs
 
-from agent.monitor.prometheus import PrometheusMonitor, _partition_offsets, check_prometheus
+from agent.monitor.prometheus import PrometheusMonitor, _partition_offsets, _partition_reads, check_prometheus
 from agent.ports import MonitorError
 from agent.settings import ConfigError, PrometheusSettings, PromQLQueries
 from tests.fakes.prometheus_api import Canned, FakePrometheus
@@ -66,6 +66,7 @@ def test_a_healthy_answer_lands_on_one_grid_with_no_gaps(fake_prometheus: FakePr
     np.testing.assert_array_equal(obs.worker_backlog["tm-1"], np.full(60, 30.0))
     assert obs.parallelism == 2 and obs.uptime_s == 600.0 and obs.latest_lag == 50.0
     assert obs.source_partitions is None, "no per-partition gauges: the count is unknown"
+    assert obs.partition_reads is None, "nor what each partition was read: not known, and no gap"
     assert dict(obs.gaps) == {} and obs.usable
     assert obs.rate_window_s == 60.0, "the window its rates were taken over: a step spreads over it"
     ranges = [p for path, p in fake_prometheus.requests if path == "/api/v1/query_range"]
@@ -298,6 +299,29 @@ def test_partition_offsets_are_read_over_the_same_stretch_for_every_partition() 
     assert _partition_offsets(ends, committed)[0] == ((20, 15), (120, None))
     # No point both have: each one's last offset, and no stretch to weigh the partitions by.
     assert _partition_offsets({0: np.array([1.0, nan]), 1: np.array([nan, 2.0])}, {}) == (((1, None), (2, None)), None)
+
+
+def test_the_readers_offsets_are_read_over_the_same_stretch_for_every_partition(
+    fake_prometheus: FakePrometheus,
+) -> None:
+    """Partition 1's reader went unscraped for the window's first points (a rescale moved it): what each
+    partition was read is counted between the first and the last points both have."""
+    nan = float("nan")
+    assert _partition_reads({1: np.array([nan, 110.0, 120.0, 130.0]), 0: np.array([0.0, 10.0, 20.0, nan])}) == (
+        (10, 20),
+        (110, 120),
+    )
+    assert _partition_reads({0: np.array([1.0, nan]), 1: np.array([nan, 2.0])}) is None
+    assert _partition_reads({}) is None
+
+    healthy(fake_prometheus)
+    fake_prometheus.answers[q("partition_read_offsets")] = Canned(
+        [({"partition": str(p)}, lambda t, r=rate: r * t) for p, rate in enumerate((100.0, 300.0))]
+    )
+    obs = monitor_for(fake_prometheus).observe(since=SINCE, now=NOW)
+    assert "partition_read_offsets" not in obs.gaps and obs.partition_reads is not None
+    (start0, end0), (start1, end1) = obs.partition_reads
+    assert (end1 - start1) == 3 * (end0 - start0) > 0
 
 
 def test_the_partition_count_is_the_most_the_window_read(fake_prometheus: FakePrometheus) -> None:

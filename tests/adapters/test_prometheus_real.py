@@ -67,6 +67,16 @@ def export_job(exporter: TinyExporter) -> None:
             partition=str(partition),
         )
         exporter.set("kafka_topic_partition_current_offset", 5.0, topic="audit", partition=str(partition))
+        # The job keeps up: each partition's reader (KafkaSource's own gauge) is 10 records behind its end.
+        exporter.set(
+            "flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset",
+            lambda t, r=rate: 1e6 + r * (t - start) - 10,
+            job_name="orders",
+            operator_name="Source:_input",
+            tm_id=f"tm-{partition % 2}",
+            topic="orders",
+            partition=str(partition),
+        )
         if partition < 3:
             exporter.set(
                 "kafka_consumergroup_current_offset",
@@ -139,6 +149,20 @@ def test_kafka_exporters_partition_offsets_give_each_partitions_offsets_and_what
     plain = PrometheusMonitor(PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S), skip=frozenset({"cpu"}))
     plain_obs = plain.observe(since=since, now=time.time())
     assert plain_obs.partition_offsets is None and "partition_end_offsets" not in plain_obs.gaps
+
+
+def test_the_readers_partition_offsets_give_what_each_partition_was_read(
+    prometheus: PrometheusServer, scraped: float
+) -> None:
+    """The default queries read the KafkaSource readers' per-partition offsets (two TaskManagers' readers, two
+    partitions each): what each partition was read over the window is in proportion to what it received."""
+    monitor = PrometheusMonitor(PrometheusSettings(url=prometheus.url, rate_window_s=WINDOW_S), skip=frozenset({"cpu"}))
+    obs = monitor.observe(since=math.ceil(scraped) + 1.0, now=time.time())
+    assert dict(obs.gaps) == {}, obs.gaps
+    assert obs.partition_reads is not None and obs.source_partitions == len(PARTITION_RATES)
+    read = np.asarray([end - start for start, end in obs.partition_reads], dtype=float)
+    assert read.min() > 0
+    np.testing.assert_allclose(read / read.sum(), np.asarray(PARTITION_RATES) / sum(PARTITION_RATES), atol=0.02)
 
 
 def test_partition_series_without_the_partition_label_are_a_wrong_shape_gap(

@@ -1306,3 +1306,68 @@ def test_a_forecast_is_held_to_the_steepest_rises_the_workload_has_shown(
     calm = replace(forecast, values=np.full(600, level))
     assert np.array_equal(part.outlook(calm, span=60, cheap_rescale=cheap).forecast.values, calm.values)
     part.close()
+
+
+def _reads_only(observation: Observation, **changes: Any) -> Observation:
+    """``observation`` as a job without kafka_exporter shows it: no log-end offsets, and each partition's reader
+    advanced what the partition received (the simulated job keeps up: its readers read what arrives)."""
+    ends = [end for end, _ in observation.partition_offsets or ()]
+    since = observation.partition_ends_since or ()
+    changes = {"partition_reads": tuple(zip(since, ends)), **changes}
+    return replace(observation, partition_offsets=None, partition_ends_since=None, **changes)
+
+
+def _first_read_back(reads: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """``reads`` with the first partition's read going back (its reader restored an older offset)."""
+    (start, end), *rest = reads
+    return ((end, start), *rest)
+
+
+def test_the_readers_offsets_weigh_the_partitions_while_the_job_keeps_up() -> None:
+    """Without kafka_exporter the readers' own per-partition offsets give the partition weights, and with them the
+    capacity at every scale-out, as the log-end offsets would: but only over a round whose backlog stayed within
+    1 % of the records read (a backlogged reader reads its partitions round-robin, not as they receive), in which
+    the job did not restart, no read went back, and every partition the readers count has its own series."""
+    overrides = {
+        "telemetry.log_level": "error",
+        "simulator.partitions": 12,
+        "simulator.partition_skew": 1.0,
+        "simulator.workload_noise": 0.0,
+        "simulator.initial_parallelism": 4,
+    }
+    lab = load_lab_settings(None, overrides)
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([20_000.0, 20_000.0])), lab.simulator)
+    monitor = SimulatedMonitor(job)
+    rounds = []
+    for now in range(60, 420, 60):
+        job.run_until(now)
+        rounds.append(monitor.observe(since=now - 60, now=now))
+    assert all(o.partition_ends_since is not None for o in rounds[1:])
+    records = sum(e - s for (e, _), s in zip(rounds[1].partition_offsets or (), rounds[1].partition_ends_since or ()))
+    kept_up = [_reads_only(o) for o in rounds[1:]]
+    assert max(float(np.nanmax(o.consumer_lag)) for o in kept_up) <= 0.01 * records, "the simulated job keeps up"
+
+    def capacities(observations: list[Observation], settings: LabSettings = lab) -> dict[int, float | None]:
+        analyzer = Analyzer(settings)
+        for index, observation in enumerate(observations):
+            analysis = analyzer.analyze(observation, now=60.0 * (index + 2))
+        return analysis.capacities
+
+    def at(capacity: dict[int, float | None]) -> list[float]:
+        return [float(capacity[n] or 0.0) for n in range(1, 13)]
+
+    by_ends = capacities(rounds[1:])
+    by_reads = capacities(kept_up)
+    blind = capacities([_reads_only(o, partition_reads=None) for o in rounds[1:]])
+    np.testing.assert_allclose(at(by_reads), at(by_ends), rtol=1e-6)
+    assert not np.allclose(at(blind), at(by_ends), rtol=0.02), "the skew is what the weights tell"
+
+    backlogged = [replace(o, consumer_lag=np.full_like(o.consumer_lag, 0.02 * records)) for o in kept_up]
+    restarted = [replace(o, uptime=np.linspace(-20.0, 40.0, o.times.size).clip(0.0)) for o in kept_up]
+    went_back = [replace(o, partition_reads=_first_read_back(o.partition_reads or ())) for o in kept_up]
+    for refused in (backlogged, restarted, went_back):
+        np.testing.assert_allclose(at(capacities(refused)), at(blind), rtol=1e-6)
+    # Two topics of 12 partitions each, their readers' offsets folded into 12 series by partition number.
+    two_topics = lab.model_copy(update={"source_partitions": 24})
+    blind_of_two = capacities([_reads_only(o, partition_reads=None) for o in rounds[1:]], two_topics)
+    np.testing.assert_allclose(at(capacities(kept_up, two_topics)), at(blind_of_two), rtol=1e-6)

@@ -39,12 +39,13 @@ from agent.monitor.prometheus import PrometheusMonitor
 from agent.settings import (
     COUNT_QUERIES,
     OPTIONAL_QUERIES,
+    PARTITION_READ_QUERIES,
     PrometheusSettings,
     PromQLQueries,
     ScaleTargetSettings,
     load_settings,
 )
-from lab.flink import trace_job
+from lab.flink import schedule, trace_job
 from lab.flink.promql import FlinkQueries, TraceJobQueries
 from lab.flink.trace_job import TraceJob, TraceJobOptions
 from tests.fixtures.flink import FlinkCluster, poll
@@ -330,10 +331,12 @@ def perdix_monitor(job: TraceJob, prometheus: PrometheusServer, *, window_s: int
     monitor = PrometheusMonitor(settings.prometheus)
     assert settings.prometheus.rate_window_s == (window_s or WINDOW_S)  # the shipped window is the lab queries' one
     # Every default query is read as shipped; the optional ones (Kafka's partition offsets, the JVM's memory) are
-    # empty and not read, but for the partition count, which a job without per-partition gauges leaves unanswered.
+    # empty and not read, but for the partition count and the readers' offsets, which a job without per-partition
+    # gauges leaves unanswered.
     shipped = {name: query for name, query in PromQLQueries().model_dump().items() if query}
     assert monitor.queries == {name: settings.prometheus.render(query) for name, query in shipped.items()}
-    assert set(PromQLQueries.model_fields) - set(shipped) == set(OPTIONAL_QUERIES) - set(COUNT_QUERIES)
+    unread = set(OPTIONAL_QUERIES) - set(COUNT_QUERIES) - set(PARTITION_READ_QUERIES)
+    assert set(PromQLQueries.model_fields) - set(shipped) == unread
     return monitor
 
 
@@ -398,6 +401,14 @@ def test_perdix_default_queries_follow_parallelism_uptime_and_a_saturated_slot(
         # partitions at every scale-out, however the readers split them.
         assert observation.source_partitions == job.options.partitions, (at_s, observation.source_partitions)
         assert "source_partitions" not in observation.gaps, observation.gaps
+    # Three slots keep up: what the readers' per-partition gauges advanced weighs each partition as the job's
+    # producer does (the weights the capacity at a scale-out not run is read from).
+    observation = monitor.observe(since=epoch + RESCALES[0][0] + 6, now=epoch + RESCALES[1][0] - 2)
+    assert observation.parallelism == 3 and observation.partition_reads is not None, observation.gaps
+    read = np.asarray([end - start for start, end in observation.partition_reads], dtype=float)
+    weights = np.asarray(schedule.partition_weights(job.options.partitions, job.options.skew, job.options.seed))
+    assert read.min() > 0 and float(np.nanmax(observation.consumer_lag)) < 0.01 * read.sum(), observation.consumer_lag
+    np.testing.assert_allclose(read / read.sum(), weights, atol=0.01)
     # At parallelism 1 the default busy query reads the saturated slot, over a 20-s window that lies after the
     # rescale to 1 (a 60-s one would average it with the three slots before); the backlog grows.
     observation = perdix_monitor(job, prometheus, window_s=20).observe(since=epoch + END_S - 5, now=epoch + END_S)

@@ -100,6 +100,10 @@ DISTINCT = {
     "prometheus.queries.partition_end_offsets": (
         'max by (partition) (kafka_topic_partition_current_offset{topic="orders"})'
     ),
+    "prometheus.queries.partition_read_offsets": (
+        "max by (partition) ("
+        'flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset{topic="orders"})'
+    ),
     "prometheus.queries.partition_committed_offsets": (
         'max by (partition) (kafka_consumergroup_current_offset{consumergroup="orders-job",topic="orders"})'
     ),
