@@ -47,10 +47,15 @@ class Observation:
     """Per source partition, the log-end offset at the start of the window, where the monitor has it (a range
     read of the offsets): the records each partition received over the window, so the partition weights are
     known from the first round instead of the second. None: the analyzer differences consecutive rounds."""
+    partition_ends_span_s: float | None = None
+    """Seconds between :attr:`partition_ends_since` and :attr:`partition_offsets` (the first and the last point at
+    which every partition has an offset); None: the window's length."""
     partition_reads: tuple[tuple[int, int], ...] | None = None
-    """Per source partition, the offset its reader had read up to at the start and at the end of the window
-    (the readers' own per-partition gauges, over the same stretch for all); None if not read. While the job
+    """Per source partition, the offset its reader had read up to at the start and at the end of a stretch of the
+    window (the readers' own per-partition gauges, over the same stretch for all); None if not read. While the job
     keeps up, what each partition was read is what it received."""
+    partition_reads_span_s: float | None = None
+    """Seconds the stretch of :attr:`partition_reads` lasted; None: the window's length."""
     source_partitions: int | None = None
     """Partitions the sources read, as their per-partition offset gauges count them (the most over the window);
     None where the job reports none."""

@@ -151,7 +151,7 @@ class CapacityTracker:
         last, self._last_ends = self._last_ends, (now, ends)
         since = observation.partition_ends_since
         if since is not None and len(since) == ends.size:
-            return ends - np.asarray(since, dtype=float), float(observation.times.size)
+            return ends - np.asarray(since, dtype=float), _span(observation.partition_ends_span_s, observation)
         if last is not None and last[1].shape == ends.shape and now > last[0]:
             return ends - last[1], now - last[0]
         return None
@@ -176,7 +176,7 @@ class CapacityTracker:
         lag = np.asarray(observation.consumer_lag, dtype=float)
         if lag.size == 0 or not np.all(np.isfinite(lag)) or lag.max() > KEPT_UP_BACKLOG * records.sum():
             return None
-        return records, float(observation.times.size)
+        return records, _span(observation.partition_reads_span_s, observation)
 
     def to_dict(self) -> JsonObject:
         """This part's field of the analyzer's knowledge document."""
@@ -190,3 +190,9 @@ class CapacityTracker:
             self.model.set_prior(prior)
         if self.settings.source_partitions is not None:  # the setting wins over a count stored or read
             self.model.partitions = self.settings.source_partitions
+
+
+def _span(seconds: float | None, observation: Observation) -> float:
+    """The seconds offsets read at two points of the window lie apart: as the monitor gives them, else the
+    window's (the simulator reads them at its two ends)."""
+    return float(seconds) if seconds is not None else float(observation.times.size)

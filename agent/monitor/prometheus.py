@@ -465,10 +465,12 @@ class PrometheusMonitor:
         """The observation of the window, held at one point per second; a worker's other series count only for
         the workers that report a throughput."""
         scalars, workers, memory = readings.scalars, readings.workers, readings.memory
-        offsets, ends_since = _partition_offsets(
+        offsets, ends_since, ends_span = _partition_offsets(
             readings.partitions.get("partition_end_offsets", {}),
             readings.partitions.get("partition_committed_offsets", {}),
+            grid.step,
         )
+        reads, reads_span = _partition_reads(readings.partitions.get("partition_read_offsets", {}), grid.step)
         nan = np.full(grid.size, np.nan)
         throughput = workers.get("throughput", {})
         cpu = workers.get("cpu", {})
@@ -489,7 +491,9 @@ class PrometheusMonitor:
             worker_backlog={w: s for w, s in backlog.items() if w in throughput},
             partition_offsets=offsets,
             partition_ends_since=ends_since,
-            partition_reads=_partition_reads(readings.partitions.get("partition_read_offsets", {})),
+            partition_ends_span_s=ends_span,
+            partition_reads=reads,
+            partition_reads_span_s=reads_span,
             source_partitions=readings.counts.get("source_partitions"),
             taskmanager_heap_usage=memory.get("heap_usage", {}),
             taskmanager_gc_pressure=memory.get("gc_time", {}),
@@ -671,35 +675,40 @@ class PrometheusMonitor:
 
 
 def _partition_offsets(
-    ends: Mapping[int, np.ndarray], committed: Mapping[int, np.ndarray]
-) -> tuple[tuple[tuple[int, int | None], ...] | None, tuple[int, ...] | None]:
-    """``(partition_offsets, partition_ends_since)`` of the observation from the per-partition series.
+    ends: Mapping[int, np.ndarray], committed: Mapping[int, np.ndarray], step: float
+) -> tuple[tuple[tuple[int, int | None], ...] | None, tuple[int, ...] | None, float | None]:
+    """``(partition_offsets, partition_ends_since, partition_ends_span_s)`` of the observation from the
+    per-partition series on a grid of ``step`` seconds.
 
     Partitions in order of their number; each one's log-end offset and committed offset (None where the group
     has committed none: no series, or kafka_exporter's -1). The ends are those of the last grid point at which
     every partition has a value, and the committed offsets those of the same point where they have one (a lag
     read across two scrapes could come out negative); the ends at the window's start are those of the first
-    such point (None without two): what each partition received in between, over the same stretch for all,
-    weighs it."""
+    such point, and the span the seconds between the two (None without two): what each partition received in
+    between, over the same stretch for all, weighs it."""
     if not ends:
-        return None, None
+        return None, None, None
     order, matrix, common = _common_points(ends)
     at = int(common[-1]) if common.size else None
     offsets = tuple((int(_value_at(ends[p], at) or 0), _committed_at(committed.get(p), at)) for p in order)
-    since = tuple(int(v) for v in matrix[:, common[0]]) if common.size >= 2 else None
-    return offsets, since
+    if common.size < 2:
+        return offsets, None, None
+    return offsets, tuple(int(v) for v in matrix[:, common[0]]), float(common[-1] - common[0]) * step
 
 
-def _partition_reads(reads: Mapping[int, np.ndarray]) -> tuple[tuple[int, int], ...] | None:
+def _partition_reads(
+    reads: Mapping[int, np.ndarray], step: float
+) -> tuple[tuple[tuple[int, int], ...] | None, float | None]:
     """Per partition in order of its number, the offset its reader had read up to at the first and at the last
-    grid point at which every partition has a value: what each one was read over the same stretch. None without
-    two such points."""
+    grid point at which every partition has a value, and the seconds between the two: what each one was read over
+    the same stretch. (None, None) without two such points."""
     if not reads:
-        return None
+        return None, None
     _, matrix, common = _common_points(reads)
     if common.size < 2:
-        return None
-    return tuple((int(start), int(end)) for start, end in matrix[:, [common[0], common[-1]]])
+        return None, None
+    pairs = tuple((int(start), int(end)) for start, end in matrix[:, [common[0], common[-1]]])
+    return pairs, float(common[-1] - common[0]) * step
 
 
 def _common_points(series: Mapping[int, np.ndarray]) -> tuple[list[int], np.ndarray, np.ndarray]:

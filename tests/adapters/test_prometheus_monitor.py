@@ -290,15 +290,19 @@ def test_partition_offsets_are_read_over_the_same_stretch_for_every_partition() 
     is counted between the first and the last points both have, so neither gets a longer stretch."""
     nan = float("nan")
     ends = {1: np.array([nan, 110.0, 120.0, 130.0]), 0: np.array([0.0, 10.0, 20.0, nan])}
-    offsets, since = _partition_offsets(ends, {0: np.array([0.0, 5.0, 15.0, 15.0])})
+    offsets, since, span = _partition_offsets(ends, {0: np.array([0.0, 5.0, 15.0, 15.0])}, 15.0)
     assert offsets == ((20, 15), (120, None))  # in partition order; partition 1's group committed nothing
-    assert since == (10, 110)
-    assert _partition_offsets({}, {}) == (None, None)
+    assert since == (10, 110) and span == 15.0, "one step apart, on a grid of 15-s steps"
+    assert _partition_offsets({}, {}, 1.0) == (None, None, None)
     # The committed offsets of the same point as the ends; kafka_exporter's -1 (never committed) is none.
     committed = {0: np.array([0.0, 5.0, 15.0, 18.0]), 1: np.array([-1.0, -1.0, -1.0, -1.0])}
-    assert _partition_offsets(ends, committed)[0] == ((20, 15), (120, None))
+    assert _partition_offsets(ends, committed, 1.0)[0] == ((20, 15), (120, None))
     # No point both have: each one's last offset, and no stretch to weigh the partitions by.
-    assert _partition_offsets({0: np.array([1.0, nan]), 1: np.array([nan, 2.0])}, {}) == (((1, None), (2, None)), None)
+    assert _partition_offsets({0: np.array([1.0, nan]), 1: np.array([nan, 2.0])}, {}, 1.0) == (
+        ((1, None), (2, None)),
+        None,
+        None,
+    )
 
 
 def test_the_readers_offsets_are_read_over_the_same_stretch_for_every_partition(
@@ -307,12 +311,10 @@ def test_the_readers_offsets_are_read_over_the_same_stretch_for_every_partition(
     """Partition 1's reader went unscraped for the window's first points (a rescale moved it): what each
     partition was read is counted between the first and the last points both have."""
     nan = float("nan")
-    assert _partition_reads({1: np.array([nan, 110.0, 120.0, 130.0]), 0: np.array([0.0, 10.0, 20.0, nan])}) == (
-        (10, 20),
-        (110, 120),
-    )
-    assert _partition_reads({0: np.array([1.0, nan]), 1: np.array([nan, 2.0])}) is None
-    assert _partition_reads({}) is None
+    reads = {1: np.array([nan, 110.0, 120.0, 130.0]), 0: np.array([0.0, 10.0, 20.0, nan])}
+    assert _partition_reads(reads, 5.0) == (((10, 20), (110, 120)), 5.0)
+    assert _partition_reads({0: np.array([1.0, nan]), 1: np.array([nan, 2.0])}, 1.0) == (None, None)
+    assert _partition_reads({}, 1.0) == (None, None)
 
     healthy(fake_prometheus)
     fake_prometheus.answers[q("partition_read_offsets")] = Canned(
@@ -322,6 +324,8 @@ def test_the_readers_offsets_are_read_over_the_same_stretch_for_every_partition(
     assert "partition_read_offsets" not in obs.gaps and obs.partition_reads is not None
     (start0, end0), (start1, end1) = obs.partition_reads
     assert (end1 - start1) == 3 * (end0 - start0) > 0
+    # The stretch from the window's first point to its last: 59 s of a 60-point window, read at 100/s.
+    assert obs.partition_reads_span_s == 59.0 and end0 - start0 == 100 * 59
 
 
 def test_the_partition_count_is_the_most_the_window_read(fake_prometheus: FakePrometheus) -> None:

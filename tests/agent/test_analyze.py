@@ -1367,6 +1367,16 @@ def test_the_readers_offsets_weigh_the_partitions_while_the_job_keeps_up() -> No
     went_back = [replace(o, partition_reads=_first_read_back(o.partition_reads or ())) for o in kept_up]
     for refused in (backlogged, restarted, went_back):
         np.testing.assert_allclose(at(capacities(refused)), at(blind), rtol=1e-6)
+    # A stretch shorter than the window (a 5-s loop reads its offsets 4 s apart): what the partitions were read is
+    # checked against the workload over the stretch's own seconds, not the window's.
+    from structlog.testing import capture_logs
+
+    shorter = [replace(o, partition_reads_span_s=0.7 * o.times.size, workload=o.workload / 0.7) for o in kept_up]
+    with capture_logs() as logs:
+        np.testing.assert_allclose(at(capacities(shorter)), at(by_ends), rtol=1e-6)
+        assert not [e for e in logs if e["event"] == "capacity.partition_offsets_refused"]
+        capacities([replace(o, partition_reads_span_s=None) for o in shorter])
+        assert [e for e in logs if e["event"] == "capacity.partition_offsets_refused"]
     # Two topics of 12 partitions each, their readers' offsets folded into 12 series by partition number.
     two_topics = lab.model_copy(update={"source_partitions": 24})
     blind_of_two = capacities([_reads_only(o, partition_reads=None) for o in rounds[1:]], two_topics)
