@@ -1216,6 +1216,19 @@ def test_a_partition_offset_that_jumps_moves_no_capacity() -> None:
     assert nudged.analyze(rounds[2], now=180).capacities == pytest.approx(after)
 
 
+def _flat_job_rounds(overrides: dict[str, Any], rate: float, until_s: int) -> tuple[LabSettings, list[Observation]]:
+    """The lab's settings with ``overrides``, and the rounds of a minute its monitor reads up to ``until_s`` from a
+    simulated job on a flat workload of ``rate``."""
+    lab = load_lab_settings(None, overrides)
+    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([rate, rate])), lab.simulator)
+    monitor = SimulatedMonitor(job)
+    rounds = []
+    for now in range(60, until_s + 1, 60):
+        job.run_until(now)
+        rounds.append(monitor.observe(since=now - 60, now=now))
+    return lab, rounds
+
+
 def test_the_partition_count_the_sources_report_keeps_the_split_at_a_scale_out_not_run() -> None:
     """At 5 readers of 12 equal partitions the busiest reads 3, as at 4: the job's capacity at 4 is its capacity
     at 5. Without the count the skew seen at 5 is kept at 4 and the capacity read a fifth low (every scale-in to
@@ -1230,16 +1243,9 @@ def test_the_partition_count_the_sources_report_keeps_the_split_at_a_scale_out_n
         "simulator.workload_noise": 0.0,
         "simulator.initial_parallelism": 5,
     }
-    lab = load_lab_settings(None, overrides)
-    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([40_000.0, 40_000.0])), lab.simulator)
-    monitor = SimulatedMonitor(job)
-    rounds = []
-    for now in range(60, 660, 60):
-        job.run_until(now)
-        # A job whose offsets are not exported: only the readers' count, as the Prometheus monitor reads it.
-        rounds.append(
-            replace(monitor.observe(since=now - 60, now=now), partition_offsets=None, partition_ends_since=None)
-        )
+    lab, observed = _flat_job_rounds(overrides, 40_000.0, 600)
+    # A job whose offsets are not exported: only the readers' count, as the Prometheus monitor reads it.
+    rounds = [replace(o, partition_offsets=None, partition_ends_since=None) for o in observed]
     blind = Analyzer(lab.model_copy(update={"source_partitions": None}))
     counted = Analyzer(lab.model_copy(update={"source_partitions": None}))
     configured = Analyzer(lab.model_copy(update={"source_partitions": 12}))
@@ -1335,13 +1341,7 @@ def test_the_readers_offsets_weigh_the_partitions_while_the_job_keeps_up() -> No
         "simulator.workload_noise": 0.0,
         "simulator.initial_parallelism": 4,
     }
-    lab = load_lab_settings(None, overrides)
-    job = SimulatedFlinkJob(Trace("flat", np.array([0.0, 7200.0]), np.array([20_000.0, 20_000.0])), lab.simulator)
-    monitor = SimulatedMonitor(job)
-    rounds = []
-    for now in range(60, 420, 60):
-        job.run_until(now)
-        rounds.append(monitor.observe(since=now - 60, now=now))
+    lab, rounds = _flat_job_rounds(overrides, 20_000.0, 360)
     assert all(o.partition_ends_since is not None for o in rounds[1:])
     records = sum(e - s for (e, _), s in zip(rounds[1].partition_offsets or (), rounds[1].partition_ends_since or ()))
     kept_up = [_reads_only(o) for o in rounds[1:]]
